@@ -1,0 +1,21 @@
+# KPROF_SANITIZE=address,undefined or KPROF_SANITIZE=thread instruments every target of the
+# build. Sanitizer reports are errors: UBSan does not recover, so a finding fails its test.
+if(KPROF_SANITIZE)
+  string(REPLACE "," ";" kprof_sanitizers "${KPROF_SANITIZE}")
+  foreach(s IN LISTS kprof_sanitizers)
+    if(NOT s MATCHES "^(address|undefined|thread|leak)$")
+      message(FATAL_ERROR
+        "KPROF_SANITIZE: unknown sanitizer '${s}' (accepted: address, undefined, leak, thread)")
+    endif()
+  endforeach()
+  if("thread" IN_LIST kprof_sanitizers AND "address" IN_LIST kprof_sanitizers)
+    message(FATAL_ERROR "KPROF_SANITIZE: thread cannot be combined with address")
+  endif()
+  set(kprof_sanitize_flags -fsanitize=${KPROF_SANITIZE} -fno-omit-frame-pointer)
+  if("undefined" IN_LIST kprof_sanitizers)
+    list(APPEND kprof_sanitize_flags -fno-sanitize-recover=undefined)
+  endif()
+  add_compile_options(${kprof_sanitize_flags})
+  add_link_options(${kprof_sanitize_flags})
+  message(STATUS "kprof: building with sanitizers: ${KPROF_SANITIZE}")
+endif()

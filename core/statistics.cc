@@ -1,0 +1,67 @@
+#include "core/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace kprof::core {
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+}  // namespace
+
+double Mean(const std::vector<double>& samples) {
+  if (samples.empty()) return kNaN;
+  return std::accumulate(samples.begin(), samples.end(), 0.0) / static_cast<double>(samples.size());
+}
+
+double Min(const std::vector<double>& samples) {
+  if (samples.empty()) return kNaN;
+  return *std::min_element(samples.begin(), samples.end());
+}
+
+double Max(const std::vector<double>& samples) {
+  if (samples.empty()) return kNaN;
+  return *std::max_element(samples.begin(), samples.end());
+}
+
+double Median(std::vector<double> samples) { return Percentile(std::move(samples), 50); }
+
+double StdDev(const std::vector<double>& samples) {
+  if (samples.empty()) return kNaN;
+  const double mean = Mean(samples);
+  double sum_of_squares = 0;
+  for (double x : samples) sum_of_squares += (x - mean) * (x - mean);
+  return std::sqrt(sum_of_squares / static_cast<double>(samples.size()));
+}
+
+double CoefficientOfVariation(const std::vector<double>& samples) {
+  const double mean = Mean(samples);
+  if (mean == 0) return kNaN;
+  return StdDev(samples) / mean;
+}
+
+double Percentile(std::vector<double> samples, double p) {
+  if (samples.empty() || !(p >= 0 && p <= 100)) return kNaN;
+  std::sort(samples.begin(), samples.end());
+  const double rank = p / 100 * static_cast<double>(samples.size() - 1);
+  const auto below = static_cast<size_t>(std::floor(rank));
+  const size_t above = std::min(below + 1, samples.size() - 1);
+  const double fraction = rank - static_cast<double>(below);
+  if (fraction == 0) return samples[below];  // exact rank: no interpolation (safe with inf)
+  return samples[below] + (samples[above] - samples[below]) * fraction;
+}
+
+Summary Summarize(const std::vector<double>& samples) {
+  Summary s;
+  s.count = samples.size();
+  s.mean = Mean(samples);
+  s.median = Median(samples);
+  s.min = Min(samples);
+  s.max = Max(samples);
+  s.stddev = StdDev(samples);
+  s.cv = CoefficientOfVariation(samples);
+  return s;
+}
+
+}  // namespace kprof::core

@@ -1,0 +1,41 @@
+// Summary statistics over samples (seconds per call of each repeat, say), as pure functions.
+//
+// Every function takes the samples by value or const reference and touches nothing else, so it
+// is tested on literal vectors. Empty input yields NaN: there is no mean of nothing, and NaN
+// says so where 0 would pass for a measurement.
+#pragma once
+
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+namespace kprof::core {
+
+double Mean(const std::vector<double>& samples);
+double Min(const std::vector<double>& samples);
+double Max(const std::vector<double>& samples);
+
+// The middle sample, or the mean of the two middle samples for an even count.
+double Median(std::vector<double> samples);
+
+// Population standard deviation (divides by n, as numpy.std and TVM's BenchmarkResult do);
+// 0 for a single sample.
+double StdDev(const std::vector<double>& samples);
+
+// StdDev / Mean: the relative spread. NaN when the mean is 0.
+double CoefficientOfVariation(const std::vector<double>& samples);
+
+// The p-th percentile, p in [0, 100], interpolating linearly between the closest ranks (numpy's
+// default). NaN for p outside [0, 100] or NaN.
+double Percentile(std::vector<double> samples, double p);
+
+struct Summary {
+  static constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
+  size_t count = 0;
+  double mean = kUnset, median = kUnset, min = kUnset, max = kUnset, stddev = kUnset, cv = kUnset;
+};
+
+// All of the above at once, each computed as by its own function.
+Summary Summarize(const std::vector<double>& samples);
+
+}  // namespace kprof::core
