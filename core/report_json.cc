@@ -95,7 +95,10 @@ absl::StatusOr<MetricValue> ReadMetric(const Json& value, const std::string& whe
                      "), got ", TypeName(value),
                      value.is_object() ? absl::StrCat(" with ", value.size(), " keys") : ""));
   }
-  const auto& [key, inner] = *value.items().begin();
+  // Not items(): its proxy would be a temporary that the key refers into.
+  const auto only = value.begin();
+  const std::string& key = only.key();
+  const Json& inner = only.value();
   const std::optional<MetricKind> kind = KindFromKey(key);
   const std::string inner_where = Member(where, key);
   if (!kind) {
