@@ -35,4 +35,12 @@ MATCHER_P2(StatusIs, code, message_matcher,
                                       message_matcher))(std::string(status.message()));
 }
 
+MATCHER_P(StatusIs, code,
+          std::string(negation ? "isn't" : "is") + " a status with code " +
+              absl::StatusCodeToString(code)) {
+  const absl::Status& status = GetStatus(arg);
+  *result_listener << "status is " << status;
+  return status.code() == code;
+}
+
 }  // namespace kprof::testing

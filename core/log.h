@@ -1,0 +1,20 @@
+// Minimal logging for core: one line per message on stderr, or to a sink a test or the daemon
+// installs. (Debian 12's Abseil has no absl/log.)
+#pragma once
+
+#include <functional>
+#include <string_view>
+
+namespace kprof::core {
+
+enum class LogSeverity { kInfo, kWarning, kError };
+
+// Writes `message` as one line, prefixed with the severity ("kprof warning: ...").
+void Log(LogSeverity severity, std::string_view message);
+
+using LogSink = std::function<void(LogSeverity, std::string_view)>;
+
+// Sends every later message to `sink` (nullptr: back to stderr); returns the previous sink.
+LogSink SetLogSink(LogSink sink);
+
+}  // namespace kprof::core

@@ -1,0 +1,75 @@
+#include "core/timer.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/device_api.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+
+namespace kprof::core {
+namespace {
+
+// Synchronises the device before reading the host clock at each end, so the region covers all
+// device work queued inside it — at the price of the synchronisation's own latency.
+class SyncingTimer final : public Timer {
+ public:
+  SyncingTimer(Device device, DeviceApi* api) : device_(device), api_(api) {}
+  void Start() override {
+    // A failed sync cannot be reported from here; the next one will fail the same way and
+    // the measurement's own calls report the device's error.
+    (void)api_->Sync(device_);
+    clock_.Start();
+  }
+  void Stop() override {
+    (void)api_->Sync(device_);
+    clock_.Stop();
+  }
+  int64_t ElapsedNanos() override { return clock_.ElapsedNanos(); }
+
+ private:
+  Device device_;
+  DeviceApi* api_;
+  CpuTimer clock_;
+};
+
+}  // namespace
+
+TimerRegistry& TimerRegistry::Global() {
+  static TimerRegistry* const registry = [] {
+    auto* r = new TimerRegistry();
+    r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+      return std::make_unique<CpuTimer>();
+    });
+    return r;
+  }();
+  return *registry;
+}
+
+void TimerRegistry::Register(DeviceType type, TimerFactory factory) {
+  absl::MutexLock lock(&mutex_);
+  factories_[type] = std::move(factory);
+}
+
+absl::StatusOr<std::unique_ptr<Timer>> TimerRegistry::Create(Device device) {
+  TimerFactory factory;
+  bool warn = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (const auto it = factories_.find(device.type); it != factories_.end()) {
+      factory = it->second;
+    } else {
+      warn = warned_.insert(device.type).second;
+    }
+  }
+  if (factory) return factory(device);
+
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
+  if (warn) {
+    Log(LogSeverity::kWarning,
+        absl::StrCat("no timer for device type '", std::string(DeviceTypeName(device.type)),
+                     "': using the host clock around device synchronisation, which may be "
+                     "inaccurate or add overhead"));
+  }
+  return std::make_unique<SyncingTimer>(device, api);
+}
+
+}  // namespace kprof::core

@@ -1,0 +1,91 @@
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "core/device.h"
+#include "core/device_api.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace kprof::core {
+namespace {
+
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr Device kCpu{DeviceType::kCpu, 0};
+
+TEST(ParseDevice, AcceptsTypesWithAndWithoutIndex) {
+  EXPECT_EQ(*ParseDevice("cpu"), kCpu);
+  EXPECT_EQ(*ParseDevice("cpu:0"), kCpu);
+  EXPECT_EQ(*ParseDevice("cuda"), (Device{DeviceType::kCuda, 0}));
+  EXPECT_EQ(*ParseDevice("cuda:3"), (Device{DeviceType::kCuda, 3}));
+}
+
+TEST(ParseDevice, RejectsMalformedTextSayingWhatIsAccepted) {
+  for (const char* bad : {"", "gpu:0", "CPU", "cpu:", "cpu:-1", "cpu:x", "cuda:1a", "cuda:0:1",
+                          "cuda:99999999999", " cpu"}) {
+    EXPECT_THAT(ParseDevice(bad), StatusIs(absl::StatusCode::kInvalidArgument,
+                                           HasSubstr("accepted: cpu, cpu:0, cuda, cuda:N")))
+        << bad;
+  }
+  EXPECT_THAT(ParseDevice("gpu:0"), StatusIs(absl::StatusCode::kInvalidArgument,
+                                             HasSubstr("device 'gpu:0' is of an unknown type")));
+}
+
+TEST(DeviceNames, ReportAndSpecForms) {
+  EXPECT_EQ(DeviceString({DeviceType::kCuda, 1}), "cuda1");
+  EXPECT_EQ(DeviceSpec({DeviceType::kCuda, 1}), "cuda:1");
+  EXPECT_EQ(DeviceString(kCpu), "cpu0");
+  EXPECT_EQ(*ParseDevice(DeviceSpec({DeviceType::kCuda, 7})), (Device{DeviceType::kCuda, 7}));
+}
+
+TEST(DeviceType, ValuesAreDlpackCodes) {
+  EXPECT_EQ(static_cast<int>(DeviceType::kCpu), 1);   // kDLCPU
+  EXPECT_EQ(static_cast<int>(DeviceType::kCuda), 2);  // kDLCUDA
+}
+
+TEST(CpuDeviceApi, AllocatesAlignedMemoryThatCopiesAndSets) {
+  DeviceApi* api = *GetDeviceApi(DeviceType::kCpu);
+  auto a = api->Alloc(kCpu, 1000);
+  auto b = api->Alloc(kCpu, 1000);
+  ASSERT_THAT(a, IsOk());
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*a) % DeviceApi::kAllocAlignment, 0u);
+  ASSERT_THAT(api->Memset(kCpu, *a, 0xAB, 1000), IsOk());
+  ASSERT_THAT(api->Copy(kCpu, *b, *a, 1000, CopyKind::kDeviceToDevice), IsOk());
+  EXPECT_EQ(static_cast<unsigned char*>(*b)[999], 0xAB);
+  ASSERT_THAT(api->FlushCache(kCpu, *b, 1000), IsOk());
+  EXPECT_EQ(static_cast<unsigned char*>(*b)[0], 0xAB);  // flushing keeps the data
+  api->Free(kCpu, *a);
+  api->Free(kCpu, *b);
+  api->Free(kCpu, nullptr);
+}
+
+TEST(CpuDeviceApi, ZeroBytesGiveDistinctPointers) {
+  DeviceApi* api = *GetDeviceApi(DeviceType::kCpu);
+  void* a = *api->Alloc(kCpu, 0);
+  void* b = *api->Alloc(kCpu, 0);
+  EXPECT_NE(a, nullptr);
+  EXPECT_NE(a, b);
+  api->Free(kCpu, a);
+  api->Free(kCpu, b);
+}
+
+TEST(CpuDeviceApi, ImpossibleAllocationIsResourceExhausted) {
+  DeviceApi* api = *GetDeviceApi(DeviceType::kCpu);
+  EXPECT_THAT(api->Alloc(kCpu, SIZE_MAX - 8),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("bytes on cpu0")));
+  EXPECT_THAT(api->Alloc(kCpu, SIZE_MAX / 2),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("cannot allocate")));
+}
+
+TEST(GetDeviceApi, CudaIsNotInThisBuildYet) {
+  EXPECT_THAT(GetDeviceApi(DeviceType::kCuda),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("'cuda'")));
+}
+
+}  // namespace
+}  // namespace kprof::core
