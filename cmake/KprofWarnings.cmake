@@ -4,8 +4,8 @@ add_library(kprof_warnings INTERFACE)
 add_library(kprof::warnings ALIAS kprof_warnings)
 
 target_compile_options(kprof_warnings INTERFACE
-  -Wall -Wextra -Wshadow -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual
-  -Wimplicit-fallthrough)
+  -Wall -Wextra -Wshadow -Wimplicit-fallthrough
+  $<$<COMPILE_LANGUAGE:CXX>:-Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual>)
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
   target_compile_options(kprof_warnings INTERFACE -Wthread-safety)
 endif()

@@ -18,9 +18,9 @@ enum class CopyKind { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
 class DeviceApi {
  public:
-  // Every allocation is aligned to at least this many bytes (a cache line, and what vector
-  // loads of any width the host has want).
-  static constexpr size_t kAllocAlignment = 64;
+  // Every allocation is aligned to at least this many bytes: what DLPack promises of a
+  // DLTensor's data (as CUDA allocations are), and more than any vector load needs.
+  static constexpr size_t kAllocAlignment = 256;
 
   virtual ~DeviceApi() = default;
 

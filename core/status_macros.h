@@ -14,7 +14,8 @@
   } while (false)
 
 // Evaluates `rexpr` (an absl::StatusOr<T>); on error returns its status, else moves the value
-// into `lhs`, which may be a declaration.
+// into `lhs`, which may be a declaration. It expands to several statements: brace it under an
+// `if`.
 //
 //   KPROF_ASSIGN_OR_RETURN(Report report, ReportFromJson(text));
 #define KPROF_ASSIGN_OR_RETURN(lhs, rexpr) \

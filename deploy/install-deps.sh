@@ -9,6 +9,7 @@ set -euo pipefail
 # One line per package, with what needs it. Keep this list exact: CI installs from it on a
 # fresh machine, so a package missing here is a build that only works on a developer's box.
 packages=(
+  gcc                 # C compiler for the test modules (tests/modules/*.c)
   g++                 # C++17 compiler
   make                # the root Makefile
   cmake               # the build (3.25)
@@ -17,6 +18,8 @@ packages=(
   pkg-config          # how CMake finds libraries without a CMake package
   libabsl-dev         # absl::Status, StatusOr, strings, synchronization
   nlohmann-json3-dev  # the standard JSON report
+  libdlpack-dev       # DLTensor, the module ABI's argument type
+  libssl-dev          # SHA-256 of argument bytes (OpenSSL)
   libgtest-dev        # unit and integration tests
   libgmock-dev        # matchers used by the tests
 )

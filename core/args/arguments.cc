@@ -1,0 +1,178 @@
+#include "core/args/arguments.h"
+
+#include <openssl/evp.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/args/data_type.h"
+#include "core/args/random.h"
+#include "core/status_macros.h"
+
+namespace kprof::core {
+namespace {
+
+// Stores one element of `type` at `out` — `real` when `use_real` (float fills), else `integer`:
+// integers wrap (two's complement), floats round to nearest, bool is value != 0.
+void StoreNumber(DLDataType type, double real, uint64_t integer, bool use_real, void* out) {
+  const auto as_float = [&]() { return use_real ? real : static_cast<double>(integer); };
+  if (IsBool(type)) {
+    const uint8_t b = use_real ? real != 0 : integer != 0;
+    std::memcpy(out, &b, 1);
+  } else if (type.code == kDLBfloat) {
+    const uint16_t h = FloatToBfloat16(static_cast<float>(as_float()));
+    std::memcpy(out, &h, 2);
+  } else if (IsFloat(type) && type.bits == 16) {
+    const uint16_t h = FloatToHalf(static_cast<float>(as_float()));
+    std::memcpy(out, &h, 2);
+  } else if (IsFloat(type) && type.bits == 32) {
+    const auto f = static_cast<float>(as_float());
+    std::memcpy(out, &f, 4);
+  } else if (IsFloat(type)) {
+    const double d = as_float();
+    std::memcpy(out, &d, 8);
+  } else {
+    // Little-endian hosts: the low bytes of the 64-bit pattern are the narrower integer.
+    std::memcpy(out, &integer, ElementBytes(type));
+  }
+}
+
+void StoreRandom(DLDataType type, uint64_t bits, void* out) {
+  if (IsBool(type)) {
+    const auto b = static_cast<uint8_t>(bits >> 63);
+    std::memcpy(out, &b, 1);
+  } else if (IsFloat(type) && type.bits == 64) {
+    const double d = static_cast<double>(bits >> 11) * 0x1p-53;
+    std::memcpy(out, &d, 8);
+  } else if (IsFloat(type)) {
+    const float f = static_cast<float>(bits >> 40) * 0x1p-24f;
+    if (type.bits == 32) {
+      std::memcpy(out, &f, 4);
+    } else {
+      const uint16_t h = type.code == kDLBfloat ? FloatToBfloat16(f, /*toward_zero=*/true)
+                                                : FloatToHalf(f, /*toward_zero=*/true);
+      std::memcpy(out, &h, 2);
+    }
+  } else {
+    const uint64_t v = bits >> 60;
+    std::memcpy(out, &v, ElementBytes(type));
+  }
+}
+
+}  // namespace
+
+void InitializeHostBytes(const ArgSpec& spec, uint64_t seed, uint64_t index, void* out) {
+  auto* bytes = static_cast<unsigned char*>(out);
+  const size_t width = ElementBytes(spec.dtype);
+  const auto n = static_cast<uint64_t>(spec.num_elements);
+  switch (spec.init) {
+    case ArgInit::kZeros:
+      std::memset(out, 0, spec.num_bytes);
+      return;
+    case ArgInit::kOnes:
+      for (uint64_t i = 0; i < n; ++i) StoreNumber(spec.dtype, 1, 1, false, bytes + i * width);
+      return;
+    case ArgInit::kArange:
+      for (uint64_t i = 0; i < n; ++i) StoreNumber(spec.dtype, 0, i, false, bytes + i * width);
+      return;
+    case ArgInit::kFill: {
+      const bool real = IsFloat(spec.dtype);
+      const uint64_t integer = IsUnsigned(spec.dtype) ? spec.fill.unsigned_integer
+                                                      : static_cast<uint64_t>(spec.fill.integer);
+      if (n == 0) return;
+      StoreNumber(spec.dtype, spec.fill.real, integer, real, bytes);
+      for (uint64_t i = 1; i < n; ++i) std::memcpy(bytes + i * width, bytes, width);
+      return;
+    }
+    case ArgInit::kRandom:
+      for (uint64_t i = 0; i < n; ++i) {
+        StoreRandom(spec.dtype, RandomBits(seed, index, i), bytes + i * width);
+      }
+      return;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector<ArgSpec>& specs,
+                                                               uint64_t seed, Device device,
+                                                               const ArgumentLimits& limits) {
+  uint64_t total = 0;
+  for (const ArgSpec& spec : specs) {
+    if (__builtin_add_overflow(total, spec.num_bytes, &total) || total > limits.max_total_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat("the arguments need more than the limit of ",
+                                                       limits.max_total_bytes,
+                                                       " bytes per job (at '", spec.text, "')"));
+    }
+  }
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
+  std::unique_ptr<Arguments> args(new Arguments(specs, device, api));
+
+  std::vector<unsigned char> staging;  // host copy for devices whose memory the host cannot write
+  for (size_t k = 0; k < args->specs_.size(); ++k) {
+    ArgSpec& spec = args->specs_[k];
+    DLTensor tensor{};
+    tensor.device = {static_cast<DLDeviceType>(device.type), device.id};
+    tensor.ndim = static_cast<int>(spec.shape.size());
+    tensor.dtype = spec.dtype;
+    tensor.shape = spec.shape.empty() ? nullptr : spec.shape.data();
+    KPROF_ASSIGN_OR_RETURN(tensor.data, api->Alloc(device, spec.num_bytes));
+    args->tensors_.push_back(tensor);  // owned from here: freed by ~Arguments on any error
+    if (device.type == DeviceType::kCpu) {
+      InitializeHostBytes(spec, seed, k, tensor.data);
+    } else {
+      staging.resize(spec.num_bytes);
+      InitializeHostBytes(spec, seed, k, staging.data());
+      KPROF_RETURN_IF_ERROR(
+          api->Copy(device, tensor.data, staging.data(), spec.num_bytes, CopyKind::kHostToDevice));
+    }
+  }
+  return args;
+}
+
+Arguments::Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api)
+    : specs_(std::move(specs)), device_(device), api_(api) {
+  tensors_.reserve(specs_.size());
+}
+
+Arguments::~Arguments() {
+  for (DLTensor& tensor : tensors_) api_->Free(device_, tensor.data);
+}
+
+std::string Arguments::ShapeString() const {
+  std::vector<TensorShape> shapes;
+  shapes.reserve(specs_.size());
+  for (const ArgSpec& spec : specs_) shapes.push_back(ShapeOf(spec));
+  return core::ShapeString(shapes);
+}
+
+absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
+  std::vector<std::string> digests;
+  std::vector<unsigned char> host;
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    const void* data = tensors_[k].data;
+    if (device_.type != DeviceType::kCpu) {
+      host.resize(specs_[k].num_bytes);
+      KPROF_RETURN_IF_ERROR(
+          api_->Copy(device_, host.data(), data, host.size(), CopyKind::kDeviceToHost));
+      data = host.data();
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    if (EVP_Digest(data, specs_[k].num_bytes, digest, &length, EVP_sha256(), nullptr) != 1) {
+      return absl::InternalError("OpenSSL's SHA-256 failed");
+    }
+    std::string hex;
+    for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+    digests.push_back(std::move(hex));
+  }
+  return digests;
+}
+
+absl::Status Arguments::FlushFromCaches(size_t first) {
+  for (size_t k = first; k < tensors_.size(); ++k) {
+    KPROF_RETURN_IF_ERROR(api_->FlushCache(device_, tensors_[k].data, specs_[k].num_bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kprof::core

@@ -1,0 +1,70 @@
+// LocalRunner: one measurement of one module function, in this process — what a worker process
+// runs for each job, and what the demo and the benchmarks call directly.
+//
+// It parses the argument specs, allocates and initialises the tensors on the job's device,
+// checks them against the function (builtins say what they take), then either times the
+// function (TimeEvaluator) or profiles it under collectors (Profiler), and frees everything.
+//
+//   LocalRunner runner;
+//   Job job{&BuiltinModule(), "spin_us", {DeviceType::kCpu, 0}, {"float64:100"}};
+//   TimeJob timing;
+//   timing.options.repeat = 10;
+//   KPROF_ASSIGN_OR_RETURN(TimeResult result, runner.Time(job, timing));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/args/arguments.h"
+#include "core/device.h"
+#include "core/modules/module.h"
+#include "core/report.h"
+#include "core/statistics.h"
+#include "core/time_evaluator.h"
+
+namespace kprof::core {
+
+// The named pre-processing steps a TimeEvaluate may ask for.
+inline constexpr std::string_view kCacheFlushCpuNonFirstArg = "cache_flush_cpu_non_first_arg";
+
+struct Job {
+  const Module* module = nullptr;
+  std::string function;
+  Device device;
+  std::vector<std::string> arg_specs;
+  uint64_t seed = 0;
+  ArgumentLimits limits;
+};
+
+struct TimeJob {
+  TimeEvaluatorOptions options;  // its `preprocess` is set from `preprocess` below
+  std::string preprocess;        // "" or kCacheFlushCpuNonFirstArg
+  bool checksums = false;        // SHA-256 of each argument after the run
+};
+
+struct TimeResult {
+  TimeEvaluation evaluation;
+  Summary summary;  // of evaluation.seconds_per_call
+  std::string argument_shapes;
+  std::vector<std::string> checksums;  // when asked for
+};
+
+struct ProfileJob {
+  int64_t warmup = 0;                   // untimed calls first, >= 0
+  int64_t number = 1;                   // calls measured together, >= 1
+  std::vector<std::string> collectors;  // CreateCollector specs
+};
+
+class LocalRunner {
+ public:
+  // Times the function. A non-zero return is ABORTED: "function 'f' returned 3".
+  absl::StatusOr<TimeResult> Time(const Job& job, const TimeJob& time);
+
+  // Profiles `number` calls after `warmup`: one row with Count = number and the totals of
+  // duration and collector metrics over those calls.
+  absl::StatusOr<Report> Profile(const Job& job, const ProfileJob& profile);
+};
+
+}  // namespace kprof::core

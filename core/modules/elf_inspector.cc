@@ -1,0 +1,227 @@
+#include "core/modules/elf_inspector.h"
+
+#include <elf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace kprof::core {
+namespace {
+
+#if defined(__x86_64__)
+constexpr uint16_t kHostMachine = EM_X86_64;
+#elif defined(__aarch64__)
+constexpr uint16_t kHostMachine = EM_AARCH64;
+#else
+#error "kprofd supports x86-64 and aarch64 hosts"
+#endif
+
+// The host's own ELF class and byte order: modules must match them.
+constexpr unsigned char kHostClass = ELFCLASS64;
+constexpr unsigned char kHostData =
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ? ELFDATA2LSB : ELFDATA2MSB;
+
+std::string MachineName(uint16_t machine) {
+  switch (machine) {
+    case EM_X86_64:
+      return "x86-64";
+    case EM_AARCH64:
+      return "aarch64";
+    case EM_386:
+      return "x86 (32-bit)";
+    case EM_ARM:
+      return "arm (32-bit)";
+    case EM_RISCV:
+      return "riscv";
+    case EM_PPC64:
+      return "ppc64";
+    case EM_S390:
+      return "s390";
+    case EM_CUDA:
+      return "cuda";
+    default:
+      return absl::StrCat("machine ", machine);
+  }
+}
+
+absl::Status Invalid(std::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("invalid shared-library module: ", std::string(what)));
+}
+
+// A bounds-checked view of the file: every read names what it reads, for the error message.
+class Bytes {
+ public:
+  explicit Bytes(std::string_view bytes) : bytes_(bytes) {}
+
+  bool Contains(uint64_t offset, uint64_t size) const {
+    return offset <= bytes_.size() && size <= bytes_.size() - offset;
+  }
+
+  template <typename T>
+  absl::StatusOr<T> Read(uint64_t offset, std::string_view what) const {
+    if (!Contains(offset, sizeof(T))) {
+      return Invalid(absl::StrCat("truncated: ", std::string(what), " at offset ", offset,
+                                  " lies past the end of the ", bytes_.size(), "-byte file"));
+    }
+    T value;
+    std::memcpy(&value, bytes_.data() + offset, sizeof(T));
+    return value;
+  }
+
+  // The NUL-terminated string at `offset` within the table [table, table + table_size).
+  absl::StatusOr<std::string_view> String(uint64_t table, uint64_t table_size,
+                                          uint64_t offset) const {
+    if (offset >= table_size) {
+      return Invalid(absl::StrCat("malformed: symbol name offset ", offset,
+                                  " is outside its string table of ", table_size, " bytes"));
+    }
+    const std::string_view rest = bytes_.substr(table + offset, table_size - offset);
+    const size_t end = rest.find('\0');
+    if (end == std::string_view::npos) {
+      return Invalid("malformed: a symbol name runs past the end of its string table");
+    }
+    return rest.substr(0, end);
+  }
+
+  size_t size() const { return bytes_.size(); }
+
+ private:
+  std::string_view bytes_;
+};
+
+#define KPROF_READ(lhs, bytes, type, offset, what)      \
+  auto lhs##_or = (bytes).Read<type>((offset), (what)); \
+  if (!lhs##_or.ok()) return lhs##_or.status();         \
+  const type lhs = *lhs##_or
+
+absl::Status CheckIdent(std::string_view raw) {
+  if (raw.size() < SELFMAG || std::memcmp(raw.data(), ELFMAG, SELFMAG) != 0) {
+    return Invalid(raw.empty() ? "the module is empty" : "not an ELF file (no \\x7fELF magic)");
+  }
+  if (raw.size() < EI_NIDENT) {
+    return Invalid(absl::StrCat("truncated: ", raw.size(), " bytes, shorter than an ELF header"));
+  }
+  if (static_cast<unsigned char>(raw[EI_CLASS]) != kHostClass) {
+    return Invalid(static_cast<unsigned char>(raw[EI_CLASS]) == ELFCLASS32
+                       ? "a 32-bit ELF, this host is 64-bit"
+                       : "an ELF of unknown class");
+  }
+  if (static_cast<unsigned char>(raw[EI_DATA]) != kHostData) {
+    return Invalid("an ELF of the other byte order than this host's");
+  }
+  return absl::OkStatus();
+}
+
+// glibc refuses to dlopen a position-independent executable; so do we, with a clearer reason.
+absl::StatusOr<bool> IsPositionIndependentExecutable(const Bytes& bytes, const Elf64_Ehdr& header) {
+  for (uint16_t i = 0; i < header.e_phnum; ++i) {
+    KPROF_READ(phdr, bytes, Elf64_Phdr, header.e_phoff + uint64_t{i} * sizeof(Elf64_Phdr),
+               "a program header");
+    if (phdr.p_type != PT_DYNAMIC) continue;
+    if (!bytes.Contains(phdr.p_offset, phdr.p_filesz)) {
+      return Invalid("truncated: the dynamic segment lies past the end of the file");
+    }
+    for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= phdr.p_filesz; off += sizeof(Elf64_Dyn)) {
+      KPROF_READ(dyn, bytes, Elf64_Dyn, phdr.p_offset + off, "a dynamic entry");
+      if (dyn.d_tag == DT_NULL) break;
+      if (dyn.d_tag == DT_FLAGS_1 && (dyn.d_un.d_val & DF_1_PIE) != 0) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string_view HostElfMachine() {
+  static const std::string name = MachineName(kHostMachine);
+  return name;
+}
+
+absl::StatusOr<SharedLibraryInfo> InspectSharedLibrary(std::string_view raw) {
+  const Bytes bytes(raw);
+  if (absl::Status s = CheckIdent(raw); !s.ok()) return s;
+  KPROF_READ(header, bytes, Elf64_Ehdr, 0, "the ELF header");
+
+  if (header.e_machine != kHostMachine) {
+    return Invalid(absl::StrCat("ELF for ", MachineName(header.e_machine), ", this host is ",
+                                std::string(HostElfMachine())));
+  }
+  if (header.e_type == ET_EXEC) return Invalid("an executable, not a shared object");
+  if (header.e_type != ET_DYN) {
+    return Invalid(header.e_type == ET_REL ? "an object file (.o), not a shared object"
+                                           : "an ELF that is not a shared object");
+  }
+  if (header.e_phnum > 0 && header.e_phentsize != sizeof(Elf64_Phdr)) {
+    return Invalid("malformed: program headers of an unexpected size");
+  }
+  if (!bytes.Contains(header.e_phoff, uint64_t{header.e_phnum} * sizeof(Elf64_Phdr))) {
+    return Invalid(absl::StrCat("truncated: the program headers at offset ", header.e_phoff,
+                                " lie past the end of the ", bytes.size(), "-byte file"));
+  }
+  auto pie = IsPositionIndependentExecutable(bytes, header);
+  if (!pie.ok()) return pie.status();
+  if (*pie) return Invalid("a position-independent executable, not a shared library");
+
+  if (header.e_shnum == 0) return Invalid("no section headers, so no dynamic symbol table");
+  if (header.e_shentsize != sizeof(Elf64_Shdr)) {
+    return Invalid("malformed: section headers of an unexpected size");
+  }
+  if (!bytes.Contains(header.e_shoff, uint64_t{header.e_shnum} * sizeof(Elf64_Shdr))) {
+    return Invalid(absl::StrCat("truncated: the section headers at offset ", header.e_shoff,
+                                " lie past the end of the ", bytes.size(), "-byte file"));
+  }
+
+  SharedLibraryInfo info;
+  info.machine = std::string(HostElfMachine());
+  bool has_dynsym = false;
+  for (uint16_t i = 0; i < header.e_shnum; ++i) {
+    KPROF_READ(section, bytes, Elf64_Shdr, header.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr),
+               "a section header");
+    if (section.sh_type != SHT_DYNSYM) continue;
+    has_dynsym = true;
+    if (section.sh_entsize != sizeof(Elf64_Sym)) {
+      return Invalid("malformed: dynamic symbols of an unexpected size");
+    }
+    if (!bytes.Contains(section.sh_offset, section.sh_size)) {
+      return Invalid("truncated: the dynamic symbol table lies past the end of the file");
+    }
+    if (section.sh_link >= header.e_shnum) {
+      return Invalid("malformed: the dynamic symbol table links to no string table");
+    }
+    KPROF_READ(strings, bytes, Elf64_Shdr,
+               header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr),
+               "the dynamic string table's header");
+    if (!bytes.Contains(strings.sh_offset, strings.sh_size)) {
+      return Invalid("truncated: the dynamic string table lies past the end of the file");
+    }
+    for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= section.sh_size; off += sizeof(Elf64_Sym)) {
+      KPROF_READ(symbol, bytes, Elf64_Sym, section.sh_offset + off, "a dynamic symbol");
+      const unsigned type = ELF64_ST_TYPE(symbol.st_info);
+      const unsigned binding = ELF64_ST_BIND(symbol.st_info);
+      const unsigned visibility = ELF64_ST_VISIBILITY(symbol.st_other);
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || symbol.st_shndx == SHN_UNDEF ||
+          (binding != STB_GLOBAL && binding != STB_WEAK) ||
+          (visibility != STV_DEFAULT && visibility != STV_PROTECTED)) {
+        continue;
+      }
+      auto name = bytes.String(strings.sh_offset, strings.sh_size, symbol.st_name);
+      if (!name.ok()) return name.status();
+      if (name->empty() || *name == "_init" || *name == "_fini") continue;
+      info.functions.emplace_back(*name);
+    }
+  }
+  if (!has_dynsym) return Invalid("no dynamic symbol table");
+  std::sort(info.functions.begin(), info.functions.end());
+  info.functions.erase(std::unique(info.functions.begin(), info.functions.end()),
+                       info.functions.end());
+  if (info.functions.empty()) {
+    return Invalid("a shared object that exports no functions (mark them KPROF_EXPORT)");
+  }
+  return info;
+}
+
+}  // namespace kprof::core

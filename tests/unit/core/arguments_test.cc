@@ -1,0 +1,158 @@
+#include "core/args/arguments.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/args/data_type.h"
+#include "core/args/random.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace kprof::core {
+namespace {
+
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+
+constexpr Device kCpu{DeviceType::kCpu, 0};
+
+std::vector<uint8_t> Bytes(const std::string& spec_text, uint64_t seed = 0, uint64_t index = 0) {
+  const ArgSpec spec = *ParseArgSpec(spec_text);
+  std::vector<uint8_t> bytes(spec.num_bytes);
+  InitializeHostBytes(spec, seed, index, bytes.data());
+  return bytes;
+}
+
+TEST(RandomBits, IsSplitMix64AsDocumented) {
+  EXPECT_EQ(SplitMix64(0), 0xe220a8397b1dcdafULL);
+  EXPECT_EQ(RandomBits(0, 0, 0), 0x238275bc38fcbe91ULL);
+}
+
+// The expected bytes come from an independent implementation of the documented generator.
+TEST(InitializeHostBytes, RandomDataIsTheSameBytesOnEveryHost) {
+  EXPECT_THAT(Bytes("float32[4]:random"),
+              ElementsAre(0xd4, 0x09, 0x0e, 0x3e, 0x9c, 0xca, 0x3c, 0x3e, 0x4c, 0x8c, 0x32, 0x3f,
+                          0x0c, 0x70, 0xa4, 0x3e));
+  EXPECT_THAT(Bytes("float64[2]:random", 0, 1),
+              ElementsAre(0x9e, 0x31, 0x40, 0x60, 0x6e, 0x39, 0xd1, 0x3f, 0x86, 0xf1, 0x63, 0x65,
+                          0xe4, 0x94, 0xd1, 0x3f));
+  EXPECT_THAT(Bytes("int32[4]:random", 42),
+              ElementsAre(0x06, 0, 0, 0, 0x0b, 0, 0, 0, 0x0d, 0, 0, 0, 0x02, 0, 0, 0));
+  EXPECT_THAT(Bytes("bool[8]:random", 7, 2), ElementsAre(1, 0, 1, 1, 1, 0, 0, 1));
+  EXPECT_THAT(Bytes("float16[4]:random"),
+              ElementsAre(0x70, 0x30, 0xe6, 0x31, 0x94, 0x39, 0x23, 0x35));
+}
+
+TEST(InitializeHostBytes, RandomDependsOnSeedAndArgumentAndStaysInRange) {
+  EXPECT_NE(Bytes("float32[16]:random", 0), Bytes("float32[16]:random", 1));
+  EXPECT_NE(Bytes("float32[16]:random", 0, 0), Bytes("float32[16]:random", 0, 1));
+  const std::vector<uint8_t> f = Bytes("float32[4096]:random", 3);
+  for (size_t i = 0; i < 4096; ++i) {
+    float v;
+    std::memcpy(&v, f.data() + 4 * i, 4);
+    ASSERT_GE(v, 0.0f);
+    ASSERT_LT(v, 1.0f);
+  }
+  for (uint8_t b : Bytes("uint8[4096]:random", 3)) ASSERT_LT(b, 16);
+  for (uint8_t b : Bytes("bfloat16[2048]:random", 3)) (void)b;
+  const std::vector<uint8_t> h = Bytes("float16[4096]:random", 5);
+  for (size_t i = 0; i < 4096; ++i) {
+    uint16_t v;
+    std::memcpy(&v, h.data() + 2 * i, 2);
+    ASSERT_LT(v, 0x3C00) << "float16 random must stay below 1.0";
+  }
+}
+
+TEST(InitializeHostBytes, ZerosOnesArangeAndFillPerType) {
+  EXPECT_THAT(Bytes("int16[2]:ones"), ElementsAre(1, 0, 1, 0));
+  EXPECT_THAT(Bytes("float16[1]:ones"), ElementsAre(0x00, 0x3C));
+  EXPECT_THAT(Bytes("bfloat16[1]:ones"), ElementsAre(0x80, 0x3F));
+  EXPECT_THAT(Bytes("bool[2]:ones"), ElementsAre(1, 1));
+  EXPECT_THAT(Bytes("float64[2]:zeros"), ElementsAreArray(std::vector<uint8_t>(16, 0)));
+  EXPECT_THAT(Bytes("uint8[4]:arange"), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(Bytes("bool[3]:arange"), ElementsAre(0, 1, 1));
+  EXPECT_EQ(Bytes("int8[300]:arange")[200], 0xC8);  // 200 wraps to -56
+  EXPECT_THAT(Bytes("int32[2]:fill:-2"),
+              ElementsAre(0xFE, 0xFF, 0xFF, 0xFF, 0xFE, 0xFF, 0xFF, 0xFF));
+  EXPECT_THAT(Bytes("uint64:18446744073709551615"),
+              ElementsAreArray(std::vector<uint8_t>(8, 0xFF)));
+  EXPECT_THAT(Bytes("float32:2.5"), ElementsAre(0x00, 0x00, 0x20, 0x40));
+  EXPECT_THAT(Bytes("bool[2]:fill:true"), ElementsAre(1, 1));
+  const std::vector<uint8_t> arange = Bytes("float32[3]:arange");
+  float values[3];
+  std::memcpy(values, arange.data(), sizeof values);
+  EXPECT_THAT(values, ElementsAre(0.0f, 1.0f, 2.0f));
+}
+
+TEST(FloatConversions, HalfAndBfloat16Round) {
+  EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
+  EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
+  EXPECT_EQ(FloatToHalf(0.1f), 0x2E66);
+  EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // rounds up to infinity
+  EXPECT_EQ(FloatToHalf(65520.0f, /*toward_zero=*/true), 0x7BFF);
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
+  EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0x0000);
+  EXPECT_EQ(FloatToHalf(INFINITY), 0x7C00);
+  EXPECT_EQ(FloatToHalf(NAN) & 0x7E00, 0x7E00);
+  EXPECT_EQ(FloatToBfloat16(1.0f), 0x3F80);
+  EXPECT_EQ(FloatToBfloat16(3.0f), 0x4040);
+  EXPECT_EQ(FloatToBfloat16(1.00390625f), 0x3F80);  // a tie rounds to even
+  EXPECT_EQ(FloatToBfloat16(1.01171875f), 0x3F82);  // a tie rounds to even, upwards
+}
+
+TEST(Arguments, AllocatesTensorsOnTheDevice) {
+  auto args =
+      Arguments::Allocate({*ParseArgSpec("float32[2,3]:ones"), *ParseArgSpec("int64:7")}, 0, kCpu);
+  ASSERT_THAT(args, IsOk());
+  ASSERT_EQ((*args)->size(), 2);
+  const DLTensor& a = (*args)->tensors()[0];
+  EXPECT_EQ(a.ndim, 2);
+  EXPECT_EQ(a.shape[0], 2);
+  EXPECT_EQ(a.shape[1], 3);
+  EXPECT_EQ(a.device.device_type, kDLCPU);
+  EXPECT_EQ(a.strides, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data) % 256, 0u);
+  EXPECT_EQ(static_cast<const float*>(a.data)[5], 1.0f);
+  const DLTensor& s = (*args)->tensors()[1];
+  EXPECT_EQ(s.ndim, 0);
+  EXPECT_EQ(*static_cast<const int64_t*>(s.data), 7);
+  EXPECT_EQ((*args)->ShapeString(), "float32[2, 3], int64[]");
+  EXPECT_THAT((*args)->FlushFromCaches(1), IsOk());
+}
+
+TEST(Arguments, Sha256OfEachArgument) {
+  auto args = Arguments::Allocate(
+      {*ParseArgSpec("float32[4]:zeros"), *ParseArgSpec("float32[4]:fill:2")}, 0, kCpu);
+  ASSERT_THAT(args, IsOk());
+  auto digests = (*args)->Sha256();
+  ASSERT_THAT(digests, IsOk());
+  EXPECT_THAT(*digests,
+              ElementsAre("374708fff7719dd5979ec875d56cd2286f6d3cf7ec317a3b25632aab28ec37bb",
+                          "c3a6b1f08b0b05ac05390d6c257551ffd0cdcf40496f232b52df2498f915469e"));
+}
+
+TEST(Arguments, OverTheLimitIsResourceExhaustedBeforeAllocating) {
+  ArgumentLimits limits;
+  limits.max_total_bytes = 1000;
+  EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[200]"), *ParseArgSpec("float32[100]")}, 0,
+                                  kCpu, limits),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("more than the limit of 1000 bytes per job (at 'float32[100]')")));
+  // Far beyond memory: refused by the limit, not by a failed allocation.
+  EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[1099511627776]")}, 0, kCpu),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("limit")));
+}
+
+TEST(Arguments, DeviceWithoutApiIsFailedPrecondition) {
+  EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[4]")}, 0, {DeviceType::kCuda, 0}),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+}
+
+}  // namespace
+}  // namespace kprof::core
