@@ -1,13 +1,14 @@
 # The README's two commands, for a fresh Debian 12 machine (as root, or with sudo):
 #   make demo   install what is missing, build, run the main job
 #   make test   install what is missing, build, run every test
-# Other targets: build, bench-free sanitizer run (test-asan), release build, format, clean.
+# Other targets: build, bench (benchmarks), test-asan (the suite under ASan and UBSan), release,
+# format, clean.
 
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan release format clean
+.PHONY: all deps build demo test test-asan bench release format clean
 
 all: build
 
@@ -30,6 +31,9 @@ demo: build
 
 test: build
 	ctest --preset $(PRESET)
+
+bench: build
+	./$(BUILD_DIR)/tests/bench/kprof_runner_bench
 
 test-asan:
 	$(MAKE) test PRESET=asan
