@@ -1,5 +1,6 @@
 #include "core/local_runner.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,29 @@ struct Prepared {
     return absl::OkStatus();
   }
 };
+
+absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(std::string(name), " = ", value,
+                                                 " is out of range (accepted: ", minimum,
+                                                 " or more)"));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<MetricCollector>>> MakeCollectors(
+    const std::vector<std::string>& specs) {
+  std::vector<std::unique_ptr<MetricCollector>> collectors;
+  for (const std::string& spec : specs) {
+    KPROF_ASSIGN_OR_RETURN(auto collector, CreateCollector(spec));
+    collectors.push_back(std::move(collector));
+  }
+  return collectors;
+}
+
+std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricCollector>>& owned) {
+  std::vector<MetricCollector*> pointers;
+  for (const auto& c : owned) pointers.push_back(c.get());
+  return pointers;
+}
 
 absl::StatusOr<Prepared> Prepare(const Job& job) {
   if (job.module == nullptr) return absl::InvalidArgumentError("job without a module");
@@ -75,34 +99,70 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
 }
 
 absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& profile) {
-  if (profile.warmup < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("warmup = ", profile.warmup, " is out of range (accepted: 0 or more)"));
-  }
-  if (profile.number < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("number = ", profile.number, " is out of range (accepted: 1 or more)"));
-  }
-  std::vector<std::unique_ptr<MetricCollector>> collectors;
-  std::vector<MetricCollector*> collector_pointers;
-  for (const std::string& spec : profile.collectors) {
-    KPROF_ASSIGN_OR_RETURN(auto collector, CreateCollector(spec));
-    collector_pointers.push_back(collector.get());
-    collectors.push_back(std::move(collector));
-  }
+  KPROF_RETURN_IF_ERROR(CheckCount("warmup", profile.warmup, 0));
+  KPROF_RETURN_IF_ERROR(CheckCount("number", profile.number, 1));
+  KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(profile.collectors));
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
   for (int64_t i = 0; i < profile.warmup; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
 
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
-                         Profiler::Create({job.device}, collector_pointers,
+                         Profiler::Create({job.device}, Pointers(collectors),
                                           {{"Warm-up Calls", Count{profile.warmup}},
                                            {"Seed", std::to_string(job.seed)}}));
   KPROF_RETURN_IF_ERROR(profiler->Start());
-  KPROF_RETURN_IF_ERROR(
-      profiler->StartCall(job.function, job.device,
-                          {{std::string(kArgumentShapesMetric), prepared.args->ShapeString()}}));
+  KPROF_RETURN_IF_ERROR(profiler->StartCall(
+      job.function, job.device,
+      {{std::string(kArgumentShapesMetric), prepared.args->ShapeString()}}));
   for (int64_t i = 0; i < profile.number; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
   KPROF_RETURN_IF_ERROR(profiler->StopCall({{std::string(kCountMetric), Count{profile.number}}}));
+  KPROF_RETURN_IF_ERROR(profiler->Stop());
+  return profiler->GetReport();
+}
+
+absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {
+  KPROF_RETURN_IF_ERROR(CheckCount("warmup", sequence.warmup, 0));
+  KPROF_RETURN_IF_ERROR(CheckCount("repeat", sequence.repeat, 1));
+  if (sequence.calls.empty()) return absl::InvalidArgumentError("a profile needs at least one call");
+  KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(sequence.collectors));
+
+  std::vector<Prepared> calls;
+  std::vector<std::string> shapes;
+  ArgumentLimits remaining = sequence.limits;
+  for (size_t i = 0; i < sequence.calls.size(); ++i) {
+    Job job = sequence.calls[i];
+    job.device = sequence.device;
+    job.seed = sequence.seed + i;  // each call's data differs, reproducibly
+    job.limits = remaining;
+    absl::StatusOr<Prepared> prepared = Prepare(job);
+    if (!prepared.ok()) {
+      return absl::Status(prepared.status().code(),
+                          absl::StrCat("call ", i, " (", job.function, "): ",
+                                       std::string(prepared.status().message())));
+    }
+    uint64_t bytes = 0;
+    for (const ArgSpec& spec : prepared->args->specs()) bytes += spec.num_bytes;
+    remaining.max_total_bytes -= std::min(bytes, remaining.max_total_bytes);
+    shapes.push_back(prepared->args->ShapeString());
+    calls.push_back(*std::move(prepared));
+  }
+  for (int64_t w = 0; w < sequence.warmup; ++w) {
+    for (Prepared& call : calls) KPROF_RETURN_IF_ERROR(call.Call());
+  }
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
+                         Profiler::Create({sequence.device}, Pointers(collectors),
+                                          {{"Warm-up Runs", Count{sequence.warmup}},
+                                           {"Repeats", Count{sequence.repeat}},
+                                           {"Seed", std::to_string(sequence.seed)}}));
+  KPROF_RETURN_IF_ERROR(profiler->Start());
+  for (int64_t r = 0; r < sequence.repeat; ++r) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      KPROF_RETURN_IF_ERROR(profiler->StartCall(
+          calls[i].function.name, sequence.device,
+          {{std::string(kArgumentShapesMetric), shapes[i]}}));
+      KPROF_RETURN_IF_ERROR(calls[i].Call());
+      KPROF_RETURN_IF_ERROR(profiler->StopCall());
+    }
+  }
   KPROF_RETURN_IF_ERROR(profiler->Stop());
   return profiler->GetReport();
 }

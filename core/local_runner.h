@@ -57,6 +57,17 @@ struct ProfileJob {
   std::vector<std::string> collectors;  // CreateCollector specs
 };
 
+// A sequence of calls on one device, profiled together (a model, layer by layer).
+struct SequenceJob {
+  std::vector<Job> calls;  // run in this order; their `device`, `seed` and `limits` are ignored
+  Device device;
+  uint64_t seed = 0;
+  ArgumentLimits limits;  // for all calls' arguments together
+  int64_t warmup = 0;     // untimed runs of the sequence first, >= 0
+  int64_t repeat = 1;     // profiled runs of the sequence, >= 1
+  std::vector<std::string> collectors;
+};
+
 class LocalRunner {
  public:
   // Times the function. A non-zero return is ABORTED: "function 'f' returned 3".
@@ -65,6 +76,10 @@ class LocalRunner {
   // Profiles `number` calls after `warmup`: one row with Count = number and the totals of
   // duration and collector metrics over those calls.
   absl::StatusOr<Report> Profile(const Job& job, const ProfileJob& profile);
+
+  // Profiles the sequence: a row per call per repeat (the table aggregates them), Percent of
+  // the device total, the device's totals over all repeats.
+  absl::StatusOr<Report> ProfileSequence(const SequenceJob& sequence);
 };
 
 }  // namespace kprof::core

@@ -5,6 +5,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace kprof::core {
 namespace {
@@ -32,7 +34,9 @@ void Log(LogSeverity severity, std::string_view message) {
     (*g_sink)(severity, message);
     return;
   }
-  std::fprintf(stderr, "kprof %s: %.*s\n", SeverityName(severity),
+  // Time and level first, one line per message: what journald and grep want.
+  const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  std::fprintf(stderr, "%s %s %.*s\n", now.c_str(), SeverityName(severity),
                static_cast<int>(message.size()), message.data());
 }
 

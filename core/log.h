@@ -9,7 +9,8 @@ namespace kprof::core {
 
 enum class LogSeverity { kInfo, kWarning, kError };
 
-// Writes `message` as one line, prefixed with the severity ("kprof warning: ...").
+// Writes `message` as one line, prefixed with the UTC time and the severity
+// ("2026-11-30T21:50:01.123Z warning ...").
 void Log(LogSeverity severity, std::string_view message);
 
 using LogSink = std::function<void(LogSeverity, std::string_view)>;

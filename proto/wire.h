@@ -1,0 +1,19 @@
+// Conversions between the wire messages and core's types: Reports, statuses, device names.
+// The one place where protobuf meets core; gRPC types never appear here (the worker links it).
+#pragma once
+
+#include "absl/status/status.h"
+#include "core/report.h"
+#include "kprof/v1/kprof.pb.h"
+
+namespace kprof::wire {
+
+kprof::v1::Report ToProto(const core::Report& report);
+
+// INVALID_ARGUMENT when a metric has no value set (an empty oneof).
+absl::StatusOr<core::Report> FromProto(const kprof::v1::Report& report);
+
+// "name" or "name:opt,opt" — what core::CreateCollector takes.
+std::string CollectorSpecText(const kprof::v1::CollectorSpec& spec);
+
+}  // namespace kprof::wire

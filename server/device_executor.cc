@@ -1,0 +1,97 @@
+#include "server/device_executor.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/log.h"
+
+namespace kprof::server {
+
+DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout)
+    : worker_options_(std::move(worker)), max_queue_(max_queue), job_timeout_(job_timeout) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+DeviceExecutor::~DeviceExecutor() { Drain(); }
+
+absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, absl::Time deadline,
+                                    Done done, std::shared_ptr<void> keep_alive) {
+  absl::MutexLock lock(&mutex_);
+  if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
+  if (static_cast<int>(queue_.size()) >= max_queue_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
+                     queue_.size(), " jobs waiting, limit ", max_queue_, "); retry later"));
+  }
+  queue_.push_back(
+      Job{std::move(request), deadline, absl::Now(), std::move(done), std::move(keep_alive)});
+  return absl::OkStatus();
+}
+
+void DeviceExecutor::Drain() {
+  {
+    absl::MutexLock lock(&mutex_);
+    draining_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+DeviceExecutor::Stats DeviceExecutor::stats() {
+  absl::MutexLock lock(&mutex_);
+  return Stats{static_cast<int>(queue_.size()), busy_, completed_, failed_};
+}
+
+absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const Job& job) {
+  const absl::Duration left = job.deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError("the request's deadline passed while the job waited");
+  }
+  if (worker_ == nullptr || !worker_->alive()) {
+    auto spawned = WorkerProcess::Spawn(worker_options_);
+    if (!spawned.ok()) return spawned.status();
+    worker_ = *std::move(spawned);
+  }
+  const absl::Duration timeout = std::min(left, job_timeout_);
+  auto response = worker_->Run(job.request, timeout);
+  if (!response.ok() && !worker_->alive()) {
+    worker_.reset();
+    if (absl::IsDeadlineExceeded(response.status())) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the job ran ", absl::FormatDuration(timeout),
+          timeout == job_timeout_ ? " (the daemon's --job-timeout)" : " (the request's deadline)",
+          " and was stopped; its worker was restarted"));
+    }
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat("worker for ", core::DeviceSpec(worker_options_.device), " ",
+                           response.status().message()));
+  }
+  return response;
+}
+
+void DeviceExecutor::Loop() {
+  while (true) {
+    Job job;
+    {
+      absl::MutexLock lock(&mutex_);
+      mutex_.Await(absl::Condition(
+          +[](DeviceExecutor* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
+            return !self->queue_.empty() || self->draining_;
+          },
+          this));
+      if (queue_.empty()) break;  // draining and nothing left
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+    }
+    const absl::Time started = absl::Now();
+    absl::StatusOr<kprof::worker::v1::WorkerResponse> result = Execute(job);
+    const JobTiming timing{started - job.enqueued, absl::Now() - started};
+    const bool ok = result.ok() && result->code() == 0;
+    job.done(std::move(result), timing);
+    job.keep_alive.reset();
+    absl::MutexLock lock(&mutex_);
+    busy_ = false;
+    (ok ? completed_ : failed_) += 1;
+  }
+  worker_.reset();
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,80 @@
+// DeviceExecutor: the jobs of one device, one at a time, first come first served, run by that
+// device's worker process. A bounded queue: past `max_queue` waiting jobs, Submit refuses at
+// once. The worker is started on the first job and restarted after one dies or is killed.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kprof/v1/worker.pb.h"
+#include "server/worker_process.h"
+
+namespace kprof::server {
+
+struct JobTiming {
+  absl::Duration queue_wait;
+  absl::Duration execution;
+};
+
+class DeviceExecutor {
+ public:
+  // The result of a job (a worker response whose code may be an error, or a failure of the
+  // worker itself) and how long it waited and ran. Called on the executor's thread.
+  using Done = std::function<void(absl::StatusOr<kprof::worker::v1::WorkerResponse>, JobTiming)>;
+
+  DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout);
+  ~DeviceExecutor();  // Drain()
+
+  // Queues a job that must finish by `deadline` (its execution is also capped by the job
+  // timeout). `keep_alive` is held until `done` has run (pinned modules, say).
+  // RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE once draining.
+  absl::Status Submit(kprof::worker::v1::WorkerRequest request, absl::Time deadline, Done done,
+                      std::shared_ptr<void> keep_alive) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Refuses new jobs, finishes those queued and running, stops the worker. Idempotent.
+  void Drain() ABSL_LOCKS_EXCLUDED(mutex_);
+
+  struct Stats {
+    int queue_length = 0;
+    bool busy = false;
+    int64_t completed = 0;
+    int64_t failed = 0;
+  };
+  Stats stats() ABSL_LOCKS_EXCLUDED(mutex_);
+
+  const core::Device& device() const { return worker_options_.device; }
+
+ private:
+  struct Job {
+    kprof::worker::v1::WorkerRequest request;
+    absl::Time deadline;
+    absl::Time enqueued;
+    Done done;
+    std::shared_ptr<void> keep_alive;
+  };
+
+  void Loop();
+  absl::StatusOr<kprof::worker::v1::WorkerResponse> Execute(const Job& job);
+
+  const WorkerOptions worker_options_;
+  const int max_queue_;
+  const absl::Duration job_timeout_;
+  std::unique_ptr<WorkerProcess> worker_;  // used by the executor thread only
+
+  absl::Mutex mutex_;
+  std::deque<Job> queue_ ABSL_GUARDED_BY(mutex_);
+  bool draining_ ABSL_GUARDED_BY(mutex_) = false;
+  bool busy_ ABSL_GUARDED_BY(mutex_) = false;
+  int64_t completed_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t failed_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace kprof::server

@@ -1,0 +1,272 @@
+// kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
+// reflection; runs measurements in one kprofd-worker process per device.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/command_line.h"
+#include "core/log.h"
+#include "core/status_macros.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/server_builder.h"
+#include "kprof/config.h"
+#include "server/profiler_service.h"
+
+namespace kprof::server {
+namespace {
+
+using core::Log;
+using core::LogSeverity;
+
+struct Flags {
+  std::string listen = "127.0.0.1:9177";
+  std::string port_file;
+  std::string config;
+  std::string cache_dir;
+  std::string worker;
+  int64_t max_queue = 64;
+  absl::Duration job_timeout = absl::Seconds(60);
+  uint64_t max_module_bytes = uint64_t{256} << 20;
+  uint64_t max_cache_bytes = uint64_t{4} << 30;
+  uint64_t max_argument_bytes = uint64_t{4} << 30;
+  bool insecure_allow_unauthenticated = false;
+  bool help = false;
+  bool version = false;
+};
+
+void Declare(core::CommandLine& cl, Flags& f) {
+  cl.AddString("listen", &f.listen, "HOST:PORT",
+               "address to serve on (default 127.0.0.1:9177; port 0 picks a free one)");
+  cl.AddString("port-file", &f.port_file, "FILE",
+               "write the bound port here once calls are accepted");
+  cl.AddString("config", &f.config, "FILE",
+               "read options from FILE: one 'name = value' per line, # comments; the command "
+               "line wins");
+  cl.AddString("cache-dir", &f.cache_dir, "DIR",
+               "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
+               "$XDG_CACHE_HOME/kprofd)");
+  cl.AddInt("max-queue", &f.max_queue, "N", "jobs that may wait per device (default 64)");
+  cl.AddDuration("job-timeout", &f.job_timeout, "DURATION",
+                 "longest a job may run (default 60s)");
+  cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
+             "largest module accepted (default 256 MiB)");
+  cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",
+             "module cache size before least recently used modules are evicted (default 4 GiB)");
+  cl.AddUint("max-argument-bytes", &f.max_argument_bytes, "BYTES",
+             "arguments of one job together (default 4 GiB)");
+  cl.AddString("worker", &f.worker, "PATH",
+               "the kprofd-worker executable (default: beside kprofd)");
+  cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
+             "allow listening beyond loopback without TLS and authentication (dangerous: "
+             "whoever reaches the port runs code here)");
+  cl.AddFlag("help", &f.help, "print this help and exit");
+  cl.AddFlag("version", &f.version, "print the version and exit");
+}
+
+absl::StatusOr<std::vector<std::string>> ConfigArgs(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
+  std::vector<std::string> args;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text(absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
+    if (text.empty()) continue;
+    const size_t equals = text.find('=');
+    if (equals == std::string::npos) {
+      args.push_back("--" + text);
+      continue;
+    }
+    const std::string name(absl::StripAsciiWhitespace(text.substr(0, equals)));
+    const std::string value(absl::StripAsciiWhitespace(text.substr(equals + 1)));
+    if (name.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": expected 'name = value', got '", text, "'"));
+    }
+    args.push_back(absl::StrCat("--", name, "=", value));
+  }
+  return args;
+}
+
+std::string DefaultCacheDir() {
+  if (const char* systemd = std::getenv("CACHE_DIRECTORY"); systemd != nullptr && *systemd) {
+    return std::string(std::string_view(systemd).substr(0, std::string_view(systemd).find(':')));
+  }
+  if (geteuid() == 0) return "/var/cache/kprofd";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg) {
+    return std::string(xdg) + "/kprofd";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/tmp") + "/.cache/kprofd";
+}
+
+std::string DefaultWorker() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "kprofd-worker";
+  std::string path(self, static_cast<size_t>(n));
+  return path.substr(0, path.rfind('/') + 1) + "kprofd-worker";
+}
+
+bool IsLoopback(const std::string& listen) {
+  const std::string host = listen.substr(0, listen.rfind(':'));
+  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" ||
+         host.rfind("127.", 0) == 0;
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << port << "\n";
+    if (!out) return absl::InternalError(absl::StrCat("cannot write port file '", path, "'"));
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot write port file '", path, "'"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Serve(const Flags& flags) {
+  if (!IsLoopback(flags.listen) && !flags.insecure_allow_unauthenticated) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to listen on ", flags.listen,
+        ": beyond loopback, kprofd needs TLS and authentication, which this version lacks; "
+        "pass --insecure-allow-unauthenticated to run code for anyone who reaches the port"));
+  }
+  if (!IsLoopback(flags.listen)) {
+    Log(LogSeverity::kWarning,
+        absl::StrCat("listening on ", flags.listen,
+                     " WITHOUT authentication: anyone who reaches it can run code on this host"));
+  }
+  if (flags.max_queue < 0 || flags.max_queue > 1'000'000) {
+    return absl::InvalidArgumentError("--max-queue wants 0 to 1000000");
+  }
+  if (flags.job_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--job-timeout wants a positive duration");
+  }
+
+  RegistryOptions registry_options;
+  registry_options.cache_dir = flags.cache_dir.empty() ? DefaultCacheDir() : flags.cache_dir;
+  registry_options.max_module_bytes = flags.max_module_bytes;
+  registry_options.max_cache_bytes = flags.max_cache_bytes;
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModuleRegistry> registry,
+                         ModuleRegistry::Open(registry_options));
+
+  WorkerOptions worker;
+  worker.executable = flags.worker.empty() ? DefaultWorker() : flags.worker;
+  if (access(worker.executable.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the worker executable '", worker.executable, "' is missing or not "
+                     "executable (--worker sets it)"));
+  }
+  worker.max_frame_bytes = static_cast<size_t>(64) << 20;
+  std::map<core::Device, std::unique_ptr<DeviceExecutor>> executors;
+  worker.device = {core::DeviceType::kCpu, 0};
+  executors.emplace(worker.device,
+                    std::make_unique<DeviceExecutor>(worker, static_cast<int>(flags.max_queue),
+                                                     flags.job_timeout));
+
+  ServiceLimits limits;
+  limits.max_argument_bytes = flags.max_argument_bytes;
+  limits.max_queue = static_cast<int>(flags.max_queue);
+  limits.job_timeout = flags.job_timeout;
+  ProfilerService service(registry.get(), &executors, limits);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
+  }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  health->SetServingStatus("", true);
+  health->SetServingStatus("kprof.v1.Profiler", true);
+  if (!flags.port_file.empty()) KPROF_RETURN_IF_ERROR(WritePortFile(flags.port_file, port));
+  const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
+  Log(LogSeverity::kInfo, absl::StrCat("kprofd ", KPROF_VERSION, " serving on ", host, ":", port,
+                                       ", cache ", registry_options.cache_dir));
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+
+  Log(LogSeverity::kInfo, absl::StrCat("received ", sigabbrev_np(signal_number),
+                                       ": draining — no new jobs, running ones finish"));
+  health->SetServingStatus("", false);
+  health->SetServingStatus("kprof.v1.Profiler", false);
+  service.StartDraining();
+  for (auto& [device, executor] : executors) executor->Drain();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  Log(LogSeverity::kInfo, "stopped");
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace kprof::server
+
+int main(int argc, char** argv) {
+  // Signals are taken by sigwait in the main thread; every thread started later inherits the
+  // block, and workers get an empty mask at spawn.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  kprof::server::Flags flags;
+  kprof::core::CommandLine cl("kprofd");
+  kprof::server::Declare(cl, flags);
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  std::vector<std::string> positional;
+  absl::Status status = cl.Parse(args, &positional);
+  if (status.ok() && !flags.config.empty()) {
+    // The config file first, then the command line again so that it wins.
+    auto config = kprof::server::ConfigArgs(flags.config);
+    status = config.ok() ? cl.Parse(*config, &positional) : config.status();
+    std::vector<std::string> again;
+    if (status.ok()) status = cl.Parse(args, &again);
+  }
+  if (status.ok() && !positional.empty()) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("unexpected argument '", positional.front(), "' (kprofd --help)"));
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "kprofd: %s\n", status.ToString().c_str());
+    return 2;
+  }
+  if (flags.help) {
+    std::printf("usage: kprofd [OPTIONS]\n\nServes kernel measurements over gRPC.\n\n%s",
+                cl.Help().c_str());
+    return 0;
+  }
+  if (flags.version) {
+    std::printf("kprofd %s (%s)\n", KPROF_VERSION, KPROF_BUILD);
+    return 0;
+  }
+  status = kprof::server::Serve(flags);
+  if (!status.ok()) {
+    std::fprintf(stderr, "kprofd: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

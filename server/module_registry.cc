@@ -1,0 +1,343 @@
+#include "server/module_registry.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/log.h"
+#include "core/modules/elf_inspector.h"
+#include "core/status_macros.h"
+#include "nlohmann/json.hpp"
+
+namespace kprof::server {
+namespace {
+
+constexpr std::string_view kSharedLibrary = "shared-library";
+
+absl::Status ErrnoError(std::string_view what, const std::string& path) {
+  return absl::InternalError(
+      absl::StrCat(std::string(what), " '", path, "': ", std::strerror(errno)));
+}
+
+bool IsModuleId(std::string_view id) {
+  return id.size() == 64 && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+absl::Status MakeDirectory(const std::string& path) {
+  if (mkdir(path.c_str(), 0750) != 0 && errno != EEXIST) return ErrnoError("cannot create", path);
+  return absl::OkStatus();
+}
+
+// Writes `data` to `path` atomically: a temporary file in the same directory, synced, renamed
+// over `path`, and the directory synced so the rename itself is durable.
+absl::Status WriteAtomically(const std::string& dir, const std::string& path,
+                             const std::string& data) {
+  std::string temp = dir + "/.upload-XXXXXX";
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot create a temporary file in", dir);
+  size_t written = 0;
+  while (written < data.size()) {
+    const ssize_t n = write(fd, data.data() + written, data.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const absl::Status status = ErrnoError("cannot write", temp);
+      close(fd);
+      unlink(temp.c_str());
+      return status;
+    }
+    written += static_cast<size_t>(n);
+  }
+  if (fchmod(fd, 0444) != 0 || fsync(fd) != 0) {
+    const absl::Status status = ErrnoError("cannot sync", temp);
+    close(fd);
+    unlink(temp.c_str());
+    return status;
+  }
+  close(fd);
+  if (rename(temp.c_str(), path.c_str()) != 0) {
+    const absl::Status status = ErrnoError("cannot rename into", path);
+    unlink(temp.c_str());
+    return status;
+  }
+  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd >= 0) {
+    fsync(dir_fd);
+    close(dir_fd);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return ErrnoError("cannot read", path);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+}  // namespace
+
+std::string Sha256Hex(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+  return hex;
+}
+
+absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
+    const RegistryOptions& options) {
+  if (options.cache_dir.empty()) return absl::InvalidArgumentError("no cache directory given");
+  KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir));
+  KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir + "/modules"));
+
+  const std::string lock_path = options.cache_dir + "/lock";
+  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+  if (lock_fd < 0) return ErrnoError("cannot open", lock_path);
+  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[32] = {0};
+    const ssize_t n = pread(lock_fd, holder, sizeof holder - 1, 0);
+    close(lock_fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cache directory '", options.cache_dir, "' is in use by another kprofd",
+        n > 0 ? absl::StrCat(" (pid ", absl::StripAsciiWhitespace(holder), ")") : std::string()));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
+    core::Log(core::LogSeverity::kWarning, "cannot record the daemon's pid in " + lock_path);
+  }
+  std::unique_ptr<ModuleRegistry> registry(new ModuleRegistry(options, lock_fd));
+  KPROF_RETURN_IF_ERROR(registry->Rescan());
+  return registry;
+}
+
+ModuleRegistry::~ModuleRegistry() { close(lock_fd_); }  // releases the lock
+
+absl::Status ModuleRegistry::Rescan() {
+  const std::string dir = ModulesDir();
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return ErrnoError("cannot list", dir);
+  std::vector<std::pair<int64_t, std::string>> found;  // (mtime, id)
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.rfind(".upload-", 0) == 0) {  // left by a crash mid-upload
+      unlink((dir + "/" + name).c_str());
+      continue;
+    }
+    if (!IsModuleId(name)) continue;
+    struct stat st {};
+    if (stat((dir + "/" + name).c_str(), &st) == 0) found.emplace_back(st.st_mtime, name);
+  }
+  closedir(d);
+  std::sort(found.begin(), found.end());  // oldest first: least recently used first
+
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [mtime, id] : found) {
+    const std::string path = dir + "/" + id;
+    absl::StatusOr<std::string> bytes = ReadFile(path);
+    absl::StatusOr<core::SharedLibraryInfo> info =
+        bytes.ok() ? core::InspectSharedLibrary(*bytes)
+                   : absl::StatusOr<core::SharedLibraryInfo>(bytes.status());
+    if (!info.ok() || Sha256Hex(*bytes) != id) {
+      core::Log(core::LogSeverity::kWarning,
+                absl::StrCat("dropping damaged module ", id, " from the cache: ",
+                             info.ok() ? "its hash does not match"
+                                       : std::string(info.status().message())));
+      unlink(path.c_str());
+      unlink((path + ".meta").c_str());
+      continue;
+    }
+    Entry entry;
+    entry.module.id = id;
+    entry.module.name = id;
+    entry.module.format = std::string(kSharedLibrary);
+    entry.module.size_bytes = bytes->size();
+    entry.module.functions = std::move(info->functions);
+    entry.module.path = path;
+    if (absl::StatusOr<std::string> meta = ReadFile(path + ".meta"); meta.ok()) {
+      const nlohmann::json json = nlohmann::json::parse(*meta, nullptr, /*allow_exceptions=*/false);
+      if (json.is_object() && json.value("name", nlohmann::json()).is_string()) {
+        entry.module.name = json["name"].get<std::string>();
+      }
+    }
+    entry.last_used = ++clock_;
+    total_bytes_ += entry.module.size_bytes;
+    entries_.emplace(id, std::move(entry));
+  }
+  if (!entries_.empty()) {
+    core::Log(core::LogSeverity::kInfo,
+              absl::StrCat("re-registered ", entries_.size(), " module(s), ", total_bytes_,
+                           " bytes, from ", dir));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModuleRegistry::CheckHeader(const std::string& format, uint64_t size_bytes,
+                                         const std::string& sha256) const {
+  if (!format.empty() && format != "auto" && format != kSharedLibrary) {
+    const bool cuda = format == "cubin" || format == "fatbin" || format == "ptx";
+    return absl::InvalidArgumentError(absl::StrCat(
+        "module format '", format, "' ",
+        cuda ? "needs CUDA support, which this build lacks" : "is unknown",
+        " (accepted: auto, shared-library)"));
+  }
+  if (size_bytes > options_.max_module_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("module of ", size_bytes,
+                                                     " bytes is over the limit of ",
+                                                     options_.max_module_bytes, " bytes"));
+  }
+  if (!IsModuleId(sha256)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sha256 '", sha256, "' is not a SHA-256 in lowercase hex (64 digits 0-9a-f)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
+    const std::string& name, const std::string& format, const std::string& bytes,
+    uint64_t declared_size, const std::string& declared_sha256, const std::string& actual_sha256) {
+  KPROF_RETURN_IF_ERROR(CheckHeader(format, declared_size, declared_sha256));
+  if (bytes.size() != declared_size) {
+    return absl::InvalidArgumentError(absl::StrCat("upload of ", bytes.size(),
+                                                   " bytes does not match the declared size of ",
+                                                   declared_size));
+  }
+  if (actual_sha256 != declared_sha256) {
+    return absl::InvalidArgumentError(absl::StrCat("upload's SHA-256 is ", actual_sha256,
+                                                   ", not the declared ", declared_sha256));
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    if (auto it = entries_.find(actual_sha256); it != entries_.end()) {
+      it->second.last_used = ++clock_;
+      return StoreResult{it->second.module, true};
+    }
+  }
+  KPROF_ASSIGN_OR_RETURN(core::SharedLibraryInfo info, core::InspectSharedLibrary(bytes));
+
+  const std::string path = ModulesDir() + "/" + actual_sha256;
+  absl::MutexLock lock(&mutex_);
+  if (auto it = entries_.find(actual_sha256); it != entries_.end()) {  // a racing upload won
+    it->second.last_used = ++clock_;
+    return StoreResult{it->second.module, true};
+  }
+  KPROF_RETURN_IF_ERROR(MakeRoom(bytes.size()));
+  KPROF_RETURN_IF_ERROR(WriteAtomically(ModulesDir(), path, bytes));
+  const nlohmann::json meta = {{"name", name}, {"format", kSharedLibrary}};
+  if (absl::Status s = WriteAtomically(ModulesDir(), path + ".meta",
+                                       meta.dump(-1, ' ', false,
+                                                 nlohmann::json::error_handler_t::replace));
+      !s.ok()) {
+    core::Log(core::LogSeverity::kWarning, std::string(s.message()));
+  }
+  Entry entry;
+  entry.module = {actual_sha256, name, std::string(kSharedLibrary), bytes.size(),
+                  std::move(info.functions), path};
+  entry.last_used = ++clock_;
+  total_bytes_ += bytes.size();
+  StoredModule stored = entry.module;
+  entries_.emplace(actual_sha256, std::move(entry));
+  return StoreResult{std::move(stored), false};
+}
+
+absl::Status ModuleRegistry::MakeRoom(uint64_t bytes) {
+  while (total_bytes_ + bytes > options_.max_cache_bytes) {
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.pins == 0 &&
+          (victim == entries_.end() || it->second.last_used < victim->second.last_used)) {
+        victim = it;
+      }
+    }
+    if (victim == entries_.end()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "module cache full: ", total_bytes_, " bytes held by modules in use, limit ",
+          options_.max_cache_bytes, " bytes"));
+    }
+    core::Log(core::LogSeverity::kInfo,
+              absl::StrCat("evicting module ", victim->first, " (", victim->second.module.name,
+                           ") to make room"));
+    unlink(victim->second.module.path.c_str());
+    unlink((victim->second.module.path + ".meta").c_str());
+    total_bytes_ -= victim->second.module.size_bytes;
+    entries_.erase(victim);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StoredModule> ModuleRegistry::Find(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) {
+    return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
+  }
+  return it->second.module;
+}
+
+std::vector<StoredModule> ModuleRegistry::List() {
+  absl::MutexLock lock(&mutex_);
+  std::vector<StoredModule> modules;
+  for (const auto& [id, entry] : entries_) modules.push_back(entry.module);
+  return modules;
+}
+
+absl::Status ModuleRegistry::Unload(const std::string& id) {
+  absl::MutexLock lock(&mutex_);
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return absl::NotFoundError(absl::StrCat("unknown module ", id));
+  if (it->second.pins > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("module ", id, " is in use by ", it->second.pins, " job(s)"));
+  }
+  unlink(it->second.module.path.c_str());
+  unlink((it->second.module.path + ".meta").c_str());
+  total_bytes_ -= it->second.module.size_bytes;
+  entries_.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
+    const std::vector<std::string>& ids, std::vector<StoredModule>* modules) {
+  absl::MutexLock lock(&mutex_);
+  for (const std::string& id : ids) {
+    if (entries_.count(id) == 0) {
+      return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
+    }
+  }
+  for (const std::string& id : ids) {
+    Entry& entry = entries_.at(id);
+    ++entry.pins;
+    entry.last_used = ++clock_;
+    if (modules != nullptr) modules->push_back(entry.module);
+  }
+  return std::make_shared<Pin>(this, ids);
+}
+
+void ModuleRegistry::Release(const std::vector<std::string>& ids) {
+  absl::MutexLock lock(&mutex_);
+  for (const std::string& id : ids) {
+    if (auto it = entries_.find(id); it != entries_.end()) --it->second.pins;
+  }
+}
+
+uint64_t ModuleRegistry::total_bytes() {
+  absl::MutexLock lock(&mutex_);
+  return total_bytes_;
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,116 @@
+// ModuleRegistry: the daemon's content-addressed store of uploaded modules.
+//
+// A module's id is the SHA-256 of its bytes (lowercase hex). Bytes live under
+// CACHE_DIR/modules/ID (with ID.meta holding the name and format), written under a temporary
+// name, synced and renamed into place, so a crash never leaves half a module; at start-up the
+// registry re-registers what it finds (verifying each hash), so modules survive a restart. The
+// directory is locked against a second daemon. The cache is bounded: storing past the limit
+// evicts the least recently used modules that no job is using.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace kprof::server {
+
+struct StoredModule {
+  std::string id;
+  std::string name;
+  std::string format;  // "shared-library"
+  uint64_t size_bytes = 0;
+  std::vector<std::string> functions;
+  std::string path;  // where the bytes are, read-only to workers
+};
+
+struct RegistryOptions {
+  std::string cache_dir;
+  uint64_t max_module_bytes = uint64_t{256} << 20;
+  uint64_t max_cache_bytes = uint64_t{4} << 30;
+};
+
+class ModuleRegistry {
+ public:
+  // Creates the directories, takes the lock (FAILED_PRECONDITION naming the holder's pid when
+  // another daemon has it) and re-registers stored modules.
+  static absl::StatusOr<std::unique_ptr<ModuleRegistry>> Open(const RegistryOptions& options);
+  ~ModuleRegistry();
+
+  // Checks a module's declared header before its bytes arrive: the format is known, the size
+  // within the limit, the hash 64 hex digits.
+  absl::Status CheckHeader(const std::string& format, uint64_t size_bytes,
+                           const std::string& sha256) const;
+
+  struct StoreResult {
+    StoredModule module;
+    bool already_held = false;
+  };
+  // Stores `bytes` (whose SHA-256 the caller computed as they arrived) after checking them
+  // against the declared size and hash and reading their format and exports. Bytes already
+  // held are not written again.
+  absl::StatusOr<StoreResult> Store(const std::string& name, const std::string& format,
+                                    const std::string& bytes, uint64_t declared_size,
+                                    const std::string& declared_sha256,
+                                    const std::string& actual_sha256);
+
+  absl::StatusOr<StoredModule> Find(const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
+  std::vector<StoredModule> List() ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // NOT_FOUND when absent; FAILED_PRECONDITION while a job uses it.
+  absl::Status Unload(const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Marks modules in use by a job (not evictable) until the returned handle is destroyed, and
+  // returns them. NOT_FOUND naming the first id not held.
+  class Pin;
+  absl::StatusOr<std::shared_ptr<Pin>> Acquire(const std::vector<std::string>& ids,
+                                               std::vector<StoredModule>* modules)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
+  const RegistryOptions& options() const { return options_; }
+  uint64_t total_bytes() ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  struct Entry {
+    StoredModule module;
+    uint64_t last_used = 0;
+    int pins = 0;
+  };
+
+  ModuleRegistry(RegistryOptions options, int lock_fd)
+      : options_(std::move(options)), lock_fd_(lock_fd) {}
+  absl::Status Rescan();
+  absl::Status MakeRoom(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Release(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+  std::string ModulesDir() const { return options_.cache_dir + "/modules"; }
+
+  const RegistryOptions options_;
+  const int lock_fd_;
+  absl::Mutex mutex_;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mutex_);
+  uint64_t total_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;  // use counter for LRU order
+};
+
+class ModuleRegistry::Pin {
+ public:
+  Pin(ModuleRegistry* registry, std::vector<std::string> ids)
+      : registry_(registry), ids_(std::move(ids)) {}
+  ~Pin() { registry_->Release(ids_); }
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+
+ private:
+  ModuleRegistry* registry_;
+  std::vector<std::string> ids_;
+};
+
+// Lowercase hex SHA-256 of `bytes`.
+std::string Sha256Hex(const std::string& bytes);
+
+}  // namespace kprof::server

@@ -1,0 +1,363 @@
+#include "server/profiler_service.h"
+
+#include <openssl/evp.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "core/collectors/collector_registry.h"
+#include "core/collectors/rusage_collector.h"
+#include "core/modules/builtin_module.h"
+#include "core/profiler.h"
+#include "kprof/config.h"
+#include "server/grpc_status.h"
+
+namespace kprof::server {
+namespace {
+
+using kprof::v1::ModuleInfo;
+
+void ToProto(const StoredModule& module, ModuleInfo* out) {
+  out->set_id(module.id);
+  out->set_name(module.name);
+  out->set_format(module.format);
+  out->set_size_bytes(module.size_bytes);
+  for (const std::string& f : module.functions) out->add_functions(f);
+}
+
+void BuiltinInfo(ModuleInfo* out) {
+  out->set_id(std::string(core::kBuiltinModuleName));
+  out->set_name(std::string(core::kBuiltinModuleName));
+  out->set_format("builtin");
+  for (const std::string& f : core::BuiltinModule().functions()) out->add_functions(f);
+}
+
+std::string CpuModel() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0 || line.rfind("Hardware", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string HostName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) return "unknown";
+  return host;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
+  out->set_queue_wait_seconds(Seconds(timing.queue_wait));
+  out->set_execution_seconds(Seconds(timing.execution));
+}
+
+}  // namespace
+
+// LoadModule: a header, then chunks; the SHA-256 is computed as bytes arrive.
+class ProfilerService::UploadReactor final
+    : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
+ public:
+  UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response)
+      : registry_(registry), response_(response), hash_(EVP_MD_CTX_new()) {
+    EVP_DigestInit_ex(hash_, EVP_sha256(), nullptr);
+    StartRead(&message_);
+  }
+  ~UploadReactor() override { EVP_MD_CTX_free(hash_); }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Complete();
+      return;
+    }
+    if (const absl::Status s = Take(); !s.ok()) {
+      Finish(ToGrpcStatus(s));
+      return;
+    }
+    StartRead(&message_);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  absl::Status Take() {
+    if (message_.has_header()) {
+      if (have_header_) return absl::InvalidArgumentError("an upload has one header, not two");
+      header_ = message_.header();
+      have_header_ = true;
+      return registry_->CheckHeader(header_.format(), header_.size_bytes(), header_.sha256());
+    }
+    if (!have_header_) {
+      return absl::InvalidArgumentError("an upload starts with its header, then its chunks");
+    }
+    const std::string& chunk = message_.chunk();
+    if (bytes_.size() + chunk.size() > header_.size_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("upload is longer than its declared size of ",
+                                                     header_.size_bytes(), " bytes"));
+    }
+    EVP_DigestUpdate(hash_, chunk.data(), chunk.size());
+    bytes_.append(chunk);
+    return absl::OkStatus();
+  }
+
+  void Complete() {
+    if (!have_header_) {
+      Finish(ToGrpcStatus(absl::InvalidArgumentError("upload ended before its header")));
+      return;
+    }
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(hash_, digest, &length);
+    std::string hex;
+    for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+    auto stored = registry_->Store(header_.name(), header_.format(), bytes_, header_.size_bytes(),
+                                   header_.sha256(), hex);
+    if (!stored.ok()) {
+      Finish(ToGrpcStatus(stored.status()));
+      return;
+    }
+    ToProto(stored->module, response_->mutable_module());
+    response_->set_already_held(stored->already_held);
+    Finish(grpc::Status::OK);
+  }
+
+  ModuleRegistry* registry_;
+  kprof::v1::LoadModuleResponse* response_;
+  EVP_MD_CTX* hash_;
+  kprof::v1::LoadModuleRequest message_;
+  kprof::v1::ModuleHeader header_;
+  bool have_header_ = false;
+  std::string bytes_;
+};
+
+ProfilerService::ProfilerService(ModuleRegistry* registry,
+                                 std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
+                                 ServiceLimits limits)
+    : registry_(registry), executors_(executors), limits_(limits) {}
+
+grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* context,
+                                                   const kprof::v1::GetInfoRequest*,
+                                                   kprof::v1::GetInfoResponse* response) {
+  response->set_version(KPROF_VERSION);
+  response->set_build(KPROF_BUILD);
+  response->set_host(HostName());
+  for (const auto& [device, executor] : *executors_) {
+    kprof::v1::DeviceInfo* info = response->add_devices();
+    info->set_device(core::DeviceSpec(device));
+    info->set_type(std::string(core::DeviceTypeName(device.type)));
+    info->set_id(device.id);
+    if (device.type == core::DeviceType::kCpu) {
+      info->set_name("cpu");
+      info->set_cpu_model(CpuModel());
+      info->set_cpus(core::AvailableCpus());
+    }
+    kprof::v1::CollectorInfo* rusage = info->add_collectors();
+    rusage->set_name("rusage");
+    rusage->set_available(true);
+    for (std::string_view m :
+         {core::kUserTimeMetric, core::kSystemTimeMetric, core::kMinorFaultsMetric,
+          core::kMajorFaultsMetric, core::kVoluntarySwitchesMetric,
+          core::kInvoluntarySwitchesMetric}) {
+      rusage->add_metrics(std::string(m));
+    }
+    const DeviceExecutor::Stats stats = executor->stats();
+    info->set_queue_length(stats.queue_length);
+    info->set_busy(stats.busy);
+    info->set_jobs_completed(stats.completed);
+    info->set_jobs_failed(stats.failed);
+  }
+  kprof::v1::Limits* limits = response->mutable_limits();
+  limits->set_max_module_bytes(registry_->options().max_module_bytes);
+  limits->set_max_cache_bytes(registry_->options().max_cache_bytes);
+  limits->set_max_argument_bytes(limits_.max_argument_bytes);
+  limits->set_max_queue(limits_.max_queue);
+  limits->set_job_timeout_seconds(Seconds(limits_.job_timeout));
+  BuiltinInfo(response->add_modules());
+  for (const StoredModule& m : registry_->List()) ToProto(m, response->add_modules());
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext* context,
+                                                     const kprof::v1::HasModuleRequest* request,
+                                                     kprof::v1::HasModuleResponse* response) {
+  if (request->id() == core::kBuiltinModuleName) {
+    response->set_present(true);
+    BuiltinInfo(response->mutable_module());
+  } else if (auto found = registry_->Find(request->id()); found.ok()) {
+    response->set_present(true);
+    ToProto(*found, response->mutable_module());
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
+    grpc::CallbackServerContext*, kprof::v1::LoadModuleResponse* response) {
+  return new UploadReactor(registry_, response);
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerContext* context,
+                                                       const kprof::v1::ListModulesRequest*,
+                                                       kprof::v1::ListModulesResponse* response) {
+  BuiltinInfo(response->add_modules());
+  for (const StoredModule& m : registry_->List()) ToProto(m, response->add_modules());
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::UnloadModule(
+    grpc::CallbackServerContext* context, const kprof::v1::UnloadModuleRequest* request,
+    kprof::v1::UnloadModuleResponse*) {
+  auto* reactor = context->DefaultReactor();
+  if (request->id() == core::kBuiltinModuleName) {
+    reactor->Finish(ToGrpcStatus(
+        absl::FailedPreconditionError("the builtin module is part of kprofd and stays")));
+  } else {
+    reactor->Finish(ToGrpcStatus(registry_->Unload(request->id())));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Submit(
+    grpc::CallbackServerContext* context, const std::string& device_text,
+    const std::vector<const kprof::v1::FunctionCall*>& calls,
+    kprof::worker::v1::WorkerRequest request, Fill fill) {
+  auto* reactor = context->DefaultReactor();
+  const auto fail = [reactor](const absl::Status& status) {
+    reactor->Finish(ToGrpcStatus(status));
+    return reactor;
+  };
+  if (draining_) return fail(absl::UnavailableError("kprofd is shutting down"));
+
+  const absl::StatusOr<core::Device> device =
+      core::ParseDevice(device_text.empty() ? "cpu:0" : device_text);
+  if (!device.ok()) return fail(device.status());
+  const auto executor = executors_->find(*device);
+  if (executor == executors_->end()) {
+    std::vector<std::string> present;
+    for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
+    const std::string known = absl::StrJoin(present, ", ");
+    if (device->type == core::DeviceType::kCuda) {
+      return fail(absl::FailedPreconditionError(absl::StrCat(
+          "device ", core::DeviceSpec(*device), " is not available: this kprofd was built "
+          "without CUDA (devices here: ", known, ")")));
+    }
+    return fail(absl::NotFoundError(absl::StrCat("unknown device ", core::DeviceSpec(*device),
+                                                  " (devices here: ", known, ")")));
+  }
+  if (calls.empty()) return fail(absl::InvalidArgumentError("the request names no function"));
+
+  std::vector<std::string> ids;
+  for (const kprof::v1::FunctionCall* call : calls) {
+    if (call->module_id().empty()) {
+      return fail(absl::InvalidArgumentError(
+          "a call without a module id (a SHA-256 from LoadModule, or \"builtin\")"));
+    }
+    if (call->module_id() == core::kBuiltinModuleName) {
+      if (auto f = core::BuiltinModule().GetFunction(call->function()); !f.ok()) {
+        return fail(f.status());
+      }
+    } else {
+      ids.push_back(call->module_id());
+    }
+  }
+  std::vector<StoredModule> modules;
+  auto pin = registry_->Acquire(ids, &modules);
+  if (!pin.ok()) return fail(pin.status());
+  size_t next = 0;
+  for (const kprof::v1::FunctionCall* call : calls) {
+    if (call->module_id() == core::kBuiltinModuleName) continue;
+    const StoredModule& module = modules[next++];
+    if (!std::binary_search(module.functions.begin(), module.functions.end(), call->function())) {
+      return fail(core::NoSuchFunction(call->function(), module.functions));
+    }
+  }
+  for (const StoredModule& module : modules) {
+    kprof::worker::v1::ModuleFile* file = request.add_modules();
+    file->set_id(module.id);
+    file->set_path(module.path);
+  }
+  request.set_job_id(next_job_id_++);
+  request.set_max_argument_bytes(limits_.max_argument_bytes);
+
+  const std::string what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")
+                                             : "the profiled sequence";
+  const absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
+                                  ? absl::InfiniteFuture()
+                                  : absl::FromChrono(context->deadline());
+  const absl::Status submitted = executor->second->Submit(
+      std::move(request), deadline,
+      [reactor, fill, what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
+                            JobTiming timing) {
+        if (!result.ok()) {
+          absl::Status status = result.status();
+          if (absl::IsAborted(status)) {
+            status = absl::AbortedError(absl::StrCat(what, " crashed: ", status.message()));
+          }
+          reactor->Finish(ToGrpcStatus(status));
+        } else if (result->code() != 0) {
+          reactor->Finish(grpc::Status(static_cast<grpc::StatusCode>(result->code()),
+                                       result->message()));
+        } else {
+          fill(*result, timing);
+          reactor->Finish(grpc::Status::OK);
+        }
+      },
+      *std::move(pin));
+  if (!submitted.ok()) return fail(submitted);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(
+    grpc::CallbackServerContext* context, const kprof::v1::TimeEvaluateRequest* request,
+    kprof::v1::TimeEvaluateResponse* response) {
+  kprof::worker::v1::WorkerRequest job;
+  *job.mutable_time_evaluate() = *request;
+  return Submit(context, request->device(), {&request->call()}, std::move(job),
+                [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
+                  *response = std::move(*result.mutable_time_evaluate());
+                  SetTiming(timing, response->mutable_timing());
+                });
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
+    grpc::CallbackServerContext* context, const kprof::v1::ProfileFunctionRequest* request,
+    kprof::v1::ProfileFunctionResponse* response) {
+  kprof::worker::v1::WorkerRequest job;
+  *job.mutable_profile_function() = *request;
+  return Submit(context, request->device(), {&request->call()}, std::move(job),
+                [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
+                  *response = std::move(*result.mutable_profile_function());
+                  SetTiming(timing, response->mutable_timing());
+                });
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* context,
+                                                   const kprof::v1::ProfileRequest* request,
+                                                   kprof::v1::ProfileResponse* response) {
+  kprof::worker::v1::WorkerRequest job;
+  *job.mutable_profile() = *request;
+  std::vector<const kprof::v1::FunctionCall*> calls;
+  for (const auto& call : request->calls()) calls.push_back(&call);
+  return Submit(context, request->device(), calls, std::move(job),
+                [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
+                  *response = std::move(*result.mutable_profile());
+                  SetTiming(timing, response->mutable_timing());
+                });
+}
+
+}  // namespace kprof::server

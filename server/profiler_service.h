@@ -1,0 +1,73 @@
+// ProfilerService: kprof.v1.Profiler on gRPC's callback API. Requests are checked in the front
+// (device, modules, functions, limits) and measurements queued on the device's executor; no
+// call blocks a gRPC thread while its job waits or runs.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+
+#include "core/device.h"
+#include "kprof/v1/kprof.grpc.pb.h"
+#include "server/device_executor.h"
+#include "server/module_registry.h"
+
+namespace kprof::server {
+
+struct ServiceLimits {
+  uint64_t max_argument_bytes = uint64_t{4} << 30;
+  int max_queue = 64;
+  absl::Duration job_timeout = absl::Seconds(60);
+};
+
+class ProfilerService final : public kprof::v1::Profiler::CallbackService {
+ public:
+  ProfilerService(ModuleRegistry* registry,
+                  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
+                  ServiceLimits limits);
+
+  // From now on, measurements are refused with UNAVAILABLE.
+  void StartDraining() { draining_ = true; }
+
+  grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
+                                    const kprof::v1::GetInfoRequest* request,
+                                    kprof::v1::GetInfoResponse* response) override;
+  grpc::ServerUnaryReactor* HasModule(grpc::CallbackServerContext* context,
+                                      const kprof::v1::HasModuleRequest* request,
+                                      kprof::v1::HasModuleResponse* response) override;
+  grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* LoadModule(
+      grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) override;
+  grpc::ServerUnaryReactor* ListModules(grpc::CallbackServerContext* context,
+                                        const kprof::v1::ListModulesRequest* request,
+                                        kprof::v1::ListModulesResponse* response) override;
+  grpc::ServerUnaryReactor* UnloadModule(grpc::CallbackServerContext* context,
+                                         const kprof::v1::UnloadModuleRequest* request,
+                                         kprof::v1::UnloadModuleResponse* response) override;
+  grpc::ServerUnaryReactor* TimeEvaluate(grpc::CallbackServerContext* context,
+                                         const kprof::v1::TimeEvaluateRequest* request,
+                                         kprof::v1::TimeEvaluateResponse* response) override;
+  grpc::ServerUnaryReactor* ProfileFunction(grpc::CallbackServerContext* context,
+                                            const kprof::v1::ProfileFunctionRequest* request,
+                                            kprof::v1::ProfileFunctionResponse* response) override;
+  grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* context,
+                                    const kprof::v1::ProfileRequest* request,
+                                    kprof::v1::ProfileResponse* response) override;
+
+ private:
+  class UploadReactor;
+
+  // Checks and queues one measurement; `fill` copies the worker's result into the response.
+  using Fill = std::function<void(kprof::worker::v1::WorkerResponse&, JobTiming)>;
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+                                   const std::string& device_text,
+                                   const std::vector<const kprof::v1::FunctionCall*>& calls,
+                                   kprof::worker::v1::WorkerRequest request, Fill fill);
+
+  ModuleRegistry* registry_;
+  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors_;
+  const ServiceLimits limits_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_job_id_{1};
+};
+
+}  // namespace kprof::server

@@ -1,0 +1,149 @@
+#include "server/worker_job.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/local_runner.h"
+#include "core/modules/builtin_module.h"
+#include "core/status_macros.h"
+#include "proto/wire.h"
+
+namespace kprof::server {
+namespace {
+
+using kprof::worker::v1::WorkerRequest;
+using kprof::worker::v1::WorkerResponse;
+
+absl::Status CheckDevice(const std::string& requested, core::Device mine) {
+  KPROF_ASSIGN_OR_RETURN(core::Device device,
+                         core::ParseDevice(requested.empty() ? "cpu:0" : requested));
+  if (device != mine) {
+    return absl::InternalError(absl::StrCat("job for ", core::DeviceSpec(device),
+                                            " reached the worker of ", core::DeviceSpec(mine)));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> CollectorTexts(
+    const google::protobuf::RepeatedPtrField<kprof::v1::CollectorSpec>& specs) {
+  std::vector<std::string> texts;
+  for (const auto& spec : specs) texts.push_back(wire::CollectorSpecText(spec));
+  return texts;
+}
+
+}  // namespace
+
+absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
+                                                             const WorkerRequest& request) {
+  if (id == core::kBuiltinModuleName) return &core::BuiltinModule();
+  if (const auto it = modules_.find(id); it != modules_.end()) return it->second.get();
+  for (const auto& file : request.modules()) {
+    if (file.id() != id) continue;
+    KPROF_ASSIGN_OR_RETURN(auto module, core::SharedLibraryModule::OpenFile(file.path()));
+    const core::Module* raw = module.get();
+    modules_.emplace(id, std::move(module));
+    return raw;
+  }
+  return absl::NotFoundError(absl::StrCat("module '", id, "' was not sent to the worker"));
+}
+
+absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* response) {
+  core::LocalRunner runner;
+  core::ArgumentLimits limits;
+  if (request.max_argument_bytes() > 0) limits.max_total_bytes = request.max_argument_bytes();
+
+  const auto make_job = [&](const kprof::v1::FunctionCall& call,
+                            uint64_t seed) -> absl::StatusOr<core::Job> {
+    core::Job job;
+    KPROF_ASSIGN_OR_RETURN(job.module, ResolveModule(call.module_id(), request));
+    job.function = call.function();
+    job.device = device_;
+    job.arg_specs.assign(call.args().begin(), call.args().end());
+    job.seed = seed;
+    job.limits = limits;
+    return job;
+  };
+
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate: {
+      const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
+      KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
+      core::TimeJob time;
+      if (r.has_number()) time.options.number = r.number();
+      if (r.has_repeat()) time.options.repeat = r.repeat();
+      time.options.min_repeat = absl::Milliseconds(r.min_repeat_ms());
+      if (r.has_limit_zero_time_iterations()) {
+        time.options.limit_zero_time_iterations = r.limit_zero_time_iterations();
+      }
+      time.options.cooldown_interval = absl::Milliseconds(r.cooldown_interval_ms());
+      if (r.has_repeats_to_cooldown()) time.options.repeats_to_cooldown = r.repeats_to_cooldown();
+      time.options.cache_flush_bytes = r.cache_flush_bytes();
+      time.preprocess = r.preprocess();
+      time.checksums = r.checksums();
+      KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
+      kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
+      for (double s : result.evaluation.seconds_per_call) out->add_seconds_per_call(s);
+      for (int64_t n : result.evaluation.numbers) out->add_numbers(n);
+      kprof::v1::TimeStatistics* stats = out->mutable_statistics();
+      stats->set_mean(result.summary.mean);
+      stats->set_median(result.summary.median);
+      stats->set_min(result.summary.min);
+      stats->set_max(result.summary.max);
+      stats->set_std(result.summary.stddev);
+      stats->set_cv(result.summary.cv);
+      out->set_final_number(result.evaluation.final_number);
+      for (const std::string& c : result.checksums) out->add_checksums(c);
+      out->set_device(core::DeviceSpec(device_));
+      out->set_argument_shapes(result.argument_shapes);
+      return absl::OkStatus();
+    }
+    case WorkerRequest::kProfileFunction: {
+      const kprof::v1::ProfileFunctionRequest& r = request.profile_function();
+      KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
+      core::ProfileJob profile;
+      profile.warmup = r.warmup();
+      if (r.has_number()) profile.number = r.number();
+      profile.collectors = CollectorTexts(r.collectors());
+      KPROF_ASSIGN_OR_RETURN(core::Report report, runner.Profile(job, profile));
+      *response->mutable_profile_function()->mutable_report() = wire::ToProto(report);
+      return absl::OkStatus();
+    }
+    case WorkerRequest::kProfile: {
+      const kprof::v1::ProfileRequest& r = request.profile();
+      KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+      core::SequenceJob sequence;
+      for (const kprof::v1::FunctionCall& call : r.calls()) {
+        KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(call, r.seed()));
+        sequence.calls.push_back(std::move(job));
+      }
+      sequence.device = device_;
+      sequence.seed = r.seed();
+      sequence.limits = limits;
+      sequence.warmup = r.warmup();
+      if (r.has_repeat()) sequence.repeat = r.repeat();
+      sequence.collectors = CollectorTexts(r.collectors());
+      KPROF_ASSIGN_OR_RETURN(core::Report report, runner.ProfileSequence(sequence));
+      *response->mutable_profile()->mutable_report() = wire::ToProto(report);
+      return absl::OkStatus();
+    }
+    case WorkerRequest::JOB_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("a worker request without a job");
+}
+
+WorkerResponse WorkerJobs::Run(const WorkerRequest& request) {
+  WorkerResponse response;
+  response.set_job_id(request.job_id());
+  const absl::Status status = RunJob(request, &response);
+  if (!status.ok()) {
+    WorkerResponse failed;
+    failed.set_job_id(request.job_id());
+    failed.set_code(static_cast<int32_t>(status.code()));
+    failed.set_message(std::string(status.message()));
+    return failed;
+  }
+  return response;
+}
+
+}  // namespace kprof::server

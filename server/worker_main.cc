@@ -1,0 +1,65 @@
+// kprofd-worker: runs jobs for one device on behalf of kprofd. Started by the daemon (never by
+// hand) with the job socket as descriptor 3; it reads a request, runs it, answers, and repeats
+// until the socket closes. It dies with the daemon (PR_SET_PDEATHSIG).
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "core/device.h"
+#include "server/frame_channel.h"
+#include "server/worker_job.h"
+
+namespace {
+
+constexpr int kJobSocket = 3;
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "kprofd-worker: %s\nusage: kprofd-worker --device cpu:0 --max-frame-bytes N "
+               "(started by kprofd with its job socket as descriptor 3)\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device_text;
+  size_t max_frame_bytes = 64 << 20;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+      device_text = argv[++i];
+    } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && i + 1 < argc) {
+      max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--help") == 0) {
+      Usage("runs measurement jobs for kprofd");
+      return 0;
+    } else {
+      return Usage("unknown argument");
+    }
+  }
+  const absl::StatusOr<kprof::core::Device> device = kprof::core::ParseDevice(device_text);
+  if (!device.ok()) return Usage(std::string(device.status().message()).c_str());
+
+  // Die with the daemon; if it is already gone, do not linger.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 1;
+
+  kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
+  kprof::server::WorkerJobs jobs(*device);
+  while (true) {
+    kprof::worker::v1::WorkerRequest request;
+    const absl::Status read = channel.Read(&request);
+    if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
+    if (!read.ok()) {
+      std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
+      return 1;
+    }
+    const absl::Status written = channel.Write(jobs.Run(request));
+    if (!written.ok()) return 0;
+  }
+}

@@ -1,0 +1,142 @@
+#include "server/worker_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+extern char** environ;
+
+namespace kprof::server {
+namespace {
+
+constexpr int kChildSocket = 3;
+
+}  // namespace
+
+std::string DescribeWaitStatus(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* abbrev = sigabbrev_np(sig);
+    return absl::StrCat("killed by SIG", abbrev != nullptr ? abbrev : std::to_string(sig), " (",
+                        strsignal(sig), ")");
+  }
+  if (WIFEXITED(status)) return absl::StrCat("exited with status ", WEXITSTATUS(status));
+  return "ended";
+}
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const WorkerOptions& options) {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair: ", std::strerror(errno)));
+  }
+  int child = sockets[1];
+  if (child == kChildSocket) {  // dup2 onto itself would keep close-on-exec set
+    child = fcntl(sockets[1], F_DUPFD_CLOEXEC, 10);
+    close(sockets[1]);
+  }
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, child, kChildSocket);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  // Its own process group (so that everything it starts can be killed), no signals blocked
+  // (the daemon blocks its own for a signal thread), default dispositions.
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  posix_spawnattr_setsigdefault(&attributes, &all);
+  posix_spawnattr_setflags(&attributes,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  const std::string device = core::DeviceSpec(options.device);
+  const std::string frame = std::to_string(options.max_frame_bytes);
+  std::vector<char*> argv = {const_cast<char*>(options.executable.c_str()),
+                             const_cast<char*>("--device"), const_cast<char*>(device.c_str()),
+                             const_cast<char*>("--max-frame-bytes"),
+                             const_cast<char*>(frame.c_str()), nullptr};
+  pid_t pid = 0;
+  const int error =
+      posix_spawn(&pid, options.executable.c_str(), &actions, &attributes, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  close(child);
+  if (error != 0) {
+    close(sockets[0]);
+    return absl::FailedPreconditionError(absl::StrCat("cannot start the worker '",
+                                                      options.executable,
+                                                      "': ", std::strerror(error)));
+  }
+  return std::unique_ptr<WorkerProcess>(
+      new WorkerProcess(pid, sockets[0], options.max_frame_bytes));
+}
+
+WorkerProcess::~WorkerProcess() {
+  close(socket_);
+  if (pid_ > 0) Reap(absl::Seconds(1));
+}
+
+std::string WorkerProcess::Reap(absl::Duration grace) {
+  const absl::Time deadline = absl::Now() + grace;
+  int status = 0;
+  while (true) {
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (r < 0 && errno != EINTR) {
+      pid_ = -1;
+      return "gone";
+    }
+    if (absl::Now() >= deadline) return KillAndReap();
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  pid_ = -1;
+  return DescribeWaitStatus(status);
+}
+
+std::string WorkerProcess::KillAndReap() {
+  kill(-pid_, SIGKILL);  // the whole group: whatever the function started goes too
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+  return DescribeWaitStatus(status);
+}
+
+absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
+    const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout) {
+  if (pid_ <= 0) return absl::InternalError("the worker is not running");
+  if (absl::Status s = channel_.Write(request); !s.ok()) {
+    return absl::AbortedError(absl::StrCat("worker ", Reap(absl::Seconds(1))));
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    const absl::Status ready = channel_.WaitReadable(deadline - absl::Now());
+    if (absl::IsDeadlineExceeded(ready)) {
+      KillAndReap();
+      return absl::DeadlineExceededError("the job ran past its deadline; its worker was killed");
+    }
+    kprof::worker::v1::WorkerResponse response;
+    const absl::Status read = ready.ok() ? channel_.Read(&response) : ready;
+    if (!read.ok()) {
+      // The worker closed its end: it died. Say how.
+      return absl::AbortedError(absl::StrCat("worker ", Reap(absl::Seconds(1))));
+    }
+    if (response.job_id() == request.job_id()) return response;
+    // An answer to an earlier job (abandoned after a deadline would have killed it, so this
+    // cannot happen with one job at a time); skip it.
+  }
+}
+
+}  // namespace kprof::server

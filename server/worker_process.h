@@ -1,0 +1,62 @@
+// WorkerProcess: one kprofd-worker, spawned with posix_spawn (never a fork of the threaded
+// daemon) in its own process group, with its job socket as descriptor 3 and every other
+// descriptor closed on exec. It dies with the daemon.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/device.h"
+#include "kprof/v1/worker.pb.h"
+#include "server/frame_channel.h"
+
+namespace kprof::server {
+
+struct WorkerOptions {
+  std::string executable;  // path of kprofd-worker
+  core::Device device;
+  size_t max_frame_bytes = 64 << 20;
+};
+
+class WorkerProcess {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> Spawn(const WorkerOptions& options);
+
+  // Closes the socket (the worker exits on its own) and reaps it, killing its process group if
+  // it does not exit within a second.
+  ~WorkerProcess();
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Sends `request` and waits up to `timeout` for the answer to it. When the worker dies, the
+  // result is ABORTED naming how ("killed by SIGSEGV", "exited with status 3"); when time runs
+  // out, its process group is killed and the result is DEADLINE_EXCEEDED. In both cases the
+  // worker is gone and alive() is false.
+  absl::StatusOr<kprof::worker::v1::WorkerResponse> Run(
+      const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout);
+
+  bool alive() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  WorkerProcess(pid_t pid, int socket, size_t max_frame_bytes)
+      : pid_(pid), socket_(socket), channel_(socket, max_frame_bytes) {}
+
+  // Kills the process group and reaps the worker; returns how it ended.
+  std::string KillAndReap();
+  // Reaps a worker that is exiting or has exited; returns how it ended.
+  std::string Reap(absl::Duration grace);
+
+  pid_t pid_;
+  int socket_;
+  FrameChannel channel_;
+};
+
+// "killed by SIGSEGV (Segmentation fault)", "exited with status 3".
+std::string DescribeWaitStatus(int status);
+
+}  // namespace kprof::server
