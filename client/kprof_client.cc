@@ -1,0 +1,192 @@
+#include "client/kprof_client.h"
+
+#include <openssl/evp.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+
+namespace kprof::client {
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::string ModuleId(const std::string& bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+  return hex;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
+                                                        const ClientOptions& options) {
+  if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
+  grpc::ChannelArguments arguments;
+  arguments.SetMaxReceiveMessageSize(64 << 20);
+  auto channel =
+      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  return std::unique_ptr<Client>(new Client(kprof::v1::Profiler::NewStub(channel), options));
+}
+
+void Client::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
+  const absl::Duration d = timeout > absl::ZeroDuration() ? timeout : options_.timeout;
+  context->set_deadline(absl::ToChronoTime(absl::Now() + d));
+}
+
+absl::StatusOr<kprof::v1::GetInfoResponse> Client::Info() {
+  grpc::ClientContext context;
+  Prepare(&context, {});
+  kprof::v1::GetInfoResponse response;
+  if (auto s = FromGrpcStatus(stub_->GetInfo(&context, {}, &response)); !s.ok()) return s;
+  return response;
+}
+
+absl::StatusOr<bool> Client::HasModule(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(&context, {});
+  kprof::v1::HasModuleRequest request;
+  request.set_id(id);
+  kprof::v1::HasModuleResponse response;
+  if (auto s = FromGrpcStatus(stub_->HasModule(&context, request, &response)); !s.ok()) return s;
+  return response.present();
+}
+
+absl::StatusOr<std::vector<kprof::v1::ModuleInfo>> Client::ListModules() {
+  grpc::ClientContext context;
+  Prepare(&context, {});
+  kprof::v1::ListModulesResponse response;
+  if (auto s = FromGrpcStatus(stub_->ListModules(&context, {}, &response)); !s.ok()) return s;
+  return std::vector<kprof::v1::ModuleInfo>(response.modules().begin(), response.modules().end());
+}
+
+absl::Status Client::UnloadModule(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(&context, {});
+  kprof::v1::UnloadModuleRequest request;
+  request.set_id(id);
+  kprof::v1::UnloadModuleResponse response;
+  return FromGrpcStatus(stub_->UnloadModule(&context, request, &response));
+}
+
+absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
+                                                     const std::string& id,
+                                                     const std::string& name,
+                                                     const std::string& format) {
+  grpc::ClientContext context;
+  Prepare(&context, {});
+  kprof::v1::LoadModuleResponse response;
+  auto writer = stub_->LoadModule(&context, &response);
+  kprof::v1::LoadModuleRequest header;
+  header.mutable_header()->set_name(name);
+  header.mutable_header()->set_format(format);
+  header.mutable_header()->set_size_bytes(bytes.size());
+  header.mutable_header()->set_sha256(id);
+  bool open = writer->Write(header);
+  for (size_t offset = 0; open && offset < bytes.size(); offset += options_.chunk_bytes) {
+    kprof::v1::LoadModuleRequest chunk;
+    chunk.set_chunk(bytes.substr(offset, options_.chunk_bytes));
+    open = writer->Write(chunk);  // false: the daemon already answered (an error)
+  }
+  writer->WritesDone();
+  if (auto s = FromGrpcStatus(writer->Finish()); !s.ok()) return s;
+  return response.module();
+}
+
+absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes,
+                                                         const std::string& name,
+                                                         const std::string& format) {
+  const std::string id = ModuleId(bytes);
+  {
+    grpc::ClientContext context;
+    Prepare(&context, {});
+    kprof::v1::HasModuleRequest request;
+    request.set_id(id);
+    kprof::v1::HasModuleResponse response;
+    if (auto s = FromGrpcStatus(stub_->HasModule(&context, request, &response)); !s.ok()) {
+      return s;
+    }
+    if (!response.present()) {
+      auto uploaded = Upload(bytes, id, name, format);
+      if (!uploaded.ok()) return uploaded.status();
+      response.set_present(true);
+      *response.mutable_module() = *uploaded;
+    }
+    absl::MutexLock lock(&mutex_);
+    uploaded_[id] = Uploaded{std::move(bytes), name, format};
+    return response.module();
+  }
+}
+
+absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& path,
+                                                             const std::string& format) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read module file '", path, "'"));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return LoadModule(bytes.str(), path.substr(path.rfind('/') + 1), format);
+}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> Client::WithReupload(Call call) {
+  Response response;
+  absl::Status status = call(&response);
+  if (!absl::IsNotFound(status) || status.message().find("unknown module ") == std::string::npos) {
+    if (!status.ok()) return status;
+    return response;
+  }
+  // "unknown module ID ...": upload it again if this client has its bytes, then retry once.
+  std::string id(status.message().substr(status.message().find("unknown module ") + 15, 64));
+  Uploaded module;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto it = uploaded_.find(id);
+    if (it == uploaded_.end()) return status;
+    module = it->second;
+  }
+  if (auto uploaded = Upload(module.bytes, id, module.name, module.format); !uploaded.ok()) {
+    return uploaded.status();
+  }
+  response.Clear();
+  status = call(&response);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::StatusOr<kprof::v1::TimeEvaluateResponse> Client::TimeEvaluate(
+    const kprof::v1::TimeEvaluateRequest& request, absl::Duration timeout) {
+  return WithReupload<kprof::v1::TimeEvaluateResponse>(
+      [&](kprof::v1::TimeEvaluateResponse* response) {
+        grpc::ClientContext context;
+        Prepare(&context, timeout);
+        return FromGrpcStatus(stub_->TimeEvaluate(&context, request, response));
+      });
+}
+
+absl::StatusOr<kprof::v1::ProfileFunctionResponse> Client::ProfileFunction(
+    const kprof::v1::ProfileFunctionRequest& request, absl::Duration timeout) {
+  return WithReupload<kprof::v1::ProfileFunctionResponse>(
+      [&](kprof::v1::ProfileFunctionResponse* response) {
+        grpc::ClientContext context;
+        Prepare(&context, timeout);
+        return FromGrpcStatus(stub_->ProfileFunction(&context, request, response));
+      });
+}
+
+absl::StatusOr<kprof::v1::ProfileResponse> Client::Profile(const kprof::v1::ProfileRequest& request,
+                                                           absl::Duration timeout) {
+  return WithReupload<kprof::v1::ProfileResponse>([&](kprof::v1::ProfileResponse* response) {
+    grpc::ClientContext context;
+    Prepare(&context, timeout);
+    return FromGrpcStatus(stub_->Profile(&context, request, response));
+  });
+}
+
+}  // namespace kprof::client

@@ -1,0 +1,88 @@
+// libkprof_client: the C++ API of a kprofd, over its gRPC stub.
+//
+// Modules are uploaded only when the daemon lacks their bytes, and again when a job finds that
+// the daemon evicted them. Errors are absl::Status carrying the daemon's code and message.
+//
+//   KPROF_ASSIGN_OR_RETURN(auto client, Client::Connect("gpu-host:9177"));
+//   KPROF_ASSIGN_OR_RETURN(auto module, client->LoadModuleFile("kernels.so"));
+//   kprof::v1::TimeEvaluateRequest request;
+//   request.mutable_call()->set_module_id(module.id());
+//   request.mutable_call()->set_function("gemm");
+//   KPROF_ASSIGN_OR_RETURN(auto timing, client->TimeEvaluate(request));
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "kprof/v1/kprof.grpc.pb.h"
+
+namespace kprof::client {
+
+struct ClientOptions {
+  // The deadline of calls that do not give their own.
+  absl::Duration timeout = absl::Seconds(60);
+  // Upload chunk size.
+  size_t chunk_bytes = 1 << 20;
+};
+
+class Client {
+ public:
+  // A client of the daemon at `target` ("host:port"). Connects lazily: the first call says
+  // whether the daemon is there (UNAVAILABLE).
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
+                                                         const ClientOptions& options = {});
+
+  absl::StatusOr<kprof::v1::GetInfoResponse> Info();
+  absl::StatusOr<bool> HasModule(const std::string& id);
+  absl::StatusOr<std::vector<kprof::v1::ModuleInfo>> ListModules();
+  absl::Status UnloadModule(const std::string& id);
+
+  // Makes the daemon hold `bytes` (uploading them only when it lacks them) and returns what it
+  // holds. The client remembers the bytes, to upload them again should the daemon evict them.
+  absl::StatusOr<kprof::v1::ModuleInfo> LoadModule(std::string bytes, const std::string& name,
+                                                   const std::string& format = "auto");
+  absl::StatusOr<kprof::v1::ModuleInfo> LoadModuleFile(const std::string& path,
+                                                       const std::string& format = "auto");
+
+  // The measurements. `timeout` 0 means ClientOptions::timeout.
+  absl::StatusOr<kprof::v1::TimeEvaluateResponse> TimeEvaluate(
+      const kprof::v1::TimeEvaluateRequest& request, absl::Duration timeout = {});
+  absl::StatusOr<kprof::v1::ProfileFunctionResponse> ProfileFunction(
+      const kprof::v1::ProfileFunctionRequest& request, absl::Duration timeout = {});
+  absl::StatusOr<kprof::v1::ProfileResponse> Profile(const kprof::v1::ProfileRequest& request,
+                                                     absl::Duration timeout = {});
+
+ private:
+  Client(std::unique_ptr<kprof::v1::Profiler::Stub> stub, ClientOptions options)
+      : stub_(std::move(stub)), options_(options) {}
+
+  void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;
+  absl::StatusOr<kprof::v1::ModuleInfo> Upload(const std::string& bytes, const std::string& id,
+                                               const std::string& name, const std::string& format);
+  // Runs `call`; when it fails with NOT_FOUND for a module this client uploaded, uploads that
+  // module again and retries once.
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> WithReupload(Call call);
+
+  std::unique_ptr<kprof::v1::Profiler::Stub> stub_;
+  ClientOptions options_;
+  struct Uploaded {
+    std::string bytes, name, format;
+  };
+  absl::Mutex mutex_;
+  std::map<std::string, Uploaded> uploaded_ ABSL_GUARDED_BY(mutex_);
+};
+
+// The daemon's status as an absl::Status: same code, same message.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// Lowercase hex SHA-256 of `bytes`: a module's id.
+std::string ModuleId(const std::string& bytes);
+
+}  // namespace kprof::client

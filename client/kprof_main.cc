@@ -1,0 +1,435 @@
+// kprof: the command-line client of kprofd.
+//
+//   kprof [--target HOST:PORT] [--timeout DUR] [--format table|json|csv] COMMAND ...
+//   info | load FILE | modules | unload ID | time MODULE FUNCTION ... |
+//   profile MODULE FUNCTION ... | profile --sequence FILE.json ... | report FILE.json
+//
+// Machine-readable output goes to stdout; a failure is one line on stderr, "kprof: CODE:
+// message", and a non-zero exit.
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "client/kprof_client.h"
+#include "core/command_line.h"
+#include "core/report.h"
+#include "core/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "kprof/config.h"
+#include "nlohmann/json.hpp"
+#include "proto/wire.h"
+
+namespace kprof::client {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr char kUsage[] =
+    "usage: kprof [--target HOST:PORT] [--timeout DUR] [--format table|json|csv] COMMAND\n"
+    "\n"
+    "commands:\n"
+    "  info                               devices, collectors, limits, queues, modules\n"
+    "  load FILE [--module-format auto|shared-library]   upload; prints the module id\n"
+    "  modules                            the modules the daemon holds\n"
+    "  unload ID                          forget a module\n"
+    "  time MODULE FUNCTION [--arg SPEC]... [--seed N] [--device cpu:0] [--number N]\n"
+    "       [--repeat N] [--min-repeat-ms MS] [--limit-zero-time-iterations N]\n"
+    "       [--cooldown-ms MS] [--repeats-to-cooldown N] [--cache-flush-bytes N]\n"
+    "       [--preproc NAME] [--checksums]\n"
+    "  profile MODULE FUNCTION [--arg SPEC]... [--device cpu:0] [--warmup N] [--number N]\n"
+    "       [--collector NAME[:EVENT,EVENT...]]...\n"
+    "  profile --sequence FILE.json [--repeat N] [--warmup N] [--collector ...]\n"
+    "  report FILE.json [--no-aggregate] [--no-sort] [--no-sums]\n"
+    "\n"
+    "MODULE is a file (uploaded when the daemon lacks it), a module id, or 'builtin'.\n"
+    "The target defaults to $KPROF_TARGET, else 127.0.0.1:9177.\n";
+
+struct Options {
+  std::string target;
+  absl::Duration timeout = absl::ZeroDuration();
+  std::string format = "table";
+  bool help = false, version = false;
+  // load
+  std::string module_format = "auto";
+  // time and profile
+  std::vector<std::string> args;
+  uint64_t seed = 0;
+  std::string device = "cpu:0";
+  int64_t number = 1, repeat = 1, limit_zero_time_iterations = 100, repeats_to_cooldown = 1;
+  int64_t cache_flush_bytes = 0, warmup = 0;
+  double min_repeat_ms = 0, cooldown_ms = 0;
+  std::string preproc, sequence;
+  bool checksums = false;
+  std::vector<std::string> collectors;
+  // report
+  bool no_aggregate = false, no_sort = false, no_sums = false;
+};
+
+void Declare(core::CommandLine& cl, Options& o) {
+  cl.AddString("target", &o.target, "HOST:PORT", "the daemon ($KPROF_TARGET, 127.0.0.1:9177)");
+  cl.AddDuration("timeout", &o.timeout, "DUR", "deadline of the call (default: from the options)");
+  cl.AddString("format", &o.format, "table|json|csv", "output format (default table)");
+  cl.AddFlag("help", &o.help, "print usage");
+  cl.AddFlag("version", &o.version, "print the version");
+  cl.AddString("module-format", &o.module_format, "FORMAT", "auto or shared-library");
+  cl.AddRepeated("arg", &o.args, "SPEC", "an argument spec, once per argument");
+  cl.AddUint("seed", &o.seed, "N", "seed of random argument data (default 0)");
+  cl.AddString("device", &o.device, "DEVICE", "cpu:0 (default) or cuda:N");
+  cl.AddInt("number", &o.number, "N", "calls per repeat (time) or measured calls (profile)");
+  cl.AddInt("repeat", &o.repeat, "N", "repeats");
+  cl.AddDouble("min-repeat-ms", &o.min_repeat_ms, "MS", "grow number until a repeat lasts this");
+  cl.AddInt("limit-zero-time-iterations", &o.limit_zero_time_iterations, "N",
+            "zero readings allowed per repeat (default 100)");
+  cl.AddDouble("cooldown-ms", &o.cooldown_ms, "MS", "sleep between groups of repeats");
+  cl.AddInt("repeats-to-cooldown", &o.repeats_to_cooldown, "N", "repeats per cool-down");
+  cl.AddInt("cache-flush-bytes", &o.cache_flush_bytes, "N", "evict caches before each repeat");
+  cl.AddString("preproc", &o.preproc, "NAME", "cache_flush_cpu_non_first_arg");
+  cl.AddFlag("checksums", &o.checksums, "SHA-256 of each argument after the run");
+  cl.AddInt("warmup", &o.warmup, "N", "untimed calls first (profile)");
+  cl.AddRepeated("collector", &o.collectors, "NAME[:EVENT,...]", "a metric collector");
+  cl.AddString("sequence", &o.sequence, "FILE.json", "profile a sequence of calls");
+  cl.AddFlag("no-aggregate", &o.no_aggregate, "report: one row per call");
+  cl.AddFlag("no-sort", &o.no_sort, "report: keep the calls' order");
+  cl.AddFlag("no-sums", &o.no_sums, "report: no Sum row");
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+bool IsModuleId(const std::string& text) {
+  return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+// MODULE on the command line: "builtin", an id, or a file to upload when the daemon lacks it.
+absl::StatusOr<std::string> ResolveModule(Client& client, const std::string& module,
+                                          const std::string& format) {
+  if (module == "builtin" || IsModuleId(module)) return module;
+  KPROF_ASSIGN_OR_RETURN(kprof::v1::ModuleInfo info, client.LoadModuleFile(module, format));
+  return info.id();
+}
+
+kprof::v1::CollectorSpec ParseCollector(const std::string& text) {
+  kprof::v1::CollectorSpec spec;
+  const size_t colon = text.find(':');
+  spec.set_name(text.substr(0, colon));
+  if (colon != std::string::npos) {
+    for (absl::string_view e : absl::StrSplit(text.substr(colon + 1), ',', absl::SkipEmpty())) {
+      spec.add_options(std::string(e));
+    }
+  }
+  return spec;
+}
+
+std::string ProtoJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+void PrintReport(const core::Report& report, const Options& o) {
+  if (o.format == "json") {
+    std::printf("%s\n", core::AsJson(report).c_str());
+  } else if (o.format == "csv") {
+    std::printf("%s", core::AsCsv(report).c_str());
+  } else {
+    core::TableOptions table;
+    table.aggregate = !o.no_aggregate;
+    table.sort = !o.no_sort;
+    table.compute_col_sums = !o.no_sums;
+    std::printf("%s", core::AsTable(report, table).c_str());
+  }
+}
+
+absl::Status Info(Client& client, const Options& o) {
+  KPROF_ASSIGN_OR_RETURN(kprof::v1::GetInfoResponse info, client.Info());
+  if (o.format == "json") {
+    std::printf("%s", ProtoJson(info).c_str());
+    return absl::OkStatus();
+  }
+  if (o.format == "csv") {
+    std::printf("device,type,name,cpus,queue_length,busy,jobs_completed,jobs_failed\n");
+    for (const auto& d : info.devices()) {
+      std::printf("%s,%s,\"%s\",%d,%d,%d,%lld,%lld\n", d.device().c_str(), d.type().c_str(),
+                  d.cpu_model().c_str(), d.cpus(), d.queue_length(), d.busy() ? 1 : 0,
+                  static_cast<long long>(d.jobs_completed()),
+                  static_cast<long long>(d.jobs_failed()));
+    }
+    return absl::OkStatus();
+  }
+  std::printf("kprofd %s on %s\nbuild: %s\n\n", info.version().c_str(), info.host().c_str(),
+              info.build().c_str());
+  for (const auto& d : info.devices()) {
+    std::printf("%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n",
+                d.device().c_str(), d.name().c_str(),
+                d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(), d.cpus(),
+                d.queue_length(), d.busy() ? " (busy)" : "",
+                static_cast<long long>(d.jobs_completed()),
+                static_cast<long long>(d.jobs_failed()));
+    for (const auto& c : d.collectors()) {
+      std::printf("  collector %s: %s\n", c.name().c_str(),
+                  c.available() ? absl::StrJoin(c.metrics(), ", ").c_str() : c.reason().c_str());
+    }
+  }
+  const auto& l = info.limits();
+  std::printf("\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "
+              "job timeout %gs\n\nmodules:\n",
+              static_cast<unsigned long long>(l.max_module_bytes()),
+              static_cast<unsigned long long>(l.max_cache_bytes()),
+              static_cast<unsigned long long>(l.max_argument_bytes()), l.max_queue(),
+              l.job_timeout_seconds());
+  for (const auto& m : info.modules()) {
+    std::printf("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
+                absl::StrJoin(m.functions(), ", ").c_str());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Modules(Client& client, const Options& o) {
+  KPROF_ASSIGN_OR_RETURN(auto modules, client.ListModules());
+  if (o.format == "json") {
+    kprof::v1::ListModulesResponse response;
+    for (auto& m : modules) *response.add_modules() = m;
+    std::printf("%s", ProtoJson(response).c_str());
+  } else {
+    if (o.format == "csv") std::printf("id,name,format,size_bytes,functions\n");
+    for (const auto& m : modules) {
+      const std::string functions = absl::StrJoin(m.functions(), o.format == "csv" ? " " : ", ");
+      if (o.format == "csv") {
+        std::printf("%s,\"%s\",%s,%llu,\"%s\"\n", m.id().c_str(), m.name().c_str(),
+                    m.format().c_str(), static_cast<unsigned long long>(m.size_bytes()),
+                    functions.c_str());
+      } else {
+        std::printf("%-64s  %-16s %10llu bytes  %s\n", m.id().c_str(), m.name().c_str(),
+                    static_cast<unsigned long long>(m.size_bytes()), functions.c_str());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Time(Client& client, const Options& o, const std::vector<std::string>& words) {
+  if (words.size() != 3) return absl::InvalidArgumentError("usage: kprof time MODULE FUNCTION ...");
+  kprof::v1::TimeEvaluateRequest request;
+  KPROF_ASSIGN_OR_RETURN(std::string id, ResolveModule(client, words[1], o.module_format));
+  request.mutable_call()->set_module_id(id);
+  request.mutable_call()->set_function(words[2]);
+  for (const std::string& a : o.args) request.mutable_call()->add_args(a);
+  request.set_device(o.device);
+  request.set_seed(o.seed);
+  request.set_number(o.number);
+  request.set_repeat(o.repeat);
+  request.set_min_repeat_ms(o.min_repeat_ms);
+  request.set_limit_zero_time_iterations(o.limit_zero_time_iterations);
+  request.set_cooldown_interval_ms(o.cooldown_ms);
+  request.set_repeats_to_cooldown(o.repeats_to_cooldown);
+  request.set_cache_flush_bytes(o.cache_flush_bytes);
+  request.set_preprocess(o.preproc);
+  request.set_checksums(o.checksums);
+  // Enough for the repeats the options ask for, twice over, plus a minute of slack.
+  const absl::Duration timeout =
+      o.timeout > absl::ZeroDuration()
+          ? o.timeout
+          : absl::Seconds(60) +
+                absl::Milliseconds(2 * static_cast<double>(std::max<int64_t>(o.repeat, 1)) *
+                                   (o.min_repeat_ms + o.cooldown_ms));
+  KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r, client.TimeEvaluate(request, timeout));
+  const auto& s = r.statistics();
+  if (o.format == "json") {
+    Json json = {{"results", std::vector<double>(r.seconds_per_call().begin(),
+                                                 r.seconds_per_call().end())},
+                 {"mean", s.mean()}, {"median", s.median()}, {"min", s.min()},
+                 {"max", s.max()}, {"std", s.std()}, {"cv", s.cv()},
+                 {"number", r.final_number()}, {"repeat", r.seconds_per_call_size()},
+                 {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
+                 {"device", r.device()}, {"argument_shapes", r.argument_shapes()},
+                 {"queue_wait_seconds", r.timing().queue_wait_seconds()},
+                 {"execution_seconds", r.timing().execution_seconds()}};
+    if (r.checksums_size() > 0) {
+      json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
+    }
+    std::printf("%s\n", json.dump(2).c_str());
+  } else if (o.format == "csv") {
+    std::printf("repeat,seconds_per_call,number\n");
+    for (int i = 0; i < r.seconds_per_call_size(); ++i) {
+      std::printf("%d,%s,%lld\n", i + 1, core::ShortestDecimal(r.seconds_per_call(i)).c_str(),
+                  static_cast<long long>(r.numbers(i)));
+    }
+  } else {
+    std::printf("%s %s on %s\n", words[2].c_str(), r.argument_shapes().c_str(),
+                r.device().c_str());
+    for (int i = 0; i < r.seconds_per_call_size(); ++i) {
+      std::printf("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1,
+                  r.seconds_per_call(i) * 1e6, static_cast<long long>(r.numbers(i)));
+    }
+    std::printf("  mean %.3f us  median %.3f us  min %.3f us  max %.3f us  std %.3f us  "
+                "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
+                s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6,
+                s.cv() * 100, r.timing().queue_wait_seconds() * 1e3,
+                r.timing().execution_seconds() * 1e3);
+    for (int i = 0; i < r.checksums_size(); ++i) {
+      std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A sequence file: {"calls": [{"module": M, "function": F, "args": [SPEC...]}...],
+// "repeat": N, "warmup": N}; M as on the command line.
+absl::Status ReadSequence(Client& client, const Options& o, kprof::v1::ProfileRequest* request) {
+  KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(o.sequence));
+  const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(o.sequence, ": ", why));
+  };
+  if (!json.is_object() || !json.contains("calls") || !json["calls"].is_array()) {
+    return bad("expected {\"calls\": [{\"module\": ..., \"function\": ..., \"args\": [...]}]}");
+  }
+  for (size_t i = 0; i < json["calls"].size(); ++i) {
+    const Json& call = json["calls"][i];
+    if (!call.is_object() || !call.value("module", Json()).is_string() ||
+        !call.value("function", Json()).is_string()) {
+      return bad(absl::StrCat("calls[", i, "] needs \"module\" and \"function\" strings"));
+    }
+    kprof::v1::FunctionCall* out = request->add_calls();
+    KPROF_ASSIGN_OR_RETURN(std::string id, ResolveModule(client, call["module"].get<std::string>(),
+                                                         o.module_format));
+    out->set_module_id(id);
+    out->set_function(call["function"].get<std::string>());
+    for (const Json& a : call.value("args", Json::array())) {
+      if (!a.is_string()) return bad(absl::StrCat("calls[", i, "].args holds a non-string"));
+      out->add_args(a.get<std::string>());
+    }
+  }
+  if (json.value("repeat", Json()).is_number_integer()) request->set_repeat(json["repeat"]);
+  if (json.value("warmup", Json()).is_number_integer()) request->set_warmup(json["warmup"]);
+  return absl::OkStatus();
+}
+
+absl::Status Profile(Client& client, const core::CommandLine& cl, const Options& o,
+                     const std::vector<std::string>& words) {
+  const absl::Duration timeout = o.timeout > absl::ZeroDuration() ? o.timeout : absl::Seconds(120);
+  kprof::v1::Report report;
+  if (!o.sequence.empty()) {
+    if (words.size() != 1) {
+      return absl::InvalidArgumentError("kprof profile --sequence FILE takes no MODULE FUNCTION");
+    }
+    kprof::v1::ProfileRequest request;
+    KPROF_RETURN_IF_ERROR(ReadSequence(client, o, &request));
+    request.set_device(o.device);
+    request.set_seed(o.seed);
+    if (cl.Given("repeat")) request.set_repeat(o.repeat);
+    if (cl.Given("warmup")) request.set_warmup(o.warmup);
+    for (const std::string& c : o.collectors) *request.add_collectors() = ParseCollector(c);
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client.Profile(request, timeout));
+    report = r.report();
+  } else {
+    if (words.size() != 3) {
+      return absl::InvalidArgumentError(
+          "usage: kprof profile MODULE FUNCTION ... or kprof profile --sequence FILE.json");
+    }
+    kprof::v1::ProfileFunctionRequest request;
+    KPROF_ASSIGN_OR_RETURN(std::string id, ResolveModule(client, words[1], o.module_format));
+    request.mutable_call()->set_module_id(id);
+    request.mutable_call()->set_function(words[2]);
+    for (const std::string& a : o.args) request.mutable_call()->add_args(a);
+    request.set_device(o.device);
+    request.set_seed(o.seed);
+    request.set_warmup(o.warmup);
+    request.set_number(o.number);
+    for (const std::string& c : o.collectors) *request.add_collectors() = ParseCollector(c);
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileFunctionResponse r,
+                           client.ProfileFunction(request, timeout));
+    report = r.report();
+  }
+  KPROF_ASSIGN_OR_RETURN(core::Report converted, wire::FromProto(report));
+  PrintReport(converted, o);
+  return absl::OkStatus();
+}
+
+absl::Status Report(const Options& o, const std::vector<std::string>& words) {
+  if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof report FILE.json");
+  KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(words[1]));
+  KPROF_ASSIGN_OR_RETURN(core::Report report, core::ReportFromJson(text));
+  PrintReport(report, o);
+  return absl::OkStatus();
+}
+
+absl::Status Run(int argc, char** argv, int* exit_code) {
+  Options o;
+  core::CommandLine cl("kprof");
+  Declare(cl, o);
+  std::vector<std::string> words;
+  KPROF_RETURN_IF_ERROR(cl.Parse(std::vector<std::string>(argv + 1, argv + argc), &words));
+  if (o.help) {
+    std::printf("%s\noptions:\n%s", kUsage, cl.Help().c_str());
+    return absl::OkStatus();
+  }
+  if (o.version) {
+    std::printf("kprof %s (%s)\n", KPROF_VERSION, KPROF_BUILD);
+    return absl::OkStatus();
+  }
+  if (o.format != "table" && o.format != "json" && o.format != "csv") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--format '", o.format, "' is not one of table, json, csv"));
+  }
+  if (words.empty()) {
+    *exit_code = 2;
+    return absl::InvalidArgumentError("no command (kprof --help lists them)");
+  }
+  const std::string& command = words[0];
+  if (command == "report") return Report(o, words);
+
+  if (o.target.empty()) {
+    const char* env = std::getenv("KPROF_TARGET");
+    o.target = env != nullptr && *env ? env : "127.0.0.1:9177";
+  }
+  ClientOptions client_options;
+  if (o.timeout > absl::ZeroDuration()) client_options.timeout = o.timeout;
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(o.target, client_options));
+  if (command == "info") return Info(*client, o);
+  if (command == "modules") return Modules(*client, o);
+  if (command == "time") return Time(*client, o, words);
+  if (command == "profile") return Profile(*client, cl, o, words);
+  if (command == "load") {
+    if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof load FILE");
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::ModuleInfo m,
+                           client->LoadModuleFile(words[1], o.module_format));
+    std::printf("%s\n", m.id().c_str());
+    return absl::OkStatus();
+  }
+  if (command == "unload") {
+    if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof unload ID");
+    return client->UnloadModule(words[1]);
+  }
+  *exit_code = 2;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown command '", command, "' (accepted: info, load, modules, unload, time, profile, "
+      "report)"));
+}
+
+}  // namespace
+}  // namespace kprof::client
+
+int main(int argc, char** argv) {
+  int exit_code = 1;
+  const absl::Status status = kprof::client::Run(argc, argv, &exit_code);
+  if (!status.ok()) {
+    std::fprintf(stderr, "kprof: %s\n", status.ToString().c_str());
+    return exit_code;
+  }
+  return 0;
+}
