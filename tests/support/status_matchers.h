@@ -35,6 +35,15 @@ MATCHER_P2(StatusIs, code, message_matcher,
                                       message_matcher))(std::string(status.message()));
 }
 
+// An OK StatusOr whose value matches `matcher`.
+MATCHER_P(IsOkAndHolds, matcher, "is OK and holds a value that matches") {
+  if (!arg.ok()) {
+    *result_listener << "status is " << arg.status();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(matcher, *arg, result_listener);
+}
+
 MATCHER_P(StatusIs, code,
           std::string(negation ? "isn't" : "is") + " a status with code " +
               absl::StatusCodeToString(code)) {

@@ -1,0 +1,150 @@
+// The kprof binary against a real kprofd: output formats, the id alone from `load`, and the
+// one-line error with the code's name.
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "nlohmann/json.hpp"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache")); }
+
+  // Runs kprof with `args` against the test's daemon.
+  Result Kprof(const std::string& args) {
+    const std::string err_file = dir_.path() + "/stderr";
+    const std::string command = std::string(KPROF_CLI_PATH) + " --target " + daemon_.target() +
+                                " " + args + " 2>" + err_file;
+    Result result;
+    FILE* pipe = popen(command.c_str(), "r");
+    std::array<char, 4096> buffer;
+    size_t n;
+    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
+      result.out.append(buffer.data(), n);
+    const int status = pclose(pipe);
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream in(err_file);
+    result.err.assign(std::istreambuf_iterator<char>(in), {});
+    return result;
+  }
+
+  TempDir dir_;
+  Daemon daemon_;
+};
+
+TEST_F(CliTest, LoadPrintsTheIdAloneAndTimeUsesIt) {
+  const Result load = Kprof("load " + TestModulePath("vector_add"));
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  EXPECT_THAT(load.out, MatchesRegex("[0-9a-f]{64}\n"));
+  const std::string id = load.out.substr(0, 64);
+  const Result time = Kprof("time " + id +
+                            " vadd --arg float32[4]:ones --arg float32[4]:ones "
+                            "--arg float32[4] --repeat 2 --format json --checksums");
+  ASSERT_EQ(time.exit_code, 0) << time.err;
+  const auto json = nlohmann::json::parse(time.out);
+  EXPECT_EQ(json["results"].size(), 2u);
+  EXPECT_EQ(json["repeat"], 2);
+  EXPECT_TRUE(json.contains("median"));
+  EXPECT_EQ(json["checksums"][2],
+            "c3a6b1f08b0b05ac05390d6c257551ffd0cdcf40496f232b52df2498f915469e");
+}
+
+TEST_F(CliTest, AFilePathIsUploadedOnlyWhenMissing) {
+  const Result first = Kprof("time " + TestModulePath("vector_add") +
+                             " vadd --arg float32[4] --arg float32[4] --arg float32[4]");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.out, HasSubstr("vadd float32[4], float32[4], float32[4] on cpu:0"));
+  const Result modules = Kprof("modules --format csv");
+  ASSERT_EQ(modules.exit_code, 0);
+  EXPECT_THAT(modules.out, HasSubstr("vector_add.so"));
+}
+
+TEST_F(CliTest, ProfileTablesAndJson) {
+  const Result table =
+      Kprof("profile builtin spin_us --arg float64:50 --number 3 --collector rusage");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("spin_us"));
+  EXPECT_THAT(table.out, HasSubstr("Configuration"));
+  const Result json = Kprof("profile builtin spin_us --arg float64:50 --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["calls"][0]["Name"]["string"], "spin_us");
+}
+
+TEST_F(CliTest, ProfileASequenceFromJson) {
+  const std::string file = dir_.path() + "/model.json";
+  std::ofstream(file) << R"({"calls": [
+      {"module": "builtin", "function": "matmul",
+       "args": ["float32[16,16]", "float32[16,16]:random", "float32[16,16]:random"]},
+      {"module": "builtin", "function": "saxpy",
+       "args": ["float32[256]", "float32[256]:random", "float32:2"]}],
+    "repeat": 2})";
+  const Result r = Kprof("profile --sequence " + file + " --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5);  // header + 2 calls x 2 repeats
+  const Result bad = Kprof("profile --sequence " + dir_.path() + "/missing.json");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("kprof: NOT_FOUND: cannot read"));
+}
+
+TEST_F(CliTest, ReportRendersAStandardJsonFile) {
+  const std::string file = dir_.path() + "/report.json";
+  std::ofstream(file)
+      << R"json({"calls": [{"Name": {"string": "matmul"}, "Duration (us)": {"microseconds": 812.5},
+            "Count": {"count": 1}, "Device": {"string": "cpu0"}}],
+            "device_metrics": {}, "configuration": {}})json";
+  const Result r = Kprof("report " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("matmul"));
+  EXPECT_THAT(r.out, HasSubstr("812.50"));
+}
+
+TEST_F(CliTest, ErrorsAreOneLineWithTheCodesName) {
+  const Result r = Kprof("time builtin gemm");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(r.err,
+            "kprof: NOT_FOUND: module holds no function 'gemm' (it exports: copy, fill, matmul, "
+            "saxpy, sleep_us, spin_us)\n");
+  const Result usage = Kprof("frobnicate");
+  EXPECT_EQ(usage.exit_code, 2);
+  EXPECT_THAT(usage.err, HasSubstr("kprof: INVALID_ARGUMENT: unknown command 'frobnicate'"));
+  const Result option = Kprof("info --bogus");
+  EXPECT_NE(option.exit_code, 0);
+  EXPECT_THAT(option.err, HasSubstr("unknown option '--bogus'"));
+}
+
+TEST_F(CliTest, InfoInEveryFormat) {
+  const Result table = Kprof("info");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("cpu:0"));
+  const Result json = Kprof("info --format json");
+  ASSERT_EQ(json.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(json.out)["devices"][0]["device"], "cpu:0");
+  const Result csv = Kprof("info --format csv");
+  EXPECT_THAT(csv.out, HasSubstr("device,type"));
+}
+
+}  // namespace
+}  // namespace kprof

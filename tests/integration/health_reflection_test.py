@@ -1,0 +1,57 @@
+#!/usr/bin/python3
+"""An independent gRPC client (Python's grpcio) against a real kprofd: the health service
+answers SERVING for "" and kprof.v1.Profiler, and server reflection lists the service.
+
+Messages are encoded by hand, so the test shares no generated code with the daemon."""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import grpc
+
+
+def string_field(number, text):
+    data = text.encode()
+    return bytes([number << 3 | 2, len(data)]) + data
+
+
+def main():
+    kprofd = sys.argv[1]
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = os.path.join(tmp, "port")
+        daemon = subprocess.Popen([kprofd, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                   "--cache-dir", os.path.join(tmp, "cache")])
+        try:
+            for _ in range(1000):
+                if os.path.exists(port_file):
+                    break
+                time.sleep(0.01)
+            port = open(port_file).read().strip()
+            channel = grpc.insecure_channel("127.0.0.1:" + port)
+            check = channel.unary_unary("/grpc.health.v1.Health/Check")
+            for service in ["", "kprof.v1.Profiler"]:
+                reply = check(string_field(1, service) if service else b"", timeout=10)
+                assert reply == b"\x08\x01", f"health of {service!r}: {reply!r} is not SERVING"
+            try:
+                check(string_field(1, "no.such.Service"), timeout=10)
+                raise AssertionError("an unknown service must be NOT_FOUND")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.NOT_FOUND, error
+
+            reflect = channel.stream_stream(
+                "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
+            replies = list(reflect(iter([string_field(7, "")]), timeout=10))
+            assert any(b"kprof.v1.Profiler" in r for r in replies), replies
+            channel.close()
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            code = daemon.wait(timeout=20)
+        assert code == 0, f"kprofd exited with {code} after SIGTERM"
+    print("health and reflection: 1 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()

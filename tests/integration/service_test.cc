@@ -1,0 +1,364 @@
+// kprofd end to end: a real daemon on 127.0.0.1:0, real worker processes, the client library.
+#include <sys/wait.h>
+
+#include <string>
+
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "proto/wire.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::IsOkAndHolds;
+using ::kprof::testing::ReadFileBytes;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::Contains;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::Ge;
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void StartDaemon(const std::vector<std::string>& extra = {}) {
+    ASSERT_TRUE(daemon_.Start(cache_.path() + "/cache", extra))
+        << "kprofd did not start, status " << daemon_.exit_status();
+    client::ClientOptions options;
+    options.chunk_bytes = 4096;  // several chunks even for small test modules
+    options.timeout = absl::Seconds(30);
+    auto connected = client::Client::Connect(daemon_.target(), options);
+    ASSERT_THAT(connected, IsOk());
+    client_ = std::move(*connected);
+  }
+  void SetUp() override { StartDaemon(); }
+
+  static v1::TimeEvaluateRequest Time(const std::string& module, const std::string& function,
+                                      std::vector<std::string> args) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(module);
+    request.mutable_call()->set_function(function);
+    for (auto& a : args) request.mutable_call()->add_args(a);
+    return request;
+  }
+
+  TempDir cache_;
+  Daemon daemon_;
+  std::unique_ptr<client::Client> client_;
+};
+
+TEST_F(ServiceTest, InfoDescribesTheHost) {
+  auto info = client_->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_FALSE(info->version().empty());
+  ASSERT_THAT(info->devices(), SizeIs(1));
+  EXPECT_EQ(info->devices(0).device(), "cpu:0");
+  EXPECT_GE(info->devices(0).cpus(), 1);
+  EXPECT_EQ(info->devices(0).collectors(0).name(), "rusage");
+  EXPECT_EQ(info->modules(0).id(), "builtin");
+  EXPECT_EQ(info->limits().max_queue(), 64);
+}
+
+TEST_F(ServiceTest, UploadsInChunksAndStoresBytesOnce) {
+  const std::string bytes = ReadFileBytes(TestModulePath("vector_add"));
+  ASSERT_GT(bytes.size(), 4096u * 3);
+  const std::string id = client::ModuleId(bytes);
+  EXPECT_THAT(client_->HasModule(id), IsOkAndHolds(false));
+  auto module = client_->LoadModule(bytes, "vector_add.so");
+  ASSERT_THAT(module, IsOk());
+  EXPECT_EQ(module->id(), id);
+  EXPECT_THAT(module->functions(), ElementsAre("vadd"));
+  EXPECT_EQ(module->size_bytes(), bytes.size());
+  EXPECT_THAT(client_->HasModule(id), IsOkAndHolds(true));
+
+  // The same bytes again, through the raw stub so that the upload really happens.
+  auto stub = v1::Profiler::NewStub(
+      grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::LoadModuleResponse response;
+  auto writer = stub->LoadModule(&context, &response);
+  v1::LoadModuleRequest header;
+  header.mutable_header()->set_name("again.so");
+  header.mutable_header()->set_size_bytes(bytes.size());
+  header.mutable_header()->set_sha256(id);
+  ASSERT_TRUE(writer->Write(header));
+  v1::LoadModuleRequest chunk;
+  chunk.set_chunk(bytes);
+  ASSERT_TRUE(writer->Write(chunk));
+  writer->WritesDone();
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_TRUE(response.already_held());
+
+  auto modules = client_->ListModules();
+  ASSERT_THAT(modules, IsOk());
+  EXPECT_THAT(*modules, SizeIs(2));  // builtin and vector_add, once
+}
+
+// Uploads through the raw stub with a header of the test's choosing.
+absl::Status RawUpload(const std::string& target, const v1::ModuleHeader& header,
+                       const std::string& bytes) {
+  auto stub =
+      v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::LoadModuleResponse response;
+  auto writer = stub->LoadModule(&context, &response);
+  v1::LoadModuleRequest first;
+  *first.mutable_header() = header;
+  if (!header.name().empty() || header.size_bytes() > 0) writer->Write(first);
+  v1::LoadModuleRequest chunk;
+  chunk.set_chunk(bytes);
+  writer->Write(chunk);
+  writer->WritesDone();
+  return client::FromGrpcStatus(writer->Finish());
+}
+
+TEST_F(ServiceTest, UploadErrorsHaveTheirCodes) {
+  const std::string bytes = ReadFileBytes(TestModulePath("vector_add"));
+  v1::ModuleHeader header;
+  header.set_name("m.so");
+  header.set_size_bytes(bytes.size());
+  header.set_sha256(client::ModuleId(bytes));
+
+  v1::ModuleHeader wrong_size = header;
+  wrong_size.set_size_bytes(bytes.size() + 10);
+  EXPECT_THAT(RawUpload(daemon_.target(), wrong_size, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("declared size")));
+  v1::ModuleHeader short_size = header;
+  short_size.set_size_bytes(10);
+  EXPECT_THAT(RawUpload(daemon_.target(), short_size, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("longer than its declared")));
+  v1::ModuleHeader wrong_hash = header;
+  wrong_hash.set_sha256(std::string(64, 'a'));
+  EXPECT_THAT(RawUpload(daemon_.target(), wrong_hash, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("SHA-256 is")));
+  v1::ModuleHeader bad_hash_text = header;
+  bad_hash_text.set_sha256("XYZ");
+  EXPECT_THAT(RawUpload(daemon_.target(), bad_hash_text, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("lowercase hex")));
+  v1::ModuleHeader cubin = header;
+  cubin.set_format("cubin");
+  EXPECT_THAT(RawUpload(daemon_.target(), cubin, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs CUDA support")));
+  v1::ModuleHeader unknown = header;
+  unknown.set_format("wasm");
+  EXPECT_THAT(RawUpload(daemon_.target(), unknown, bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("'wasm' is unknown (accepted: auto, shared-library)")));
+  EXPECT_THAT(RawUpload(daemon_.target(), v1::ModuleHeader(), bytes),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("starts with its header")));
+  EXPECT_THAT(client_->LoadModule("this is not a module", "text.so"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an ELF file")));
+}
+
+TEST_F(ServiceTest, OversizedModuleIsResourceExhausted) {
+  daemon_.Stop();
+  StartDaemon({"--max-module-bytes", "1000"});
+  EXPECT_THAT(client_->LoadModuleFile(TestModulePath("vector_add")),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("over the limit of 1000")));
+}
+
+TEST_F(ServiceTest, ModulesSurviveARestart) {
+  auto module = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(module, IsOk());
+  ASSERT_EQ(daemon_.Stop(), 0);
+  StartDaemon();
+  auto has = client_->HasModule(module->id());
+  ASSERT_THAT(has, IsOk());
+  EXPECT_TRUE(*has);
+  auto modules = client_->ListModules();
+  ASSERT_THAT(modules, IsOk());
+  EXPECT_EQ((*modules)[1].name(), "vector_add.so");
+  auto timed = client_->TimeEvaluate(
+      Time(module->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"}));
+  EXPECT_THAT(timed, IsOk());
+}
+
+TEST_F(ServiceTest, SecondDaemonOnTheSameCacheIsRefused) {
+  Daemon second;
+  EXPECT_FALSE(second.Start(cache_.path() + "/cache"));
+  EXPECT_TRUE(WIFEXITED(second.exit_status()));
+  EXPECT_NE(WEXITSTATUS(second.exit_status()), 0);
+}
+
+TEST_F(ServiceTest, EvictedModulesAreUploadedAgainByTheClient) {
+  daemon_.Stop();
+  const std::string first = ReadFileBytes(TestModulePath("vector_add"));
+  const std::string second = ReadFileBytes(TestModulePath("many_exports"));
+  StartDaemon({"--max-cache-bytes", std::to_string(first.size() + second.size() - 1)});
+  auto a = client_->LoadModule(first, "vector_add.so");
+  ASSERT_THAT(a, IsOk());
+  auto b = client_->LoadModule(second, "many_exports.so");
+  ASSERT_THAT(b, IsOk());
+  EXPECT_THAT(client_->HasModule(a->id()), IsOkAndHolds(false));  // evicted: LRU
+  // The job names the evicted module; the client uploads it again and retries.
+  auto timed = client_->TimeEvaluate(
+      Time(a->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"}));
+  ASSERT_THAT(timed, IsOk());
+  EXPECT_THAT(client_->HasModule(a->id()), IsOkAndHolds(true));
+}
+
+TEST_F(ServiceTest, TimeEvaluateABuiltin) {
+  v1::TimeEvaluateRequest request = Time("builtin", "spin_us", {"float64:100"});
+  request.set_repeat(3);
+  request.set_number(5);
+  auto r = client_->TimeEvaluate(request);
+  ASSERT_THAT(r, IsOk());
+  EXPECT_THAT(r->seconds_per_call(), SizeIs(3));
+  EXPECT_THAT(r->seconds_per_call(), Each(Ge(100e-6)));
+  EXPECT_THAT(r->numbers(), ElementsAre(5, 5, 5));
+  EXPECT_EQ(r->final_number(), 5);
+  EXPECT_GE(r->statistics().min(), 100e-6);
+  EXPECT_GE(r->timing().execution_seconds(), 15 * 100e-6);
+  EXPECT_GE(r->timing().queue_wait_seconds(), 0);
+  EXPECT_EQ(r->device(), "cpu:0");
+  EXPECT_EQ(r->argument_shapes(), "float64[]");
+}
+
+TEST_F(ServiceTest, ProfileFunctionWithACollector) {
+  v1::ProfileFunctionRequest request;
+  request.mutable_call()->set_module_id("builtin");
+  request.mutable_call()->set_function("spin_us");
+  request.mutable_call()->add_args("float64:200");
+  request.set_warmup(1);
+  request.set_number(4);
+  request.add_collectors()->set_name("rusage");
+  auto r = client_->ProfileFunction(request);
+  ASSERT_THAT(r, IsOk());
+  auto report = wire::FromProto(r->report());
+  ASSERT_THAT(report, IsOk());
+  ASSERT_THAT(report->calls, SizeIs(1));
+  EXPECT_EQ(report->calls[0].at("Count"), core::MetricValue(core::Count{4}));
+  EXPECT_GE(std::get<core::Duration>(report->calls[0].at("Duration (us)")).microseconds, 800);
+  EXPECT_EQ(report->calls[0].count("User Time (us)"), 1u);
+  EXPECT_EQ(report->device_metrics.count("cpu0"), 1u);
+}
+
+TEST_F(ServiceTest, ProfileASequenceLayerByLayer) {
+  auto module = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(module, IsOk());
+  v1::ProfileRequest request;
+  auto* matmul = request.add_calls();
+  matmul->set_module_id("builtin");
+  matmul->set_function("matmul");
+  for (const char* a : {"float32[32,32]", "float32[32,32]:random", "float32[32,32]:random"}) {
+    matmul->add_args(a);
+  }
+  auto* vadd = request.add_calls();
+  vadd->set_module_id(module->id());
+  vadd->set_function("vadd");
+  for (const char* a : {"float32[64]:ones", "float32[64]:random", "float32[64]"}) vadd->add_args(a);
+  request.set_repeat(3);
+  request.add_collectors()->set_name("rusage");
+  auto r = client_->Profile(request);
+  ASSERT_THAT(r, IsOk());
+  auto report = wire::FromProto(r->report());
+  ASSERT_THAT(report, IsOk());
+  EXPECT_THAT(report->calls, SizeIs(6));  // 2 calls x 3 repeats
+  double percent = 0;
+  for (const auto& call : report->calls)
+    percent += std::get<core::Percent>(call.at("Percent")).percent;
+  EXPECT_GT(percent, 0);
+  EXPECT_LE(percent, 100.0 + 1e-9);
+  EXPECT_EQ(report->configuration.at("Repeats"), core::MetricValue(core::Count{3}));
+  const std::string table = core::AsTable(*report);
+  EXPECT_THAT(table, HasSubstr("matmul"));
+  EXPECT_THAT(table, HasSubstr("vadd"));
+}
+
+TEST(ReportConversion, ProtoRoundTripIsTheIdentity) {
+  core::Report report;
+  report.calls.push_back({{"Name", std::string("a \"q\"")},
+                          {"Duration (us)", core::Duration{1.5}},
+                          {"Count", core::Count{-3}},
+                          {"Percent", core::Percent{12.5}},
+                          {"Ratio", core::Ratio{0.25}}});
+  report.device_metrics["cpu0"] = {{"Duration (us)", core::Duration{3}}};
+  report.configuration = {{"Number of threads", core::Count{2}}};
+  auto back = wire::FromProto(wire::ToProto(report));
+  ASSERT_THAT(back, IsOk());
+  EXPECT_EQ(*back, report);
+
+  v1::Report empty_metric;
+  (*empty_metric.add_calls()->mutable_metrics())["X"];
+  EXPECT_THAT(wire::FromProto(empty_metric), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                      HasSubstr("calls[0].\"X\" has no value")));
+}
+
+TEST_F(ServiceTest, EachBadRequestGetsItsCode) {
+  auto module = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(module, IsOk());
+  EXPECT_THAT(client_->TimeEvaluate(Time(std::string(64, 'f'), "f", {})),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown module ffff")));
+  EXPECT_THAT(
+      client_->TimeEvaluate(Time(module->id(), "vsub", {})),
+      StatusIs(absl::StatusCode::kNotFound, "module holds no function 'vsub' (it exports: vadd)"));
+  EXPECT_THAT(client_->TimeEvaluate(Time("builtin", "gemm", {})),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no function 'gemm'")));
+  v1::TimeEvaluateRequest cpu1 = Time("builtin", "spin_us", {"float64:1"});
+  cpu1.set_device("cpu:1");
+  EXPECT_THAT(client_->TimeEvaluate(cpu1),
+              StatusIs(absl::StatusCode::kNotFound, "unknown device cpu:1 (devices here: cpu:0)"));
+  v1::TimeEvaluateRequest cuda = Time("builtin", "spin_us", {"float64:1"});
+  cuda.set_device("cuda:0");
+  EXPECT_THAT(client_->TimeEvaluate(cuda), StatusIs(absl::StatusCode::kFailedPrecondition));
+  v1::TimeEvaluateRequest gpu = Time("builtin", "spin_us", {"float64:1"});
+  gpu.set_device("gpu");
+  EXPECT_THAT(client_->TimeEvaluate(gpu), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(client_->TimeEvaluate(Time("builtin", "spin_us", {"float64[x]"})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("column 9")));
+  EXPECT_THAT(client_->TimeEvaluate(Time("builtin", "spin_us", {"float64:1", "float64:2"})),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takes one float64")));
+  EXPECT_THAT(client_->TimeEvaluate(Time(module->id(), "vadd", {"float32[4]"})),
+              StatusIs(absl::StatusCode::kAborted, "function 'vadd' returned 1"));
+  v1::ProfileFunctionRequest papi;
+  papi.mutable_call()->set_module_id("builtin");
+  papi.mutable_call()->set_function("spin_us");
+  papi.mutable_call()->add_args("float64:1");
+  papi.add_collectors()->set_name("nvml");
+  EXPECT_THAT(client_->ProfileFunction(papi),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown collector 'nvml'")));
+  v1::TimeEvaluateRequest cooldown = Time("builtin", "spin_us", {"float64:1"});
+  cooldown.set_repeats_to_cooldown(0);
+  EXPECT_THAT(client_->TimeEvaluate(cooldown),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeats_to_cooldown = 0")));
+  EXPECT_THAT(client_->UnloadModule(std::string(64, '0')), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(client_->UnloadModule("builtin"), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(client_->UnloadModule(module->id()), IsOk());
+  EXPECT_THAT(client_->HasModule(module->id()), IsOkAndHolds(false));
+}
+
+TEST_F(ServiceTest, ACrashKillsOnlyTheWorkerAndTheNextJobRuns) {
+  auto module = client_->LoadModuleFile(TestModulePath("crash"));
+  ASSERT_THAT(module, IsOk());
+  EXPECT_THAT(client_->TimeEvaluate(Time(module->id(), "segfault", {})),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("function 'segfault' crashed: worker killed by SIGSEGV")));
+  EXPECT_THAT(client_->TimeEvaluate(Time(module->id(), "aborts", {})),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("SIGABRT")));
+  EXPECT_THAT(client_->TimeEvaluate(Time("builtin", "spin_us", {"float64:10"})), IsOk());
+  auto info = client_->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->devices(0).jobs_failed(), 2);
+  EXPECT_EQ(info->devices(0).jobs_completed(), 1);
+}
+
+TEST_F(ServiceTest, SigtermStopsTheDaemonCleanly) {
+  ASSERT_THAT(client_->TimeEvaluate(Time("builtin", "spin_us", {"float64:10"})), IsOk());
+  const int status = daemon_.Stop();
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+}  // namespace
+}  // namespace kprof

@@ -1,0 +1,100 @@
+// Daemon: a real kprofd for a test — started on 127.0.0.1:0 with its own cache directory, its
+// port read back from --port-file, and stopped (SIGTERM, then SIGKILL) however the test ends.
+#pragma once
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace kprof::testing {
+
+// A fresh directory under the test's temporary directory, removed with the object.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "kprof-test-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+class Daemon {
+ public:
+  // Starts kprofd with `extra` options, using `cache_dir` (a new one when empty). Returns false
+  // (with the daemon's exit status in exit_status()) when it did not come up.
+  bool Start(const std::string& cache_dir, const std::vector<std::string>& extra = {}) {
+    cache_dir_ = cache_dir;
+    port_file_ = temp_.path() + "/port";
+    std::remove(port_file_.c_str());
+    std::vector<std::string> args = {KPROFD_PATH, "--listen",    "127.0.0.1:0", "--port-file",
+                                     port_file_,  "--cache-dir", cache_dir_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, KPROFD_PATH, nullptr, nullptr, argv.data(), environ) != 0) return false;
+    for (int i = 0; i < 1000; ++i) {  // up to 10 s
+      std::ifstream in(port_file_);
+      if (in >> port_ && port_ > 0) return true;
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_status_ = status;
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  // SIGTERM and wait (up to 10 s, then SIGKILL). Returns the wait status.
+  int Stop() {
+    if (pid_ <= 0) return exit_status_;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 1000; ++i) {
+      if (waitpid(pid_, &exit_status_, WNOHANG) == pid_) {
+        pid_ = -1;
+        return exit_status_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &exit_status_, 0);
+    pid_ = -1;
+    return exit_status_;
+  }
+
+  ~Daemon() { Stop(); }
+
+  std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  int exit_status() const { return exit_status_; }
+
+ private:
+  TempDir temp_;
+  std::string cache_dir_, port_file_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_status_ = -1;
+};
+
+}  // namespace kprof::testing
