@@ -27,7 +27,7 @@ build: $(DEPS_STAMP) $(BUILD_DIR)/CMakeCache.txt
 	cmake --build --preset $(PRESET)
 
 demo: build
-	./$(BUILD_DIR)/demo/kprof_demo
+	./demo/run-demo.sh $(BUILD_DIR)
 
 test: build
 	ctest --preset $(PRESET)
