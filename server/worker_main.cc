@@ -17,6 +17,25 @@ namespace {
 
 constexpr int kJobSocket = 3;
 
+// A function that crashes must end the worker by that very signal, so the daemon can name it —
+// even in builds whose sanitizers install handlers of their own, and even when the crash is a
+// stack overflow (hence the alternate stack).
+void InstallCrashHandlers() {
+  static char alternate_stack[1 << 16];
+  stack_t stack{};
+  stack.ss_sp = alternate_stack;
+  stack.ss_size = sizeof alternate_stack;
+  sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_handler = [](int sig) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  };
+  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
+}
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "kprofd-worker: %s\nusage: kprofd-worker --device cpu:0 --max-frame-bytes N "
@@ -48,6 +67,7 @@ int main(int argc, char** argv) {
   // Die with the daemon; if it is already gone, do not linger.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) return 1;
+  InstallCrashHandlers();
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device);
