@@ -1,12 +1,10 @@
 #include "client/kprof_client.h"
 
-#include <openssl/evp.h>
-
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "core/sha256.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 
@@ -17,22 +15,14 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::string ModuleId(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
-  return hex;
-}
+std::string ModuleId(const std::string& bytes) { return core::Sha256Hex(bytes); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(64 << 20);
-  auto channel =
-      grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
   return std::unique_ptr<Client>(new Client(kprof::v1::Profiler::NewStub(channel), options));
 }
 
@@ -77,8 +67,7 @@ absl::Status Client::UnloadModule(const std::string& id) {
 }
 
 absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
-                                                     const std::string& id,
-                                                     const std::string& name,
+                                                     const std::string& id, const std::string& name,
                                                      const std::string& format) {
   grpc::ClientContext context;
   Prepare(&context, {});
@@ -100,8 +89,7 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
   return response.module();
 }
 
-absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes,
-                                                         const std::string& name,
+absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes, const std::string& name,
                                                          const std::string& format) {
   const std::string id = ModuleId(bytes);
   {

@@ -1,5 +1,7 @@
 #include "server/device_executor.h"
 
+#include <signal.h>
+
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 
@@ -26,10 +28,49 @@ absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, ab
   return absl::OkStatus();
 }
 
-void DeviceExecutor::Drain() {
+void DeviceExecutor::Cancel(uint64_t job_id) {
+  Done done;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (running_job_ == job_id && busy_) {
+      running_cancelled_ = true;
+      KillRunningWorker();
+      return;
+    }
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->request.job_id() == job_id) {
+        done = std::move(it->done);
+        queue_.erase(it);
+        break;
+      }
+    }
+  }
+  if (done) done(absl::CancelledError("the client cancelled; the job left the queue"), {});
+}
+
+void DeviceExecutor::KillRunningWorker() {
+  if (running_pid_ > 0) kill(-running_pid_, SIGKILL);
+}
+
+void DeviceExecutor::Drain(absl::Duration grace) {
+  std::deque<Job> refused;
   {
     absl::MutexLock lock(&mutex_);
     draining_ = true;
+    refused.swap(queue_);
+  }
+  for (Job& job : refused) {
+    job.done(absl::UnavailableError("kprofd is shutting down; the job did not start"), {});
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return finished_; };
+    if (!mutex_.AwaitWithTimeout(absl::Condition(&ended), grace)) {
+      core::Log(core::LogSeverity::kWarning,
+                absl::StrCat("the job on ", core::DeviceSpec(worker_options_.device),
+                             " did not finish within the shutdown grace; killing it"));
+      KillRunningWorker();
+    }
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -50,7 +91,22 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const 
     worker_ = *std::move(spawned);
   }
   const absl::Duration timeout = std::min(left, job_timeout_);
+  {
+    absl::MutexLock lock(&mutex_);
+    running_pid_ = worker_->pid();
+  }
   auto response = worker_->Run(job.request, timeout);
+  bool cancelled = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    running_pid_ = -1;
+    cancelled = running_cancelled_;
+  }
+  if (cancelled) {
+    worker_.reset();
+    return absl::CancelledError("the client cancelled; the running job was stopped");
+  }
+  if (response.ok() && response->recycle()) worker_.reset();  // disturbed: start afresh
   if (!response.ok() && !worker_->alive()) {
     worker_.reset();
     if (absl::IsDeadlineExceeded(response.status())) {
@@ -59,9 +115,8 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const 
           timeout == job_timeout_ ? " (the daemon's --job-timeout)" : " (the request's deadline)",
           " and was stopped; its worker was restarted"));
     }
-    core::Log(core::LogSeverity::kWarning,
-              absl::StrCat("worker for ", core::DeviceSpec(worker_options_.device), " ",
-                           response.status().message()));
+    core::Log(core::LogSeverity::kWarning, absl::StrCat(core::DeviceSpec(worker_options_.device),
+                                                        ": ", response.status().message()));
   }
   return response;
 }
@@ -80,6 +135,8 @@ void DeviceExecutor::Loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
+      running_job_ = job.request.job_id();
+      running_cancelled_ = false;
     }
     const absl::Time started = absl::Now();
     absl::StatusOr<kprof::worker::v1::WorkerResponse> result = Execute(job);
@@ -92,6 +149,8 @@ void DeviceExecutor::Loop() {
     (ok ? completed_ : failed_) += 1;
   }
   worker_.reset();
+  absl::MutexLock lock(&mutex_);
+  finished_ = true;
 }
 
 }  // namespace kprof::server

@@ -38,8 +38,13 @@ class DeviceExecutor {
   absl::Status Submit(kprof::worker::v1::WorkerRequest request, absl::Time deadline, Done done,
                       std::shared_ptr<void> keep_alive) ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // Refuses new jobs, finishes those queued and running, stops the worker. Idempotent.
-  void Drain() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Takes job `job_id` out of the queue (its Done gets CANCELLED), or stops it if it runs (its
+  // worker is killed and its result dropped; Done gets CANCELLED). No-op for unknown jobs.
+  void Cancel(uint64_t job_id) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // Refuses new jobs, answers queued ones UNAVAILABLE, lets the running one finish for up to
+  // `grace` (then kills it), stops the worker. Idempotent.
+  void Drain(absl::Duration grace = absl::Seconds(10)) ABSL_LOCKS_EXCLUDED(mutex_);
 
   struct Stats {
     int queue_length = 0;
@@ -62,6 +67,7 @@ class DeviceExecutor {
 
   void Loop();
   absl::StatusOr<kprof::worker::v1::WorkerResponse> Execute(const Job& job);
+  void KillRunningWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const WorkerOptions worker_options_;
   const int max_queue_;
@@ -72,6 +78,10 @@ class DeviceExecutor {
   std::deque<Job> queue_ ABSL_GUARDED_BY(mutex_);
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;
   bool busy_ ABSL_GUARDED_BY(mutex_) = false;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;  // the loop has ended
+  uint64_t running_job_ ABSL_GUARDED_BY(mutex_) = 0;
+  pid_t running_pid_ ABSL_GUARDED_BY(mutex_) = -1;
+  bool running_cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t completed_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread thread_;

@@ -40,6 +40,8 @@ struct Flags {
   uint64_t max_module_bytes = uint64_t{256} << 20;
   uint64_t max_cache_bytes = uint64_t{4} << 30;
   uint64_t max_argument_bytes = uint64_t{4} << 30;
+  uint64_t max_modules = 10000;
+  uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
   bool insecure_allow_unauthenticated = false;
   bool help = false;
   bool version = false;
@@ -57,14 +59,17 @@ void Declare(core::CommandLine& cl, Flags& f) {
                "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
                "$XDG_CACHE_HOME/kprofd)");
   cl.AddInt("max-queue", &f.max_queue, "N", "jobs that may wait per device (default 64)");
-  cl.AddDuration("job-timeout", &f.job_timeout, "DURATION",
-                 "longest a job may run (default 60s)");
+  cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
   cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
              "largest module accepted (default 256 MiB)");
   cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",
              "module cache size before least recently used modules are evicted (default 4 GiB)");
   cl.AddUint("max-argument-bytes", &f.max_argument_bytes, "BYTES",
              "arguments of one job together (default 4 GiB)");
+  cl.AddUint("max-modules", &f.max_modules, "N",
+             "modules held at once before the least recently used are evicted (default 10000)");
+  cl.AddUint("worker-memory-limit", &f.worker_memory_limit, "BYTES",
+             "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
   cl.AddString("worker", &f.worker, "PATH",
                "the kprofd-worker executable (default: beside kprofd)");
   cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
@@ -160,17 +165,22 @@ absl::Status Serve(const Flags& flags) {
   registry_options.cache_dir = flags.cache_dir.empty() ? DefaultCacheDir() : flags.cache_dir;
   registry_options.max_module_bytes = flags.max_module_bytes;
   registry_options.max_cache_bytes = flags.max_cache_bytes;
+  registry_options.max_modules = flags.max_modules;
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModuleRegistry> registry,
                          ModuleRegistry::Open(registry_options));
 
   WorkerOptions worker;
   worker.executable = flags.worker.empty() ? DefaultWorker() : flags.worker;
   if (access(worker.executable.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the worker executable '", worker.executable, "' is missing or not "
-                     "executable (--worker sets it)"));
+    return absl::FailedPreconditionError(absl::StrCat("the worker executable '", worker.executable,
+                                                      "' is missing or not "
+                                                      "executable (--worker sets it)"));
   }
   worker.max_frame_bytes = static_cast<size_t>(64) << 20;
+  worker.max_data_bytes =
+      flags.worker_memory_limit > 0
+          ? flags.worker_memory_limit
+          : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 4 * 3;
   std::map<core::Device, std::unique_ptr<DeviceExecutor>> executors;
   worker.device = {core::DeviceType::kCpu, 0};
   executors.emplace(worker.device,
@@ -214,7 +224,7 @@ absl::Status Serve(const Flags& flags) {
   health->SetServingStatus("", false);
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
-  for (auto& [device, executor] : executors) executor->Drain();
+  for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
   Log(LogSeverity::kInfo, "stopped");
   return absl::OkStatus();

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,9 +14,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/log.h"
 #include "core/modules/elf_inspector.h"
+#include "core/sha256.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -91,15 +90,6 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
-std::string Sha256Hex(const std::string& bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
-  return hex;
-}
-
 absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
     const RegistryOptions& options) {
   if (options.cache_dir.empty()) return absl::InvalidArgumentError("no cache directory given");
@@ -153,11 +143,11 @@ absl::Status ModuleRegistry::Rescan() {
     absl::StatusOr<core::SharedLibraryInfo> info =
         bytes.ok() ? core::InspectSharedLibrary(*bytes)
                    : absl::StatusOr<core::SharedLibraryInfo>(bytes.status());
-    if (!info.ok() || Sha256Hex(*bytes) != id) {
+    if (!info.ok() || core::Sha256Hex(*bytes) != id) {
       core::Log(core::LogSeverity::kWarning,
-                absl::StrCat("dropping damaged module ", id, " from the cache: ",
-                             info.ok() ? "its hash does not match"
-                                       : std::string(info.status().message())));
+                absl::StrCat(
+                    "dropping damaged module ", id, " from the cache: ",
+                    info.ok() ? "its hash does not match" : std::string(info.status().message())));
       unlink(path.c_str());
       unlink((path + ".meta").c_str());
       continue;
@@ -187,14 +177,19 @@ absl::Status ModuleRegistry::Rescan() {
   return absl::OkStatus();
 }
 
-absl::Status ModuleRegistry::CheckHeader(const std::string& format, uint64_t size_bytes,
-                                         const std::string& sha256) const {
+absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::string& format,
+                                         uint64_t size_bytes, const std::string& sha256) const {
+  constexpr size_t kMaxName = 256;
+  if (name.size() > kMaxName) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("module name of ", name.size(), " bytes (limit ", kMaxName, ")"));
+  }
   if (!format.empty() && format != "auto" && format != kSharedLibrary) {
     const bool cuda = format == "cubin" || format == "fatbin" || format == "ptx";
-    return absl::InvalidArgumentError(absl::StrCat(
-        "module format '", format, "' ",
-        cuda ? "needs CUDA support, which this build lacks" : "is unknown",
-        " (accepted: auto, shared-library)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("module format '", format, "' ",
+                     cuda ? "needs CUDA support, which this build lacks" : "is unknown",
+                     " (accepted: auto, shared-library)"));
   }
   if (size_bytes > options_.max_module_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("module of ", size_bytes,
@@ -202,8 +197,8 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& format, uint64_t siz
                                                      options_.max_module_bytes, " bytes"));
   }
   if (!IsModuleId(sha256)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sha256 '", sha256, "' is not a SHA-256 in lowercase hex (64 digits 0-9a-f)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sha256 '", sha256, "' is not a SHA-256 in lowercase hex (64 digits 0-9a-f)"));
   }
   return absl::OkStatus();
 }
@@ -211,11 +206,10 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& format, uint64_t siz
 absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     const std::string& name, const std::string& format, const std::string& bytes,
     uint64_t declared_size, const std::string& declared_sha256, const std::string& actual_sha256) {
-  KPROF_RETURN_IF_ERROR(CheckHeader(format, declared_size, declared_sha256));
+  KPROF_RETURN_IF_ERROR(CheckHeader(name, format, declared_size, declared_sha256));
   if (bytes.size() != declared_size) {
-    return absl::InvalidArgumentError(absl::StrCat("upload of ", bytes.size(),
-                                                   " bytes does not match the declared size of ",
-                                                   declared_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "upload of ", bytes.size(), " bytes does not match the declared size of ", declared_size));
   }
   if (actual_sha256 != declared_sha256) {
     return absl::InvalidArgumentError(absl::StrCat("upload's SHA-256 is ", actual_sha256,
@@ -239,15 +233,16 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   KPROF_RETURN_IF_ERROR(MakeRoom(bytes.size()));
   KPROF_RETURN_IF_ERROR(WriteAtomically(ModulesDir(), path, bytes));
   const nlohmann::json meta = {{"name", name}, {"format", kSharedLibrary}};
-  if (absl::Status s = WriteAtomically(ModulesDir(), path + ".meta",
-                                       meta.dump(-1, ' ', false,
-                                                 nlohmann::json::error_handler_t::replace));
+  if (absl::Status s =
+          WriteAtomically(ModulesDir(), path + ".meta",
+                          meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       !s.ok()) {
     core::Log(core::LogSeverity::kWarning, std::string(s.message()));
   }
   Entry entry;
-  entry.module = {actual_sha256, name, std::string(kSharedLibrary), bytes.size(),
-                  std::move(info.functions), path};
+  entry.module = {
+      actual_sha256, name, std::string(kSharedLibrary), bytes.size(), std::move(info.functions),
+      path};
   entry.last_used = ++clock_;
   total_bytes_ += bytes.size();
   StoredModule stored = entry.module;
@@ -256,7 +251,8 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
 }
 
 absl::Status ModuleRegistry::MakeRoom(uint64_t bytes) {
-  while (total_bytes_ + bytes > options_.max_cache_bytes) {
+  while (total_bytes_ + bytes > options_.max_cache_bytes ||
+         entries_.size() + 1 > std::max<size_t>(options_.max_modules, 1)) {
     auto victim = entries_.end();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->second.pins == 0 &&
@@ -265,13 +261,13 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes) {
       }
     }
     if (victim == entries_.end()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "module cache full: ", total_bytes_, " bytes held by modules in use, limit ",
-          options_.max_cache_bytes, " bytes"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("module cache full: ", entries_.size(), " modules of ", total_bytes_,
+                       " bytes are in use (limits: ", options_.max_modules, " modules, ",
+                       options_.max_cache_bytes, " bytes)"));
     }
-    core::Log(core::LogSeverity::kInfo,
-              absl::StrCat("evicting module ", victim->first, " (", victim->second.module.name,
-                           ") to make room"));
+    core::Log(core::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
+                                                     victim->second.module.name, ") to make room"));
     unlink(victim->second.module.path.c_str());
     unlink((victim->second.module.path + ".meta").c_str());
     total_bytes_ -= victim->second.module.size_bytes;

@@ -33,6 +33,7 @@ struct RegistryOptions {
   std::string cache_dir;
   uint64_t max_module_bytes = uint64_t{256} << 20;
   uint64_t max_cache_bytes = uint64_t{4} << 30;
+  size_t max_modules = 10000;  // held at once; past it, the least recently used go
 };
 
 class ModuleRegistry {
@@ -44,7 +45,7 @@ class ModuleRegistry {
 
   // Checks a module's declared header before its bytes arrive: the format is known, the size
   // within the limit, the hash 64 hex digits.
-  absl::Status CheckHeader(const std::string& format, uint64_t size_bytes,
+  absl::Status CheckHeader(const std::string& name, const std::string& format, uint64_t size_bytes,
                            const std::string& sha256) const;
 
   struct StoreResult {
@@ -109,8 +110,5 @@ class ModuleRegistry::Pin {
   ModuleRegistry* registry_;
   std::vector<std::string> ids_;
 };
-
-// Lowercase hex SHA-256 of `bytes`.
-std::string Sha256Hex(const std::string& bytes);
 
 }  // namespace kprof::server

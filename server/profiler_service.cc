@@ -1,19 +1,18 @@
 #include "server/profiler_service.h"
 
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/collectors/collector_registry.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/modules/builtin_module.h"
 #include "core/profiler.h"
+#include "core/sha256.h"
 #include "kprof/config.h"
 #include "server/grpc_status.h"
 
@@ -21,6 +20,13 @@ namespace kprof::server {
 namespace {
 
 using kprof::v1::ModuleInfo;
+
+// Limits on what one request may carry, each refused with INVALID_ARGUMENT saying so.
+constexpr size_t kMaxNameLength = 256;
+constexpr int kMaxArguments = 256;
+constexpr size_t kMaxSpecLength = 1024;
+constexpr size_t kMaxCalls = 4096;
+constexpr int kMaxCollectors = 16;
 
 void ToProto(const StoredModule& module, ModuleInfo* out) {
   out->set_id(module.id);
@@ -69,11 +75,9 @@ class ProfilerService::UploadReactor final
     : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
  public:
   UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response)
-      : registry_(registry), response_(response), hash_(EVP_MD_CTX_new()) {
-    EVP_DigestInit_ex(hash_, EVP_sha256(), nullptr);
+      : registry_(registry), response_(response) {
     StartRead(&message_);
   }
-  ~UploadReactor() override { EVP_MD_CTX_free(hash_); }
 
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -95,7 +99,8 @@ class ProfilerService::UploadReactor final
       if (have_header_) return absl::InvalidArgumentError("an upload has one header, not two");
       header_ = message_.header();
       have_header_ = true;
-      return registry_->CheckHeader(header_.format(), header_.size_bytes(), header_.sha256());
+      return registry_->CheckHeader(header_.name(), header_.format(), header_.size_bytes(),
+                                    header_.sha256());
     }
     if (!have_header_) {
       return absl::InvalidArgumentError("an upload starts with its header, then its chunks");
@@ -105,7 +110,7 @@ class ProfilerService::UploadReactor final
       return absl::InvalidArgumentError(absl::StrCat("upload is longer than its declared size of ",
                                                      header_.size_bytes(), " bytes"));
     }
-    EVP_DigestUpdate(hash_, chunk.data(), chunk.size());
+    hash_.Update(chunk);
     bytes_.append(chunk);
     return absl::OkStatus();
   }
@@ -115,11 +120,7 @@ class ProfilerService::UploadReactor final
       Finish(ToGrpcStatus(absl::InvalidArgumentError("upload ended before its header")));
       return;
     }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(hash_, digest, &length);
-    std::string hex;
-    for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+    const std::string hex = hash_.HexDigest();
     auto stored = registry_->Store(header_.name(), header_.format(), bytes_, header_.size_bytes(),
                                    header_.sha256(), hex);
     if (!stored.ok()) {
@@ -133,7 +134,7 @@ class ProfilerService::UploadReactor final
 
   ModuleRegistry* registry_;
   kprof::v1::LoadModuleResponse* response_;
-  EVP_MD_CTX* hash_;
+  core::Sha256 hash_;
   kprof::v1::LoadModuleRequest message_;
   kprof::v1::ModuleHeader header_;
   bool have_header_ = false;
@@ -164,10 +165,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     kprof::v1::CollectorInfo* rusage = info->add_collectors();
     rusage->set_name("rusage");
     rusage->set_available(true);
-    for (std::string_view m :
-         {core::kUserTimeMetric, core::kSystemTimeMetric, core::kMinorFaultsMetric,
-          core::kMajorFaultsMetric, core::kVoluntarySwitchesMetric,
-          core::kInvoluntarySwitchesMetric}) {
+    for (std::string_view m : {core::kUserTimeMetric, core::kSystemTimeMetric,
+                               core::kMinorFaultsMetric, core::kMajorFaultsMetric,
+                               core::kVoluntarySwitchesMetric, core::kInvoluntarySwitchesMetric}) {
       rusage->add_metrics(std::string(m));
     }
     const DeviceExecutor::Stats stats = executor->stats();
@@ -232,11 +232,48 @@ grpc::ServerUnaryReactor* ProfilerService::UnloadModule(
   return reactor;
 }
 
+// The reactor of a measurement: a client that cancels or goes away takes its job out of the
+// queue, or stops it while it runs.
+class JobReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void Watch(DeviceExecutor* executor, uint64_t job_id) {
+    executor_ = executor;
+    job_id_ = job_id;
+  }
+  void OnCancel() override {
+    if (executor_ != nullptr) executor_->Cancel(job_id_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  DeviceExecutor* executor_ = nullptr;
+  uint64_t job_id_ = 0;
+};
+
+absl::Status CheckCall(const kprof::v1::FunctionCall& call) {
+  if (call.function().size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(absl::StrCat("function name of ", call.function().size(),
+                                                   " bytes (limit ", kMaxNameLength, ")"));
+  }
+  if (call.args_size() > kMaxArguments) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.args_size(), " arguments (limit ", kMaxArguments, ")"));
+  }
+  for (const std::string& spec : call.args()) {
+    if (spec.size() > kMaxSpecLength) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an argument spec of ", spec.size(), " bytes (limit ", kMaxSpecLength, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* ProfilerService::Submit(
     grpc::CallbackServerContext* context, const std::string& device_text,
     const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request, Fill fill) {
-  auto* reactor = context->DefaultReactor();
+  (void)context;
+  auto* reactor = new JobReactor();
   const auto fail = [reactor](const absl::Status& status) {
     reactor->Finish(ToGrpcStatus(status));
     return reactor;
@@ -252,14 +289,23 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
     const std::string known = absl::StrJoin(present, ", ");
     if (device->type == core::DeviceType::kCuda) {
-      return fail(absl::FailedPreconditionError(absl::StrCat(
-          "device ", core::DeviceSpec(*device), " is not available: this kprofd was built "
-          "without CUDA (devices here: ", known, ")")));
+      return fail(
+          absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(*device),
+                                                     " is not available: this kprofd was built "
+                                                     "without CUDA (devices here: ",
+                                                     known, ")")));
     }
     return fail(absl::NotFoundError(absl::StrCat("unknown device ", core::DeviceSpec(*device),
-                                                  " (devices here: ", known, ")")));
+                                                 " (devices here: ", known, ")")));
   }
   if (calls.empty()) return fail(absl::InvalidArgumentError("the request names no function"));
+  if (calls.size() > kMaxCalls) {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("a profile of ", calls.size(), " calls (limit ", kMaxCalls, ")")));
+  }
+  for (const kprof::v1::FunctionCall* call : calls) {
+    if (absl::Status s = CheckCall(*call); !s.ok()) return fail(s);
+  }
 
   std::vector<std::string> ids;
   for (const kprof::v1::FunctionCall* call : calls) {
@@ -291,7 +337,8 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     file->set_id(module.id);
     file->set_path(module.path);
   }
-  request.set_job_id(next_job_id_++);
+  const uint64_t job_id = next_job_id_++;
+  request.set_job_id(job_id);
   request.set_max_argument_bytes(limits_.max_argument_bytes);
 
   const std::string what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")
@@ -299,6 +346,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   const absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
                                   ? absl::InfiniteFuture()
                                   : absl::FromChrono(context->deadline());
+  reactor->Watch(executor->second.get(), job_id);
   const absl::Status submitted = executor->second->Submit(
       std::move(request), deadline,
       [reactor, fill, what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
@@ -310,8 +358,8 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
           }
           reactor->Finish(ToGrpcStatus(status));
         } else if (result->code() != 0) {
-          reactor->Finish(grpc::Status(static_cast<grpc::StatusCode>(result->code()),
-                                       result->message()));
+          reactor->Finish(
+              grpc::Status(static_cast<grpc::StatusCode>(result->code()), result->message()));
         } else {
           fill(*result, timing);
           reactor->Finish(grpc::Status::OK);
@@ -338,6 +386,12 @@ grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
     grpc::CallbackServerContext* context, const kprof::v1::ProfileFunctionRequest* request,
     kprof::v1::ProfileFunctionResponse* response) {
   kprof::worker::v1::WorkerRequest job;
+  if (request->collectors_size() > kMaxCollectors) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat(request->collectors_size(), " collectors (limit ", kMaxCollectors, ")"))));
+    return reactor;
+  }
   *job.mutable_profile_function() = *request;
   return Submit(context, request->device(), {&request->call()}, std::move(job),
                 [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {

@@ -32,7 +32,7 @@ std::vector<std::string> CollectorTexts(
 }  // namespace
 
 absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
-                                                             const WorkerRequest& request) {
+                                                              const WorkerRequest& request) {
   if (id == core::kBuiltinModuleName) return &core::BuiltinModule();
   if (const auto it = modules_.find(id); it != modules_.end()) return it->second.get();
   for (const auto& file : request.modules()) {
@@ -130,6 +130,17 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       break;
   }
   return absl::InvalidArgumentError("a worker request without a job");
+}
+
+std::string WorkerJobs::Describe(const WorkerRequest& request) {
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate:
+      return absl::StrCat("function '", request.time_evaluate().call().function(), "'");
+    case WorkerRequest::kProfileFunction:
+      return absl::StrCat("function '", request.profile_function().call().function(), "'");
+    default:
+      return "the profiled sequence";
+  }
 }
 
 WorkerResponse WorkerJobs::Run(const WorkerRequest& request) {

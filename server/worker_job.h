@@ -23,6 +23,9 @@ class WorkerJobs {
 
   size_t modules_open() const { return modules_.size(); }
 
+  // What the job ran, for messages: "function 'f'" or "the profiled sequence".
+  static std::string Describe(const kprof::worker::v1::WorkerRequest& request);
+
  private:
   absl::StatusOr<const core::Module*> ResolveModule(
       const std::string& id, const kprof::worker::v1::WorkerRequest& request);

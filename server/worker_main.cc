@@ -1,14 +1,20 @@
 // kprofd-worker: runs jobs for one device on behalf of kprofd. Started by the daemon (never by
 // hand) with the job socket as descriptor 3; it reads a request, runs it, answers, and repeats
 // until the socket closes. It dies with the daemon (PR_SET_PDEATHSIG).
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_join.h"
 #include "core/device.h"
 #include "server/frame_channel.h"
 #include "server/worker_job.h"
@@ -36,6 +42,45 @@ void InstallCrashHandlers() {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
 }
 
+// The worker's own threads, counted at start; a job that leaves more behind disturbs the next.
+int CountThreads() {
+  int threads = 0;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(tasks)) threads += entry->d_name[0] != '.';
+    closedir(tasks);
+  }
+  return threads;
+}
+
+// Why the worker is no longer fit for the next job, or "" when it is.
+std::string Disturbance(int baseline_threads) {
+  std::vector<std::string> closed;
+  for (int fd : {0, 1, 2}) {
+    if (fcntl(fd, F_GETFD) == -1) closed.push_back(std::to_string(fd));
+  }
+  if (!closed.empty()) {
+    return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
+  }
+  const int extra = CountThreads() - baseline_threads;
+  if (extra > 0) return "left " + std::to_string(extra) + " thread(s) running";
+  return "";
+}
+
+// A data-size limit (heap, anonymous mappings) so that a job asking for absurd memory fails
+// inside the worker rather than waking the host's OOM killer. Not RLIMIT_AS, which would
+// break CUDA's address reservations; not under AddressSanitizer, whose shadow memory counts.
+void LimitData(uint64_t bytes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)bytes;
+#else
+  if (bytes == 0) return;
+  const rlimit limit{bytes, bytes};
+  if (setrlimit(RLIMIT_DATA, &limit) != 0) {
+    std::fprintf(stderr, "kprofd-worker: cannot limit data size: %s\n", std::strerror(errno));
+  }
+#endif
+}
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "kprofd-worker: %s\nusage: kprofd-worker --device cpu:0 --max-frame-bytes N "
@@ -49,11 +94,14 @@ int Usage(const char* why) {
 int main(int argc, char** argv) {
   std::string device_text;
   size_t max_frame_bytes = 64 << 20;
+  uint64_t max_data_bytes = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
     } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && i + 1 < argc) {
       max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
+      max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--help") == 0) {
       Usage("runs measurement jobs for kprofd");
       return 0;
@@ -68,6 +116,8 @@ int main(int argc, char** argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) return 1;
   InstallCrashHandlers();
+  LimitData(max_data_bytes);
+  const int baseline_threads = CountThreads();
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device);
@@ -79,7 +129,15 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
       return 1;
     }
-    const absl::Status written = channel.Write(jobs.Run(request));
-    if (!written.ok()) return 0;
+    kprof::worker::v1::WorkerResponse response = jobs.Run(request);
+    if (const std::string why = Disturbance(baseline_threads); !why.empty()) {
+      response.Clear();
+      response.set_job_id(request.job_id());
+      response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+      response.set_message(kprof::server::WorkerJobs::Describe(request) + " " + why +
+                           "; its worker was replaced");
+      response.set_recycle(true);
+    }
+    if (!channel.Write(response).ok() || response.recycle()) return 0;
   }
 }

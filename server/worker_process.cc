@@ -63,10 +63,15 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
 
   const std::string device = core::DeviceSpec(options.device);
   const std::string frame = std::to_string(options.max_frame_bytes);
+  const std::string data = std::to_string(options.max_data_bytes);
   std::vector<char*> argv = {const_cast<char*>(options.executable.c_str()),
-                             const_cast<char*>("--device"), const_cast<char*>(device.c_str()),
+                             const_cast<char*>("--device"),
+                             const_cast<char*>(device.c_str()),
                              const_cast<char*>("--max-frame-bytes"),
-                             const_cast<char*>(frame.c_str()), nullptr};
+                             const_cast<char*>(frame.c_str()),
+                             const_cast<char*>("--max-data-bytes"),
+                             const_cast<char*>(data.c_str()),
+                             nullptr};
   pid_t pid = 0;
   const int error =
       posix_spawn(&pid, options.executable.c_str(), &actions, &attributes, argv.data(), environ);
@@ -75,9 +80,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   close(child);
   if (error != 0) {
     close(sockets[0]);
-    return absl::FailedPreconditionError(absl::StrCat("cannot start the worker '",
-                                                      options.executable,
-                                                      "': ", std::strerror(error)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start the worker '", options.executable, "': ", std::strerror(error)));
   }
   return std::unique_ptr<WorkerProcess>(
       new WorkerProcess(pid, sockets[0], options.max_frame_bytes));

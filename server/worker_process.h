@@ -20,6 +20,7 @@ struct WorkerOptions {
   std::string executable;  // path of kprofd-worker
   core::Device device;
   size_t max_frame_bytes = 64 << 20;
+  uint64_t max_data_bytes = 0;  // RLIMIT_DATA of the worker; 0: none
 };
 
 class WorkerProcess {

@@ -1,13 +1,11 @@
 #include "core/args/arguments.h"
 
-#include <openssl/evp.h>
-
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/args/data_type.h"
 #include "core/args/random.h"
+#include "core/sha256.h"
 #include "core/status_macros.h"
 
 namespace kprof::core {
@@ -156,13 +154,8 @@ absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
           api_->Copy(device_, host.data(), data, host.size(), CopyKind::kDeviceToHost));
       data = host.data();
     }
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int length = 0;
-    if (EVP_Digest(data, specs_[k].num_bytes, digest, &length, EVP_sha256(), nullptr) != 1) {
-      return absl::InternalError("OpenSSL's SHA-256 failed");
-    }
-    std::string hex;
-    for (unsigned int i = 0; i < length; ++i) absl::StrAppendFormat(&hex, "%02x", digest[i]);
+    std::string hex =
+        Sha256Hex(std::string_view(static_cast<const char*>(data), specs_[k].num_bytes));
     digests.push_back(std::move(hex));
   }
   return digests;

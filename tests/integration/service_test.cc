@@ -339,7 +339,7 @@ TEST_F(ServiceTest, EachBadRequestGetsItsCode) {
 }
 
 TEST_F(ServiceTest, ACrashKillsOnlyTheWorkerAndTheNextJobRuns) {
-  auto module = client_->LoadModuleFile(TestModulePath("crash"));
+  auto module = client_->LoadModuleFile(TestModulePath("faults"));
   ASSERT_THAT(module, IsOk());
   EXPECT_THAT(client_->TimeEvaluate(Time(module->id(), "segfault", {})),
               StatusIs(absl::StatusCode::kAborted,

@@ -1,0 +1,30 @@
+// SHA-256 in lowercase hex, through OpenSSL: module ids and argument checksums.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+typedef struct evp_md_ctx_st EVP_MD_CTX;
+
+namespace kprof::core {
+
+// Lowercase hex SHA-256 of `bytes`.
+std::string Sha256Hex(std::string_view bytes);
+
+// The same over bytes that arrive in pieces.
+class Sha256 {
+ public:
+  Sha256();
+  ~Sha256();
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+
+  void Update(std::string_view bytes);
+  // The digest of everything given so far; call once.
+  std::string HexDigest();
+
+ private:
+  EVP_MD_CTX* context_;
+};
+
+}  // namespace kprof::core

@@ -1,0 +1,128 @@
+/* One function per way a candidate kernel can go wrong, for the reliability tests. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <kprof/module_abi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNUSED (void)args, (void)num_args
+
+KPROF_EXPORT int32_t segfault(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  volatile int* nowhere = (volatile int*)0;
+  return *nowhere;
+}
+
+KPROF_EXPORT int32_t aborts(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  abort();
+}
+
+KPROF_EXPORT int32_t divides_by_zero(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  volatile int one = 1, zero = 0; /* volatile: 1 / x would compile to a comparison */
+  return one / zero;
+}
+
+KPROF_EXPORT int32_t bus_error(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  raise(SIGBUS);
+  return 0;
+}
+
+KPROF_EXPORT int32_t illegal_instruction(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  __builtin_trap();
+}
+
+#pragma GCC diagnostic ignored "-Winfinite-recursion" /* the point of the function */
+static int32_t recurse(volatile char* previous) {
+  volatile char frame[4096];
+  frame[0] = previous != NULL ? previous[0] : 1;
+  return recurse(frame) + frame[0];
+}
+
+KPROF_EXPORT int32_t overflows_stack(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return recurse(NULL);
+}
+
+KPROF_EXPORT int32_t calls_exit(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  exit(3);
+}
+
+KPROF_EXPORT int32_t calls_underscore_exit(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  _exit(4);
+}
+
+KPROF_EXPORT int32_t closes_streams(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  close(0);
+  close(1);
+  close(2);
+  return 0;
+}
+
+static void* forever(void* unused) {
+  (void)unused;
+  for (;;) pause();
+  return NULL;
+}
+
+KPROF_EXPORT int32_t leaves_thread(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  pthread_t thread;
+  return pthread_create(&thread, NULL, forever, NULL) == 0 ? 0 : 1;
+}
+
+KPROF_EXPORT int32_t hangs(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  for (volatile int spin = 1; spin;) {
+  }
+  return 0;
+}
+
+/* Asks for far more memory than a worker may have and touches it all. */
+KPROF_EXPORT int32_t allocates_too_much(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const size_t bytes = (size_t)64 << 30;
+  char* p = malloc(bytes);
+  if (p == NULL) return 12; /* ENOMEM: the limit worked */
+  for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+  free(p);
+  return 0;
+}
+
+/* Appends "start end" (CLOCK_MONOTONIC ns) to $KPROF_TEST_INTERVALS after a short busy wait,
+ * so a test can check that no two jobs on one device overlap. */
+KPROF_EXPORT int32_t records_interval(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 200000L);
+  const char* path = getenv("KPROF_TEST_INTERVALS");
+  if (path == NULL) return 2;
+  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return 3;
+  char line[64];
+  const int n = snprintf(line, sizeof line, "%lld %lld\n",
+                         (long long)start.tv_sec * 1000000000LL + start.tv_nsec,
+                         (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+  const int ok = write(fd, line, (size_t)n) == n;
+  close(fd);
+  return ok ? 0 : 4;
+}
+
+KPROF_EXPORT int32_t succeeds(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return 0;
+}
