@@ -8,7 +8,9 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan bench release format clean
+.PHONY: all deps build demo test test-asan bench fuzz release format clean
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := arg_spec report_json elf_inspector
 
 all: build
 
@@ -34,6 +36,20 @@ test: build
 
 bench: build
 	./$(BUILD_DIR)/tests/bench/kprof_runner_bench
+
+# libFuzzer on core's parsers, in a clang build tree of its own, FUZZ_SECONDS per target. New
+# inputs collect in build/fuzz/corpus/TARGET; tests/fuzz/corpus/TARGET seeds them.
+fuzz: deps
+	./deploy/install-deps.sh --fuzz
+	CC=clang CXX=clang++ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DKPROF_FUZZ=ON -DKPROF_SANITIZE=address,undefined
+	cmake --build build/fuzz --target $(addsuffix _fuzz,$(FUZZ_TARGETS)) kprof_test_modules
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus/$$t && \
+	  ./build/fuzz/tests/fuzz/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) \
+	    build/fuzz/corpus/$$t tests/fuzz/corpus/$$t \
+	    $$( [ $$t = elf_inspector ] && echo build/fuzz/tests/modules ) || exit 1; \
+	done
 
 test-asan:
 	$(MAKE) test PRESET=asan

@@ -3,7 +3,9 @@
 #
 # Idempotent: when every package is present it changes nothing and does not touch the network;
 # otherwise it runs `apt-get update` once and installs only what is missing. Works as root or
-# through sudo. Usage: deploy/install-deps.sh [--check]   (--check: report, install nothing)
+# through sudo. Usage: deploy/install-deps.sh [--check] [--fuzz]
+#   --check  report what is missing, install nothing
+#   --fuzz   also what `make fuzz` needs (clang and its libFuzzer runtime)
 set -euo pipefail
 
 # One line per package, with what needs it. Keep this list exact: CI installs from it on a
@@ -22,15 +24,27 @@ packages=(
   libssl-dev          # SHA-256 of argument bytes (OpenSSL)
   libgtest-dev        # unit and integration tests
   libgmock-dev        # matchers used by the tests
+  protobuf-compiler   # protoc, for proto/kprof/v1/*.proto
+  libprotobuf-dev     # the generated messages' runtime
+  protobuf-compiler-grpc  # grpc_cpp_plugin
+  libgrpc++-dev       # kprofd's service and the client (with reflection)
+  python3-grpcio      # an independent gRPC client for the health and reflection test
+)
+fuzz_packages=(
+  clang               # libFuzzer builds
+  libclang-rt-14-dev  # the libFuzzer and sanitizer runtimes for clang
 )
 
 check_only=0
-case "${1:-}" in
-  --check) check_only=1 ;;
-  "") ;;
-  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-  *) echo "install-deps: unknown option '$1' (accepted: --check, --help)" >&2; exit 2 ;;
-esac
+for option in "$@"; do
+  case "$option" in
+    --check) check_only=1 ;;
+    --fuzz) packages+=("${fuzz_packages[@]}") ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps: unknown option '$option' (accepted: --check, --fuzz, --help)" >&2
+       exit 2 ;;
+  esac
+done
 
 missing=()
 for pkg in "${packages[@]}"; do
