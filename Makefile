@@ -36,6 +36,7 @@ test: build
 
 bench: build
 	./$(BUILD_DIR)/tests/bench/kprof_runner_bench
+	./$(BUILD_DIR)/tests/bench/kprof_daemon_bench
 
 # libFuzzer on core's parsers, in a clang build tree of its own, FUZZ_SECONDS per target. New
 # inputs collect in build/fuzz/corpus/TARGET; tests/fuzz/corpus/TARGET seeds them.

@@ -223,6 +223,20 @@ TEST_F(ReliabilityTest, SigkillLeavesNoWorkerAndTheCacheRestarts) {
   EXPECT_THAT(Run("succeeds"), IsOk());
 }
 
+TEST_F(ReliabilityTest, HalfWrittenAndDamagedModulesAreDroppedAtStart) {
+  Start();
+  const std::string modules = dir_.path() + "/cache/modules";
+  ASSERT_EQ(daemon_.Stop(), 0);
+  // What a SIGKILL mid-write could leave, and a module whose bytes no longer match its name.
+  std::ofstream(modules + "/.upload-abc123") << "half a module";
+  std::ofstream(modules + "/" + std::string(64, 'e')) << "not the bytes of this hash";
+  Start();
+  EXPECT_FALSE(std::ifstream(modules + "/.upload-abc123").good());
+  EXPECT_FALSE(std::ifstream(modules + "/" + std::string(64, 'e')).good());
+  EXPECT_THAT(client_->HasModule(std::string(64, 'e')), ::kprof::testing::IsOkAndHolds(false));
+  EXPECT_THAT(Run("succeeds"), IsOk());  // the good module survived
+}
+
 TEST_F(ReliabilityTest, JobsOnOneDeviceNeverOverlap) {
   const std::string intervals = dir_.path() + "/intervals";
   setenv("KPROF_TEST_INTERVALS", intervals.c_str(), 1);
@@ -266,6 +280,10 @@ TEST_F(ReliabilityTest, InputLimitsHaveClearErrors) {
   EXPECT_THAT(client_->LoadModule(testing::ReadFileBytes(TestModulePath("vector_add")),
                                   std::string(300, 'n')),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("module name of 300")));
+  // Past gRPC's message limit (16 MiB): refused before it is parsed.
+  v1::TimeEvaluateRequest huge = Call("succeeds");
+  huge.mutable_call()->add_args(std::string(17 << 20, '1'));
+  EXPECT_THAT(client_->TimeEvaluate(huge).status(), StatusIs(absl::StatusCode::kResourceExhausted));
   // One module at most: a second one evicts the first.
   auto second = client_->LoadModuleFile(TestModulePath("vector_add"));
   ASSERT_THAT(second, IsOk());
