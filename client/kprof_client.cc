@@ -22,13 +22,24 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(64 << 20);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), arguments);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_certs_pem;
+    ssl.pem_cert_chain = options.tls_cert_chain_pem;
+    ssl.pem_private_key = options.tls_private_key_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto channel = grpc::CreateCustomChannel(target, credentials, arguments);
   return std::unique_ptr<Client>(new Client(kprof::v1::Profiler::NewStub(channel), options));
 }
 
 void Client::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
   const absl::Duration d = timeout > absl::ZeroDuration() ? timeout : options_.timeout;
   context->set_deadline(absl::ToChronoTime(absl::Now() + d));
+  if (!options_.bearer_token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.bearer_token);
+  }
 }
 
 absl::StatusOr<kprof::v1::GetInfoResponse> Client::Info() {

@@ -29,6 +29,14 @@ struct ClientOptions {
   absl::Duration timeout = absl::Seconds(60);
   // Upload chunk size.
   size_t chunk_bytes = 1 << 20;
+  // Sent as "authorization: Bearer <token>" on every call when not empty.
+  std::string bearer_token;
+  // TLS, when any is set: the CA that signed the daemon's certificate (PEM; empty: the
+  // system's roots), and for mutual TLS this client's certificate chain and key (PEM).
+  bool tls = false;
+  std::string tls_root_certs_pem;
+  std::string tls_cert_chain_pem;
+  std::string tls_private_key_pem;
 };
 
 class Client {

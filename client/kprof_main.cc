@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -47,11 +48,15 @@ constexpr char kUsage[] =
     "  profile --sequence FILE.json [--repeat N] [--warmup N] [--collector ...]\n"
     "  report FILE.json [--no-aggregate] [--no-sort] [--no-sums]\n"
     "\n"
+    "credentials: --token-file FILE ($KPROF_TOKEN_FILE), --tls-ca FILE,\n"
+    "  --tls-cert FILE --tls-key FILE (mutual TLS)\n"
+    "\n"
     "MODULE is a file (uploaded when the daemon lacks it), a module id, or 'builtin'.\n"
     "The target defaults to $KPROF_TARGET, else 127.0.0.1:9177.\n";
 
 struct Options {
   std::string target;
+  std::string token_file, tls_ca, tls_cert, tls_key;
   absl::Duration timeout = absl::ZeroDuration();
   std::string format = "table";
   bool help = false, version = false;
@@ -74,6 +79,11 @@ struct Options {
 void Declare(core::CommandLine& cl, Options& o) {
   cl.AddString("target", &o.target, "HOST:PORT", "the daemon ($KPROF_TARGET, 127.0.0.1:9177)");
   cl.AddDuration("timeout", &o.timeout, "DUR", "deadline of the call (default: from the options)");
+  cl.AddString("token-file", &o.token_file, "FILE",
+               "send the first token in FILE as a bearer token ($KPROF_TOKEN_FILE)");
+  cl.AddString("tls-ca", &o.tls_ca, "FILE", "use TLS, trusting this CA (PEM)");
+  cl.AddString("tls-cert", &o.tls_cert, "FILE", "client certificate for mutual TLS (PEM)");
+  cl.AddString("tls-key", &o.tls_key, "FILE", "the key of --tls-cert (PEM)");
   cl.AddString("format", &o.format, "table|json|csv", "output format (default table)");
   cl.AddFlag("help", &o.help, "print usage");
   cl.AddFlag("version", &o.version, "print the version");
@@ -173,24 +183,24 @@ absl::Status Info(Client& client, const Options& o) {
   std::printf("kprofd %s on %s\nbuild: %s\n\n", info.version().c_str(), info.host().c_str(),
               info.build().c_str());
   for (const auto& d : info.devices()) {
-    std::printf("%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n",
-                d.device().c_str(), d.name().c_str(),
-                d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(), d.cpus(),
-                d.queue_length(), d.busy() ? " (busy)" : "",
-                static_cast<long long>(d.jobs_completed()),
-                static_cast<long long>(d.jobs_failed()));
+    std::printf(
+        "%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n", d.device().c_str(),
+        d.name().c_str(), d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(),
+        d.cpus(), d.queue_length(), d.busy() ? " (busy)" : "",
+        static_cast<long long>(d.jobs_completed()), static_cast<long long>(d.jobs_failed()));
     for (const auto& c : d.collectors()) {
       std::printf("  collector %s: %s\n", c.name().c_str(),
                   c.available() ? absl::StrJoin(c.metrics(), ", ").c_str() : c.reason().c_str());
     }
   }
   const auto& l = info.limits();
-  std::printf("\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "
-              "job timeout %gs\n\nmodules:\n",
-              static_cast<unsigned long long>(l.max_module_bytes()),
-              static_cast<unsigned long long>(l.max_cache_bytes()),
-              static_cast<unsigned long long>(l.max_argument_bytes()), l.max_queue(),
-              l.job_timeout_seconds());
+  std::printf(
+      "\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "
+      "job timeout %gs\n\nmodules:\n",
+      static_cast<unsigned long long>(l.max_module_bytes()),
+      static_cast<unsigned long long>(l.max_cache_bytes()),
+      static_cast<unsigned long long>(l.max_argument_bytes()), l.max_queue(),
+      l.job_timeout_seconds());
   for (const auto& m : info.modules()) {
     std::printf("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
                 absl::StrJoin(m.functions(), ", ").c_str());
@@ -249,15 +259,21 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
   KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r, client.TimeEvaluate(request, timeout));
   const auto& s = r.statistics();
   if (o.format == "json") {
-    Json json = {{"results", std::vector<double>(r.seconds_per_call().begin(),
-                                                 r.seconds_per_call().end())},
-                 {"mean", s.mean()}, {"median", s.median()}, {"min", s.min()},
-                 {"max", s.max()}, {"std", s.std()}, {"cv", s.cv()},
-                 {"number", r.final_number()}, {"repeat", r.seconds_per_call_size()},
-                 {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
-                 {"device", r.device()}, {"argument_shapes", r.argument_shapes()},
-                 {"queue_wait_seconds", r.timing().queue_wait_seconds()},
-                 {"execution_seconds", r.timing().execution_seconds()}};
+    Json json = {
+        {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
+        {"mean", s.mean()},
+        {"median", s.median()},
+        {"min", s.min()},
+        {"max", s.max()},
+        {"std", s.std()},
+        {"cv", s.cv()},
+        {"number", r.final_number()},
+        {"repeat", r.seconds_per_call_size()},
+        {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
+        {"device", r.device()},
+        {"argument_shapes", r.argument_shapes()},
+        {"queue_wait_seconds", r.timing().queue_wait_seconds()},
+        {"execution_seconds", r.timing().execution_seconds()}};
     if (r.checksums_size() > 0) {
       json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
     }
@@ -269,17 +285,16 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
                   static_cast<long long>(r.numbers(i)));
     }
   } else {
-    std::printf("%s %s on %s\n", words[2].c_str(), r.argument_shapes().c_str(),
-                r.device().c_str());
+    std::printf("%s %s on %s\n", words[2].c_str(), r.argument_shapes().c_str(), r.device().c_str());
     for (int i = 0; i < r.seconds_per_call_size(); ++i) {
       std::printf("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1,
                   r.seconds_per_call(i) * 1e6, static_cast<long long>(r.numbers(i)));
     }
-    std::printf("  mean %.3f us  median %.3f us  min %.3f us  max %.3f us  std %.3f us  "
-                "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
-                s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6,
-                s.cv() * 100, r.timing().queue_wait_seconds() * 1e3,
-                r.timing().execution_seconds() * 1e3);
+    std::printf(
+        "  mean %.3f us  median %.3f us  min %.3f us  max %.3f us  std %.3f us  "
+        "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
+        s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6, s.cv() * 100,
+        r.timing().queue_wait_seconds() * 1e3, r.timing().execution_seconds() * 1e3);
     for (int i = 0; i < r.checksums_size(); ++i) {
       std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
     }
@@ -305,8 +320,8 @@ absl::Status ReadSequence(Client& client, const Options& o, kprof::v1::ProfileRe
       return bad(absl::StrCat("calls[", i, "] needs \"module\" and \"function\" strings"));
     }
     kprof::v1::FunctionCall* out = request->add_calls();
-    KPROF_ASSIGN_OR_RETURN(std::string id, ResolveModule(client, call["module"].get<std::string>(),
-                                                         o.module_format));
+    KPROF_ASSIGN_OR_RETURN(
+        std::string id, ResolveModule(client, call["module"].get<std::string>(), o.module_format));
     out->set_module_id(id);
     out->set_function(call["function"].get<std::string>());
     for (const Json& a : call.value("args", Json::array())) {
@@ -368,6 +383,40 @@ absl::Status Report(const Options& o, const std::vector<std::string>& words) {
   return absl::OkStatus();
 }
 
+// Reads the token and TLS files the options name into `client`.
+absl::Status Credentials(Options& o, ClientOptions* client) {
+  if (o.token_file.empty()) {
+    const char* env = std::getenv("KPROF_TOKEN_FILE");
+    if (env != nullptr) o.token_file = env;
+  }
+  if (!o.token_file.empty()) {
+    KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(o.token_file));
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      const std::string token(absl::StripAsciiWhitespace(line));
+      if (!token.empty() && token[0] != '#') {
+        client->bearer_token = token;
+        break;
+      }
+    }
+    if (client->bearer_token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the token file '", o.token_file, "' holds no token"));
+    }
+  }
+  if (o.tls_cert.empty() != o.tls_key.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  client->tls = !o.tls_ca.empty() || !o.tls_cert.empty();
+  if (!o.tls_ca.empty()) {
+    KPROF_ASSIGN_OR_RETURN(client->tls_root_certs_pem, ReadFile(o.tls_ca));
+  }
+  if (!o.tls_cert.empty()) {
+    KPROF_ASSIGN_OR_RETURN(client->tls_cert_chain_pem, ReadFile(o.tls_cert));
+    KPROF_ASSIGN_OR_RETURN(client->tls_private_key_pem, ReadFile(o.tls_key));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run(int argc, char** argv, int* exit_code) {
   Options o;
   core::CommandLine cl("kprof");
@@ -399,6 +448,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   }
   ClientOptions client_options;
   if (o.timeout > absl::ZeroDuration()) client_options.timeout = o.timeout;
+  KPROF_RETURN_IF_ERROR(Credentials(o, &client_options));
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(o.target, client_options));
   if (command == "info") return Info(*client, o);
   if (command == "modules") return Modules(*client, o);
@@ -416,9 +466,10 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     return client->UnloadModule(words[1]);
   }
   *exit_code = 2;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown command '", command, "' (accepted: info, load, modules, unload, time, profile, "
-      "report)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown command '", command,
+                   "' (accepted: info, load, modules, unload, time, profile, "
+                   "report)"));
 }
 
 }  // namespace

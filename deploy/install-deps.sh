@@ -29,6 +29,7 @@ packages=(
   protobuf-compiler-grpc  # grpc_cpp_plugin
   libgrpc++-dev       # kprofd's service and the client (with reflection)
   python3-grpcio      # an independent gRPC client for the health and reflection test
+  openssl             # the TLS tests make their certificates
 )
 fuzz_packages=(
   clang               # libFuzzer builds

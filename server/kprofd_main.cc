@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "core/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "kprof/config.h"
 #include "server/profiler_service.h"
@@ -43,6 +46,7 @@ struct Flags {
   uint64_t max_modules = 10000;
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
   bool insecure_allow_unauthenticated = false;
+  std::string token_file, tls_cert, tls_key, tls_client_ca;
   bool help = false;
   bool version = false;
 };
@@ -72,6 +76,12 @@ void Declare(core::CommandLine& cl, Flags& f) {
              "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
   cl.AddString("worker", &f.worker, "PATH",
                "the kprofd-worker executable (default: beside kprofd)");
+  cl.AddString("token-file", &f.token_file, "FILE",
+               "require 'authorization: Bearer <token>' with a token from FILE (one per line)");
+  cl.AddString("tls-cert", &f.tls_cert, "FILE", "serve TLS with this certificate chain (PEM)");
+  cl.AddString("tls-key", &f.tls_key, "FILE", "the private key of --tls-cert (PEM)");
+  cl.AddString("tls-client-ca", &f.tls_client_ca, "FILE",
+               "require client certificates signed by this CA (mutual TLS)");
   cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
              "allow listening beyond loopback without TLS and authentication (dangerous: "
              "whoever reaches the port runs code here)");
@@ -142,17 +152,59 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return absl::OkStatus();
 }
 
-absl::Status Serve(const Flags& flags) {
-  if (!IsLoopback(flags.listen) && !flags.insecure_allow_unauthenticated) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "refusing to listen on ", flags.listen,
-        ": beyond loopback, kprofd needs TLS and authentication, which this version lacks; "
-        "pass --insecure-allow-unauthenticated to run code for anyone who reaches the port"));
+absl::StatusOr<std::string> ReadPem(const std::string& path, std::string_view what) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", std::string(what), " '", path, "'"));
   }
-  if (!IsLoopback(flags.listen)) {
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Server credentials and the security policy: loopback may be plain; anything else needs TLS
+// and authentication (a token or client certificates) unless explicitly waived.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags& flags) {
+  const bool tls = !flags.tls_cert.empty() || !flags.tls_key.empty();
+  if (tls && (flags.tls_cert.empty() || flags.tls_key.empty())) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!flags.tls_client_ca.empty() && !tls) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  const bool authenticated = !flags.token_file.empty() || !flags.tls_client_ca.empty();
+  if (!IsLoopback(flags.listen) && !(tls && authenticated)) {
+    if (!flags.insecure_allow_unauthenticated) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to listen on ", flags.listen, ": beyond loopback kprofd needs TLS ",
+          "(--tls-cert, --tls-key) and authentication (--token-file or --tls-client-ca)",
+          !tls && !flags.token_file.empty() ? ", or its tokens would travel in clear" : "",
+          "; --insecure-allow-unauthenticated waives this for anyone who reaches the port"));
+    }
     Log(LogSeverity::kWarning,
-        absl::StrCat("listening on ", flags.listen,
-                     " WITHOUT authentication: anyone who reaches it can run code on this host"));
+        absl::StrCat("listening on ", flags.listen, " WITHOUT ", tls ? "" : "TLS and ",
+                     "authentication (--insecure-allow-unauthenticated): anyone who reaches it "
+                     "can run code on this host"));
+  }
+  if (!tls) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      flags.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  KPROF_ASSIGN_OR_RETURN(std::string cert, ReadPem(flags.tls_cert, "the TLS certificate"));
+  KPROF_ASSIGN_OR_RETURN(std::string key, ReadPem(flags.tls_key, "the TLS key"));
+  options.pem_key_cert_pairs.push_back({key, cert});
+  if (!flags.tls_client_ca.empty()) {
+    KPROF_ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(flags.tls_client_ca, "the client CA"));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::Status Serve(const Flags& flags) {
+  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, Credentials(flags));
+  std::optional<TokenAuth> auth;
+  if (!flags.token_file.empty()) {
+    KPROF_ASSIGN_OR_RETURN(auth, TokenAuth::FromFile(flags.token_file));
+    Log(LogSeverity::kInfo, absl::StrCat("calls need one of ", auth->size(), " bearer token(s)"));
   }
   if (flags.max_queue < 0 || flags.max_queue > 1'000'000) {
     return absl::InvalidArgumentError("--max-queue wants 0 to 1000000");
@@ -191,13 +243,13 @@ absl::Status Serve(const Flags& flags) {
   limits.max_argument_bytes = flags.max_argument_bytes;
   limits.max_queue = static_cast<int>(flags.max_queue);
   limits.job_timeout = flags.job_timeout;
-  ProfilerService service(registry.get(), &executors, limits);
+  ProfilerService service(registry.get(), &executors, limits, std::move(auth));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(flags.listen, credentials, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

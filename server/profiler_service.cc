@@ -74,8 +74,13 @@ void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
 class ProfilerService::UploadReactor final
     : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
  public:
-  UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response)
+  UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response,
+                const absl::Status& authenticated)
       : registry_(registry), response_(response) {
+    if (!authenticated.ok()) {
+      Finish(ToGrpcStatus(authenticated));
+      return;
+    }
     StartRead(&message_);
   }
 
@@ -143,12 +148,30 @@ class ProfilerService::UploadReactor final
 
 ProfilerService::ProfilerService(ModuleRegistry* registry,
                                  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
-                                 ServiceLimits limits)
-    : registry_(registry), executors_(executors), limits_(limits) {}
+                                 ServiceLimits limits, std::optional<TokenAuth> auth)
+    : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {}
+
+absl::Status ProfilerService::Authenticate(const grpc::CallbackServerContext* context) const {
+  if (!auth_.has_value()) return absl::OkStatus();
+  const auto& metadata = context->client_metadata();
+  const auto it = metadata.find("authorization");
+  if (it == metadata.end()) return auth_->Check(nullptr);
+  const std::string_view value(it->second.data(), it->second.size());
+  return auth_->Check(&value);
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Refuse(grpc::CallbackServerContext* context) const {
+  const absl::Status status = Authenticate(context);
+  if (status.ok()) return nullptr;
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
 
 grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* context,
                                                    const kprof::v1::GetInfoRequest*,
                                                    kprof::v1::GetInfoResponse* response) {
+  if (auto* refused = Refuse(context)) return refused;
   response->set_version(KPROF_VERSION);
   response->set_build(KPROF_BUILD);
   response->set_host(HostName());
@@ -192,6 +215,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext* context,
                                                      const kprof::v1::HasModuleRequest* request,
                                                      kprof::v1::HasModuleResponse* response) {
+  if (auto* refused = Refuse(context)) return refused;
   if (request->id() == core::kBuiltinModuleName) {
     response->set_present(true);
     BuiltinInfo(response->mutable_module());
@@ -205,13 +229,14 @@ grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext
 }
 
 grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
-    grpc::CallbackServerContext*, kprof::v1::LoadModuleResponse* response) {
-  return new UploadReactor(registry_, response);
+    grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) {
+  return new UploadReactor(registry_, response, Authenticate(context));
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerContext* context,
                                                        const kprof::v1::ListModulesRequest*,
                                                        kprof::v1::ListModulesResponse* response) {
+  if (auto* refused = Refuse(context)) return refused;
   BuiltinInfo(response->add_modules());
   for (const StoredModule& m : registry_->List()) ToProto(m, response->add_modules());
   auto* reactor = context->DefaultReactor();
@@ -222,6 +247,7 @@ grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ProfilerService::UnloadModule(
     grpc::CallbackServerContext* context, const kprof::v1::UnloadModuleRequest* request,
     kprof::v1::UnloadModuleResponse*) {
+  if (auto* refused = Refuse(context)) return refused;
   auto* reactor = context->DefaultReactor();
   if (request->id() == core::kBuiltinModuleName) {
     reactor->Finish(ToGrpcStatus(
@@ -373,6 +399,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
 grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(
     grpc::CallbackServerContext* context, const kprof::v1::TimeEvaluateRequest* request,
     kprof::v1::TimeEvaluateResponse* response) {
+  if (auto* refused = Refuse(context)) return refused;
   kprof::worker::v1::WorkerRequest job;
   *job.mutable_time_evaluate() = *request;
   return Submit(context, request->device(), {&request->call()}, std::move(job),
@@ -385,6 +412,7 @@ grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(
 grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
     grpc::CallbackServerContext* context, const kprof::v1::ProfileFunctionRequest* request,
     kprof::v1::ProfileFunctionResponse* response) {
+  if (auto* refused = Refuse(context)) return refused;
   kprof::worker::v1::WorkerRequest job;
   if (request->collectors_size() > kMaxCollectors) {
     auto* reactor = context->DefaultReactor();
@@ -403,6 +431,7 @@ grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
 grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* context,
                                                    const kprof::v1::ProfileRequest* request,
                                                    kprof::v1::ProfileResponse* response) {
+  if (auto* refused = Refuse(context)) return refused;
   kprof::worker::v1::WorkerRequest job;
   *job.mutable_profile() = *request;
   std::vector<const kprof::v1::FunctionCall*> calls;

@@ -6,11 +6,13 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "core/device.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "server/device_executor.h"
 #include "server/module_registry.h"
+#include "server/token_auth.h"
 
 namespace kprof::server {
 
@@ -22,9 +24,11 @@ struct ServiceLimits {
 
 class ProfilerService final : public kprof::v1::Profiler::CallbackService {
  public:
+  // `auth`: when set, every call needs a bearer token it knows (the health service, separate,
+  // never does).
   ProfilerService(ModuleRegistry* registry,
                   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
-                  ServiceLimits limits);
+                  ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
 
   // From now on, measurements are refused with UNAVAILABLE.
   void StartDraining() { draining_ = true; }
@@ -56,6 +60,10 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
  private:
   class UploadReactor;
 
+  absl::Status Authenticate(const grpc::CallbackServerContext* context) const;
+  // A reactor already finished with UNAUTHENTICATED, or nullptr when the call may proceed.
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
+
   // Checks and queues one measurement; `fill` copies the worker's result into the response.
   using Fill = std::function<void(kprof::worker::v1::WorkerResponse&, JobTiming)>;
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
@@ -66,6 +74,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   ModuleRegistry* registry_;
   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors_;
   const ServiceLimits limits_;
+  const std::optional<TokenAuth> auth_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_job_id_{1};
 };

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """An independent gRPC client (Python's grpcio) against a real kprofd: the health service
 answers SERVING for "" and kprof.v1.Profiler, and server reflection lists the service.
+With --token, the daemon requires a bearer token: health still answers without one (load
+balancers probe it), the Profiler service does not.
 
 Messages are encoded by hand, so the test shares no generated code with the daemon."""
 import os
@@ -20,10 +22,16 @@ def string_field(number, text):
 
 def main():
     kprofd = sys.argv[1]
+    with_token = "--token" in sys.argv[2:]
     with tempfile.TemporaryDirectory() as tmp:
         port_file = os.path.join(tmp, "port")
-        daemon = subprocess.Popen([kprofd, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                   "--cache-dir", os.path.join(tmp, "cache")])
+        command = [kprofd, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                   "--cache-dir", os.path.join(tmp, "cache")]
+        if with_token:
+            with open(os.path.join(tmp, "tokens"), "w") as tokens:
+                tokens.write("python-test-token\n")
+            command += ["--token-file", os.path.join(tmp, "tokens")]
+        daemon = subprocess.Popen(command)
         try:
             for _ in range(1000):
                 if os.path.exists(port_file):
@@ -41,6 +49,19 @@ def main():
             except grpc.RpcError as error:
                 assert error.code() == grpc.StatusCode.NOT_FOUND, error
 
+            info = channel.unary_unary("/kprof.v1.Profiler/GetInfo")
+            if with_token:
+                try:
+                    info(b"", timeout=10)
+                    raise AssertionError("GetInfo without a token must be UNAUTHENTICATED")
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+                reply = info(b"", timeout=10,
+                             metadata=[("authorization", "Bearer python-test-token")])
+            else:
+                reply = info(b"", timeout=10)
+            assert b"cpu:0" in reply, reply
+
             reflect = channel.stream_stream(
                 "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
             replies = list(reflect(iter([string_field(7, "")]), timeout=10))
@@ -50,7 +71,7 @@ def main():
             daemon.send_signal(signal.SIGTERM)
             code = daemon.wait(timeout=20)
         assert code == 0, f"kprofd exited with {code} after SIGTERM"
-    print("health and reflection: 1 passed, 0 failed")
+    print("health, reflection" + (" and tokens" if with_token else "") + ": 1 passed, 0 failed")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // port read back from --port-file, and stopped (SIGTERM, then SIGKILL) however the test ends.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -44,13 +45,21 @@ class Daemon {
     cache_dir_ = cache_dir;
     port_file_ = temp_.path() + "/port";
     std::remove(port_file_.c_str());
-    std::vector<std::string> args = {KPROFD_PATH, "--listen",    "127.0.0.1:0", "--port-file",
+    std::vector<std::string> args = {KPROFD_PATH, "--listen",    listen_,   "--port-file",
                                      port_file_,  "--cache-dir", cache_dir_};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    if (posix_spawn(&pid_, KPROFD_PATH, nullptr, nullptr, argv.data(), environ) != 0) return false;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    if (!stderr_path_.empty()) {
+      posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(),
+                                       O_WRONLY | O_CREAT | O_APPEND, 0644);
+    }
+    const int spawned = posix_spawn(&pid_, KPROFD_PATH, &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) return false;
     for (int i = 0; i < 1000; ++i) {  // up to 10 s
       std::ifstream in(port_file_);
       if (in >> port_ && port_ > 0) return true;
@@ -84,6 +93,10 @@ class Daemon {
 
   ~Daemon() { Stop(); }
 
+  // Before Start: the address to listen on, and a file to take the daemon's stderr.
+  void set_listen(std::string listen) { listen_ = std::move(listen); }
+  void set_stderr(std::string path) { stderr_path_ = std::move(path); }
+
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
   pid_t pid() const { return pid_; }
@@ -91,7 +104,7 @@ class Daemon {
 
  private:
   TempDir temp_;
-  std::string cache_dir_, port_file_;
+  std::string cache_dir_, port_file_, listen_ = "127.0.0.1:0", stderr_path_;
   pid_t pid_ = -1;
   int port_ = 0;
   int exit_status_ = -1;

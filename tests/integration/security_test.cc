@@ -1,0 +1,191 @@
+// Authentication and TLS end to end: bearer tokens, TLS, mutual TLS with certificates made
+// here with openssl, and the refusal to listen beyond loopback without them.
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::ReadFileBytes;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kToken[] = "s3cret-token-for-the-test";
+constexpr char kOtherToken[] = "another-accepted-token";
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new TempDir();
+    const std::string d = certs_->path();
+    const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    std::ofstream(d + "/san.ext") << "subjectAltName=IP:127.0.0.1,DNS:localhost\n";
+    const std::string script =
+        "cd " + d +
+        " && set -e && exec 2>openssl.log\n"
+        "openssl req -x509 " +
+        ec +
+        " -keyout ca.key -out ca.pem -days 2 -subj /CN=kprof-test-ca\n"
+        "openssl req -x509 " +
+        ec +
+        " -keyout other.key -out other.pem -days 2 -subj /CN=other\n"
+        "openssl req " +
+        ec +
+        " -keyout server.key -out server.csr -subj /CN=localhost\n"
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out server.pem -days 2 -extfile san.ext\n"
+        "openssl req " +
+        ec +
+        " -keyout client.key -out client.csr -subj /CN=client\n"
+        "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out client.pem -days 2\n";
+    ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0)
+        << ReadFileBytes(d + "/openssl.log");
+    std::ofstream(d + "/tokens") << "# accepted tokens\n"
+                                 << kToken << "\n\n"
+                                 << kOtherToken << "\n";
+  }
+  static void TearDownTestSuite() { delete certs_; }
+
+  static std::string Cert(const std::string& name) { return certs_->path() + "/" + name; }
+
+  void StartDaemon(const std::vector<std::string>& extra) {
+    daemon_.set_stderr(dir_.path() + "/kprofd.log");
+    ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", extra)) << Log();
+  }
+
+  std::unique_ptr<client::Client> Connect(client::ClientOptions options) {
+    options.timeout = absl::Seconds(10);
+    return *client::Client::Connect(daemon_.target(), options);
+  }
+
+  std::string Log() const { return ReadFileBytes(dir_.path() + "/kprofd.log"); }
+
+  static TempDir* certs_;
+  TempDir dir_;
+  Daemon daemon_;
+};
+
+TempDir* SecurityTest::certs_ = nullptr;
+
+TEST_F(SecurityTest, TokensAreRequiredCheckedAndNeverLogged) {
+  StartDaemon({"--token-file", Cert("tokens")});
+  EXPECT_THAT(Connect({})->Info(),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("no credentials")));
+  client::ClientOptions wrong;
+  wrong.bearer_token = "not-the-token";
+  EXPECT_THAT(Connect(wrong)->Info(),
+              StatusIs(absl::StatusCode::kUnauthenticated, "wrong bearer token"));
+  EXPECT_THAT(Connect(wrong)->LoadModuleFile(testing::TestModulePath("vector_add")),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  for (const char* token : {kToken, kOtherToken}) {
+    client::ClientOptions right;
+    right.bearer_token = token;
+    auto client = Connect(right);
+    EXPECT_THAT(client->Info(), IsOk());
+    EXPECT_THAT(client->LoadModuleFile(testing::TestModulePath("vector_add")), IsOk());
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id("builtin");
+    request.mutable_call()->set_function("spin_us");
+    request.mutable_call()->add_args("float64:10");
+    EXPECT_THAT(client->TimeEvaluate(request), IsOk());
+  }
+  daemon_.Stop();
+  const std::string log = Log();
+  EXPECT_THAT(log, HasSubstr("bearer token"));
+  EXPECT_THAT(log, Not(HasSubstr(kToken)));
+  EXPECT_THAT(log, Not(HasSubstr(kOtherToken)));
+  EXPECT_THAT(log, Not(HasSubstr("not-the-token")));
+}
+
+TEST_F(SecurityTest, TlsEndToEnd) {
+  StartDaemon({"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key")});
+  client::ClientOptions trusted;
+  trusted.tls_root_certs_pem = ReadFileBytes(Cert("ca.pem"));
+  EXPECT_THAT(Connect(trusted)->Info(), IsOk());
+  client::ClientOptions wrong_ca;
+  wrong_ca.tls_root_certs_pem = ReadFileBytes(Cert("other.pem"));
+  EXPECT_THAT(Connect(wrong_ca)->Info(), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(Connect({})->Info(), StatusIs(absl::StatusCode::kUnavailable));  // plain text
+}
+
+TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
+  StartDaemon({"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key"), "--tls-client-ca",
+               Cert("ca.pem")});
+  client::ClientOptions with_cert;
+  with_cert.tls_root_certs_pem = ReadFileBytes(Cert("ca.pem"));
+  with_cert.tls_cert_chain_pem = ReadFileBytes(Cert("client.pem"));
+  with_cert.tls_private_key_pem = ReadFileBytes(Cert("client.key"));
+  EXPECT_THAT(Connect(with_cert)->Info(), IsOk());
+  client::ClientOptions without_cert;
+  without_cert.tls_root_certs_pem = ReadFileBytes(Cert("ca.pem"));
+  EXPECT_THAT(Connect(without_cert)->Info(), Not(IsOk()));
+  client::ClientOptions foreign_cert = with_cert;  // signed by a CA the daemon does not trust
+  foreign_cert.tls_cert_chain_pem = ReadFileBytes(Cert("other.pem"));
+  foreign_cert.tls_private_key_pem = ReadFileBytes(Cert("other.key"));
+  EXPECT_THAT(Connect(foreign_cert)->Info(), Not(IsOk()));
+}
+
+TEST_F(SecurityTest, BeyondLoopbackNeedsTlsAndAuthentication) {
+  daemon_.set_listen("0.0.0.0:0");
+  daemon_.set_stderr(dir_.path() + "/kprofd.log");
+  EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache"));
+  EXPECT_THAT(Log(),
+              HasSubstr("refusing to listen on 0.0.0.0:0: beyond loopback kprofd needs TLS"));
+  EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache", {"--token-file", Cert("tokens")}));
+  EXPECT_THAT(Log(), HasSubstr("or its tokens would travel in clear"));
+  EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache",
+                             {"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key")}));
+  // TLS with a token: allowed.
+  ASSERT_TRUE(
+      daemon_.Start(dir_.path() + "/cache", {"--tls-cert", Cert("server.pem"), "--tls-key",
+                                             Cert("server.key"), "--token-file", Cert("tokens")}))
+      << Log();
+  client::ClientOptions options;
+  options.tls_root_certs_pem = ReadFileBytes(Cert("ca.pem"));
+  options.bearer_token = kToken;
+  EXPECT_THAT(Connect(options)->Info(), IsOk());
+  daemon_.Stop();
+  // Explicitly waived: starts, and says so loudly.
+  ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--insecure-allow-unauthenticated"}));
+  daemon_.Stop();
+  EXPECT_THAT(Log(), HasSubstr("WITHOUT TLS and authentication"));
+}
+
+}  // namespace
+}  // namespace kprof
+
+namespace kprof {
+namespace {
+
+// The kprof CLI takes its token from --token-file or $KPROF_TOKEN_FILE.
+TEST_F(SecurityTest, CliSendsTheTokenFromItsFile) {
+  StartDaemon({"--token-file", Cert("tokens")});
+  const std::string kprof = std::string(KPROF_CLI_PATH) + " --target " + daemon_.target();
+  const std::string out = dir_.path() + "/out";
+  EXPECT_EQ(std::system((kprof + " info >" + out + " 2>&1").c_str()) >> 8, 1);
+  EXPECT_THAT(ReadFileBytes(out), HasSubstr("kprof: UNAUTHENTICATED: no credentials"));
+  EXPECT_EQ(std::system((kprof + " --token-file " + Cert("tokens") + " info >" + out).c_str()), 0);
+  EXPECT_THAT(ReadFileBytes(out), HasSubstr("cpu:0"));
+  EXPECT_EQ(std::system(
+                ("KPROF_TOKEN_FILE=" + Cert("tokens") + " " + kprof + " modules >" + out).c_str()),
+            0);
+}
+
+}  // namespace
+}  // namespace kprof
