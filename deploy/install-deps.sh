@@ -30,6 +30,8 @@ packages=(
   libgrpc++-dev       # kprofd's service and the client (with reflection)
   python3-grpcio      # an independent gRPC client for the health and reflection test
   openssl             # the TLS tests make their certificates
+  libsystemd-dev      # sd_notify: READY, STOPPING and the watchdog under systemd
+  systemd             # systemd-analyze, which checks the unit file in the tests
 )
 fuzz_packages=(
   clang               # libFuzzer builds

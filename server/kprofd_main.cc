@@ -1,8 +1,10 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
 #include <signal.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,11 +13,13 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "core/command_line.h"
 #include "core/log.h"
 #include "core/status_macros.h"
@@ -47,6 +51,7 @@ struct Flags {
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
   bool insecure_allow_unauthenticated = false;
   std::string token_file, tls_cert, tls_key, tls_client_ca;
+  bool check_config = false;
   bool help = false;
   bool version = false;
 };
@@ -85,32 +90,53 @@ void Declare(core::CommandLine& cl, Flags& f) {
   cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
              "allow listening beyond loopback without TLS and authentication (dangerous: "
              "whoever reaches the port runs code here)");
+  cl.AddFlag("check-config", &f.check_config,
+             "check the options and the config file (and the files they name), then exit");
   cl.AddFlag("help", &f.help, "print this help and exit");
   cl.AddFlag("version", &f.version, "print the version and exit");
 }
 
-absl::StatusOr<std::vector<std::string>> ConfigArgs(const std::string& path) {
+// Applies a config file: one `name = value` (or a bare flag name) per line, # comments, the
+// same names as the options. An error names the file, the line and the key.
+absl::Status ApplyConfig(const std::string& path, core::CommandLine& cl) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file '", path, "'"));
-  std::vector<std::string> args;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     const std::string text(absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
     if (text.empty()) continue;
     const size_t equals = text.find('=');
-    if (equals == std::string::npos) {
-      args.push_back("--" + text);
-      continue;
-    }
     const std::string name(absl::StripAsciiWhitespace(text.substr(0, equals)));
-    const std::string value(absl::StripAsciiWhitespace(text.substr(equals + 1)));
-    if (name.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ":", number, ": expected 'name = value', got '", text, "'"));
+    if (name.empty() || name == "config" || name.rfind("--", 0) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": '", text,
+                                                     "' is not 'name = value' with a known name"));
     }
-    args.push_back(absl::StrCat("--", name, "=", value));
+    std::vector<std::string> arg = {"--" + name};
+    if (equals != std::string::npos) {
+      arg[0] += "=" + std::string(absl::StripAsciiWhitespace(text.substr(equals + 1)));
+    }
+    std::vector<std::string> positional;
+    if (absl::Status s = cl.Parse(arg, &positional); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": key '", name, "': ", std::string(s.message())));
+    }
   }
-  return args;
+  return absl::OkStatus();
+}
+
+// --config, else $CONFIGURATION_DIRECTORY/kprofd.conf (systemd), else /etc/kprofd/kprofd.conf,
+// whichever exists first; "" for none.
+std::string ConfigPath(const Flags& flags) {
+  if (!flags.config.empty()) return flags.config;
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("CONFIGURATION_DIRECTORY"); dir != nullptr && *dir) {
+    candidates.push_back(std::string(dir) + "/kprofd.conf");
+  }
+  candidates.push_back("/etc/kprofd/kprofd.conf");
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), R_OK) == 0) return path;
+  }
+  return "";
 }
 
 std::string DefaultCacheDir() {
@@ -199,6 +225,25 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags
   return grpc::SslServerCredentials(options);
 }
 
+absl::Status CheckLimits(const Flags& flags) {
+  if (flags.max_queue < 0 || flags.max_queue > 1'000'000) {
+    return absl::InvalidArgumentError("--max-queue wants 0 to 1000000");
+  }
+  if (flags.job_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--job-timeout wants a positive duration");
+  }
+  return absl::OkStatus();
+}
+
+// What --check-config checks: everything Serve would refuse before it binds a port.
+absl::Status CheckConfiguration(const Flags& flags) {
+  KPROF_RETURN_IF_ERROR(CheckLimits(flags));
+  KPROF_RETURN_IF_ERROR(Credentials(flags).status());
+  if (!flags.token_file.empty())
+    KPROF_RETURN_IF_ERROR(TokenAuth::FromFile(flags.token_file).status());
+  return absl::OkStatus();
+}
+
 absl::Status Serve(const Flags& flags) {
   KPROF_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials, Credentials(flags));
   std::optional<TokenAuth> auth;
@@ -206,12 +251,7 @@ absl::Status Serve(const Flags& flags) {
     KPROF_ASSIGN_OR_RETURN(auth, TokenAuth::FromFile(flags.token_file));
     Log(LogSeverity::kInfo, absl::StrCat("calls need one of ", auth->size(), " bearer token(s)"));
   }
-  if (flags.max_queue < 0 || flags.max_queue > 1'000'000) {
-    return absl::InvalidArgumentError("--max-queue wants 0 to 1000000");
-  }
-  if (flags.job_timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--job-timeout wants a positive duration");
-  }
+  KPROF_RETURN_IF_ERROR(CheckLimits(flags));
 
   RegistryOptions registry_options;
   registry_options.cache_dir = flags.cache_dir.empty() ? DefaultCacheDir() : flags.cache_dir;
@@ -263,6 +303,20 @@ absl::Status Serve(const Flags& flags) {
   const std::string host = flags.listen.substr(0, flags.listen.rfind(':'));
   Log(LogSeverity::kInfo, absl::StrCat("kprofd ", KPROF_VERSION, " serving on ", host, ":", port,
                                        ", cache ", registry_options.cache_dir));
+  // Under systemd (Type=notify): ready now; and a watchdog ping at half its interval, from a
+  // thread of its own, for as long as the daemon serves.
+  sd_notifyf(0, "READY=1\nSTATUS=serving on %s:%d", host.c_str(), port);
+  uint64_t watchdog_usec = 0;
+  std::atomic<bool> stopping{false};
+  std::thread watchdog;
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+    watchdog = std::thread([&stopping, watchdog_usec] {
+      while (!stopping) {
+        sd_notify(0, "WATCHDOG=1");
+        absl::SleepFor(absl::Microseconds(static_cast<int64_t>(watchdog_usec / 2)));
+      }
+    });
+  }
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -273,11 +327,14 @@ absl::Status Serve(const Flags& flags) {
 
   Log(LogSeverity::kInfo, absl::StrCat("received ", sigabbrev_np(signal_number),
                                        ": draining — no new jobs, running ones finish"));
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
   health->SetServingStatus("", false);
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
   for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  stopping = true;
+  if (watchdog.joinable()) watchdog.join();
   Log(LogSeverity::kInfo, "stopped");
   return absl::OkStatus();
 }
@@ -301,10 +358,10 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> positional;
   absl::Status status = cl.Parse(args, &positional);
-  if (status.ok() && !flags.config.empty()) {
+  const std::string config = status.ok() ? kprof::server::ConfigPath(flags) : "";
+  if (!config.empty()) {
     // The config file first, then the command line again so that it wins.
-    auto config = kprof::server::ConfigArgs(flags.config);
-    status = config.ok() ? cl.Parse(*config, &positional) : config.status();
+    status = kprof::server::ApplyConfig(config, cl);
     std::vector<std::string> again;
     if (status.ok()) status = cl.Parse(args, &again);
   }
@@ -323,6 +380,16 @@ int main(int argc, char** argv) {
   }
   if (flags.version) {
     std::printf("kprofd %s (%s)\n", KPROF_VERSION, KPROF_BUILD);
+    return 0;
+  }
+  if (flags.check_config) {
+    status = kprof::server::CheckConfiguration(flags);
+    if (!status.ok()) {
+      std::fprintf(stderr, "kprofd: %s\n", status.ToString().c_str());
+      return 1;
+    }
+    std::printf("kprofd: configuration OK%s\n",
+                config.empty() ? " (no config file)" : (" (" + config + ")").c_str());
     return 0;
   }
   status = kprof::server::Serve(flags);

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# kprofd --check-config: the example config passes; a bad key or value fails naming the file,
+# the line and the key; the command line wins over the file. Usage: config_test.sh CONF KPROFD
+set -euo pipefail
+conf=$1 kprofd=$2
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+fail() { echo "FAILED: $*" >&2; exit 1; }
+
+"$kprofd" --config "$conf" --check-config | grep -q "configuration OK" || fail "example config"
+
+printf 'listen = 127.0.0.1:0\n# comment\nmax-queu = 3\n' >"$scratch/typo.conf"
+if "$kprofd" --config "$scratch/typo.conf" --check-config 2>"$scratch/err"; then fail "typo accepted"; fi
+grep -q "typo.conf:3: key 'max-queu': unknown option '--max-queu'" "$scratch/err" ||
+  fail "typo message: $(cat "$scratch/err")"
+
+printf 'job-timeout = soon\n' >"$scratch/value.conf"
+if "$kprofd" --config "$scratch/value.conf" --check-config 2>"$scratch/err"; then fail "bad value"; fi
+grep -q "value.conf:1: key 'job-timeout': --job-timeout wants a duration" "$scratch/err" ||
+  fail "value message: $(cat "$scratch/err")"
+
+printf 'listen = 0.0.0.0:9177\n' >"$scratch/open.conf"
+if "$kprofd" --config "$scratch/open.conf" --check-config 2>"$scratch/err"; then fail "open listen"; fi
+grep -q "refusing to listen on 0.0.0.0:9177" "$scratch/err" || fail "open message"
+# The command line wins over the file.
+"$kprofd" --config "$scratch/open.conf" --listen 127.0.0.1:0 --check-config >/dev/null ||
+  fail "the command line did not win"
+
+printf 'token-file = %s/missing\n' "$scratch" >"$scratch/token.conf"
+if "$kprofd" --config "$scratch/token.conf" --check-config 2>"$scratch/err"; then fail "no token file"; fi
+grep -q "cannot read the token file" "$scratch/err" || fail "token message"
+echo "config: 6 passed, 0 failed"
