@@ -8,7 +8,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan bench fuzz release format clean
+.PHONY: all deps build demo test test-asan bench fuzz package release format clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -51,6 +51,10 @@ fuzz: deps
 	    build/fuzz/corpus/$$t tests/fuzz/corpus/$$t \
 	    $$( [ $$t = elf_inspector ] && echo build/fuzz/tests/modules ) || exit 1; \
 	done
+
+# A .deb of kprofd, kprofd-worker, kprof, the client library and the unit, in build/PRESET.
+package: build
+	cd $(BUILD_DIR) && cpack
 
 test-asan:
 	$(MAKE) test PRESET=asan

@@ -155,8 +155,12 @@ std::string DefaultWorker() {
   char self[4096];
   const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return "kprofd-worker";
-  std::string path(self, static_cast<size_t>(n));
-  return path.substr(0, path.rfind('/') + 1) + "kprofd-worker";
+  const std::string path(self, static_cast<size_t>(n));
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  // Beside kprofd in a build tree; in libexec once installed.
+  const std::string beside = dir + "kprofd-worker";
+  if (access(beside.c_str(), X_OK) == 0) return beside;
+  return dir + KPROF_WORKER_FROM_BINDIR;
 }
 
 bool IsLoopback(const std::string& listen) {

@@ -1,0 +1,52 @@
+# What `cmake --install` puts where, the CMake package downstream projects find with
+# find_package(kprof) (then link kprof::client), and the .deb that `make package` builds.
+set_target_properties(kprof_core PROPERTIES EXPORT_NAME core)
+set_target_properties(kprof_proto PROPERTIES EXPORT_NAME proto)
+set_target_properties(kprof_grpc PROPERTIES EXPORT_NAME grpc)
+set_target_properties(kprof_client PROPERTIES EXPORT_NAME client)
+set_target_properties(kprof_module_abi PROPERTIES EXPORT_NAME module_abi)
+set_target_properties(kprof_warnings PROPERTIES EXPORT_NAME warnings)
+
+install(TARGETS kprofd kprof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS kprofd-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/kprofd)
+install(TARGETS kprof_client kprof_grpc kprof_proto kprof_core kprof_module_abi kprof_warnings
+  EXPORT kprofTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+
+# Headers: <kprof/module_abi.h>, <kprof/config.h> and the generated <kprof/v1/*.pb.h> under
+# include/; the library's own (core/, client/, proto/) under include/kprof/.
+install(DIRECTORY include/kprof DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_BINARY_DIR}/generated/kprof/config.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof)
+install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/kprof/v1 DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof
+  FILES_MATCHING PATTERN "*.pb.h")
+install(DIRECTORY core DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof FILES_MATCHING PATTERN "*.h")
+install(FILES client/kprof_client.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/client)
+install(FILES proto/wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/proto)
+
+install(EXPORT kprofTargets NAMESPACE kprof:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof)
+include(CMakePackageConfigHelpers)
+configure_package_config_file(cmake/kprofConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/kprofConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/kprofConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/kprofConfig.cmake ${PROJECT_BINARY_DIR}/kprofConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof)
+
+# The service: the unit where systemd looks for packaged units, and an example config.
+install(FILES deploy/kprofd.service DESTINATION lib/systemd/system)
+install(FILES deploy/kprofd.conf DESTINATION ${CMAKE_INSTALL_DATADIR}/kprofd
+  RENAME kprofd.conf.example)
+install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME kprofd)
+set(CPACK_PACKAGE_CONTACT "kprofd maintainers <kprofd@localhost>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "Profiling daemon that measures kernels over gRPC")
+set(CPACK_PACKAGE_INSTALL_DIRECTORY /usr)
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+include(CPack)
