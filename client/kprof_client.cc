@@ -1,5 +1,8 @@
 #include "client/kprof_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -20,10 +23,22 @@ std::string ModuleId(const std::string& bytes) { return core::Sha256Hex(bytes); 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
+  const bool tls =
+      options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty();
+  const std::string host = target.substr(0, target.rfind(':'));
+  in_addr v4{};
+  const bool loopback =
+      host == "localhost" || host == "[::1]" ||
+      (inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127);
+  if (!options.bearer_token.empty() && !tls && !loopback) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("refusing to send a bearer token in clear to ", target,
+                     ": use TLS (--tls-ca FILE) beyond loopback"));
+  }
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(64 << 20);
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty()) {
+  if (tls) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.tls_root_certs_pem;
     ssl.pem_cert_chain = options.tls_cert_chain_pem;

@@ -93,6 +93,9 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const 
   const absl::Duration timeout = std::min(left, job_timeout_);
   {
     absl::MutexLock lock(&mutex_);
+    if (running_cancelled_) {  // cancelled while the worker was starting
+      return absl::CancelledError("the client cancelled; the job did not start");
+    }
     running_pid_ = worker_->pid();
   }
   auto response = worker_->Run(job.request, timeout);

@@ -52,7 +52,7 @@ absl::Status FrameChannel::ReadExactly(char* data, size_t size, bool at_frame_st
     if (n < 0) return Errno("reading a frame");
     if (n == 0) {
       return absl::UnavailableError(at_frame_start && got == 0 ? "end of stream"
-                                                                 : "end of stream inside a frame");
+                                                               : "end of stream inside a frame");
     }
     got += static_cast<size_t>(n);
   }
@@ -69,9 +69,8 @@ absl::Status FrameChannel::Read(google::protobuf::MessageLite* message) {
     if ((static_cast<unsigned char>(byte) & 0x80u) == 0) break;
   }
   if (size > max_frame_bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat("incoming frame of ", size,
-                                                     " bytes is over the limit of ",
-                                                     max_frame_bytes_));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("incoming frame of ", size, " bytes is over the limit of ", max_frame_bytes_));
   }
   std::string body(size, '\0');
   if (absl::Status s = ReadExactly(body.data(), body.size(), false); !s.ok()) return s;
@@ -83,10 +82,10 @@ absl::Status FrameChannel::WaitReadable(absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     const absl::Duration left = deadline - absl::Now();
-    const int ms = left <= absl::ZeroDuration()
-                       ? 0
-                       : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1,
-                                                            1 << 30));
+    const int ms =
+        left <= absl::ZeroDuration()
+            ? 0
+            : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
     pollfd p{fd_, POLLIN, 0};
     const int r = poll(&p, 1, ms);
     if (r < 0 && errno == EINTR) continue;

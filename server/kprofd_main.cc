@@ -1,5 +1,7 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "core/command_line.h"
 #include "core/log.h"
@@ -163,10 +166,18 @@ std::string DefaultWorker() {
   return dir + KPROF_WORKER_FROM_BINDIR;
 }
 
+// Only literal loopback addresses and "localhost": a name like 127.example.com could resolve
+// anywhere.
 bool IsLoopback(const std::string& listen) {
-  const std::string host = listen.substr(0, listen.rfind(':'));
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" ||
-         host.rfind("127.", 0) == 0;
+  std::string host = listen.substr(0, listen.rfind(':'));
+  if (host == "localhost") return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    in6_addr v6{};
+    return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+  }
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 absl::Status WritePortFile(const std::string& path, int port) {
@@ -230,8 +241,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags
 }
 
 absl::Status CheckLimits(const Flags& flags) {
-  if (flags.max_queue < 0 || flags.max_queue > 1'000'000) {
-    return absl::InvalidArgumentError("--max-queue wants 0 to 1000000");
+  if (flags.max_queue < 1 || flags.max_queue > 1'000'000) {
+    return absl::InvalidArgumentError("--max-queue wants 1 to 1000000");
   }
   if (flags.job_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--job-timeout wants a positive duration");
@@ -311,14 +322,14 @@ absl::Status Serve(const Flags& flags) {
   // thread of its own, for as long as the daemon serves.
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s:%d", host.c_str(), port);
   uint64_t watchdog_usec = 0;
-  std::atomic<bool> stopping{false};
+  absl::Notification stopping;
   std::thread watchdog;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
     watchdog = std::thread([&stopping, watchdog_usec] {
-      while (!stopping) {
+      do {
         sd_notify(0, "WATCHDOG=1");
-        absl::SleepFor(absl::Microseconds(static_cast<int64_t>(watchdog_usec / 2)));
-      }
+      } while (!stopping.WaitForNotificationWithTimeout(
+          absl::Microseconds(static_cast<int64_t>(watchdog_usec / 2))));
     });
   }
 
@@ -337,7 +348,7 @@ absl::Status Serve(const Flags& flags) {
   service.StartDraining();
   for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  stopping = true;
+  stopping.Notify();
   if (watchdog.joinable()) watchdog.join();
   Log(LogSeverity::kInfo, "stopped");
   return absl::OkStatus();

@@ -41,10 +41,9 @@ absl::Status MakeDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
-// Writes `data` to `path` atomically: a temporary file in the same directory, synced, renamed
-// over `path`, and the directory synced so the rename itself is durable.
-absl::Status WriteAtomically(const std::string& dir, const std::string& path,
-                             const std::string& data) {
+// Writes `data` to a new temporary file in `dir`, read-only and synced; returns its path. A
+// crash leaves only a ".upload-" file, which the next start removes.
+absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::string& data) {
   std::string temp = dir + "/.upload-XXXXXX";
   const int fd = mkostemp(temp.data(), O_CLOEXEC);
   if (fd < 0) return ErrnoError("cannot create a temporary file in", dir);
@@ -67,6 +66,11 @@ absl::Status WriteAtomically(const std::string& dir, const std::string& path,
     return status;
   }
   close(fd);
+  return temp;
+}
+
+// Renames a temporary file into place and syncs the directory so the rename itself is durable.
+absl::Status Commit(const std::string& dir, const std::string& temp, const std::string& path) {
   if (rename(temp.c_str(), path.c_str()) != 0) {
     const absl::Status status = ErrnoError("cannot rename into", path);
     unlink(temp.c_str());
@@ -224,20 +228,34 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   }
   KPROF_ASSIGN_OR_RETURN(core::SharedLibraryInfo info, core::InspectSharedLibrary(bytes));
 
+  // The slow part — writing and syncing up to max_module_bytes — happens outside the lock, so
+  // lookups and jobs go on meanwhile; only the rename into place is under it.
   const std::string path = ModulesDir() + "/" + actual_sha256;
+  KPROF_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(ModulesDir(), bytes));
+  const nlohmann::json meta = {{"name", name}, {"format", kSharedLibrary}};
+  absl::StatusOr<std::string> meta_temp = WriteTemporary(
+      ModulesDir(), meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  const auto discard = [&] {
+    unlink(temp.c_str());
+    if (meta_temp.ok()) unlink(meta_temp->c_str());
+  };
   absl::MutexLock lock(&mutex_);
   if (auto it = entries_.find(actual_sha256); it != entries_.end()) {  // a racing upload won
+    discard();
     it->second.last_used = ++clock_;
     return StoreResult{it->second.module, true};
   }
-  KPROF_RETURN_IF_ERROR(MakeRoom(bytes.size()));
-  KPROF_RETURN_IF_ERROR(WriteAtomically(ModulesDir(), path, bytes));
-  const nlohmann::json meta = {{"name", name}, {"format", kSharedLibrary}};
-  if (absl::Status s =
-          WriteAtomically(ModulesDir(), path + ".meta",
-                          meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-      !s.ok()) {
-    core::Log(core::LogSeverity::kWarning, std::string(s.message()));
+  if (absl::Status room = MakeRoom(bytes.size()); !room.ok()) {
+    discard();
+    return room;
+  }
+  if (absl::Status committed = Commit(ModulesDir(), temp, path); !committed.ok()) {
+    if (meta_temp.ok()) unlink(meta_temp->c_str());
+    return committed;
+  }
+  if (!meta_temp.ok() || !Commit(ModulesDir(), *meta_temp, path + ".meta").ok()) {
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat("module ", actual_sha256, " stored without its name"));
   }
   Entry entry;
   entry.module = {

@@ -95,11 +95,14 @@ int main(int argc, char** argv) {
   std::string device_text;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;
+  pid_t parent = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
     } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && i + 1 < argc) {
       max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
+      parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
     } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
       max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--help") == 0) {
@@ -114,7 +117,7 @@ int main(int argc, char** argv) {
 
   // Die with the daemon; if it is already gone, do not linger.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) return 1;
+  if (parent > 0 && getppid() != parent) return 1;  // the daemon died before the prctl
   InstallCrashHandlers();
   LimitData(max_data_bytes);
   const int baseline_threads = CountThreads();

@@ -64,6 +64,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   const std::string device = core::DeviceSpec(options.device);
   const std::string frame = std::to_string(options.max_frame_bytes);
   const std::string data = std::to_string(options.max_data_bytes);
+  const std::string parent = std::to_string(getpid());
   std::vector<char*> argv = {const_cast<char*>(options.executable.c_str()),
                              const_cast<char*>("--device"),
                              const_cast<char*>(device.c_str()),
@@ -71,6 +72,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
                              const_cast<char*>(frame.c_str()),
                              const_cast<char*>("--max-data-bytes"),
                              const_cast<char*>(data.c_str()),
+                             const_cast<char*>("--parent-pid"),
+                             const_cast<char*>(parent.c_str()),
                              nullptr};
   pid_t pid = 0;
   const int error =
@@ -94,10 +97,12 @@ WorkerProcess::~WorkerProcess() {
 
 std::string WorkerProcess::Reap(absl::Duration grace) {
   const absl::Time deadline = absl::Now() + grace;
-  int status = 0;
   while (true) {
-    const pid_t r = waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) break;
+    // Wait for the exit without reaping: while the worker is a zombie its pid, and so its
+    // process group's id, cannot be reused, and whatever it forked can still be killed.
+    siginfo_t info{};
+    const int r = waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+    if (r == 0 && info.si_pid == pid_) break;
     if (r < 0 && errno != EINTR) {
       pid_ = -1;
       return "gone";
@@ -105,8 +110,7 @@ std::string WorkerProcess::Reap(absl::Duration grace) {
     if (absl::Now() >= deadline) return KillAndReap();
     absl::SleepFor(absl::Milliseconds(2));
   }
-  pid_ = -1;
-  return DescribeWaitStatus(status);
+  return KillAndReap();
 }
 
 std::string WorkerProcess::KillAndReap() {

@@ -26,7 +26,11 @@ grep -q "refusing to listen on 0.0.0.0:9177" "$scratch/err" || fail "open messag
 "$kprofd" --config "$scratch/open.conf" --listen 127.0.0.1:0 --check-config >/dev/null ||
   fail "the command line did not win"
 
+printf 'max-queue = 0\n' >"$scratch/queue.conf"
+if "$kprofd" --config "$scratch/queue.conf" --check-config 2>"$scratch/err"; then fail "queue 0"; fi
+grep -q "max-queue wants 1 to 1000000" "$scratch/err" || fail "queue message"
+
 printf 'token-file = %s/missing\n' "$scratch" >"$scratch/token.conf"
 if "$kprofd" --config "$scratch/token.conf" --check-config 2>"$scratch/err"; then fail "no token file"; fi
 grep -q "cannot read the token file" "$scratch/err" || fail "token message"
-echo "config: 6 passed, 0 failed"
+echo "config: 7 passed, 0 failed"

@@ -151,6 +151,11 @@ TEST_F(SecurityTest, BeyondLoopbackNeedsTlsAndAuthentication) {
   EXPECT_THAT(Log(), HasSubstr("or its tokens would travel in clear"));
   EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache",
                              {"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key")}));
+  // A name that merely starts like a loopback address is not one.
+  daemon_.set_listen("127.example.com:0");
+  EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache"));
+  EXPECT_THAT(Log(), HasSubstr("refusing to listen on 127.example.com:0"));
+  daemon_.set_listen("0.0.0.0:0");
   // TLS with a token: allowed.
   ASSERT_TRUE(
       daemon_.Start(dir_.path() + "/cache", {"--tls-cert", Cert("server.pem"), "--tls-key",
@@ -172,6 +177,18 @@ TEST_F(SecurityTest, BeyondLoopbackNeedsTlsAndAuthentication) {
 
 namespace kprof {
 namespace {
+
+TEST(ClientSecurity, NoBearerTokenInClearBeyondLoopback) {
+  client::ClientOptions options;
+  options.bearer_token = "secret";
+  EXPECT_THAT(client::Client::Connect("10.1.2.3:9177", options),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("in clear")));
+  EXPECT_THAT(client::Client::Connect("127.example.com:9177", options),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(client::Client::Connect("127.0.0.1:9177", options), IsOk());
+  options.tls = true;
+  EXPECT_THAT(client::Client::Connect("10.1.2.3:9177", options), IsOk());
+}
 
 // The kprof CLI takes its token from --token-file or $KPROF_TOKEN_FILE.
 TEST_F(SecurityTest, CliSendsTheTokenFromItsFile) {
