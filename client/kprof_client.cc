@@ -1,12 +1,10 @@
 #include "client/kprof_client.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/loopback.h"
 #include "core/sha256.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -25,11 +23,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
   const bool tls =
       options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty();
-  const std::string host = target.substr(0, target.rfind(':'));
-  in_addr v4{};
-  const bool loopback =
-      host == "localhost" || host == "[::1]" ||
-      (inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127);
+  const bool loopback = core::IsLoopbackAddress(target);
   if (!options.bearer_token.empty() && !tls && !loopback) {
     return absl::FailedPreconditionError(
         absl::StrCat("refusing to send a bearer token in clear to ", target,

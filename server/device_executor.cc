@@ -145,11 +145,15 @@ void DeviceExecutor::Loop() {
     absl::StatusOr<kprof::worker::v1::WorkerResponse> result = Execute(job);
     const JobTiming timing{started - job.enqueued, absl::Now() - started};
     const bool ok = result.ok() && result->code() == 0;
+    {
+      // Counted before the answer goes out: a client that asks GetInfo right after its answer
+      // must see its job counted.
+      absl::MutexLock lock(&mutex_);
+      busy_ = false;
+      (ok ? completed_ : failed_) += 1;
+    }
     job.done(std::move(result), timing);
     job.keep_alive.reset();
-    absl::MutexLock lock(&mutex_);
-    busy_ = false;
-    (ok ? completed_ : failed_) += 1;
   }
   worker_.reset();
   absl::MutexLock lock(&mutex_);

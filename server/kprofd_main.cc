@@ -1,7 +1,5 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -25,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "core/command_line.h"
 #include "core/log.h"
+#include "core/loopback.h"
 #include "core/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -166,20 +165,6 @@ std::string DefaultWorker() {
   return dir + KPROF_WORKER_FROM_BINDIR;
 }
 
-// Only literal loopback addresses and "localhost": a name like 127.example.com could resolve
-// anywhere.
-bool IsLoopback(const std::string& listen) {
-  std::string host = listen.substr(0, listen.rfind(':'));
-  if (host == "localhost") return true;
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-    in6_addr v6{};
-    return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
-  }
-  in_addr v4{};
-  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
-}
-
 absl::Status WritePortFile(const std::string& path, int port) {
   const std::string temp = path + ".tmp";
   {
@@ -214,7 +199,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
   const bool authenticated = !flags.token_file.empty() || !flags.tls_client_ca.empty();
-  if (!IsLoopback(flags.listen) && !(tls && authenticated)) {
+  if (!core::IsLoopbackAddress(flags.listen) && !(tls && authenticated)) {
     if (!flags.insecure_allow_unauthenticated) {
       return absl::FailedPreconditionError(absl::StrCat(
           "refusing to listen on ", flags.listen, ": beyond loopback kprofd needs TLS ",
