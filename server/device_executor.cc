@@ -152,8 +152,8 @@ void DeviceExecutor::Loop() {
       busy_ = false;
       (ok ? completed_ : failed_) += 1;
     }
+    job.keep_alive.reset();  // modules unpinned before the answer, too
     job.done(std::move(result), timing);
-    job.keep_alive.reset();
   }
   worker_.reset();
   absl::MutexLock lock(&mutex_);
