@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/collectors/collector_registry.h"
+#include "core/collectors/perf_collector.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/modules/builtin_module.h"
 #include "core/profiler.h"
@@ -193,6 +194,13 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
                                core::kVoluntarySwitchesMetric, core::kInvoluntarySwitchesMetric}) {
       rusage->add_metrics(std::string(m));
     }
+    kprof::v1::CollectorInfo* perf = info->add_collectors();
+    perf->set_name("perf");
+    for (const std::string& event : core::PerfCollector::KnownEvents()) perf->add_metrics(event);
+    // Whether this host lets perf count at all, probed with the one event every kernel has.
+    const absl::Status probe = (*core::PerfCollector::Create({"task-clock"}))->Init({device});
+    perf->set_available(probe.ok());
+    if (!probe.ok()) perf->set_reason(std::string(probe.message()));
     const DeviceExecutor::Stats stats = executor->stats();
     info->set_queue_length(stats.queue_length);
     info->set_busy(stats.busy);

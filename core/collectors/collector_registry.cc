@@ -2,21 +2,30 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/collectors/perf_collector.h"
 #include "core/collectors/rusage_collector.h"
+#include "core/status_macros.h"
 
 namespace kprof::core {
 
-std::vector<std::string> CollectorNames() { return {"rusage"}; }
+std::vector<std::string> CollectorNames() { return {"rusage", "perf"}; }
 
 absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_view spec) {
   const size_t colon = spec.find(':');
   const std::string name(spec.substr(0, colon));
+  const std::string options(colon == std::string_view::npos ? "" : spec.substr(colon + 1));
   if (name == "rusage") {
     if (colon != std::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("collector 'rusage' takes no options, got '",
-                                                     std::string(spec.substr(colon + 1)), "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collector 'rusage' takes no options, got '", options, "'"));
     }
     return std::make_unique<RusageCollector>();
+  }
+  if (name == "perf") {
+    const std::vector<std::string> events = absl::StrSplit(options, ',', absl::SkipEmpty());
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<PerfCollector> perf, PerfCollector::Create(events));
+    return std::unique_ptr<MetricCollector>(std::move(perf));
   }
   return absl::NotFoundError(absl::StrCat(
       "unknown collector '", name, "' (available: ", absl::StrJoin(CollectorNames(), ", "), ")"));

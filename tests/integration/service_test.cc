@@ -66,6 +66,9 @@ TEST_F(ServiceTest, InfoDescribesTheHost) {
   EXPECT_EQ(info->devices(0).device(), "cpu:0");
   EXPECT_GE(info->devices(0).cpus(), 1);
   EXPECT_EQ(info->devices(0).collectors(0).name(), "rusage");
+  EXPECT_EQ(info->devices(0).collectors(1).name(), "perf");
+  EXPECT_TRUE(info->devices(0).collectors(1).available())
+      << info->devices(0).collectors(1).reason();
   EXPECT_EQ(info->modules(0).id(), "builtin");
   EXPECT_EQ(info->limits().max_queue(), 64);
 }
@@ -233,6 +236,10 @@ TEST_F(ServiceTest, ProfileFunctionWithACollector) {
   request.set_warmup(1);
   request.set_number(4);
   request.add_collectors()->set_name("rusage");
+  auto* perf = request.add_collectors();
+  perf->set_name("perf");
+  perf->add_options("task-clock");
+  perf->add_options("page-faults");
   auto r = client_->ProfileFunction(request);
   ASSERT_THAT(r, IsOk());
   auto report = wire::FromProto(r->report());
@@ -241,6 +248,9 @@ TEST_F(ServiceTest, ProfileFunctionWithACollector) {
   EXPECT_EQ(report->calls[0].at("Count"), core::MetricValue(core::Count{4}));
   EXPECT_GE(std::get<core::Duration>(report->calls[0].at("Duration (us)")).microseconds, 800);
   EXPECT_EQ(report->calls[0].count("User Time (us)"), 1u);
+  // perf's task-clock over 4 spins of 200 us: at least most of 800 us of CPU, in ns.
+  EXPECT_GE(std::get<core::Count>(report->calls[0].at("task-clock")).value, 400'000);
+  EXPECT_EQ(report->calls[0].count("page-faults"), 1u);
   EXPECT_EQ(report->device_metrics.count("cpu0"), 1u);
 }
 

@@ -128,7 +128,7 @@ TEST(LocalRunner, ProfileErrors) {
   unknown.collectors = {"papi:PAPI_TOT_CYC"};
   EXPECT_THAT(
       runner.Profile(BuiltinJob("spin_us", {"float64:1"}), unknown),
-      StatusIs(absl::StatusCode::kNotFound, "unknown collector 'papi' (available: rusage)"));
+      StatusIs(absl::StatusCode::kNotFound, "unknown collector 'papi' (available: rusage, perf)"));
   ProfileJob options;
   options.collectors = {"rusage:x"};
   EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), options),

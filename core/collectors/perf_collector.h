@@ -1,0 +1,49 @@
+// PerfCollector ("perf:EVENT,EVENT..."): Linux perf_event_open counters scoped to the thread
+// that runs the function. Software events (task-clock, page-faults, context-switches,
+// cpu-migrations, minor-faults, major-faults) count everywhere, VMs included; hardware events
+// (cycles, instructions, cache-references, cache-misses, branch-instructions, branch-misses)
+// where the host has a PMU. Kernel-side counting is excluded unless perf_event_paranoid allows
+// it, so the collector works unprivileged. Counts that the kernel multiplexed are scaled by
+// time enabled over time running, and the smallest such ratio is reported.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/collectors/metric_collector.h"
+
+namespace kprof::core {
+
+// The metric holding min(time running / time enabled) over the events: 1 unless multiplexed.
+inline constexpr std::string_view kPerfRunningRatioMetric = "perf running ratio";
+
+class PerfCollector final : public MetricCollector {
+ public:
+  // The events, by name. INVALID_ARGUMENT for an unknown name, listing the accepted ones.
+  static absl::StatusOr<std::unique_ptr<PerfCollector>> Create(
+      const std::vector<std::string>& events);
+
+  // The event names the collector knows.
+  static std::vector<std::string> KnownEvents();
+
+  std::string_view name() const override { return "perf"; }
+
+  // Opens each event once on this thread, to say now — FAILED_PRECONDITION naming the event
+  // and the kernel's reason — rather than mid-measurement that an event cannot be counted.
+  absl::Status Init(const std::vector<Device>& devices) override;
+
+  // Counts on the calling thread (the host thread that runs or launches the function).
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+
+ private:
+  struct Event {
+    std::string name;
+    uint32_t type;
+    uint64_t config;
+  };
+  explicit PerfCollector(std::vector<Event> events) : events_(std::move(events)) {}
+
+  std::vector<Event> events_;
+};
+
+}  // namespace kprof::core
