@@ -277,6 +277,29 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
     if (r.checksums_size() > 0) {
       json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
     }
+    Json environment = Json::object();
+    for (const auto& [name, value] : r.environment().metrics()) {
+      switch (value.value_case()) {
+        case kprof::v1::MetricValue::kString:
+          environment[name] = value.string();
+          break;
+        case kprof::v1::MetricValue::kCount:
+          environment[name] = value.count();
+          break;
+        case kprof::v1::MetricValue::kMicroseconds:
+          environment[name] = value.microseconds();
+          break;
+        case kprof::v1::MetricValue::kPercent:
+          environment[name] = value.percent();
+          break;
+        case kprof::v1::MetricValue::kRatio:
+          environment[name] = value.ratio();
+          break;
+        case kprof::v1::MetricValue::VALUE_NOT_SET:
+          break;
+      }
+    }
+    json["environment"] = std::move(environment);
     std::printf("%s\n", json.dump(2).c_str());
   } else if (o.format == "csv") {
     std::printf("repeat,seconds_per_call,number\n");
@@ -297,6 +320,13 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
         r.timing().queue_wait_seconds() * 1e3, r.timing().execution_seconds() * 1e3);
     for (int i = 0; i < r.checksums_size(); ++i) {
       std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
+    }
+    auto environment = wire::FromProto(r.environment(), "environment");
+    if (environment.ok() && !environment->empty()) {
+      std::printf("\nEnvironment\n-----------\n");
+      for (const auto& [name, value] : *environment) {
+        std::printf("%s: %s\n", name.c_str(), core::FormatForTable(value).c_str());
+      }
     }
   }
   return absl::OkStatus();

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/collectors/collector_registry.h"
+#include "core/environment.h"
 #include "core/profiler.h"
 #include "core/status_macros.h"
 
@@ -46,6 +47,12 @@ std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricC
   std::vector<MetricCollector*> pointers;
   for (const auto& c : owned) pointers.push_back(c.get());
   return pointers;
+}
+
+// The run's own configuration plus the environment manifest.
+MetricMap WithEnvironment(MetricMap configuration) {
+  for (auto& [name, value] : EnvironmentManifest()) configuration.emplace(name, std::move(value));
+  return configuration;
 }
 
 absl::StatusOr<Prepared> Prepare(const Job& job) {
@@ -91,6 +98,7 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   KPROF_ASSIGN_OR_RETURN(result.evaluation,
                          evaluator.Evaluate([&prepared] { return prepared.Call(); }, options));
   result.summary = Summarize(result.evaluation.seconds_per_call);
+  result.environment = EnvironmentManifest();
   result.argument_shapes = prepared.args->ShapeString();
   if (time.checksums) {
     KPROF_ASSIGN_OR_RETURN(result.checksums, prepared.args->Sha256());
@@ -107,8 +115,8 @@ absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& pr
 
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
                          Profiler::Create({job.device}, Pointers(collectors),
-                                          {{"Warm-up Calls", Count{profile.warmup}},
-                                           {"Seed", std::to_string(job.seed)}}));
+                                          WithEnvironment({{"Warm-up Calls", Count{profile.warmup}},
+                                                           {"Seed", std::to_string(job.seed)}})));
   KPROF_RETURN_IF_ERROR(profiler->Start());
   KPROF_RETURN_IF_ERROR(profiler->StartCall(
       job.function, job.device,
@@ -150,9 +158,9 @@ absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence)
   }
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
                          Profiler::Create({sequence.device}, Pointers(collectors),
-                                          {{"Warm-up Runs", Count{sequence.warmup}},
-                                           {"Repeats", Count{sequence.repeat}},
-                                           {"Seed", std::to_string(sequence.seed)}}));
+                                          WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
+                                                           {"Repeats", Count{sequence.repeat}},
+                                                           {"Seed", std::to_string(sequence.seed)}})));
   KPROF_RETURN_IF_ERROR(profiler->Start());
   for (int64_t r = 0; r < sequence.repeat; ++r) {
     for (size_t i = 0; i < calls.size(); ++i) {

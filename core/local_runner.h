@@ -49,6 +49,7 @@ struct TimeResult {
   Summary summary;  // of evaluation.seconds_per_call
   std::string argument_shapes;
   std::vector<std::string> checksums;  // when asked for
+  MetricMap environment;               // EnvironmentManifest() at the end of the run
 };
 
 struct ProfileJob {

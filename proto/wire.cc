@@ -27,6 +27,8 @@ kprof::v1::MetricValue ToProto(const core::MetricValue& value) {
   return out;
 }
 
+}  // namespace
+
 void ToProto(const core::MetricMap& metrics, kprof::v1::MetricMap* out) {
   for (const auto& [name, value] : metrics) (*out->mutable_metrics())[name] = ToProto(value);
 }
@@ -59,7 +61,6 @@ absl::StatusOr<core::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
   return out;
 }
 
-}  // namespace
 
 kprof::v1::Report ToProto(const core::Report& report) {
   kprof::v1::Report out;

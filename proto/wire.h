@@ -16,4 +16,8 @@ absl::StatusOr<core::Report> FromProto(const kprof::v1::Report& report);
 // "name" or "name:opt,opt" — what core::CreateCollector takes.
 std::string CollectorSpecText(const kprof::v1::CollectorSpec& spec);
 
+void ToProto(const core::MetricMap& metrics, kprof::v1::MetricMap* out);
+absl::StatusOr<core::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
+                                          const std::string& where);
+
 }  // namespace kprof::wire

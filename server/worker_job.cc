@@ -94,6 +94,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       for (const std::string& c : result.checksums) out->add_checksums(c);
       out->set_device(core::DeviceSpec(device_));
       out->set_argument_shapes(result.argument_shapes);
+      wire::ToProto(result.environment, out->mutable_environment());
       return absl::OkStatus();
     }
     case WorkerRequest::kProfileFunction: {

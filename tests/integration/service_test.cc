@@ -226,6 +226,10 @@ TEST_F(ServiceTest, TimeEvaluateABuiltin) {
   EXPECT_GE(r->timing().queue_wait_seconds(), 0);
   EXPECT_EQ(r->device(), "cpu:0");
   EXPECT_EQ(r->argument_shapes(), "float64[]");
+  for (const char* key : {"Host", "Kernel", "CPU model", "CPU governor", "Load average",
+                          "Worker CPU affinity", "kprofd version"}) {
+    EXPECT_EQ(r->environment().metrics().count(key), 1u) << key;
+  }
 }
 
 TEST_F(ServiceTest, ProfileFunctionWithACollector) {
@@ -252,6 +256,8 @@ TEST_F(ServiceTest, ProfileFunctionWithACollector) {
   EXPECT_GE(std::get<core::Count>(report->calls[0].at("task-clock")).value, 400'000);
   EXPECT_EQ(report->calls[0].count("page-faults"), 1u);
   EXPECT_EQ(report->device_metrics.count("cpu0"), 1u);
+  EXPECT_EQ(report->configuration.count("CPU model"), 1u);  // the manifest rides along
+  EXPECT_EQ(report->configuration.count("Runnable processes"), 1u);
 }
 
 TEST_F(ServiceTest, ProfileASequenceLayerByLayer) {
