@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 namespace kprof::core {
 namespace {
@@ -18,59 +18,58 @@ absl::Status Wants(const std::string& name, std::string_view what, const std::st
 
 void CommandLine::AddString(std::string name, std::string* out, std::string value_name,
                             std::string help) {
-  options_.push_back({std::move(name), std::move(value_name), std::move(help),
-                      [out](const std::string& v) {
-                        *out = v;
-                        return absl::OkStatus();
-                      }});
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out](const std::string& v) {
+         *out = v;
+         return absl::OkStatus();
+       }});
 }
 
-void CommandLine::AddInt(std::string name, int64_t* out, std::string value_name,
-                         std::string help) {
+void CommandLine::AddInt(std::string name, int64_t* out, std::string value_name, std::string help) {
   const std::string n = name;
-  options_.push_back({std::move(name), std::move(value_name), std::move(help),
-                      [out, n](const std::string& v) {
-                        if (!absl::SimpleAtoi(v, out)) return Wants(n, "an integer", v);
-                        return absl::OkStatus();
-                      }});
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out, n](const std::string& v) {
+         if (!absl::SimpleAtoi(v, out)) return Wants(n, "an integer", v);
+         return absl::OkStatus();
+       }});
 }
 
 void CommandLine::AddUint(std::string name, uint64_t* out, std::string value_name,
                           std::string help) {
   const std::string n = name;
-  options_.push_back({std::move(name), std::move(value_name), std::move(help),
-                      [out, n](const std::string& v) {
-                        if (v.empty() || v[0] == '-' || !absl::SimpleAtoi(v, out)) {
-                          return Wants(n, "a non-negative integer", v);
-                        }
-                        return absl::OkStatus();
-                      }});
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out, n](const std::string& v) {
+         if (v.empty() || v[0] == '-' || !absl::SimpleAtoi(v, out)) {
+           return Wants(n, "a non-negative integer", v);
+         }
+         return absl::OkStatus();
+       }});
 }
 
 void CommandLine::AddDouble(std::string name, double* out, std::string value_name,
                             std::string help) {
   const std::string n = name;
-  options_.push_back({std::move(name), std::move(value_name), std::move(help),
-                      [out, n](const std::string& v) {
-                        if (!absl::SimpleAtod(v, out)) return Wants(n, "a number", v);
-                        return absl::OkStatus();
-                      }});
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out, n](const std::string& v) {
+         if (!absl::SimpleAtod(v, out)) return Wants(n, "a number", v);
+         return absl::OkStatus();
+       }});
 }
 
 void CommandLine::AddDuration(std::string name, absl::Duration* out, std::string value_name,
                               std::string help) {
   const std::string n = name;
-  options_.push_back({std::move(name), std::move(value_name), std::move(help),
-                      [out, n](const std::string& v) {
-                        double seconds = 0;
-                        if (absl::SimpleAtod(v, &seconds)) {
-                          *out = absl::Seconds(seconds);
-                        } else if (!absl::ParseDuration(v, out)) {
-                          return Wants(n, "a duration such as 60s, 500ms or 2m", v);
-                        }
-                        if (*out < absl::ZeroDuration()) return Wants(n, "a positive duration", v);
-                        return absl::OkStatus();
-                      }});
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out, n](const std::string& v) {
+         double seconds = 0;
+         if (absl::SimpleAtod(v, &seconds)) {
+           *out = absl::Seconds(seconds);
+         } else if (!absl::ParseDuration(v, out)) {
+           return Wants(n, "a duration such as 60s, 500ms or 2m", v);
+         }
+         if (*out < absl::ZeroDuration()) return Wants(n, "a positive duration", v);
+         return absl::OkStatus();
+       }});
 }
 
 void CommandLine::AddFlag(std::string name, bool* out, std::string help) {
@@ -82,11 +81,11 @@ void CommandLine::AddFlag(std::string name, bool* out, std::string help) {
 
 void CommandLine::AddRepeated(std::string name, std::vector<std::string>* out,
                               std::string value_name, std::string help) {
-  options_.push_back({std::move(name), std::move(value_name), std::move(help),
-                      [out](const std::string& v) {
-                        out->push_back(v);
-                        return absl::OkStatus();
-                      }});
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out](const std::string& v) {
+         out->push_back(v);
+         return absl::OkStatus();
+       }});
 }
 
 CommandLine::Option* CommandLine::Find(const std::string& name) {
@@ -116,8 +115,8 @@ absl::Status CommandLine::Parse(const std::vector<std::string>& args,
       continue;
     }
     const size_t equals = arg.find('=');
-    const std::string name = arg.substr(2, equals == std::string::npos ? std::string::npos
-                                                                         : equals - 2);
+    const std::string name =
+        arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
     Option* option = Find(name);
     if (option == nullptr) {
       return absl::InvalidArgumentError(

@@ -26,8 +26,7 @@ class CommandLine {
   void AddUint(std::string name, uint64_t* out, std::string value_name, std::string help);
   void AddDouble(std::string name, double* out, std::string value_name, std::string help);
   // "60s", "500ms", "2m" (absl::ParseDuration); a bare number is seconds.
-  void AddDuration(std::string name, absl::Duration* out, std::string value_name,
-                   std::string help);
+  void AddDuration(std::string name, absl::Duration* out, std::string value_name, std::string help);
   void AddFlag(std::string name, bool* out, std::string help);
   // May be given many times; each value is appended.
   void AddRepeated(std::string name, std::vector<std::string>* out, std::string value_name,

@@ -27,9 +27,9 @@ std::string DeviceSpec(Device device) {
 
 absl::StatusOr<Device> ParseDevice(std::string_view spec) {
   const auto invalid = [spec](std::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device '", std::string(spec), "' ", std::string(why),
-        " (accepted: cpu, cpu:0, cuda, cuda:N with N a GPU's index)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", std::string(spec), "' ", std::string(why),
+                     " (accepted: cpu, cpu:0, cuda, cuda:N with N a GPU's index)"));
   };
   const size_t colon = spec.find(':');
   const std::string_view type_name = spec.substr(0, colon);

@@ -28,9 +28,8 @@ struct Prepared {
 
 absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
   if (value >= minimum) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(std::string(name), " = ", value,
-                                                 " is out of range (accepted: ", minimum,
-                                                 " or more)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(name), " = ", value, " is out of range (accepted: ", minimum, " or more)"));
 }
 
 absl::StatusOr<std::vector<std::unique_ptr<MetricCollector>>> MakeCollectors(
@@ -118,9 +117,9 @@ absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& pr
                                           WithEnvironment({{"Warm-up Calls", Count{profile.warmup}},
                                                            {"Seed", std::to_string(job.seed)}})));
   KPROF_RETURN_IF_ERROR(profiler->Start());
-  KPROF_RETURN_IF_ERROR(profiler->StartCall(
-      job.function, job.device,
-      {{std::string(kArgumentShapesMetric), prepared.args->ShapeString()}}));
+  KPROF_RETURN_IF_ERROR(
+      profiler->StartCall(job.function, job.device,
+                          {{std::string(kArgumentShapesMetric), prepared.args->ShapeString()}}));
   for (int64_t i = 0; i < profile.number; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
   KPROF_RETURN_IF_ERROR(profiler->StopCall({{std::string(kCountMetric), Count{profile.number}}}));
   KPROF_RETURN_IF_ERROR(profiler->Stop());
@@ -130,7 +129,8 @@ absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& pr
 absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {
   KPROF_RETURN_IF_ERROR(CheckCount("warmup", sequence.warmup, 0));
   KPROF_RETURN_IF_ERROR(CheckCount("repeat", sequence.repeat, 1));
-  if (sequence.calls.empty()) return absl::InvalidArgumentError("a profile needs at least one call");
+  if (sequence.calls.empty())
+    return absl::InvalidArgumentError("a profile needs at least one call");
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(sequence.collectors));
 
   std::vector<Prepared> calls;
@@ -144,8 +144,8 @@ absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence)
     absl::StatusOr<Prepared> prepared = Prepare(job);
     if (!prepared.ok()) {
       return absl::Status(prepared.status().code(),
-                          absl::StrCat("call ", i, " (", job.function, "): ",
-                                       std::string(prepared.status().message())));
+                          absl::StrCat("call ", i, " (", job.function,
+                                       "): ", std::string(prepared.status().message())));
     }
     uint64_t bytes = 0;
     for (const ArgSpec& spec : prepared->args->specs()) bytes += spec.num_bytes;
@@ -156,17 +156,17 @@ absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence)
   for (int64_t w = 0; w < sequence.warmup; ++w) {
     for (Prepared& call : calls) KPROF_RETURN_IF_ERROR(call.Call());
   }
-  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
-                         Profiler::Create({sequence.device}, Pointers(collectors),
-                                          WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
-                                                           {"Repeats", Count{sequence.repeat}},
-                                                           {"Seed", std::to_string(sequence.seed)}})));
+  KPROF_ASSIGN_OR_RETURN(
+      std::unique_ptr<Profiler> profiler,
+      Profiler::Create({sequence.device}, Pointers(collectors),
+                       WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
+                                        {"Repeats", Count{sequence.repeat}},
+                                        {"Seed", std::to_string(sequence.seed)}})));
   KPROF_RETURN_IF_ERROR(profiler->Start());
   for (int64_t r = 0; r < sequence.repeat; ++r) {
     for (size_t i = 0; i < calls.size(); ++i) {
-      KPROF_RETURN_IF_ERROR(profiler->StartCall(
-          calls[i].function.name, sequence.device,
-          {{std::string(kArgumentShapesMetric), shapes[i]}}));
+      KPROF_RETURN_IF_ERROR(profiler->StartCall(calls[i].function.name, sequence.device,
+                                                {{std::string(kArgumentShapesMetric), shapes[i]}}));
       KPROF_RETURN_IF_ERROR(calls[i].Call());
       KPROF_RETURN_IF_ERROR(profiler->StopCall());
     }

@@ -35,7 +35,8 @@ void Log(LogSeverity severity, std::string_view message) {
     return;
   }
   // Time and level first, one line per message: what journald and grep want.
-  const std::string now = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  const std::string now =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   std::fprintf(stderr, "%s %s %.*s\n", now.c_str(), SeverityName(severity),
                static_cast<int>(message.size()), message.data());
 }

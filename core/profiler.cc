@@ -115,9 +115,9 @@ absl::Status Profiler::StopCall(MetricMap extra_metrics) {
 absl::Status Profiler::Stop() {
   if (!running_) return absl::FailedPreconditionError("Stop on a profiler that is not running");
   if (!in_flight_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Stop with ", in_flight_.size(), " call(s) still open, innermost '",
-        in_flight_.back().name, "'"));
+    return absl::FailedPreconditionError(absl::StrCat("Stop with ", in_flight_.size(),
+                                                      " call(s) still open, innermost '",
+                                                      in_flight_.back().name, "'"));
   }
   for (Frame& total : totals_) KPROF_RETURN_IF_ERROR(CloseFrame(total, {}));
   running_ = false;
@@ -153,7 +153,8 @@ absl::StatusOr<Report> Profiler::GetReport() {
     MetricMap row = FrameRow(call);
     const auto* d = std::get_if<Duration>(&row[std::string(kDurationMetric)]);
     const double us = d != nullptr ? d->microseconds : 0;
-    row[std::string(kPercentMetric)] = Percent{longest_total_us > 0 ? us / longest_total_us * 100 : 0};
+    row[std::string(kPercentMetric)] =
+        Percent{longest_total_us > 0 ? us / longest_total_us * 100 : 0};
     report.calls.push_back(std::move(row));
   }
   report.configuration = configuration_;

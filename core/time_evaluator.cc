@@ -58,8 +58,8 @@ int64_t NextNumber(int64_t number, double elapsed_ms, double min_repeat_ms) {
 absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
   const auto bad = [](std::string_view name, auto value, std::string_view accepted) {
     return absl::InvalidArgumentError(
-        absl::StrCat(std::string(name), " = ", value, " is out of range (accepted: ",
-                     std::string(accepted), ")"));
+        absl::StrCat(std::string(name), " = ", value,
+                     " is out of range (accepted: ", std::string(accepted), ")"));
   };
   if (o.number < 1 || o.number > kMaxNumber) {
     return bad("number", o.number, absl::StrCat("1 to ", kMaxNumber));
@@ -76,7 +76,8 @@ absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
                "0 or more");
   }
   if (o.repeats_to_cooldown < 1) {
-    return bad("repeats_to_cooldown", o.repeats_to_cooldown, "1 or more: cool down every N repeats");
+    return bad("repeats_to_cooldown", o.repeats_to_cooldown,
+               "1 or more: cool down every N repeats");
   }
   if (o.cache_flush_bytes < 0) return bad("cache_flush_bytes", o.cache_flush_bytes, "0 or more");
   return absl::OkStatus();

@@ -32,8 +32,8 @@
 namespace kprof::core {
 
 struct TimeEvaluatorOptions {
-  int64_t number = 1;  // calls per repeat to start with, >= 1
-  int64_t repeat = 1;  // repeats, >= 1
+  int64_t number = 1;                                // calls per repeat to start with, >= 1
+  int64_t repeat = 1;                                // repeats, >= 1
   absl::Duration min_repeat = absl::ZeroDuration();  // min_repeat_ms
   int64_t limit_zero_time_iterations = 100;          // >= 0
   absl::Duration cooldown_interval = absl::ZeroDuration();

@@ -61,7 +61,6 @@ absl::StatusOr<core::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
   return out;
 }
 
-
 kprof::v1::Report ToProto(const core::Report& report) {
   kprof::v1::Report out;
   for (const core::MetricMap& call : report.calls) ToProto(call, out.add_calls());

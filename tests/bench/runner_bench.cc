@@ -22,8 +22,7 @@ int main() {
     return 1;
   }
   const Summary& s = result->summary;
-  std::printf("%-34s %12s %12s %12s %8s\n", "benchmark", "median (us)", "reference", "ratio",
-              "cv");
+  std::printf("%-34s %12s %12s %12s %8s\n", "benchmark", "median (us)", "reference", "ratio", "cv");
   std::printf("%-34s %12.3f %12.3f %12.4f %7.2f%%\n", "spin_us(100) via LocalRunner",
               s.median * 1e6, 100.0, s.median * 1e6 / 100.0, s.cv * 100);
   std::printf("goal: ratio 1.00 +- 0.01 (%s); %lld calls per repeat, %zu repeats\n",

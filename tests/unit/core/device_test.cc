@@ -1,8 +1,9 @@
+#include "core/device.h"
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "core/device.h"
 #include "core/device_api.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

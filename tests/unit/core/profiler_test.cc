@@ -72,7 +72,9 @@ class ProfilerTest : public ::testing::Test {
   TimerRegistry timers_;
 };
 
-double DurationUs(const MetricMap& row) { return std::get<Duration>(row.at("Duration (us)")).microseconds; }
+double DurationUs(const MetricMap& row) {
+  return std::get<Duration>(row.at("Duration (us)")).microseconds;
+}
 double PercentOf(const MetricMap& row) { return std::get<Percent>(row.at("Percent")).percent; }
 
 TEST_F(ProfilerTest, NestedCallsAreTimedSeparatelyFromTheTotals) {
@@ -92,7 +94,7 @@ TEST_F(ProfilerTest, NestedCallsAreTimedSeparatelyFromTheTotals) {
 
   auto report = profiler->GetReport();
   ASSERT_THAT(report, IsOk());
-  ASSERT_EQ(report->calls.size(), 2u);  // the totals are not calls
+  ASSERT_EQ(report->calls.size(), 2u);        // the totals are not calls
   const MetricMap& inner = report->calls[0];  // closed first
   const MetricMap& outer = report->calls[1];
   EXPECT_EQ(inner.at("Name"), MetricValue(std::string("inner")));
@@ -169,8 +171,8 @@ TEST_F(ProfilerTest, MisuseIsFailedPreconditionNotACrash) {
   auto profiler = Make({kCpu});
   EXPECT_THAT(profiler->StartCall("early", kCpu),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not running")));
-  EXPECT_THAT(profiler->StopCall(), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                             HasSubstr("no call open")));
+  EXPECT_THAT(profiler->StopCall(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no call open")));
   EXPECT_THAT(profiler->Stop(), StatusIs(absl::StatusCode::kFailedPrecondition));
   EXPECT_THAT(profiler->GetReport(),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("before Stop")));
@@ -192,9 +194,9 @@ TEST_F(ProfilerTest, CreateRejectsNoDevicesAndReportsCollectorInitErrors) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at least one device")));
   CountingCollector broken;
   broken.init_status = absl::FailedPreconditionError("no PMU");
-  EXPECT_THAT(Profiler::Create({kCpu}, {&broken}, {}, &timers_),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("collector 'counting': no PMU")));
+  EXPECT_THAT(
+      Profiler::Create({kCpu}, {&broken}, {}, &timers_),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("collector 'counting': no PMU")));
 }
 
 TEST(Profiler, DeviceWithoutTimerOrApiFailsAtStart) {

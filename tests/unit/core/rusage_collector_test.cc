@@ -37,9 +37,9 @@ absl::StatusOr<MetricMap> Measure(const std::function<void()>& region) {
 TEST(RusageCollector, ReportsEveryMetric) {
   auto metrics = Measure([] {});
   ASSERT_THAT(metrics, IsOk());
-  for (std::string_view name : {kUserTimeMetric, kSystemTimeMetric, kMinorFaultsMetric,
-                                kMajorFaultsMetric, kVoluntarySwitchesMetric,
-                                kInvoluntarySwitchesMetric}) {
+  for (std::string_view name :
+       {kUserTimeMetric, kSystemTimeMetric, kMinorFaultsMetric, kMajorFaultsMetric,
+        kVoluntarySwitchesMetric, kInvoluntarySwitchesMetric}) {
     EXPECT_EQ(metrics->count(std::string(name)), 1u) << name;
   }
   EXPECT_GE(CountOf(*metrics, kMinorFaultsMetric), 0);
@@ -48,8 +48,8 @@ TEST(RusageCollector, ReportsEveryMetric) {
 TEST(RusageCollector, CountsPageFaultsOfFreshPages) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   constexpr size_t kPages = 256;
-  void* region = mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE,
-                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* region =
+      mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(region, MAP_FAILED);
   // One fault per page, not one per huge page.
   madvise(region, kPages * page, MADV_NOHUGEPAGE);
@@ -84,8 +84,8 @@ TEST(RusageCollector, AccountsCpuTimeOfASpinToTheThread) {
   ASSERT_THAT(metrics, IsOk());
   // getrusage splits the thread's exact run time into user and system by samples; their sum
   // covers the 50 ms the thread provably ran. Half of it leaves room for tick accounting.
-  const double cpu_us = DurationOf(*metrics, kUserTimeMetric) +
-                        DurationOf(*metrics, kSystemTimeMetric);
+  const double cpu_us =
+      DurationOf(*metrics, kUserTimeMetric) + DurationOf(*metrics, kSystemTimeMetric);
   EXPECT_GE(cpu_us, 25'000);
 }
 

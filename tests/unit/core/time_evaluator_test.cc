@@ -132,7 +132,8 @@ TEST(TimeEvaluator, NumberCarriesAcrossRepeatsButNotAcrossEvaluations) {
   // 2 calls took 5 ms: grow to 10 / 2.5 + 1 = 5; then 20 ms is long enough for every repeat.
   EXPECT_THAT(s.attempts(), ElementsAre(2, 5, 5, 5));
   EXPECT_THAT(first->numbers, ElementsAre(5, 5, 5));
-  EXPECT_THAT(first->seconds_per_call, ElementsAre(DoubleEq(0.004), DoubleEq(0.004), DoubleEq(0.004)));
+  EXPECT_THAT(first->seconds_per_call,
+              ElementsAre(DoubleEq(0.004), DoubleEq(0.004), DoubleEq(0.004)));
 
   auto second = evaluator.Evaluate([&] { return s.Call(); }, options);
   ASSERT_THAT(second, IsOk());
@@ -166,8 +167,8 @@ TEST(TimeEvaluator, CooldownAfterEveryNRepeatsButNotAfterTheLast) {
   options.cooldown_interval = absl::Milliseconds(5);
   options.repeats_to_cooldown = 3;
   ASSERT_THAT(s.Evaluator().Evaluate([&] { return s.Call(); }, options), IsOk());
-  EXPECT_THAT(s.clock().sleeps(), ElementsAre(absl::Milliseconds(5), absl::Milliseconds(5),
-                                              absl::Milliseconds(5)));
+  EXPECT_THAT(s.clock().sleeps(),
+              ElementsAre(absl::Milliseconds(5), absl::Milliseconds(5), absl::Milliseconds(5)));
 
   ScriptedEvaluation every({absl::Microseconds(1)});
   options.repeat = 4;
@@ -208,12 +209,11 @@ TEST(TimeEvaluator, ErrorsOfThePreprocessAndTheFunctionEndTheEvaluation) {
   options.preprocess = nullptr;
   options.number = 10;
   int calls = 0;
-  EXPECT_THAT(s.Evaluator().Evaluate(
-                  [&] {
-                    return ++calls == 4 ? absl::AbortedError("returned 3") : absl::OkStatus();
-                  },
-                  options),
-              StatusIs(absl::StatusCode::kAborted, "returned 3"));
+  EXPECT_THAT(
+      s.Evaluator().Evaluate(
+          [&] { return ++calls == 4 ? absl::AbortedError("returned 3") : absl::OkStatus(); },
+          options),
+      StatusIs(absl::StatusCode::kAborted, "returned 3"));
   EXPECT_EQ(calls, 4);  // stopped at the failing call
 }
 
@@ -279,10 +279,10 @@ TEST(TimeEvaluator, FlushBuffersAreFreedOnErrorPaths) {
   TimeEvaluatorOptions options;
   options.cache_flush_bytes = 4096;
   int calls = 0;
-  EXPECT_THAT(s.Evaluator(&api).Evaluate(
-                  [&] { return ++calls == 2 ? absl::AbortedError("x") : absl::OkStatus(); },
-                  options),
-              StatusIs(absl::StatusCode::kAborted));
+  EXPECT_THAT(
+      s.Evaluator(&api).Evaluate(
+          [&] { return ++calls == 2 ? absl::AbortedError("x") : absl::OkStatus(); }, options),
+      StatusIs(absl::StatusCode::kAborted));
   EXPECT_EQ(api.allocs, 2);
   EXPECT_EQ(api.frees, 2);
 
@@ -301,7 +301,8 @@ TEST(TimeEvaluator, OptionsOutOfRangeAreInvalidArgumentNamingTheOption) {
       {[](TimeEvaluatorOptions& o) { o.number = 0; }, "number = 0 is out of range"},
       {[](TimeEvaluatorOptions& o) { o.number = kMaxNumber + 1; }, "number = "},
       {[](TimeEvaluatorOptions& o) { o.repeat = 0; }, "repeat = 0 is out of range"},
-      {[](TimeEvaluatorOptions& o) { o.min_repeat = absl::Milliseconds(-1); }, "min_repeat_ms = -1"},
+      {[](TimeEvaluatorOptions& o) { o.min_repeat = absl::Milliseconds(-1); },
+       "min_repeat_ms = -1"},
       {[](TimeEvaluatorOptions& o) { o.limit_zero_time_iterations = -1; },
        "limit_zero_time_iterations = -1"},
       {[](TimeEvaluatorOptions& o) { o.cooldown_interval = absl::Milliseconds(-2); },
