@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -269,6 +270,15 @@ absl::Status Serve(const Flags& flags) {
                                                       "executable (--worker sets it)"));
   }
   worker.max_frame_bytes = static_cast<size_t>(64) << 20;
+  // Client code in the workers reads neither the daemon's secrets nor writes its cache.
+  for (const std::string& secret : {flags.token_file, flags.tls_key}) {
+    if (secret.empty()) continue;
+    char resolved[PATH_MAX];
+    if (realpath(secret.c_str(), resolved) != nullptr) worker.unreadable.emplace_back(resolved);
+  }
+  if (char resolved[PATH_MAX]; realpath(registry_options.cache_dir.c_str(), resolved) != nullptr) {
+    worker.unwritable.emplace_back(resolved);
+  }
   worker.max_data_bytes =
       flags.worker_memory_limit > 0
           ? flags.worker_memory_limit

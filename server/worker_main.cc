@@ -18,6 +18,7 @@
 #include "core/device.h"
 #include "server/frame_channel.h"
 #include "server/worker_job.h"
+#include "server/worker_sandbox.h"
 
 namespace {
 
@@ -96,11 +97,16 @@ int main(int argc, char** argv) {
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;
   pid_t parent = 0;
+  kprof::server::SandboxPaths sandbox;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
     } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && i + 1 < argc) {
       max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--no-read") == 0 && i + 1 < argc) {
+      sandbox.unreadable.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--no-write") == 0 && i + 1 < argc) {
+      sandbox.unwritable.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
       parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
     } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
@@ -120,6 +126,10 @@ int main(int argc, char** argv) {
   if (parent > 0 && getppid() != parent) return 1;  // the daemon died before the prctl
   InstallCrashHandlers();
   LimitData(max_data_bytes);
+  if (const absl::Status s = kprof::server::ApplyWorkerSandbox(sandbox); !s.ok()) {
+    std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",
+                 s.ToString().c_str());
+  }
   const int baseline_threads = CountThreads();
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);

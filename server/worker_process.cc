@@ -65,6 +65,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   const std::string frame = std::to_string(options.max_frame_bytes);
   const std::string data = std::to_string(options.max_data_bytes);
   const std::string parent = std::to_string(getpid());
+  std::vector<std::string> sandbox;
+  for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
+  for (const std::string& p : options.unwritable) sandbox.insert(sandbox.end(), {"--no-write", p});
   std::vector<char*> argv = {const_cast<char*>(options.executable.c_str()),
                              const_cast<char*>("--device"),
                              const_cast<char*>(device.c_str()),
@@ -73,8 +76,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
                              const_cast<char*>("--max-data-bytes"),
                              const_cast<char*>(data.c_str()),
                              const_cast<char*>("--parent-pid"),
-                             const_cast<char*>(parent.c_str()),
-                             nullptr};
+                             const_cast<char*>(parent.c_str())};
+  for (std::string& s : sandbox) argv.push_back(s.data());
+  argv.push_back(nullptr);
   pid_t pid = 0;
   const int error =
       posix_spawn(&pid, options.executable.c_str(), &actions, &attributes, argv.data(), environ);

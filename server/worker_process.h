@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -21,6 +22,9 @@ struct WorkerOptions {
   core::Device device;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;  // RLIMIT_DATA of the worker; 0: none
+  // Landlock: paths the worker may not read (the token file, the TLS key) or write (the cache).
+  std::vector<std::string> unreadable;
+  std::vector<std::string> unwritable;
 };
 
 class WorkerProcess {

@@ -239,6 +239,9 @@ TEST_F(ReliabilityTest, HalfWrittenAndDamagedModulesAreDroppedAtStart) {
 
 TEST_F(ReliabilityTest, JobsOnOneDeviceNeverOverlap) {
   const std::string intervals = dir_.path() + "/intervals";
+  // Made before the daemon starts: the workers' sandbox lets them write existing files beside
+  // the cache, not create new ones there.
+  std::ofstream(intervals).flush();
   setenv("KPROF_TEST_INTERVALS", intervals.c_str(), 1);
   Start();
   std::vector<std::thread> clients;

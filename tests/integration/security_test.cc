@@ -178,6 +178,25 @@ TEST_F(SecurityTest, BeyondLoopbackNeedsTlsAndAuthentication) {
 namespace kprof {
 namespace {
 
+TEST_F(SecurityTest, WorkersCannotReadSecretsOrWriteTheCache) {
+  setenv("KPROF_TEST_TOKEN_FILE", Cert("tokens").c_str(), 1);
+  setenv("KPROF_TEST_CACHE_DIR", (dir_.path() + "/cache").c_str(), 1);
+  StartDaemon({"--token-file", Cert("tokens")});
+  unsetenv("KPROF_TEST_TOKEN_FILE");
+  unsetenv("KPROF_TEST_CACHE_DIR");
+  client::ClientOptions options;
+  options.bearer_token = kToken;
+  auto client = Connect(options);
+  auto faults = client->LoadModuleFile(testing::TestModulePath("faults"));
+  ASSERT_THAT(faults, IsOk());
+  v1::TimeEvaluateRequest request;
+  request.mutable_call()->set_module_id(faults->id());
+  request.mutable_call()->set_function("probes_sandbox");
+  // 10: it read the token file; 11: it wrote into the cache; 12: /dev/null was refused.
+  EXPECT_THAT(client->TimeEvaluate(request), IsOk());
+  EXPECT_FALSE(std::ifstream(dir_.path() + "/cache/modules/planted").good());
+}
+
 TEST(ClientSecurity, NoBearerTokenInClearBeyondLoopback) {
   client::ClientOptions options;
   options.bearer_token = "secret";

@@ -126,3 +126,27 @@ KPROF_EXPORT int32_t succeeds(DLTensor* args, int32_t num_args) {
   UNUSED;
   return 0;
 }
+
+/* Tries what a worker's sandbox forbids: 0 when all is refused, else which succeeded. */
+KPROF_EXPORT int32_t probes_sandbox(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const char* token = getenv("KPROF_TEST_TOKEN_FILE");
+  const char* cache = getenv("KPROF_TEST_CACHE_DIR");
+  if (token == NULL || cache == NULL) return 1;
+  int fd = open(token, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    return 10; /* read the token file */
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/modules/planted", cache);
+  fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    close(fd);
+    return 11; /* wrote into the module cache */
+  }
+  fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return 12; /* scratch must stay writable */
+  close(fd);
+  return 0;
+}
