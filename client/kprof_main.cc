@@ -258,6 +258,8 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
                                    (o.min_repeat_ms + o.cooldown_ms));
   KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r, client.TimeEvaluate(request, timeout));
   const auto& s = r.statistics();
+  KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
+                         wire::FromProto(r.environment(), "environment"));
   if (o.format == "json") {
     Json json = {
         {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
@@ -278,26 +280,23 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
       json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
     }
     Json environment = Json::object();
-    for (const auto& [name, value] : r.environment().metrics()) {
-      switch (value.value_case()) {
-        case kprof::v1::MetricValue::kString:
-          environment[name] = value.string();
-          break;
-        case kprof::v1::MetricValue::kCount:
-          environment[name] = value.count();
-          break;
-        case kprof::v1::MetricValue::kMicroseconds:
-          environment[name] = value.microseconds();
-          break;
-        case kprof::v1::MetricValue::kPercent:
-          environment[name] = value.percent();
-          break;
-        case kprof::v1::MetricValue::kRatio:
-          environment[name] = value.ratio();
-          break;
-        case kprof::v1::MetricValue::VALUE_NOT_SET:
-          break;
-      }
+    for (const auto& [name, value] : manifest) {
+      std::visit(
+          [&, key = name](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::string>) {
+              environment[key] = v;
+            } else if constexpr (std::is_same_v<T, core::Count>) {
+              environment[key] = v.value;
+            } else if constexpr (std::is_same_v<T, core::Duration>) {
+              environment[key] = v.microseconds;
+            } else if constexpr (std::is_same_v<T, core::Percent>) {
+              environment[key] = v.percent;
+            } else {
+              environment[key] = v.ratio;
+            }
+          },
+          value);
     }
     json["environment"] = std::move(environment);
     std::printf("%s\n", json.dump(2).c_str());
@@ -321,10 +320,9 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
     for (int i = 0; i < r.checksums_size(); ++i) {
       std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
     }
-    auto environment = wire::FromProto(r.environment(), "environment");
-    if (environment.ok() && !environment->empty()) {
+    if (!manifest.empty()) {
       std::printf("\nEnvironment\n-----------\n");
-      for (const auto& [name, value] : *environment) {
+      for (const auto& [name, value] : manifest) {
         std::printf("%s: %s\n", name.c_str(), core::FormatForTable(value).c_str());
       }
     }

@@ -7,7 +7,8 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "FAILED: $*" >&2; exit 1; }
 
-"$kprofd" --config "$conf" --check-config | grep -q "configuration OK" || fail "example config"
+ok=$("$kprofd" --config "$conf" --check-config) || fail "example config refused"
+grep -q "configuration OK" <<<"$ok" || fail "example config: $ok"
 
 printf 'listen = 127.0.0.1:0\n# comment\nmax-queu = 3\n' >"$scratch/typo.conf"
 if "$kprofd" --config "$scratch/typo.conf" --check-config 2>"$scratch/err"; then fail "typo accepted"; fi

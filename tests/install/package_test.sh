@@ -7,11 +7,15 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cpack --config "$build/CPackConfig.cmake" -B "$scratch/out" >"$scratch/cpack.log" 2>&1 ||
   { cat "$scratch/cpack.log" >&2; exit 1; }
+fail() { echo "FAILED: $*" >&2; exit 1; }
 deb=$(ls "$scratch"/out/*.deb)
-dpkg-deb --info "$deb" | grep -q "Package: kprofd"
-dpkg-deb --info "$deb" | grep -q "Depends:.*libgrpc++"
+# Captured first: `grep -q` on a pipe can end the writer with SIGPIPE, which pipefail reports.
+info=$(dpkg-deb --info "$deb")
+grep -q "Package: kprofd" <<<"$info" || fail "no package name in: $info"
+grep -q "Depends:.*libgrpc++" <<<"$info" || fail "no gRPC dependency in: $info"
 dpkg-deb -x "$deb" "$scratch/root"
-"$scratch/root/usr/bin/kprofd" --version | grep -q "^kprofd "
-[[ -x "$scratch/root/usr/libexec/kprofd/kprofd-worker" ]]
-[[ -f "$scratch/root/usr/lib/systemd/system/kprofd.service" ]]
+version=$("$scratch/root/usr/bin/kprofd" --version)
+grep -q "^kprofd " <<<"$version" || fail "kprofd --version printed: $version"
+[[ -x "$scratch/root/usr/libexec/kprofd/kprofd-worker" ]] || fail "no worker in the package"
+[[ -f "$scratch/root/usr/lib/systemd/system/kprofd.service" ]] || fail "no unit in the package"
 echo "package $(basename "$deb"): 4 passed, 0 failed"
