@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/loopback.h"
+#include "core/read_file.h"
 #include "core/sha256.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -135,11 +136,9 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes, cons
 
 absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& path,
                                                              const std::string& format) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read module file '", path, "'"));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return LoadModule(bytes.str(), path.substr(path.rfind('/') + 1), format);
+  absl::StatusOr<std::string> bytes = core::ReadFile(path, "module file");
+  if (!bytes.ok()) return bytes.status();
+  return LoadModule(*std::move(bytes), path.substr(path.rfind('/') + 1), format);
 }
 
 template <typename Response, typename Call>

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "client/kprof_client.h"
 #include "core/command_line.h"
+#include "core/read_file.h"
 #include "core/report.h"
 #include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -28,6 +29,8 @@
 
 namespace kprof::client {
 namespace {
+
+using core::ReadFile;
 
 using Json = nlohmann::ordered_json;
 
@@ -107,14 +110,6 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddFlag("no-aggregate", &o.no_aggregate, "report: one row per call");
   cl.AddFlag("no-sort", &o.no_sort, "report: keep the calls' order");
   cl.AddFlag("no-sums", &o.no_sums, "report: no Sum row");
-}
-
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read '", path, "'"));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
 }
 
 bool IsModuleId(const std::string& text) {

@@ -25,6 +25,7 @@
 #include "core/command_line.h"
 #include "core/log.h"
 #include "core/loopback.h"
+#include "core/read_file.h"
 #include "core/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -179,16 +180,6 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadPem(const std::string& path, std::string_view what) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read ", std::string(what), " '", path, "'"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // Server credentials and the security policy: loopback may be plain; anything else needs TLS
 // and authentication (a token or client certificates) unless explicitly waived.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags& flags) {
@@ -217,11 +208,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags
   grpc::SslServerCredentialsOptions options(
       flags.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  KPROF_ASSIGN_OR_RETURN(std::string cert, ReadPem(flags.tls_cert, "the TLS certificate"));
-  KPROF_ASSIGN_OR_RETURN(std::string key, ReadPem(flags.tls_key, "the TLS key"));
+  KPROF_ASSIGN_OR_RETURN(std::string cert, core::ReadFile(flags.tls_cert, "the TLS certificate"));
+  KPROF_ASSIGN_OR_RETURN(std::string key, core::ReadFile(flags.tls_key, "the TLS key"));
   options.pem_key_cert_pairs.push_back({key, cert});
   if (!flags.tls_client_ca.empty()) {
-    KPROF_ASSIGN_OR_RETURN(options.pem_root_certs, ReadPem(flags.tls_client_ca, "the client CA"));
+    KPROF_ASSIGN_OR_RETURN(options.pem_root_certs,
+                           core::ReadFile(flags.tls_client_ca, "the client CA"));
   }
   return grpc::SslServerCredentials(options);
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/modules/elf_inspector.h"
+#include "core/read_file.h"
 #include "core/sha256.h"
 #include "core/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -84,14 +85,6 @@ absl::Status Commit(const std::string& dir, const std::string& temp, const std::
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return ErrnoError("cannot read", path);
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
@@ -143,7 +136,7 @@ absl::Status ModuleRegistry::Rescan() {
   absl::MutexLock lock(&mutex_);
   for (const auto& [mtime, id] : found) {
     const std::string path = dir + "/" + id;
-    absl::StatusOr<std::string> bytes = ReadFile(path);
+    absl::StatusOr<std::string> bytes = core::ReadFile(path, "module");
     absl::StatusOr<core::SharedLibraryInfo> info =
         bytes.ok() ? core::InspectSharedLibrary(*bytes)
                    : absl::StatusOr<core::SharedLibraryInfo>(bytes.status());
@@ -163,7 +156,7 @@ absl::Status ModuleRegistry::Rescan() {
     entry.module.size_bytes = bytes->size();
     entry.module.functions = std::move(info->functions);
     entry.module.path = path;
-    if (absl::StatusOr<std::string> meta = ReadFile(path + ".meta"); meta.ok()) {
+    if (absl::StatusOr<std::string> meta = core::ReadFile(path + ".meta"); meta.ok()) {
       const nlohmann::json json = nlohmann::json::parse(*meta, nullptr, /*allow_exceptions=*/false);
       if (json.is_object() && json.value("name", nlohmann::json()).is_string()) {
         entry.module.name = json["name"].get<std::string>();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/collectors/collector_registry.h"
+#include "fresh_pages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
@@ -47,17 +48,10 @@ TEST(PerfCollector, UnknownOrMissingEventsAreInvalid) {
 }
 
 TEST(PerfCollector, CountsPageFaultsOfFreshPages) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   constexpr size_t kPages = 256;
-  void* region =
-      mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(region, MAP_FAILED);
-  madvise(region, kPages * page, MADV_NOHUGEPAGE);
-  auto metrics = Measure({"page-faults", "minor-faults"}, [&] {
-    auto* bytes = static_cast<volatile char*>(region);
-    for (size_t i = 0; i < kPages; ++i) bytes[i * page] = 1;
-  });
-  munmap(region, kPages * page);
+  testing::FreshPages pages(kPages);
+  ASSERT_TRUE(pages.ok());
+  auto metrics = Measure({"page-faults", "minor-faults"}, [&] { pages.Touch(); });
   SKIP_IF_PERF_IS_FORBIDDEN(metrics);
   ASSERT_THAT(metrics, IsOk());
   EXPECT_GE(std::get<Count>(metrics->at("page-faults")).value, static_cast<int64_t>(kPages));

@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "absl/time/clock.h"
+#include "fresh_pages.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
@@ -46,18 +47,10 @@ TEST(RusageCollector, ReportsEveryMetric) {
 }
 
 TEST(RusageCollector, CountsPageFaultsOfFreshPages) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   constexpr size_t kPages = 256;
-  void* region =
-      mmap(nullptr, kPages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  ASSERT_NE(region, MAP_FAILED);
-  // One fault per page, not one per huge page.
-  madvise(region, kPages * page, MADV_NOHUGEPAGE);
-  auto metrics = Measure([&] {
-    auto* bytes = static_cast<volatile char*>(region);
-    for (size_t i = 0; i < kPages; ++i) bytes[i * page] = 1;
-  });
-  munmap(region, kPages * page);
+  testing::FreshPages pages(kPages);
+  ASSERT_TRUE(pages.ok());
+  auto metrics = Measure([&] { pages.Touch(); });
   ASSERT_THAT(metrics, IsOk());
   EXPECT_GE(CountOf(*metrics, kMinorFaultsMetric), static_cast<int64_t>(kPages));
 }
