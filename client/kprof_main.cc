@@ -45,7 +45,8 @@ constexpr char kUsage[] =
     "  time MODULE FUNCTION [--arg SPEC]... [--seed N] [--device cpu:0] [--number N]\n"
     "       [--repeat N] [--min-repeat-ms MS] [--limit-zero-time-iterations N]\n"
     "       [--cooldown-ms MS] [--repeats-to-cooldown N] [--cache-flush-bytes N]\n"
-    "       [--preproc NAME] [--checksums]\n"
+    "       [--preproc NAME] [--checksums] [--outliers none|iqr]\n"
+    "       [--max-rel-stddev R [--min-repeats N] [--max-time-ms MS]]\n"
     "  profile MODULE FUNCTION [--arg SPEC]... [--device cpu:0] [--warmup N] [--number N]\n"
     "       [--collector NAME[:EVENT,EVENT...]]...\n"
     "  profile --sequence FILE.json [--repeat N] [--warmup N] [--collector ...]\n"
@@ -72,7 +73,9 @@ struct Options {
   int64_t number = 1, repeat = 1, limit_zero_time_iterations = 100, repeats_to_cooldown = 1;
   int64_t cache_flush_bytes = 0, warmup = 0;
   double min_repeat_ms = 0, cooldown_ms = 0;
-  std::string preproc, sequence;
+  double max_rel_stddev = 0, max_time_ms = 0;
+  int64_t min_repeats = 3;
+  std::string preproc, sequence, outliers;
   bool checksums = false;
   std::vector<std::string> collectors;
   // report
@@ -104,6 +107,13 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddInt("cache-flush-bytes", &o.cache_flush_bytes, "N", "evict caches before each repeat");
   cl.AddString("preproc", &o.preproc, "NAME", "cache_flush_cpu_non_first_arg");
   cl.AddFlag("checksums", &o.checksums, "SHA-256 of each argument after the run");
+  cl.AddDouble("max-rel-stddev", &o.max_rel_stddev, "R",
+               "repeat until the repeats' relative std is at most R (e.g. 0.01)");
+  cl.AddInt("min-repeats", &o.min_repeats, "N", "with --max-rel-stddev: at least N (default 3)");
+  cl.AddDouble("max-time-ms", &o.max_time_ms, "MS",
+               "with --max-rel-stddev: time budget (default 10000)");
+  cl.AddString("outliers", &o.outliers, "none|iqr",
+               "set aside repeats beyond 1.5 IQR in filtered statistics");
   cl.AddInt("warmup", &o.warmup, "N", "untimed calls first (profile)");
   cl.AddRepeated("collector", &o.collectors, "NAME[:EVENT,...]", "a metric collector");
   cl.AddString("sequence", &o.sequence, "FILE.json", "profile a sequence of calls");
@@ -226,7 +236,8 @@ absl::Status Modules(Client& client, const Options& o) {
   return absl::OkStatus();
 }
 
-absl::Status Time(Client& client, const Options& o, const std::vector<std::string>& words) {
+absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
+                  const std::vector<std::string>& words) {
   if (words.size() != 3) return absl::InvalidArgumentError("usage: kprof time MODULE FUNCTION ...");
   kprof::v1::TimeEvaluateRequest request;
   KPROF_ASSIGN_OR_RETURN(std::string id, ResolveModule(client, words[1], o.module_format));
@@ -236,7 +247,12 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
   request.set_device(o.device);
   request.set_seed(o.seed);
   request.set_number(o.number);
-  request.set_repeat(o.repeat);
+  // Converging, the daemon's default bounds the repeats; otherwise the CLI's default of 1.
+  if (o.max_rel_stddev == 0 || cl.Given("repeat")) request.set_repeat(o.repeat);
+  request.set_max_relative_stddev(o.max_rel_stddev);
+  if (cl.Given("min-repeats")) request.set_min_repeats(o.min_repeats);
+  request.set_max_time_ms(o.max_time_ms);
+  request.set_outlier_filter(o.outliers);
   request.set_min_repeat_ms(o.min_repeat_ms);
   request.set_limit_zero_time_iterations(o.limit_zero_time_iterations);
   request.set_cooldown_interval_ms(o.cooldown_ms);
@@ -244,13 +260,15 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
   request.set_cache_flush_bytes(o.cache_flush_bytes);
   request.set_preprocess(o.preproc);
   request.set_checksums(o.checksums);
-  // Enough for the repeats the options ask for, twice over, plus a minute of slack.
-  const absl::Duration timeout =
-      o.timeout > absl::ZeroDuration()
-          ? o.timeout
-          : absl::Seconds(60) +
-                absl::Milliseconds(2 * static_cast<double>(std::max<int64_t>(o.repeat, 1)) *
-                                   (o.min_repeat_ms + o.cooldown_ms));
+  // Enough for the repeats the options ask for (or the convergence budget), twice over, plus a
+  // minute of slack.
+  const double budget_ms =
+      o.max_rel_stddev > 0
+          ? (o.max_time_ms > 0 ? o.max_time_ms : 10'000)
+          : static_cast<double>(std::max<int64_t>(o.repeat, 1)) * (o.min_repeat_ms + o.cooldown_ms);
+  const absl::Duration timeout = o.timeout > absl::ZeroDuration()
+                                     ? o.timeout
+                                     : absl::Seconds(60) + absl::Milliseconds(2 * budget_ms);
   KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r, client.TimeEvaluate(request, timeout));
   const auto& s = r.statistics();
   KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
@@ -270,7 +288,17 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
         {"device", r.device()},
         {"argument_shapes", r.argument_shapes()},
         {"queue_wait_seconds", r.timing().queue_wait_seconds()},
-        {"execution_seconds", r.timing().execution_seconds()}};
+        {"execution_seconds", r.timing().execution_seconds()},
+        {"rel_stddev", r.rel_stddev()},
+        {"stop_reason", r.stop_reason()},
+        {"warnings", std::vector<std::string>(r.warnings().begin(), r.warnings().end())}};
+    if (r.has_converged()) json["converged"] = r.converged();
+    if (!o.outliers.empty() && o.outliers != "none") {
+      const auto& f = r.filtered_statistics();
+      json["outliers"] = std::vector<int32_t>(r.outliers().begin(), r.outliers().end());
+      json["filtered"] = {{"mean", f.mean()}, {"median", f.median()}, {"min", f.min()},
+                          {"max", f.max()},   {"std", f.std()},       {"cv", f.cv()}};
+    }
     if (r.checksums_size() > 0) {
       json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
     }
@@ -312,8 +340,24 @@ absl::Status Time(Client& client, const Options& o, const std::vector<std::strin
         "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
         s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6, s.cv() * 100,
         r.timing().queue_wait_seconds() * 1e3, r.timing().execution_seconds() * 1e3);
+    if (r.has_converged()) {
+      std::printf("  %s: relative std %.2f%% after %d repeats (%s)\n",
+                  r.converged() ? "converged" : "NOT converged", r.rel_stddev() * 100,
+                  r.seconds_per_call_size(), r.stop_reason().c_str());
+    }
+    if (!o.outliers.empty() && o.outliers != "none") {
+      const auto& f = r.filtered_statistics();
+      std::printf(
+          "  without %d outlier(s): mean %.3f us  median %.3f us  min %.3f us  max %.3f us  "
+          "std %.3f us  cv %.2f%%\n",
+          r.outliers_size(), f.mean() * 1e6, f.median() * 1e6, f.min() * 1e6, f.max() * 1e6,
+          f.std() * 1e6, f.cv() * 100);
+    }
     for (int i = 0; i < r.checksums_size(); ++i) {
       std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
+    }
+    for (const std::string& warning : r.warnings()) {
+      std::printf("  warning: %s\n", warning.c_str());
     }
     if (!manifest.empty()) {
       std::printf("\nEnvironment\n-----------\n");
@@ -475,7 +519,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(o.target, client_options));
   if (command == "info") return Info(*client, o);
   if (command == "modules") return Modules(*client, o);
-  if (command == "time") return Time(*client, o, words);
+  if (command == "time") return Time(*client, cl, o, words);
   if (command == "profile") return Profile(*client, cl, o, words);
   if (command == "load") {
     if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof load FILE");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/collectors/collector_registry.h"
 #include "core/environment.h"
+#include "core/interference.h"
 #include "core/profiler.h"
 #include "core/status_macros.h"
 
@@ -94,9 +95,15 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   KPROF_ASSIGN_OR_RETURN(TimeEvaluator evaluator, TimeEvaluator::Create(job.device));
 
   TimeResult result;
+  const SystemSample before = SampleSystem();
   KPROF_ASSIGN_OR_RETURN(result.evaluation,
                          evaluator.Evaluate([&prepared] { return prepared.Call(); }, options));
+  result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
   result.summary = Summarize(result.evaluation.seconds_per_call);
+  if (options.outliers != OutlierFilter::kNone) {
+    result.filtered =
+        Summarize(Without(result.evaluation.seconds_per_call, result.evaluation.outliers));
+  }
   result.environment = EnvironmentManifest();
   result.argument_shapes = prepared.args->ShapeString();
   if (time.checksums) {

@@ -46,7 +46,9 @@ struct TimeJob {
 
 struct TimeResult {
   TimeEvaluation evaluation;
-  Summary summary;  // of evaluation.seconds_per_call
+  Summary summary;   // of evaluation.seconds_per_call, all of them
+  Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
+  std::vector<std::string> warnings;  // InterferenceWarnings over the run
   std::string argument_shapes;
   std::vector<std::string> checksums;  // when asked for
   MetricMap environment;               // EnvironmentManifest() at the end of the run

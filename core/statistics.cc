@@ -52,6 +52,34 @@ double Percentile(std::vector<double> samples, double p) {
   return samples[below] + (samples[above] - samples[below]) * fraction;
 }
 
+std::vector<size_t> TukeyOutliers(const std::vector<double>& samples, double k) {
+  std::vector<size_t> outliers;
+  if (samples.size() < 4) return outliers;
+  const double q1 = Percentile(samples, 25);
+  const double q3 = Percentile(samples, 75);
+  const double low = q1 - k * (q3 - q1);
+  const double high = q3 + k * (q3 - q1);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (samples[i] < low || samples[i] > high) outliers.push_back(i);
+  }
+  return outliers;
+}
+
+std::vector<double> Without(const std::vector<double>& samples,
+                            const std::vector<size_t>& excluded) {
+  std::vector<double> kept;
+  kept.reserve(samples.size());
+  auto next = excluded.begin();
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (next != excluded.end() && *next == i) {
+      ++next;
+      continue;
+    }
+    kept.push_back(samples[i]);
+  }
+  return kept;
+}
+
 Summary Summarize(const std::vector<double>& samples) {
   Summary s;
   s.count = samples.size();

@@ -29,6 +29,15 @@ double CoefficientOfVariation(const std::vector<double>& samples);
 // default). NaN for p outside [0, 100] or NaN.
 double Percentile(std::vector<double> samples, double p);
 
+// Indices, in increasing order, of the samples outside Tukey's fences [Q1 - k·IQR, Q3 + k·IQR]
+// (quartiles as by Percentile). None for fewer than 4 samples: too few to tell an outlier from
+// the spread.
+std::vector<size_t> TukeyOutliers(const std::vector<double>& samples, double k = 1.5);
+
+// The samples whose indices are not in `excluded` (sorted, as TukeyOutliers returns them).
+std::vector<double> Without(const std::vector<double>& samples,
+                            const std::vector<size_t>& excluded);
+
 struct Summary {
   static constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
   size_t count = 0;

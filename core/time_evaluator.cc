@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/statistics.h"
 #include "core/status_macros.h"
 
 namespace kprof::core {
@@ -45,7 +46,39 @@ class CacheFlusher {
   size_t bytes_ = 0;
 };
 
+// The relative standard deviation of the repeats the filter keeps, and which it set aside.
+double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filter,
+                          std::vector<size_t>* outliers) {
+  outliers->clear();
+  if (filter == OutlierFilter::kTukey) *outliers = TukeyOutliers(samples);
+  const double cv = CoefficientOfVariation(Without(samples, *outliers));
+  return std::isnan(cv) ? 0 : cv;  // all zero: no spread at all
+}
+
 }  // namespace
+
+absl::StatusOr<OutlierFilter> ParseOutlierFilter(std::string_view name) {
+  if (name.empty() || name == "none") return OutlierFilter::kNone;
+  if (name == "iqr") return OutlierFilter::kTukey;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown outlier filter '", std::string(name), "' (accepted: none, iqr)"));
+}
+
+std::string_view OutlierFilterName(OutlierFilter filter) {
+  return filter == OutlierFilter::kTukey ? "iqr" : "none";
+}
+
+std::string_view StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kConverged:
+      return "converged";
+    case StopReason::kTimeBudget:
+      return "time budget";
+    case StopReason::kRepeatCount:
+      break;
+  }
+  return "repeat count";
+}
 
 int64_t NextNumber(int64_t number, double elapsed_ms, double min_repeat_ms) {
   if (!(elapsed_ms > 0)) return number;
@@ -64,7 +97,9 @@ absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
   if (o.number < 1 || o.number > kMaxNumber) {
     return bad("number", o.number, absl::StrCat("1 to ", kMaxNumber));
   }
-  if (o.repeat < 1) return bad("repeat", o.repeat, "1 or more");
+  if (o.repeat < 1 || o.repeat > kMaxRepeat) {
+    return bad("repeat", o.repeat, absl::StrCat("1 to ", kMaxRepeat));
+  }
   if (o.min_repeat < absl::ZeroDuration()) {
     return bad("min_repeat_ms", absl::ToDoubleMilliseconds(o.min_repeat), "0 or more");
   }
@@ -80,6 +115,18 @@ absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
                "1 or more: cool down every N repeats");
   }
   if (o.cache_flush_bytes < 0) return bad("cache_flush_bytes", o.cache_flush_bytes, "0 or more");
+  if (!(o.max_relative_stddev >= 0 && o.max_relative_stddev <= 1)) {
+    return bad("max_relative_stddev", o.max_relative_stddev, "0 (off) or up to 1, e.g. 0.01");
+  }
+  if (o.max_relative_stddev > 0) {
+    if (o.min_repeats < 2 || o.min_repeats > o.repeat) {
+      return bad("min_repeats", o.min_repeats,
+                 absl::StrCat("2 to repeat = ", o.repeat, ": a spread needs two repeats"));
+    }
+    if (o.max_time <= absl::ZeroDuration()) {
+      return bad("max_time_ms", absl::ToDoubleMilliseconds(o.max_time), "more than 0");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -95,6 +142,8 @@ TimeEvaluator::TimeEvaluator(Device device, DeviceApi* api, TimerFactory timers,
 absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::Status()> function,
                                                        const TimeEvaluatorOptions& options) {
   KPROF_RETURN_IF_ERROR(ValidateOptions(options));
+  const int64_t started = clock_->NowNanos();
+  const bool converging = options.max_relative_stddev > 0;
 
   // The first call is not timed: it pays for lazy initialisation and first-touch faults.
   KPROF_RETURN_IF_ERROR(function());
@@ -106,8 +155,13 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
   const double min_repeat_ms = absl::ToDoubleMilliseconds(options.min_repeat);
   int64_t number = options.number;  // grows within this evaluation only
   TimeEvaluation result;
-  result.seconds_per_call.reserve(static_cast<size_t>(options.repeat));
-  result.numbers.reserve(static_cast<size_t>(options.repeat));
+  if (!converging) {
+    result.seconds_per_call.reserve(static_cast<size_t>(options.repeat));
+    result.numbers.reserve(static_cast<size_t>(options.repeat));
+  }
+  // Testing convergence sorts the repeats: every repeat up to 100, then at every 1% more, so
+  // that thousands of repeats cost O(n log n) each time, not each repeat.
+  int64_t next_check = 0;
 
   for (int64_t i = 0; i < options.repeat; ++i) {
     if (options.preprocess) KPROF_RETURN_IF_ERROR(options.preprocess());
@@ -137,6 +191,22 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
     result.seconds_per_call.push_back(elapsed_ms / 1e3 / static_cast<double>(number));
     result.numbers.push_back(number);
 
+    const int64_t done = i + 1;
+    if (converging && done >= options.min_repeats && done >= next_check) {
+      next_check = done <= 100 ? done + 1 : done + done / 100;
+      result.rel_stddev =
+          KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
+      if (result.rel_stddev <= options.max_relative_stddev) {
+        result.converged = true;
+        result.stop = StopReason::kConverged;
+        break;
+      }
+    }
+    if (converging && clock_->NowNanos() - started >= absl::ToInt64Nanoseconds(options.max_time)) {
+      result.stop = StopReason::kTimeBudget;
+      break;
+    }
+
     // Cool down after every `repeats_to_cooldown` repeats, but not after the last one.
     const bool cooldown_due = (i + 1) % options.repeats_to_cooldown == 0 && i + 1 < options.repeat;
     if (options.cooldown_interval > absl::ZeroDuration() && cooldown_due) {
@@ -144,6 +214,10 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
     }
   }
   result.final_number = number;
+  if (!result.converged) {
+    result.rel_stddev =
+        KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
+  }
   return result;
 }
 

@@ -29,6 +29,40 @@ std::vector<std::string> CollectorTexts(
   return texts;
 }
 
+void ToProto(const core::Summary& summary, kprof::v1::TimeStatistics* out) {
+  out->set_mean(summary.mean);
+  out->set_median(summary.median);
+  out->set_min(summary.min);
+  out->set_max(summary.max);
+  out->set_std(summary.stddev);
+  out->set_cv(summary.cv);
+}
+
+// The convergence fields of a request onto the evaluator's options. They mean nothing without
+// max_relative_stddev, so giving them alone is an error rather than silently ignored.
+absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
+                                core::TimeEvaluatorOptions& options) {
+  if (r.max_relative_stddev() == 0) {
+    if (r.has_min_repeats() || r.max_time_ms() != 0) {
+      return absl::InvalidArgumentError(
+          "min_repeats and max_time_ms apply only with max_relative_stddev (e.g. 0.01), which "
+          "turns convergence on");
+    }
+    return absl::OkStatus();
+  }
+  options.max_relative_stddev = r.max_relative_stddev();
+  if (!r.has_repeat()) options.repeat = core::kDefaultConvergenceRepeats;
+  if (r.has_min_repeats()) options.min_repeats = r.min_repeats();
+  if (r.max_time_ms() != 0) {
+    if (!(r.max_time_ms() > 0 && r.max_time_ms() < 1e12)) {
+      return absl::InvalidArgumentError(absl::StrCat("max_time_ms = ", r.max_time_ms(),
+                                                     " is out of range (accepted: more than 0)"));
+    }
+    options.max_time = absl::Milliseconds(r.max_time_ms());
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
@@ -79,18 +113,23 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       time.options.cache_flush_bytes = r.cache_flush_bytes();
       time.preprocess = r.preprocess();
       time.checksums = r.checksums();
+      KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
+      KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
       kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
-      for (double s : result.evaluation.seconds_per_call) out->add_seconds_per_call(s);
-      for (int64_t n : result.evaluation.numbers) out->add_numbers(n);
-      kprof::v1::TimeStatistics* stats = out->mutable_statistics();
-      stats->set_mean(result.summary.mean);
-      stats->set_median(result.summary.median);
-      stats->set_min(result.summary.min);
-      stats->set_max(result.summary.max);
-      stats->set_std(result.summary.stddev);
-      stats->set_cv(result.summary.cv);
-      out->set_final_number(result.evaluation.final_number);
+      const core::TimeEvaluation& evaluation = result.evaluation;
+      for (double s : evaluation.seconds_per_call) out->add_seconds_per_call(s);
+      for (int64_t n : evaluation.numbers) out->add_numbers(n);
+      ToProto(result.summary, out->mutable_statistics());
+      out->set_final_number(evaluation.final_number);
+      if (time.options.max_relative_stddev > 0) out->set_converged(evaluation.converged);
+      out->set_rel_stddev(evaluation.rel_stddev);
+      out->set_stop_reason(std::string(core::StopReasonName(evaluation.stop)));
+      if (time.options.outliers != core::OutlierFilter::kNone) {
+        for (size_t i : evaluation.outliers) out->add_outliers(static_cast<int32_t>(i));
+        ToProto(result.filtered, out->mutable_filtered_statistics());
+      }
+      for (const std::string& w : result.warnings) out->add_warnings(w);
       for (const std::string& c : result.checksums) out->add_checksums(c);
       out->set_device(core::DeviceSpec(device_));
       out->set_argument_shapes(result.argument_shapes);

@@ -232,6 +232,79 @@ TEST_F(ServiceTest, TimeEvaluateABuiltin) {
   }
 }
 
+TEST_F(ServiceTest, ASteadySpinConverges) {
+  v1::TimeEvaluateRequest request = Time("builtin", "spin_us", {"float64:100"});
+  request.set_min_repeat_ms(5);
+  request.set_max_relative_stddev(0.05);
+  request.set_min_repeats(5);
+  request.set_max_time_ms(60'000);
+  auto r = client_->TimeEvaluate(request, absl::Seconds(120));
+  ASSERT_THAT(r, IsOk());
+  ASSERT_TRUE(r->has_converged());
+  EXPECT_TRUE(r->converged()) << "relative std " << r->rel_stddev();
+  EXPECT_EQ(r->stop_reason(), "converged");
+  EXPECT_LE(r->rel_stddev(), 0.05);
+  EXPECT_GE(r->seconds_per_call_size(), 5);
+  EXPECT_DOUBLE_EQ(r->rel_stddev(), r->statistics().cv());  // no filter: all repeats
+  EXPECT_GE(r->statistics().median(), 100e-6);
+}
+
+TEST_F(ServiceTest, AJitteryFunctionDoesNotConvergeWithinItsBudgetAndSaysSo) {
+  auto module = client_->LoadModuleFile(TestModulePath("jitter"));
+  ASSERT_THAT(module, IsOk());
+  // Uniform 0-2 ms per call: the repeats' relative std is about 58%, never 1%.
+  v1::TimeEvaluateRequest request = Time(module->id(), "spin_jitter", {"float64:2000"});
+  request.set_max_relative_stddev(0.01);
+  request.set_max_time_ms(200);
+  request.set_outlier_filter("iqr");
+  auto r = client_->TimeEvaluate(request);
+  ASSERT_THAT(r, IsOk());
+  ASSERT_TRUE(r->has_converged());
+  EXPECT_FALSE(r->converged());
+  EXPECT_EQ(r->stop_reason(), "time budget");
+  EXPECT_GT(r->rel_stddev(), 0.01);
+  EXPECT_GE(r->seconds_per_call_size(), 3);
+  // 200 ms of calls lasting 1 ms on average: far fewer than the default 10000 repeats.
+  EXPECT_LT(r->seconds_per_call_size(), 1000);
+  EXPECT_GE(r->timing().execution_seconds(), 0.2);
+  // The raw repeats and the filtered statistics come side by side.
+  EXPECT_GT(r->filtered_statistics().mean(), 0);
+  EXPECT_LE(r->filtered_statistics().max(), r->statistics().max());
+}
+
+TEST_F(ServiceTest, ConvergenceOptionsOutOfRangeAreInvalidArgument) {
+  v1::TimeEvaluateRequest alone = Time("builtin", "spin_us", {"float64:1"});
+  alone.set_min_repeats(5);
+  EXPECT_THAT(client_->TimeEvaluate(alone),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_relative_stddev")));
+  v1::TimeEvaluateRequest budget = Time("builtin", "spin_us", {"float64:1"});
+  budget.set_max_time_ms(100);
+  EXPECT_THAT(client_->TimeEvaluate(budget),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("only with")));
+  v1::TimeEvaluateRequest too_loose = Time("builtin", "spin_us", {"float64:1"});
+  too_loose.set_max_relative_stddev(2);
+  EXPECT_THAT(client_->TimeEvaluate(too_loose),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_relative_stddev = 2")));
+  v1::TimeEvaluateRequest one = Time("builtin", "spin_us", {"float64:1"});
+  one.set_max_relative_stddev(0.1);
+  one.set_min_repeats(1);
+  EXPECT_THAT(client_->TimeEvaluate(one),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_repeats = 1")));
+  v1::TimeEvaluateRequest negative = Time("builtin", "spin_us", {"float64:1"});
+  negative.set_max_relative_stddev(0.1);
+  negative.set_max_time_ms(-5);
+  EXPECT_THAT(client_->TimeEvaluate(negative),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_time_ms")));
+  v1::TimeEvaluateRequest filter = Time("builtin", "spin_us", {"float64:1"});
+  filter.set_outlier_filter("zscore");
+  EXPECT_THAT(client_->TimeEvaluate(filter),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("accepted: none, iqr")));
+  v1::TimeEvaluateRequest huge = Time("builtin", "spin_us", {"float64:1"});
+  huge.set_repeat(int64_t{1} << 40);
+  EXPECT_THAT(client_->TimeEvaluate(huge),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeat = ")));
+}
+
 TEST_F(ServiceTest, ProfileFunctionWithACollector) {
   v1::ProfileFunctionRequest request;
   request.mutable_call()->set_module_id("builtin");

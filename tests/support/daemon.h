@@ -16,26 +16,11 @@
 #include <thread>
 #include <vector>
 
+#include "temp_dir.h"
+
 extern char** environ;
 
 namespace kprof::testing {
-
-// A fresh directory under the test's temporary directory, removed with the object.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "kprof-test-XXXXXX").string();
-    path_ = mkdtemp(pattern.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 class Daemon {
  public:

@@ -2,10 +2,14 @@
 
 #include <cmath>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace kprof::core {
 namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 TEST(Statistics, EmptyInputIsNaNEverywhere) {
   const std::vector<double> none;
@@ -83,6 +87,25 @@ TEST(Statistics, SummaryAgreesWithTheFunctions) {
   EXPECT_EQ(s.max, 3e-6);
   EXPECT_EQ(s.stddev, StdDev(v));
   EXPECT_EQ(s.cv, CoefficientOfVariation(v));
+}
+
+TEST(Statistics, TukeyOutliersAreBeyondOneAndAHalfIqr) {
+  // Quartiles of {10, 10, 11, 11, 12, 12, 100} are 10.5 and 12: fences at 8.25 and 14.25.
+  EXPECT_THAT(TukeyOutliers({10, 100, 11, 11, 12, 12, 10}), ElementsAre(1));
+  EXPECT_THAT(TukeyOutliers({1, 10, 10, 11, 11, 12, 12, 100}), ElementsAre(0, 7));
+  EXPECT_THAT(TukeyOutliers({10, 11, 12, 13, 14}), IsEmpty());
+  EXPECT_THAT(TukeyOutliers({1, 1, 1, 1}), IsEmpty());
+  // Three samples cannot tell an outlier from the spread.
+  EXPECT_THAT(TukeyOutliers({1, 1, 1000}), IsEmpty());
+  // k = 0: the fences are the quartiles themselves (2.75 and 6.25 here).
+  EXPECT_THAT(TukeyOutliers({1, 2, 3, 4, 5, 6, 7, 8}, 0), ElementsAre(0, 1, 6, 7));
+  EXPECT_THAT(TukeyOutliers({5, 5, 5, 5, 6}), ElementsAre(4));  // IQR 0: anything else is out
+}
+
+TEST(Statistics, WithoutDropsTheGivenIndices) {
+  EXPECT_THAT(Without({1, 2, 3, 4}, {0, 3}), ElementsAre(2, 3));
+  EXPECT_THAT(Without({1, 2, 3}, {}), ElementsAre(1, 2, 3));
+  EXPECT_THAT(Without({}, {}), IsEmpty());
 }
 
 }  // namespace

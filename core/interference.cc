@@ -1,0 +1,52 @@
+#include "core/interference.h"
+
+#include <sched.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "absl/strings/str_format.h"
+
+namespace kprof::core {
+
+SystemSample SampleSystem(const std::string& root, int cpu) {
+  SystemSample sample;
+  std::ifstream loadavg(root + "proc/loadavg");
+  if (double load = 0; loadavg >> load && load >= 0) sample.load_average = load;
+  sample.cpu = cpu >= 0 ? cpu : sched_getcpu();
+  if (sample.cpu >= 0) sample.cpu_khz = CpuKhz(root, sample.cpu);
+  return sample;
+}
+
+int64_t CpuKhz(const std::string& root, int cpu) {
+  std::ifstream in(
+      absl::StrFormat("%ssys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", root, cpu));
+  int64_t khz = -1;
+  if (!(in >> khz) || khz <= 0) return -1;
+  return khz;
+}
+
+std::vector<std::string> InterferenceWarnings(const SystemSample& before, const SystemSample& after,
+                                              const InterferenceThresholds& thresholds) {
+  std::vector<std::string> warnings;
+  if (before.load_average >= 0 && after.load_average >= 0 &&
+      std::abs(after.load_average - before.load_average) >= thresholds.load_average) {
+    warnings.push_back(absl::StrFormat(
+        "the load average moved from %.2f to %.2f during the measurement (threshold %.2f): other "
+        "work competed for the CPUs",
+        before.load_average, after.load_average, thresholds.load_average));
+  }
+  if (before.cpu == after.cpu && before.cpu_khz > 0 && after.cpu_khz > 0) {
+    const double change = std::abs(static_cast<double>(after.cpu_khz - before.cpu_khz)) /
+                          static_cast<double>(before.cpu_khz);
+    if (change >= thresholds.frequency) {
+      warnings.push_back(absl::StrFormat(
+          "the clock of CPU %d moved from %d MHz to %d MHz during the measurement (threshold "
+          "%.0f%%): frequency scaling changed the speed",
+          before.cpu, before.cpu_khz / 1000, after.cpu_khz / 1000, thresholds.frequency * 100));
+    }
+  }
+  return warnings;
+}
+
+}  // namespace kprof::core

@@ -1,0 +1,42 @@
+// Interference: what moved on the host while a measurement ran. A sample of the load average
+// and of the measuring CPU's clock is taken before and after; a change beyond a threshold
+// becomes a warning in the result, so a number taken while the machine was busy or the clock
+// was moving says so.
+//
+//   SystemSample before = SampleSystem();
+//   Measure();
+//   std::vector<std::string> warnings =
+//       InterferenceWarnings(before, SampleSystem("/", before.cpu));
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kprof::core {
+
+struct SystemSample {
+  double load_average = -1;  // one-minute load average; < 0 when unreadable
+  int cpu = -1;              // the CPU whose clock was read; < 0 when unknown
+  int64_t cpu_khz = -1;      // that CPU's current clock; < 0 when unreadable
+};
+
+// Reads /proc/loadavg and cpufreq/scaling_cur_freq of `cpu` (by default, the one the calling
+// thread runs on) under `root`; tests pass a fake tree shaped like the real one. The "after"
+// sample names the "before" sample's CPU, so the same clock is compared when the thread moved.
+SystemSample SampleSystem(const std::string& root = "/", int cpu = -1);
+
+// The clock of `cpu` now, as SampleSystem reads it; < 0 when unreadable.
+int64_t CpuKhz(const std::string& root, int cpu);
+
+struct InterferenceThresholds {
+  double load_average = 0.5;  // absolute change of the one-minute load average
+  double frequency = 0.05;    // relative change of the clock
+};
+
+// One sentence per thing that moved beyond its threshold, naming before and after; nothing
+// for what either sample could not read.
+std::vector<std::string> InterferenceWarnings(const SystemSample& before, const SystemSample& after,
+                                              const InterferenceThresholds& thresholds = {});
+
+}  // namespace kprof::core
