@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/placement.h"
 #include "kprof/config.h"
 
 namespace kprof::core {
@@ -40,23 +41,6 @@ std::string CpuInfoField(std::string_view key) {
     }
   }
   return "";
-}
-
-// "0-3,6" for the CPUs this process may run on.
-std::string Affinity() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return kUnavailable;
-  std::string out;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &set)) continue;
-    int last = cpu;
-    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
-    absl::StrAppend(&out, out.empty() ? "" : ",", cpu);
-    if (last > cpu) absl::StrAppend(&out, "-", last);
-    cpu = last;
-  }
-  return out;
 }
 
 void FrequencyFields(MetricMap& m) {
@@ -118,14 +102,17 @@ MetricMap EnvironmentManifest() {
   } else {
     m["Runnable processes"] = std::string(kUnavailable);
   }
-  m["Worker CPU affinity"] = Affinity();
-  errno = 0;
-  const int nice = getpriority(PRIO_PROCESS, 0);
+  const std::vector<int> cpus = AllowedCpus();
+  m["Worker CPU affinity"] = cpus.empty() ? std::string(kUnavailable) : FormatCpuList(cpus);
+  // The calling thread's: on Linux, nice and scheduling policy are per thread.
   const int policy = sched_getscheduler(0);
-  m["Worker priority"] = absl::StrCat(policy == SCHED_FIFO ? "SCHED_FIFO"
-                                      : policy == SCHED_RR ? "SCHED_RR"
-                                                           : "SCHED_OTHER",
-                                      ", nice ", nice);
+  if (sched_param param{};
+      (policy == SCHED_FIFO || policy == SCHED_RR) && sched_getparam(0, &param) == 0) {
+    m["Worker priority"] = absl::StrCat(policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_RR",
+                                        ", priority ", param.sched_priority);
+  } else {
+    m["Worker priority"] = absl::StrCat("SCHED_OTHER, nice ", getpriority(PRIO_PROCESS, 0));
+  }
   return m;
 }
 

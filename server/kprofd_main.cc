@@ -4,6 +4,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdio>
@@ -53,6 +54,7 @@ struct Flags {
   uint64_t max_argument_bytes = uint64_t{4} << 30;
   uint64_t max_modules = 10000;
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
+  std::string pin_cpus, worker_priority;
   bool insecure_allow_unauthenticated = false;
   std::string token_file, tls_cert, tls_key, tls_client_ca;
   bool check_config = false;
@@ -83,6 +85,11 @@ void Declare(core::CommandLine& cl, Flags& f) {
              "modules held at once before the least recently used are evicted (default 10000)");
   cl.AddUint("worker-memory-limit", &f.worker_memory_limit, "BYTES",
              "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
+  cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
+               "run the workers on these CPUs only, e.g. 2-3 (default: wherever kprofd may run)");
+  cl.AddString("worker-priority", &f.worker_priority, "nice:N|fifo:N",
+               "run the workers at this nice value or SCHED_FIFO priority (needs the permission: "
+               "CAP_SYS_NICE, RLIMIT_NICE or RLIMIT_RTPRIO)");
   cl.AddString("worker", &f.worker, "PATH",
                "the kprofd-worker executable (default: beside kprofd)");
   cl.AddString("token-file", &f.token_file, "FILE",
@@ -228,9 +235,43 @@ absl::Status CheckLimits(const Flags& flags) {
   return absl::OkStatus();
 }
 
+// --pin-cpus and --worker-priority, checked: the CPUs are among this daemon's, and this daemon
+// may apply both (tried on a passing thread), so no job fails on them later.
+absl::StatusOr<core::Placement> WorkerPlacement(const Flags& flags) {
+  core::Placement placement;
+  if (!flags.pin_cpus.empty()) {
+    absl::StatusOr<std::vector<int>> cpus = core::ParseCpuList(flags.pin_cpus);
+    if (!cpus.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pin-cpus: ", std::string(cpus.status().message())));
+    }
+    const std::vector<int> allowed = core::AllowedCpus();
+    for (int cpu : *cpus) {
+      if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--pin-cpus ", flags.pin_cpus, ": CPU ", cpu,
+            " is not among the CPUs this daemon may use (", core::FormatCpuList(allowed), ")"));
+      }
+    }
+    placement.cpus = *std::move(cpus);
+  }
+  absl::StatusOr<core::Priority> priority = core::ParsePriority(flags.worker_priority);
+  if (!priority.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker-priority: ", std::string(priority.status().message())));
+  }
+  placement.priority = *priority;
+  if (absl::Status s = core::CheckPlacement(placement); !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--pin-cpus/--worker-priority: ", std::string(s.message())));
+  }
+  return placement;
+}
+
 // What --check-config checks: everything Serve would refuse before it binds a port.
 absl::Status CheckConfiguration(const Flags& flags) {
   KPROF_RETURN_IF_ERROR(CheckLimits(flags));
+  KPROF_RETURN_IF_ERROR(WorkerPlacement(flags).status());
   KPROF_RETURN_IF_ERROR(Credentials(flags).status());
   if (!flags.token_file.empty())
     KPROF_RETURN_IF_ERROR(TokenAuth::FromFile(flags.token_file).status());
@@ -262,6 +303,7 @@ absl::Status Serve(const Flags& flags) {
                                                       "executable (--worker sets it)"));
   }
   worker.max_frame_bytes = static_cast<size_t>(64) << 20;
+  KPROF_ASSIGN_OR_RETURN(worker.placement, WorkerPlacement(flags));
   // Client code in the workers reads neither the daemon's secrets nor writes its cache.
   for (const std::string& secret : {flags.token_file, flags.tls_key}) {
     if (secret.empty()) continue;
@@ -334,7 +376,12 @@ absl::Status Serve(const Flags& flags) {
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
   for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (!service.WaitForUploads(absl::Seconds(10))) {
+    Log(LogSeverity::kWarning, "uploads still running after 10 s are cut off");
+  }
+  // Jobs and uploads are over; what remains are instant calls and idle connections, which
+  // gRPC would otherwise wait on until the deadline.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   stopping.Notify();
   if (watchdog.joinable()) watchdog.join();
   Log(LogSeverity::kInfo, "stopped");

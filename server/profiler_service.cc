@@ -75,11 +75,16 @@ void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
 class ProfilerService::UploadReactor final
     : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
  public:
+  // `uploads` counts the reactors alive, under `mutex`.
   UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response,
-                const absl::Status& authenticated)
-      : registry_(registry), response_(response) {
-    if (!authenticated.ok()) {
-      Finish(ToGrpcStatus(authenticated));
+                const absl::Status& admitted, absl::Mutex* mutex, int* uploads)
+      : registry_(registry), response_(response), mutex_(mutex), uploads_(uploads) {
+    {
+      absl::MutexLock lock(mutex_);
+      ++*uploads_;
+    }
+    if (!admitted.ok()) {
+      Finish(ToGrpcStatus(admitted));
       return;
     }
     StartRead(&message_);
@@ -97,7 +102,13 @@ class ProfilerService::UploadReactor final
     StartRead(&message_);
   }
 
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    {
+      absl::MutexLock lock(mutex_);
+      --*uploads_;
+    }
+    delete this;
+  }
 
  private:
   absl::Status Take() {
@@ -140,6 +151,8 @@ class ProfilerService::UploadReactor final
 
   ModuleRegistry* registry_;
   kprof::v1::LoadModuleResponse* response_;
+  absl::Mutex* mutex_;
+  int* uploads_;
   core::Sha256 hash_;
   kprof::v1::LoadModuleRequest message_;
   kprof::v1::ModuleHeader header_;
@@ -238,7 +251,16 @@ grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext
 
 grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
     grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) {
-  return new UploadReactor(registry_, response, Authenticate(context));
+  absl::Status admitted = Authenticate(context);
+  if (admitted.ok() && draining_) admitted = absl::UnavailableError("kprofd is shutting down");
+  return new UploadReactor(registry_, response, admitted, &uploads_mutex_, &uploads_);
+}
+
+bool ProfilerService::WaitForUploads(absl::Duration timeout) {
+  absl::MutexLock lock(&uploads_mutex_);
+  const auto none = [this]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(uploads_mutex_) { return uploads_ == 0; };
+  return uploads_mutex_.AwaitWithTimeout(absl::Condition(&none), timeout);
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerContext* context,

@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "core/device.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "server/device_executor.h"
@@ -30,8 +32,13 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
                   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
                   ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
 
-  // From now on, measurements are refused with UNAVAILABLE.
+  // From now on, measurements and uploads are refused with UNAVAILABLE.
   void StartDraining() { draining_ = true; }
+
+  // Waits up to `timeout` for the uploads in progress to end; false when some still run. Then
+  // the server can be shut down at once: gRPC's Shutdown otherwise waits out its whole deadline
+  // for every idle client connection.
+  bool WaitForUploads(absl::Duration timeout);
 
   grpc::ServerUnaryReactor* GetInfo(grpc::CallbackServerContext* context,
                                     const kprof::v1::GetInfoRequest* request,
@@ -76,6 +83,8 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   const ServiceLimits limits_;
   const std::optional<TokenAuth> auth_;
   std::atomic<bool> draining_{false};
+  absl::Mutex uploads_mutex_;
+  int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;
   std::atomic<uint64_t> next_job_id_{1};
 };
 

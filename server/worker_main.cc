@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_join.h"
 #include "core/device.h"
+#include "core/placement.h"
 #include "server/frame_channel.h"
 #include "server/worker_job.h"
 #include "server/worker_sandbox.h"
@@ -98,6 +99,7 @@ int main(int argc, char** argv) {
   uint64_t max_data_bytes = 0;
   pid_t parent = 0;
   kprof::server::SandboxPaths sandbox;
+  kprof::core::Placement placement;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
@@ -111,6 +113,14 @@ int main(int argc, char** argv) {
       parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
     } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
       max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
+      absl::StatusOr<std::vector<int>> cpus = kprof::core::ParseCpuList(argv[++i]);
+      if (!cpus.ok()) return Usage(std::string(cpus.status().message()).c_str());
+      placement.cpus = *std::move(cpus);
+    } else if (std::strcmp(argv[i], "--priority") == 0 && i + 1 < argc) {
+      absl::StatusOr<kprof::core::Priority> priority = kprof::core::ParsePriority(argv[++i]);
+      if (!priority.ok()) return Usage(std::string(priority.status().message()).c_str());
+      placement.priority = *priority;
     } else if (std::strcmp(argv[i], "--help") == 0) {
       Usage("runs measurement jobs for kprofd");
       return 0;
@@ -125,6 +135,11 @@ int main(int argc, char** argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (parent > 0 && getppid() != parent) return 1;  // the daemon died before the prctl
   InstallCrashHandlers();
+  // Still one thread: pinning and priority hold for the whole worker and what it starts.
+  if (const absl::Status s = kprof::core::ApplyPlacement(placement); !s.ok()) {
+    std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
   LimitData(max_data_bytes);
   if (const absl::Status s = kprof::server::ApplyWorkerSandbox(sandbox); !s.ok()) {
     std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",

@@ -68,6 +68,13 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   std::vector<std::string> sandbox;
   for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
   for (const std::string& p : options.unwritable) sandbox.insert(sandbox.end(), {"--no-write", p});
+  if (!options.placement.cpus.empty()) {
+    sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
+  }
+  if (const std::string priority = core::FormatPriority(options.placement.priority);
+      !priority.empty()) {
+    sandbox.insert(sandbox.end(), {"--priority", priority});
+  }
   std::vector<char*> argv = {const_cast<char*>(options.executable.c_str()),
                              const_cast<char*>("--device"),
                              const_cast<char*>(device.c_str()),

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/device.h"
+#include "core/placement.h"
 #include "kprof/v1/worker.pb.h"
 #include "server/frame_channel.h"
 
@@ -22,6 +23,7 @@ struct WorkerOptions {
   core::Device device;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;  // RLIMIT_DATA of the worker; 0: none
+  core::Placement placement;    // CPUs and priority the worker gives itself
   // Landlock: paths the worker may not read (the token file, the TLS key) or write (the cache).
   std::vector<std::string> unreadable;
   std::vector<std::string> unwritable;

@@ -34,4 +34,18 @@ grep -q "max-queue wants 1 to 1000000" "$scratch/err" || fail "queue message"
 printf 'token-file = %s/missing\n' "$scratch" >"$scratch/token.conf"
 if "$kprofd" --config "$scratch/token.conf" --check-config 2>"$scratch/err"; then fail "no token file"; fi
 grep -q "cannot read the token file" "$scratch/err" || fail "token message"
-echo "config: 7 passed, 0 failed"
+# Worker placement: CPUs this daemon may not use, or a priority it cannot take, are refused at
+# start rather than failing every job.
+if "$kprofd" --pin-cpus 1000 --check-config 2>"$scratch/err"; then fail "CPU 1000 accepted"; fi
+grep -q "pin-cpus 1000: CPU 1000 is not among the CPUs this daemon may use" "$scratch/err" ||
+  fail "pin message: $(cat "$scratch/err")"
+if "$kprofd" --pin-cpus 0-x --check-config 2>"$scratch/err"; then fail "bad CPU list"; fi
+grep -q "'0-x' is not a CPU or a range" "$scratch/err" || fail "CPU list message: $(cat "$scratch/err")"
+printf 'worker-priority = fast
+' >"$scratch/priority.conf"
+if "$kprofd" --config "$scratch/priority.conf" --check-config 2>"$scratch/err"; then fail "fast"; fi
+grep -q "accepted: nice:N with N from -20 to 19, or fifo:N" "$scratch/err" ||
+  fail "priority message: $(cat "$scratch/err")"
+"$kprofd" --pin-cpus 0 --worker-priority nice:5 --check-config >/dev/null ||
+  fail "a lower priority on CPU 0 refused"
+echo "config: 11 passed, 0 failed"

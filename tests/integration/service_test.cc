@@ -4,6 +4,7 @@
 #include <string>
 
 #include "client/kprof_client.h"
+#include "core/placement.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
@@ -270,6 +271,36 @@ TEST_F(ServiceTest, AJitteryFunctionDoesNotConvergeWithinItsBudgetAndSaysSo) {
   // The raw repeats and the filtered statistics come side by side.
   EXPECT_GT(r->filtered_statistics().mean(), 0);
   EXPECT_LE(r->filtered_statistics().max(), r->statistics().max());
+}
+
+// The worker pins itself and takes its priority before its first job; the manifest of every
+// result says what it ended up with.
+TEST_F(ServiceTest, WorkersArePinnedAndPrioritisedAsConfigured) {
+  const std::vector<int> allowed = core::AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  const std::string cpu = std::to_string(allowed.back());
+  struct Case {
+    std::string priority, manifest;
+  };
+  std::vector<Case> cases = {{"nice:5", "SCHED_OTHER, nice 5"}};
+  core::Placement fifo;
+  fifo.priority = *core::ParsePriority("fifo:1");
+  if (core::CheckPlacement(fifo).ok()) {
+    cases.push_back({"fifo:1", "SCHED_FIFO, priority 1"});
+  } else {
+    std::fprintf(stderr, "not testing fifo:1 here: %s\n",
+                 core::CheckPlacement(fifo).ToString().c_str());
+  }
+  for (const Case& c : cases) {
+    daemon_.Stop();
+    StartDaemon({"--pin-cpus", cpu, "--worker-priority", c.priority});
+    v1::TimeEvaluateRequest request = Time("builtin", "spin_us", {"float64:10"});
+    auto r = client_->TimeEvaluate(request);
+    ASSERT_THAT(r, IsOk());
+    const auto& m = r->environment().metrics();
+    EXPECT_EQ(m.at("Worker CPU affinity").string(), cpu) << c.priority;
+    EXPECT_EQ(m.at("Worker priority").string(), c.manifest);
+  }
 }
 
 TEST_F(ServiceTest, ConvergenceOptionsOutOfRangeAreInvalidArgument) {
