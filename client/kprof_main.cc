@@ -194,8 +194,14 @@ absl::Status Info(Client& client, const Options& o) {
         d.cpus(), d.queue_length(), d.busy() ? " (busy)" : "",
         static_cast<long long>(d.jobs_completed()), static_cast<long long>(d.jobs_failed()));
     for (const auto& c : d.collectors()) {
+      const std::string metrics = c.metrics().empty() ? "no preset events; native events by name"
+                                                      : absl::StrJoin(c.metrics(), ", ");
       std::printf("  collector %s: %s\n", c.name().c_str(),
-                  c.available() ? absl::StrJoin(c.metrics(), ", ").c_str() : c.reason().c_str());
+                  c.available() ? metrics.c_str() : ("unavailable: " + c.reason()).c_str());
+      for (const auto& component : c.components()) {
+        std::printf("    component %s: %s\n", component.name().c_str(),
+                    component.enabled() ? "enabled" : ("disabled: " + component.reason()).c_str());
+      }
     }
   }
   const auto& l = info.limits();

@@ -31,6 +31,7 @@ packages=(
   python3-grpcio      # an independent gRPC client for the health and reflection test
   openssl             # the TLS tests make their certificates
   libsystemd-dev      # sd_notify: READY, STOPPING and the watchdog under systemd
+  libpapi-dev         # the PAPI hardware-counter collector
   systemd             # systemd-analyze, which checks the unit file in the tests
 )
 fuzz_packages=(

@@ -9,7 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/collectors/collector_registry.h"
+#include "core/collectors/papi_collector.h"
 #include "core/collectors/perf_collector.h"
+#include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/modules/builtin_module.h"
 #include "core/profiler.h"
@@ -214,6 +216,37 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     const absl::Status probe = (*core::PerfCollector::Create({"task-clock"}))->Init({device});
     perf->set_available(probe.ok());
     if (!probe.ok()) perf->set_reason(std::string(probe.message()));
+    // PAPI: its preset events this host can count, and each component, enabled or why not.
+    kprof::v1::CollectorInfo* papi = info->add_collectors();
+    papi->set_name("papi");
+    const absl::Status papi_status = core::PapiStatus();
+    papi->set_available(papi_status.ok());
+    if (!papi_status.ok()) papi->set_reason(std::string(papi_status.message()));
+    for (const std::string& preset : core::PapiAvailablePresets()) papi->add_metrics(preset);
+    for (const core::PapiComponent& c : core::PapiComponents()) {
+      kprof::v1::CollectorComponent* component = papi->add_components();
+      component->set_name(c.name);
+      component->set_enabled(c.enabled);
+      component->set_reason(c.reason);
+    }
+    // RAPL is listed where the host has it at all; unavailable when it is not readable here.
+    if (device.type == core::DeviceType::kCpu) {
+      if (const std::vector<core::RaplDomain> domains = core::DiscoverRaplDomains();
+          !domains.empty()) {
+        kprof::v1::CollectorInfo* rapl = info->add_collectors();
+        rapl->set_name("rapl");
+        rapl->set_available(true);
+        for (const core::RaplDomain& d : domains) {
+          rapl->add_metrics(core::RaplEnergyMetric(d.name));
+          rapl->add_metrics(core::RaplPowerMetric(d.name));
+        }
+      } else if (core::HasRaplZones()) {
+        kprof::v1::CollectorInfo* rapl = info->add_collectors();
+        rapl->set_name("rapl");
+        rapl->set_available(false);
+        rapl->set_reason(core::RaplUnavailableReason());
+      }
+    }
     const DeviceExecutor::Stats stats = executor->stats();
     info->set_queue_length(stats.queue_length);
     info->set_busy(stats.busy);

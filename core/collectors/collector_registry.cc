@@ -3,13 +3,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/collectors/papi_collector.h"
 #include "core/collectors/perf_collector.h"
+#include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/status_macros.h"
 
 namespace kprof::core {
 
-std::vector<std::string> CollectorNames() { return {"rusage", "perf"}; }
+std::vector<std::string> CollectorNames() { return {"rusage", "perf", "papi", "rapl"}; }
 
 absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_view spec) {
   const size_t colon = spec.find(':');
@@ -21,6 +23,19 @@ absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_vie
           absl::StrCat("collector 'rusage' takes no options, got '", options, "'"));
     }
     return std::make_unique<RusageCollector>();
+  }
+  if (name == "rapl") {
+    if (colon != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("collector 'rapl' takes no options, got '", options, "'"));
+    }
+    return std::make_unique<RaplCollector>();
+  }
+  if (name == "papi") {
+    std::vector<std::string> events = absl::StrSplit(options, ',', absl::SkipEmpty());
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<PapiCollector> papi,
+                           PapiCollector::Create(std::move(events)));
+    return std::unique_ptr<MetricCollector>(std::move(papi));
   }
   if (name == "perf") {
     const std::vector<std::string> events = absl::StrSplit(options, ',', absl::SkipEmpty());

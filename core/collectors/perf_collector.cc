@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -45,6 +46,22 @@ bool ExcludeKernel() {
   in >> paranoid;
   return paranoid >= 2;
 }
+
+}  // namespace
+
+bool HostHasCpuPmu(const std::string& root) {
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(root, error), end; !error && it != end;
+       it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name == "cpu" || name == "cpu_core" || name == "cpu_atom" || name.rfind("armv", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+namespace {
 
 std::string Reason(int error, uint32_t type) {
   switch (error) {

@@ -17,6 +17,11 @@ namespace kprof::core {
 // The metric holding min(time running / time enabled) over the events: 1 unless multiplexed.
 inline constexpr std::string_view kPerfRunningRatioMetric = "perf running ratio";
 
+// Whether the kernel exposes a CPU performance-monitoring unit (an event source named cpu,
+// cpu_core, cpu_atom or armv*_pmu* under `root`). VMs without PMU passthrough have none: only
+// software events count there.
+bool HostHasCpuPmu(const std::string& root = "/sys/bus/event_source/devices");
+
 class PerfCollector final : public MetricCollector {
  public:
   // The events, by name. INVALID_ARGUMENT for an unknown name, listing the accepted ones.

@@ -4,12 +4,14 @@
 #include <string>
 
 #include "client/kprof_client.h"
+#include "core/collectors/rapl_collector.h"
 #include "core/placement.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
+#include "kprof/config.h"
 #include "module_files.h"
 #include "proto/wire.h"
 #include "status_matchers.h"
@@ -72,7 +74,57 @@ TEST_F(ServiceTest, InfoDescribesTheHost) {
       << info->devices(0).collectors(1).reason();
   EXPECT_EQ(info->modules(0).id(), "builtin");
   EXPECT_EQ(info->limits().max_queue(), 64);
+  // PAPI is listed with each of its components, enabled or why not; RAPL only where the host
+  // has it (this VM has no /sys/class/powercap).
+  const v1::CollectorInfo* papi = nullptr;
+  bool rapl = false;
+  for (const auto& c : info->devices(0).collectors()) {
+    if (c.name() == "papi") papi = &c;
+    rapl = rapl || c.name() == "rapl";
+  }
+  ASSERT_NE(papi, nullptr);
+#if KPROF_HAS_PAPI
+  EXPECT_TRUE(papi->available()) << papi->reason();
+  ASSERT_GT(papi->components_size(), 0);
+  EXPECT_EQ(papi->components(0).name(), "perf_event");
+  for (const auto& component : papi->components()) {
+    EXPECT_EQ(component.enabled(), component.reason().empty()) << component.name();
+  }
+#else
+  EXPECT_FALSE(papi->available());
+  EXPECT_THAT(papi->reason(), HasSubstr("built without PAPI"));
+#endif
+  EXPECT_EQ(rapl, core::HasRaplZones());
 }
+
+#if KPROF_HAS_PAPI
+TEST_F(ServiceTest, PapiCountsThroughTheDaemonAndRefusesWhatItCannotCount) {
+  v1::ProfileFunctionRequest request;
+  request.mutable_call()->set_module_id("builtin");
+  request.mutable_call()->set_function("spin_us");
+  request.mutable_call()->add_args("float64:500");
+  request.set_number(4);
+  auto* papi = request.add_collectors();
+  papi->set_name("papi");
+  papi->add_options("perf::TASK-CLOCK");
+  auto r = client_->ProfileFunction(request);
+  ASSERT_THAT(r, IsOk());
+  auto report = wire::FromProto(r->report());
+  ASSERT_THAT(report, IsOk());
+  // 4 spins of 500 us: at least most of 2 ms of CPU, in ns.
+  EXPECT_GE(std::get<core::Count>(report->calls[0].at("perf::TASK-CLOCK")).value, 1'000'000);
+
+  papi->clear_options();
+  papi->add_options("NO_SUCH_EVENT");
+  EXPECT_THAT(client_->ProfileFunction(request),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("PAPI event 'NO_SUCH_EVENT' cannot be counted")));
+  // The worker survives a refused collector: the next job runs.
+  papi->clear_options();
+  papi->add_options("perf::TASK-CLOCK");
+  EXPECT_THAT(client_->ProfileFunction(request), IsOk());
+}
+#endif
 
 TEST_F(ServiceTest, UploadsInChunksAndStoresBytesOnce) {
   const std::string bytes = ReadFileBytes(TestModulePath("vector_add"));

@@ -125,10 +125,10 @@ TEST(LocalRunner, ProfilesNumberCallsAfterWarmupAsOneRow) {
 TEST(LocalRunner, ProfileErrors) {
   LocalRunner runner;
   ProfileJob unknown;
-  unknown.collectors = {"papi:PAPI_TOT_CYC"};
-  EXPECT_THAT(
-      runner.Profile(BuiltinJob("spin_us", {"float64:1"}), unknown),
-      StatusIs(absl::StatusCode::kNotFound, "unknown collector 'papi' (available: rusage, perf)"));
+  unknown.collectors = {"likwid:FLOPS_DP"};
+  EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), unknown),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "unknown collector 'likwid' (available: rusage, perf, papi, rapl)"));
   ProfileJob options;
   options.collectors = {"rusage:x"};
   EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), options),
