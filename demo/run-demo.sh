@@ -29,7 +29,8 @@ step() { printf '\n$ %s\n' "$*"; "$@"; }
 
 step "$kprof" info
 step "$kprof" time builtin matmul --arg 'float32[256, 256]' --arg 'float32[256, 256]:random' \
-  --arg 'float32[256, 256]:random' --repeat 5 --min-repeat-ms 100 \
+  --arg 'float32[256, 256]:random' --min-repeat-ms 50 \
+  --max-rel-stddev 0.02 --min-repeats 5 --max-time-ms 5000 --outliers iqr \
   --preproc cache_flush_cpu_non_first_arg
 step "$kprof" profile builtin matmul --arg 'float32[256, 256]' \
   --arg 'float32[256, 256]:random' --arg 'float32[256, 256]:random' --warmup 1 --number 10 \
