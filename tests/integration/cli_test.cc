@@ -71,6 +71,32 @@ TEST_F(CliTest, LoadPrintsTheIdAloneAndTimeUsesIt) {
             "c3a6b1f08b0b05ac05390d6c257551ffd0cdcf40496f232b52df2498f915469e");
 }
 
+TEST_F(CliTest, TimeConvergesAndSaysSoInJsonAndTable) {
+  const Result json = Kprof(
+      "time builtin spin_us --arg float64:50 --min-repeat-ms 2 --max-rel-stddev 0.5 "
+      "--min-repeats 4 --max-time-ms 20000 --outliers iqr --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto parsed = nlohmann::json::parse(json.out);
+  EXPECT_EQ(parsed["converged"], true);
+  EXPECT_LE(parsed["rel_stddev"].get<double>(), 0.5);
+  EXPECT_EQ(parsed["stop_reason"], "converged");
+  EXPECT_GE(parsed["results"].size(), 4u);
+  EXPECT_TRUE(parsed["filtered"].contains("median"));
+  EXPECT_TRUE(parsed["outliers"].is_array());
+  EXPECT_TRUE(parsed["warnings"].is_array());
+  // Without convergence, no "converged" key: a fixed repeat count says nothing about it.
+  const Result fixed = Kprof("time builtin spin_us --arg float64:5 --repeat 2 --format json");
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_FALSE(nlohmann::json::parse(fixed.out).contains("converged"));
+  const Result table =
+      Kprof("time builtin spin_us --arg float64:50 --max-rel-stddev 0.5 --min-repeats 3");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("converged: relative std"));
+  const Result alone = Kprof("time builtin spin_us --arg float64:5 --min-repeats 3");
+  EXPECT_EQ(alone.exit_code, 1);
+  EXPECT_THAT(alone.err, HasSubstr("INVALID_ARGUMENT: min_repeats and max_time_ms apply only"));
+}
+
 TEST_F(CliTest, AFilePathIsUploadedOnlyWhenMissing) {
   const Result first = Kprof("time " + TestModulePath("vector_add") +
                              " vadd --arg float32[4] --arg float32[4] --arg float32[4]");
