@@ -1,5 +1,7 @@
 #include "server/worker_job.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/local_runner.h"
 #include "core/modules/builtin_module.h"
@@ -68,18 +70,39 @@ absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
 absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
                                                               const WorkerRequest& request) {
   if (id == core::kBuiltinModuleName) return &core::BuiltinModule();
-  if (const auto it = modules_.find(id); it != modules_.end()) return it->second.get();
+  if (const auto it = modules_.find(id); it != modules_.end()) {
+    it->second.last_used = jobs_;
+    return it->second.module.get();
+  }
   for (const auto& file : request.modules()) {
     if (file.id() != id) continue;
     KPROF_ASSIGN_OR_RETURN(auto module, core::SharedLibraryModule::OpenFile(file.path()));
     const core::Module* raw = module.get();
-    modules_.emplace(id, std::move(module));
+    modules_[id] = {std::move(module), jobs_};
     return raw;
   }
   return absl::NotFoundError(absl::StrCat("module '", id, "' was not sent to the worker"));
 }
 
+void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
+  while (modules_.size() > max_open_modules_) {
+    auto oldest = modules_.end();
+    for (auto it = modules_.begin(); it != modules_.end(); ++it) {
+      const bool named = std::any_of(request.modules().begin(), request.modules().end(),
+                                     [&](const auto& file) { return file.id() == it->first; });
+      if (!named && (oldest == modules_.end() || it->second.last_used < oldest->second.last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == modules_.end()) return;  // all in use by this job
+    modules_.erase(oldest);
+  }
+}
+
 absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* response) {
+  ++jobs_;
+  // Before resolving: a module this job resolves stays open until the job ends.
+  CloseIdleModules(request);
   core::LocalRunner runner;
   core::ArgumentLimits limits;
   if (request.max_argument_bytes() > 0) limits.max_total_bytes = request.max_argument_bytes();

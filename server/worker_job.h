@@ -14,14 +14,20 @@
 
 namespace kprof::server {
 
+// Modules kept open between jobs: an autotuner sends thousands of candidates, each loaded once
+// or twice; the least recently used beyond this many are closed.
+inline constexpr size_t kMaxOpenModules = 64;
+
 class WorkerJobs {
  public:
-  explicit WorkerJobs(core::Device device) : device_(device) {}
+  explicit WorkerJobs(core::Device device, size_t max_open_modules = kMaxOpenModules)
+      : device_(device), max_open_modules_(max_open_modules) {}
 
   // Runs one job; never fails as a call: errors travel in the response's code and message.
   kprof::worker::v1::WorkerResponse Run(const kprof::worker::v1::WorkerRequest& request);
 
   size_t modules_open() const { return modules_.size(); }
+  bool is_open(const std::string& id) const { return modules_.count(id) > 0; }
 
   // What the job ran, for messages: "function 'f'" or "the profiled sequence".
   static std::string Describe(const kprof::worker::v1::WorkerRequest& request);
@@ -32,8 +38,17 @@ class WorkerJobs {
   absl::Status RunJob(const kprof::worker::v1::WorkerRequest& request,
                       kprof::worker::v1::WorkerResponse* response);
 
+  // Closes the least recently used modules beyond the limit, except those `request` names.
+  void CloseIdleModules(const kprof::worker::v1::WorkerRequest& request);
+
+  struct OpenModule {
+    std::unique_ptr<core::SharedLibraryModule> module;
+    uint64_t last_used = 0;
+  };
   core::Device device_;
-  std::map<std::string, std::unique_ptr<core::SharedLibraryModule>> modules_;
+  size_t max_open_modules_;
+  uint64_t jobs_ = 0;
+  std::map<std::string, OpenModule> modules_;
 };
 
 }  // namespace kprof::server

@@ -1,0 +1,101 @@
+// WorkerJobs, in this process: modules stay open between jobs, but only so many.
+#include <filesystem>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "server/worker_job.h"
+#include "temp_dir.h"
+
+namespace kprof::server {
+namespace {
+
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using kprof::worker::v1::WorkerRequest;
+
+constexpr core::Device kCpu{core::DeviceType::kCpu, 0};
+
+class WorkerJobsTest : public ::testing::Test {
+ protected:
+  // Module i: a copy of vector_add.so of its own (the daemon names modules by their bytes'
+  // SHA-256; here any distinct id will do).
+  std::string ModulePath(int i) {
+    const std::string path = dir_.path() + "/m" + std::to_string(i) + ".so";
+    if (!std::filesystem::exists(path)) {
+      std::filesystem::copy_file(TestModulePath("vector_add"), path);
+    }
+    return path;
+  }
+
+  // A vadd over 4 floats in module i.
+  WorkerRequest Vadd(int i) {
+    WorkerRequest request;
+    request.set_job_id(static_cast<uint64_t>(i) + 1);
+    auto* file = request.add_modules();
+    file->set_id("m" + std::to_string(i));
+    file->set_path(ModulePath(i));
+    auto* call = request.mutable_time_evaluate()->mutable_call();
+    call->set_module_id(file->id());
+    call->set_function("vadd");
+    for (const char* spec : {"float32[4]", "float32[4]:ones", "float32[4]:ones"}) {
+      call->add_args(spec);
+    }
+    return request;
+  }
+
+  TempDir dir_;
+};
+
+TEST_F(WorkerJobsTest, KeepsAtMostTheLimitOfModulesOpen) {
+  WorkerJobs jobs(kCpu, /*max_open_modules=*/4);
+  for (int i = 0; i < 10; ++i) {
+    const auto response = jobs.Run(Vadd(i));
+    ASSERT_EQ(response.code(), 0) << response.message();
+    EXPECT_LE(jobs.modules_open(), 5u) << "after job " << i;  // the limit, plus this job's
+  }
+  // A closed module opens again when a job names it.
+  const auto again = jobs.Run(Vadd(0));
+  EXPECT_EQ(again.code(), 0) << again.message();
+}
+
+TEST_F(WorkerJobsTest, RecentlyUsedModulesStayOpen) {
+  WorkerJobs jobs(kCpu, /*max_open_modules=*/2);
+  ASSERT_EQ(jobs.Run(Vadd(0)).code(), 0);
+  ASSERT_EQ(jobs.Run(Vadd(1)).code(), 0);
+  ASSERT_EQ(jobs.Run(Vadd(0)).code(), 0);  // 0 is now more recent than 1
+  ASSERT_EQ(jobs.Run(Vadd(2)).code(), 0);  // closes nothing yet: 3 open after it
+  EXPECT_EQ(jobs.modules_open(), 3u);
+  ASSERT_EQ(jobs.Run(Vadd(3)).code(), 0);  // closes 1, the least recently used
+  EXPECT_EQ(jobs.modules_open(), 3u);
+  EXPECT_FALSE(jobs.is_open("m1"));
+  EXPECT_TRUE(jobs.is_open("m0"));
+  EXPECT_TRUE(jobs.is_open("m3"));
+}
+
+TEST_F(WorkerJobsTest, AJobMayNameMoreModulesThanTheLimit) {
+  WorkerJobs jobs(kCpu, /*max_open_modules=*/2);
+  WorkerRequest request;
+  request.set_job_id(1);
+  auto* profile = request.mutable_profile();
+  for (int i = 0; i < 5; ++i) {
+    auto* file = request.add_modules();
+    file->set_id("m" + std::to_string(i));
+    file->set_path(ModulePath(i));
+    auto* call = profile->add_calls();
+    call->set_module_id(file->id());
+    call->set_function("vadd");
+    for (const char* spec : {"float32[4]", "float32[4]:ones", "float32[4]:ones"}) {
+      call->add_args(spec);
+    }
+  }
+  const auto response = jobs.Run(request);
+  ASSERT_EQ(response.code(), 0) << response.message();
+  EXPECT_EQ(response.profile().report().calls_size(), 5);
+  ASSERT_EQ(jobs.Run(Vadd(7)).code(), 0);  // then the idle ones close
+  EXPECT_LE(jobs.modules_open(), 3u);
+}
+
+}  // namespace
+}  // namespace kprof::server
