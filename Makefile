@@ -35,6 +35,7 @@ test: build
 	ctest --preset $(PRESET)
 
 bench: build
+	./$(BUILD_DIR)/tests/bench/kprof_bench --markdown docs/BENCHMARKS.md
 	./$(BUILD_DIR)/tests/bench/kprof_runner_bench
 	./$(BUILD_DIR)/tests/bench/kprof_daemon_bench
 

@@ -7,12 +7,15 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "core/placement.h"
 #include "kprof/config.h"
 
@@ -43,21 +46,42 @@ std::string CpuInfoField(std::string_view key) {
   return "";
 }
 
-void FrequencyFields(MetricMap& m) {
-  const std::string base = "/sys/devices/system/cpu/cpu0/cpufreq/";
+// What does not change while a process runs, read once: the build, the host, the processor,
+// and the clock /proc/cpuinfo reports on hosts without cpufreq (VMs, where it is fixed).
+// /proc/cpuinfo alone costs ~70 us to generate, more on large hosts, which a per-job manifest
+// cannot pay.
+struct StaticFields {
+  std::string host, kernel, cpu_model;
+  std::optional<int64_t> cpuinfo_mhz;
+};
+
+const StaticFields& Static() {
+  static const StaticFields* const fields = [] {
+    auto* f = new StaticFields;
+    char host[256] = {0};
+    f->host = gethostname(host, sizeof host - 1) == 0 ? std::string(host) : kUnavailable;
+    utsname uts{};
+    f->kernel = uname(&uts) == 0 ? absl::StrCat(uts.sysname, " ", uts.release, " ", uts.machine)
+                                 : kUnavailable;
+    f->cpu_model = CpuInfoField("model name");
+    if (f->cpu_model.empty()) f->cpu_model = CpuInfoField("Model");  // arm64 boards
+    if (f->cpu_model.empty()) f->cpu_model = kUnavailable;
+    if (double mhz = 0; absl::SimpleAtod(CpuInfoField("cpu MHz"), &mhz)) {
+      f->cpuinfo_mhz = static_cast<int64_t>(mhz + 0.5);
+    }
+    return f;
+  }();
+  return *fields;
+}
+
+void CurrentFrequency(MetricMap& m) {
   int64_t khz = 0;
-  if (absl::SimpleAtoi(FirstLine(base + "scaling_cur_freq"), &khz)) {
+  if (absl::SimpleAtoi(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"), &khz)) {
     m["CPU frequency (MHz)"] = Count{khz / 1000};
-  } else if (double mhz = 0; absl::SimpleAtod(CpuInfoField("cpu MHz"), &mhz)) {
-    m["CPU frequency (MHz)"] = Count{static_cast<int64_t>(mhz + 0.5)};
+  } else if (Static().cpuinfo_mhz) {
+    m["CPU frequency (MHz)"] = Count{*Static().cpuinfo_mhz};
   } else {
     m["CPU frequency (MHz)"] = std::string(kUnavailable);
-  }
-  if (absl::SimpleAtoi(FirstLine(base + "scaling_min_freq"), &khz)) {
-    m["CPU frequency min (MHz)"] = Count{khz / 1000};
-  }
-  if (absl::SimpleAtoi(FirstLine(base + "scaling_max_freq"), &khz)) {
-    m["CPU frequency max (MHz)"] = Count{khz / 1000};
   }
 }
 
@@ -71,33 +95,57 @@ std::string Turbo() {
 
 std::string Or(std::string value) { return value.empty() ? kUnavailable : value; }
 
+// The host's settings — CPUs online, governor, clock range, SMT, turbo — read at most once a
+// second: a dozen sysfs files cost a job ~80 us, and a person changes these by hand, not
+// between two jobs of the same second. The current clock, the load and the process's own
+// placement are read every time.
+MetricMap Settings() {
+  static absl::Mutex mutex;
+  static MetricMap* cached ABSL_GUARDED_BY(mutex) = nullptr;
+  static absl::Time read_at ABSL_GUARDED_BY(mutex);
+  absl::MutexLock lock(&mutex);
+  const absl::Time now = absl::Now();
+  if (cached == nullptr || now - read_at >= absl::Seconds(1)) {
+    MetricMap m;
+    m["CPUs online"] = Count{sysconf(_SC_NPROCESSORS_ONLN)};
+    m["CPU governor"] = Or(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"));
+    const std::string base = "/sys/devices/system/cpu/cpu0/cpufreq/";
+    if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_min_freq"), &khz)) {
+      m["CPU frequency min (MHz)"] = Count{khz / 1000};
+    }
+    if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_max_freq"), &khz)) {
+      m["CPU frequency max (MHz)"] = Count{khz / 1000};
+    }
+    const std::string smt = FirstLine("/sys/devices/system/cpu/smt/active");
+    m["SMT"] = smt.empty() ? std::string(kUnavailable) : std::string(smt == "1" ? "on" : "off");
+    m["Turbo"] = Turbo();
+    delete cached;
+    cached = new MetricMap(std::move(m));
+    read_at = now;
+  }
+  return *cached;
+}
+
 }  // namespace
 
 MetricMap EnvironmentManifest() {
-  MetricMap m;
+  MetricMap m = Settings();
   m["kprofd version"] = std::string(KPROF_VERSION);
-  char host[256] = {0};
-  m["Host"] = gethostname(host, sizeof host - 1) == 0 ? std::string(host) : kUnavailable;
-  utsname uts{};
-  m["Kernel"] = uname(&uts) == 0 ? absl::StrCat(uts.sysname, " ", uts.release, " ", uts.machine)
-                                 : kUnavailable;
-  m["CPU model"] = Or(CpuInfoField("model name"));
-  m["CPUs online"] = Count{sysconf(_SC_NPROCESSORS_ONLN)};
-  m["CPU governor"] = Or(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"));
-  FrequencyFields(m);
-  const std::string smt = FirstLine("/sys/devices/system/cpu/smt/active");
-  m["SMT"] = smt.empty() ? std::string(kUnavailable) : std::string(smt == "1" ? "on" : "off");
-  m["Turbo"] = Turbo();
-  double load[3] = {0, 0, 0};
-  m["Load average"] = getloadavg(load, 3) == 3
-                          ? absl::StrFormat("%.2f, %.2f, %.2f", load[0], load[1], load[2])
-                          : std::string(kUnavailable);
-  // /proc/loadavg's fourth field is "runnable/total".
+  m["Host"] = Static().host;
+  m["Kernel"] = Static().kernel;
+  m["CPU model"] = Static().cpu_model;
+  CurrentFrequency(m);
+  // /proc/loadavg: the 1, 5 and 15 minute load averages, then "runnable/total".
   std::ifstream loadavg("/proc/loadavg");
-  std::string a, b, c, runnable;
+  double load[3] = {0, 0, 0};
+  std::string runnable;
   int64_t running = 0;
-  if (loadavg >> a >> b >> c >> runnable &&
-      absl::SimpleAtoi(runnable.substr(0, runnable.find('/')), &running)) {
+  if (loadavg >> load[0] >> load[1] >> load[2] >> runnable) {
+    m["Load average"] = absl::StrFormat("%.2f, %.2f, %.2f", load[0], load[1], load[2]);
+  } else {
+    m["Load average"] = std::string(kUnavailable);
+  }
+  if (absl::SimpleAtoi(runnable.substr(0, runnable.find('/')), &running)) {
     m["Runnable processes"] = Count{running};
   } else {
     m["Runnable processes"] = std::string(kUnavailable);

@@ -24,6 +24,7 @@ packages=(
   libssl-dev          # SHA-256 of argument bytes (OpenSSL)
   libgtest-dev        # unit and integration tests
   libgmock-dev        # matchers used by the tests
+  libbenchmark-dev    # Google Benchmark: the in-process reference of make bench
   protobuf-compiler   # protoc, for proto/kprof/v1/*.proto
   libprotobuf-dev     # the generated messages' runtime
   protobuf-compiler-grpc  # grpc_cpp_plugin

@@ -152,7 +152,7 @@ TEST_F(CliTest, ErrorsAreOneLineWithTheCodesName) {
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err,
             "kprof: NOT_FOUND: module holds no function 'gemm' (it exports: copy, fill, matmul, "
-            "saxpy, sleep_us, spin_us)\n");
+            "nop, saxpy, sleep_us, spin_us)\n");
   const Result usage = Kprof("frobnicate");
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.err, HasSubstr("kprof: INVALID_ARGUMENT: unknown command 'frobnicate'"));

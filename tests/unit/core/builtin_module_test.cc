@@ -45,11 +45,11 @@ std::vector<T> Values(Arguments& args, int index) {
 
 TEST(BuiltinModule, ListsItsKernels) {
   EXPECT_THAT(BuiltinModule().functions(),
-              ElementsAre("copy", "fill", "matmul", "saxpy", "sleep_us", "spin_us"));
+              ElementsAre("copy", "fill", "matmul", "nop", "saxpy", "sleep_us", "spin_us"));
   EXPECT_THAT(BuiltinModule().GetFunction("gemm"),
               StatusIs(absl::StatusCode::kNotFound,
-                       "module holds no function 'gemm' (it exports: copy, fill, matmul, saxpy, "
-                       "sleep_us, spin_us)"));
+                       "module holds no function 'gemm' (it exports: copy, fill, matmul, nop, "
+                       "saxpy, sleep_us, spin_us)"));
 }
 
 TEST(BuiltinModule, KernelsComputeWhatTheySay) {

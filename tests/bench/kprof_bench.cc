@@ -1,0 +1,596 @@
+// kprof_bench: the benchmark suite of `make bench`. Every figure is a ratio against a reference
+// measured in the same run, on the same machine, because these machines are shared and noisy:
+//
+//   1 accuracy     builtin kernels timed remotely through kprofd against Google Benchmark
+//                  in-process (ratio of medians; goal 1.00 ± 0.01)
+//   2 overhead     a minimal TimeEvaluate against a bare grpc.health.v1 Check on the same daemon,
+//                  p50 and p99, unpinned and with client and daemon on one core (goal p50 ≤ 1.3)
+//   3 candidate    an autotuner's cost per candidate: HasModule, upload 50 KB, TimeEvaluate
+//                  (goal p50 under 1 ms)
+//   4 throughput   small jobs per second from 8 clients against health checks per second; the
+//                  front-to-worker round trip per job against a socketpair ping-pong
+//   5 upload       MB/s of a 64 MiB upload against a raw streaming RPC of the same bytes; the
+//                  second upload of the same bytes against hashing them
+//   6 footprint    daemon RSS idle and holding 100 modules; start to accepting calls against
+//                  running `kprofd --version`
+//   7 timer floor  time per call of an empty function with number = 10^6 against one
+//                  clock_gettime
+//
+// It prints a table and, with --markdown FILE, writes it with the machine and the command.
+// It fails nothing: a missed goal is reported as such.
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "client/kprof_client.h"
+#include "core/args/arguments.h"
+#include "core/environment.h"
+#include "core/modules/builtin_module.h"
+#include "core/sha256.h"
+#include "core/statistics.h"
+#include "daemon.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/generic/async_generic_service.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "kprof/config.h"
+#include "kprof/v1/kprof.grpc.pb.h"
+#include "module_files.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using kprof::core::Median;
+using kprof::core::Percentile;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// One line of the result table.
+struct Row {
+  std::string section, figure, value, reference, ratio, goal;
+};
+std::vector<Row> rows;
+
+void Add(std::string section, std::string figure, std::string value, std::string reference,
+         double ratio, std::string goal = "") {
+  rows.push_back({std::move(section), std::move(figure), std::move(value), std::move(reference),
+                  absl::StrFormat("%.3f", ratio), std::move(goal)});
+  const Row& r = rows.back();
+  std::printf("%-12s %-46s %-18s %-30s %8s  %s\n", r.section.c_str(), r.figure.c_str(),
+              r.value.c_str(), r.reference.c_str(), r.ratio.c_str(), r.goal.c_str());
+  std::fflush(stdout);
+}
+
+std::string Us(double seconds) { return absl::StrFormat("%.2f us", seconds * 1e6); }
+std::string Ms(double seconds) { return absl::StrFormat("%.3f ms", seconds * 1e3); }
+std::string Met(bool met) { return met ? "met" : "NOT met"; }
+
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "kprof_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T Must(absl::StatusOr<T> value, const char* what) {
+  if (!value.ok()) Fail(absl::StrFormat("%s: %s", what, value.status().ToString()));
+  return *std::move(value);
+}
+
+kprof::v1::TimeEvaluateRequest TimeRequest(const std::string& module, const std::string& function,
+                                           const std::vector<std::string>& args) {
+  kprof::v1::TimeEvaluateRequest request;
+  request.mutable_call()->set_module_id(module);
+  request.mutable_call()->set_function(function);
+  for (const std::string& a : args) request.mutable_call()->add_args(a);
+  return request;
+}
+
+// Unary calls by method name on a completion queue, the same way for every method: the
+// overhead figures compare the daemon's work, not two client paths.
+class RawCaller {
+ public:
+  explicit RawCaller(const std::string& target)
+      : stub_(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())) {}
+
+  bool Call(const std::string& method, const std::string& request) {
+    grpc::ClientContext context;
+    grpc::Slice slice(request);
+    grpc::ByteBuffer in(&slice, 1), out;
+    auto call = stub_.PrepareUnaryCall(&context, method, in, &queue_);
+    call->StartCall();
+    grpc::Status status;
+    call->Finish(&out, &status, this);
+    void* tag = nullptr;
+    bool ok = false;
+    queue_.Next(&tag, &ok);
+    return ok && status.ok();
+  }
+
+ private:
+  grpc::GenericStub stub_;
+  grpc::CompletionQueue queue_;
+};
+
+constexpr char kHealthCheck[] = "/grpc.health.v1.Health/Check";
+constexpr char kTimeEvaluate[] = "/kprof.v1.Profiler/TimeEvaluate";
+
+std::vector<double> TimeCalls(int n, const std::function<void()>& call) {
+  std::vector<double> seconds;
+  seconds.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    const auto start = Clock::now();
+    call();
+    seconds.push_back(Seconds(Clock::now() - start));
+  }
+  return seconds;
+}
+
+// --- 1. accuracy ----------------------------------------------------------------------------
+
+// Collects each repetition's real time per iteration from Google Benchmark.
+class Collector final : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& run : runs) {
+      if (run.run_type == Run::RT_Iteration && !run.error_occurred) {
+        seconds_.push_back(run.GetAdjustedRealTime() * 1e-9);  // kNanosecond
+      }
+    }
+  }
+  std::vector<double> Take() { return std::move(seconds_); }
+
+ private:
+  std::vector<double> seconds_;
+};
+
+void Accuracy(kprof::client::Client& client) {
+  struct Kernel {
+    std::string label, function;
+    std::vector<std::string> args;
+    double min_seconds;
+  };
+  const std::vector<Kernel> kernels = {
+      {"spin_us(100)", "spin_us", {"float64:100"}, 0.05},
+      {"copy 64 MiB", "copy", {"float32[16777216]", "float32[16777216]:random"}, 0.2},
+      {"matmul 256x256",
+       "matmul",
+       {"float32[256, 256]", "float32[256, 256]:random", "float32[256, 256]:random"},
+       0.1}};
+  constexpr int kRepeats = 15;
+  for (const Kernel& k : kernels) {
+    // In-process: the builtin through the module ABI, on arguments made the same way.
+    std::vector<kprof::core::ArgSpec> specs;
+    for (const std::string& a : k.args) specs.push_back(Must(kprof::core::ParseArgSpec(a), "spec"));
+    auto args = Must(kprof::core::Arguments::Allocate(specs, 0, {kprof::core::DeviceType::kCpu, 0},
+                                                      kprof::core::ArgumentLimits{}),
+                     "arguments");
+    const kprof::core::ModuleFunction fn =
+        Must(kprof::core::BuiltinModule().GetFunction(k.function), "builtin");
+    benchmark::ClearRegisteredBenchmarks();
+    benchmark::RegisterBenchmark(k.label.c_str(),
+                                 [&](benchmark::State& state) {
+                                   for (auto _ : state) fn.function(args->tensors(), args->size());
+                                 })
+        ->Unit(benchmark::kNanosecond)
+        ->UseRealTime()
+        ->MinTime(k.min_seconds)
+        ->Repetitions(kRepeats);
+    Collector collector;
+    benchmark::RunSpecifiedBenchmarks(&collector);
+    const double local = Median(collector.Take());
+    args.reset();
+
+    // Remote: the same kernel, timed by kprofd's worker.
+    auto request = TimeRequest("builtin", k.function, k.args);
+    request.set_repeat(kRepeats);
+    request.set_min_repeat_ms(k.min_seconds * 1e3);
+    const auto r = Must(client.TimeEvaluate(request, absl::Minutes(5)), k.label.c_str());
+    const double remote = r.statistics().median();
+    const double ratio = remote / local;
+    Add("accuracy", k.label + " median, kprofd", Us(remote), "Google Benchmark " + Us(local), ratio,
+        "1.00 +- 0.01: " + Met(std::abs(ratio - 1) <= 0.01));
+  }
+}
+
+// --- 2. overhead ----------------------------------------------------------------------------
+
+void Overhead(const std::string& target, const std::string& label) {
+  RawCaller caller(target);
+  kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
+  request.set_number(1);
+  request.set_repeat(1);
+  const std::string job = request.SerializeAsString();
+  // Interleaved in blocks, so both see the same noise.
+  std::vector<double> health, time;
+  for (int warm = 0; warm < 50; ++warm) caller.Call(kTimeEvaluate, job);
+  for (int block = 0; block < 20; ++block) {
+    const auto h = TimeCalls(100, [&] { caller.Call(kHealthCheck, ""); });
+    const auto t = TimeCalls(100, [&] {
+      if (!caller.Call(kTimeEvaluate, job)) Fail("TimeEvaluate of nop failed");
+    });
+    health.insert(health.end(), h.begin(), h.end());
+    time.insert(time.end(), t.begin(), t.end());
+  }
+  const double p50 = Percentile(time, 50) / Percentile(health, 50);
+  Add("overhead", "TimeEvaluate(nop) p50, " + label, Us(Percentile(time, 50)),
+      "health Check " + Us(Percentile(health, 50)), p50, "<= 1.3: " + Met(p50 <= 1.3));
+  Add("overhead", "TimeEvaluate(nop) p99, " + label, Us(Percentile(time, 99)),
+      "health Check " + Us(Percentile(health, 99)), Percentile(time, 99) / Percentile(health, 99));
+}
+
+// --- 3. per candidate -----------------------------------------------------------------------
+
+// Distinct modules of `size` bytes: a real shared library with a tag of its own appended (the
+// loader ignores bytes past the ELF's sections; the registry names a module by its SHA-256).
+std::string Candidate(const std::string& base, size_t size, int tag) {
+  std::string bytes = base;
+  std::string suffix = absl::StrFormat("kprof-bench-candidate-%d-%d", getpid(), tag);
+  bytes += suffix;
+  if (bytes.size() < size) bytes.resize(size, '\0');
+  return bytes;
+}
+
+void PerCandidate(kprof::client::Client& client, const std::string& base, double health_p50) {
+  std::vector<double> seconds;
+  for (int i = 0; i < 300; ++i) {
+    const std::string bytes = Candidate(base, 50 * 1024, i);
+    const auto start = Clock::now();
+    const auto module = Must(client.LoadModule(bytes, "candidate.so"), "candidate upload");
+    auto request = TimeRequest(module.id(), "vadd",
+                               {"float32[256]", "float32[256]:random", "float32[256]:random"});
+    Must(client.TimeEvaluate(request), "candidate TimeEvaluate");
+    seconds.push_back(Seconds(Clock::now() - start));
+  }
+  const double p50 = Percentile(seconds, 50);
+  Add("candidate", "HasModule + upload 50 KB + TimeEvaluate, p50", Ms(p50),
+      "health Check " + Us(health_p50), p50 / health_p50, "< 1 ms: " + Met(p50 < 1e-3));
+}
+
+// --- 4. throughput ----------------------------------------------------------------------------
+
+double CallsPerSecond(const std::string& target, const std::string& method,
+                      const std::string& body) {
+  constexpr int kClients = 8;
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> done{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < kClients; ++c) {
+    threads.emplace_back([&] {
+      RawCaller caller(target);
+      while (!stop) {
+        if (caller.Call(method, body)) ++done;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // connect, warm up
+  const int64_t before = done;
+  const auto start = Clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double rate = static_cast<double>(done - before) / Seconds(Clock::now() - start);
+  stop = true;
+  for (auto& t : threads) t.join();
+  return rate;
+}
+
+// A 1 KiB message to another thread and back over a socketpair: the IPC floor.
+double SocketPingPong() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) Fail("socketpair");
+  constexpr int kRounds = 20000;
+  std::thread echo([fd = fds[1]] {
+    char buffer[1024];
+    for (int i = 0; i < kRounds; ++i) {
+      size_t got = 0;
+      while (got < sizeof buffer)
+        got += static_cast<size_t>(read(fd, buffer + got, sizeof buffer - got));
+      if (write(fd, buffer, sizeof buffer) != sizeof buffer) return;
+    }
+  });
+  char buffer[1024] = {0};
+  const auto start = Clock::now();
+  for (int i = 0; i < kRounds; ++i) {
+    if (write(fds[0], buffer, sizeof buffer) != sizeof buffer) Fail("ping");
+    size_t got = 0;
+    while (got < sizeof buffer)
+      got += static_cast<size_t>(read(fds[0], buffer + got, sizeof buffer - got));
+  }
+  const double each = Seconds(Clock::now() - start) / kRounds;
+  echo.join();
+  close(fds[0]);
+  close(fds[1]);
+  return each;
+}
+
+void Throughput(const std::string& target, kprof::client::Client& client) {
+  kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
+  const double jobs = CallsPerSecond(target, kTimeEvaluate, request.SerializeAsString());
+  const double checks = CallsPerSecond(target, kHealthCheck, "");
+  Add("throughput", "TimeEvaluate(nop) per second, 8 clients", absl::StrFormat("%.0f/s", jobs),
+      absl::StrFormat("health checks %.0f/s", checks), jobs / checks);
+  std::vector<double> execution;
+  for (int i = 0; i < 500; ++i) {
+    execution.push_back(Must(client.TimeEvaluate(request), "nop").timing().execution_seconds());
+  }
+  const double ping = SocketPingPong();
+  Add("throughput", "front to worker and back per job (p50)", Us(Percentile(execution, 50)),
+      "socketpair 1 KiB ping-pong " + Us(ping), Percentile(execution, 50) / ping);
+}
+
+// --- 5. upload --------------------------------------------------------------------------------
+
+// Takes any client-streaming call and answers an empty message once the stream ends: the
+// cheapest server a stream of the same bytes can meet.
+class Sink final : public grpc::CallbackGenericService {
+  grpc::ServerGenericBidiReactor* CreateReactor(grpc::GenericCallbackServerContext*) override {
+    class Reactor final : public grpc::ServerGenericBidiReactor {
+     public:
+      Reactor() { StartRead(&in_); }
+      void OnReadDone(bool ok) override {
+        if (ok) {
+          in_.Clear();
+          StartRead(&in_);
+          return;
+        }
+        grpc::Slice empty("");
+        out_ = grpc::ByteBuffer(&empty, 1);
+        StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      grpc::ByteBuffer in_, out_;
+    };
+    return new Reactor;
+  }
+};
+
+double StreamSeconds(kprof::v1::Profiler::Stub& stub, const std::string& bytes) {
+  constexpr size_t kChunk = 1 << 20;
+  const auto start = Clock::now();
+  grpc::ClientContext context;
+  kprof::v1::LoadModuleResponse response;
+  auto writer = stub.LoadModule(&context, &response);
+  kprof::v1::LoadModuleRequest header;
+  header.mutable_header()->set_name("upload.so");
+  header.mutable_header()->set_size_bytes(bytes.size());
+  header.mutable_header()->set_sha256(kprof::core::Sha256Hex(bytes));
+  writer->Write(header);
+  for (size_t at = 0; at < bytes.size(); at += kChunk) {
+    kprof::v1::LoadModuleRequest chunk;
+    chunk.set_chunk(bytes.substr(at, kChunk));
+    writer->Write(chunk);
+  }
+  writer->WritesDone();
+  const grpc::Status status = writer->Finish();
+  if (!status.ok()) Fail("upload: " + status.error_message());
+  return Seconds(Clock::now() - start);
+}
+
+void Upload(const std::string& target, kprof::client::Client& client, const std::string& base) {
+  constexpr size_t kSize = 64 << 20;
+  grpc::ServerBuilder builder;
+  Sink sink;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterCallbackGenericService(&sink);
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  auto raw = kprof::v1::Profiler::NewStub(grpc::CreateChannel(absl::StrFormat("127.0.0.1:%d", port),
+                                                              grpc::InsecureChannelCredentials()));
+  auto daemon =
+      kprof::v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  std::vector<double> to_daemon, to_sink;
+  std::string last;
+  for (int i = 0; i < 3; ++i) {
+    last = Candidate(base, kSize, 100000 + i);  // new bytes each time: nothing deduplicated
+    to_daemon.push_back(StreamSeconds(*daemon, last));
+    to_sink.push_back(StreamSeconds(*raw, last));
+  }
+  const double mb = static_cast<double>(kSize) / (1 << 20);
+  const double daemon_rate = mb / Median(to_daemon), sink_rate = mb / Median(to_sink);
+  Add("upload", "64 MiB LoadModule", absl::StrFormat("%.0f MB/s", daemon_rate),
+      absl::StrFormat("raw stream %.0f MB/s", sink_rate), daemon_rate / sink_rate);
+  // The same bytes again: the client hashes them and asks; nothing travels.
+  const auto start = Clock::now();
+  Must(client.LoadModule(last, "upload.so"), "second upload");
+  const double again = Seconds(Clock::now() - start);
+  const auto hash_start = Clock::now();
+  const std::string digest = kprof::core::Sha256Hex(last);
+  const double hash = Seconds(Clock::now() - hash_start);
+  Add("upload", "second upload of the same 64 MiB", Ms(again), "SHA-256 of them " + Ms(hash),
+      again / hash);
+  server->Shutdown(std::chrono::system_clock::now());
+}
+
+// --- 6. footprint -----------------------------------------------------------------------------
+
+double RssMiB(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtod(line.c_str() + 6, nullptr) / 1024;
+  }
+  return NAN;
+}
+
+double ExecSeconds(const std::vector<std::string>& argv_strings) {
+  std::vector<char*> argv;
+  for (const std::string& s : argv_strings) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  const auto start = Clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, STDOUT_FILENO);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return Seconds(Clock::now() - start);
+}
+
+void Footprint(const std::string& base) {
+  kprof::testing::TempDir dir;
+  std::vector<double> starts;
+  for (int i = 0; i < 5; ++i) {
+    kprof::testing::Daemon daemon;
+    const auto start = Clock::now();
+    if (!daemon.Start(dir.path() + "/start" + std::to_string(i))) Fail("kprofd did not start");
+    starts.push_back(Seconds(Clock::now() - start));
+  }
+  std::vector<double> execs;
+  for (int i = 0; i < 5; ++i) execs.push_back(ExecSeconds({KPROFD_PATH, "--version"}));
+  Add("footprint", "start to accepting calls (10 ms polls)", Ms(Median(starts)),
+      "kprofd --version " + Ms(Median(execs)), Median(starts) / Median(execs));
+
+  kprof::testing::Daemon daemon;
+  if (!daemon.Start(dir.path() + "/rss")) Fail("kprofd did not start");
+  auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+  Must(client->Info(), "info");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double idle = RssMiB(daemon.pid());
+  for (int i = 0; i < 100; ++i) {
+    Must(client->LoadModule(Candidate(base, 50 * 1024, 200000 + i), "m.so"), "module");
+  }
+  const double held = RssMiB(daemon.pid());
+  Add("footprint", "daemon RSS holding 100 modules", absl::StrFormat("%.1f MiB", held),
+      absl::StrFormat("idle %.1f MiB", idle), held / idle, "idle < 20 MiB: " + Met(idle < 20));
+}
+
+// --- 7. timer floor ---------------------------------------------------------------------------
+
+void TimerFloor(kprof::client::Client& client) {
+  auto request = TimeRequest("builtin", "nop", {});
+  request.set_number(1'000'000);
+  request.set_repeat(5);
+  const double per_call = Must(client.TimeEvaluate(request), "nop x 10^6").statistics().median();
+  constexpr int kReads = 1'000'000;
+  timespec t{};
+  const auto start = Clock::now();
+  for (int i = 0; i < kReads; ++i) clock_gettime(CLOCK_MONOTONIC, &t);
+  const double clock_read = Seconds(Clock::now() - start) / kReads;
+  Add("timer floor", "nop per call, number = 10^6", absl::StrFormat("%.2f ns", per_call * 1e9),
+      absl::StrFormat("clock_gettime %.2f ns", clock_read * 1e9), per_call / clock_read);
+}
+
+// --- the report -------------------------------------------------------------------------------
+
+std::string Field(const kprof::core::MetricMap& m, const char* key) {
+  const auto it = m.find(key);
+  return it == m.end() ? "?" : kprof::core::FormatForTable(it->second);
+}
+
+void WriteMarkdown(const std::string& path, const std::string& started) {
+  const kprof::core::MetricMap env = kprof::core::EnvironmentManifest();
+  std::ofstream out(path);
+  out << "# Benchmarks\n\n"
+      << "Every figure is a ratio against a reference measured in the same run on the same "
+         "machine, since the machines these run on are shared and noisy. Regenerate with "
+         "`make bench` (it rewrites this file); the program is `tests/bench/kprof_bench.cc`.\n\n"
+      << "- Machine: " << Field(env, "CPU model") << ", " << Field(env, "CPUs online")
+      << " CPUs online, " << Field(env, "Kernel") << "\n"
+      << "- Governor " << Field(env, "CPU governor") << ", SMT " << Field(env, "SMT")
+      << ", load average at the end " << Field(env, "Load average") << "\n"
+      << "- kprofd " << KPROF_VERSION << " (" << KPROF_BUILD << "), run " << started << "\n\n"
+      << "| section | figure | value | reference | ratio | goal |\n"
+      << "| --- | --- | --- | --- | --- | --- |\n";
+  for (const Row& r : rows) {
+    out << "| " << r.section << " | " << r.figure << " | " << r.value << " | " << r.reference
+        << " | " << r.ratio << " | " << r.goal << " |\n";
+  }
+  out << "\nReading the table:\n\n"
+      << "- **accuracy**: kprofd's median seconds per call over Google Benchmark's median of "
+         "its repetitions, for the same builtin kernel on arguments made the same way.\n"
+      << "- **overhead**: a TimeEvaluate of `nop` (number 1, repeat 1) over a bare "
+         "grpc.health.v1 Check on the same daemon and channel, interleaved; \"one core\" runs "
+         "client, daemon and worker on a single CPU.\n"
+      << "- **candidate**: what an autotuner pays per candidate: the client hashes 50 KB, asks "
+         "HasModule, uploads, then times `vadd` once.\n"
+      << "- **throughput**: 8 client threads, each with its own channel, for 2 s.\n"
+      << "- **upload**: the same client stream to kprofd and to a server that only reads it.\n"
+      << "- **footprint**: the front process's resident memory (workers are separate "
+         "processes).\n"
+      << "- **timer floor**: what the timing loop costs per call of a function that does "
+         "nothing.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string markdown;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
+  }
+  int benchmark_argc = 1;
+  benchmark::Initialize(&benchmark_argc, argv);
+  const std::string started =
+      absl::FormatTime("%Y-%m-%d %H:%M UTC", absl::Now(), absl::UTCTimeZone());
+  const std::string base =
+      kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/vector_add.so");
+  if (base.empty()) Fail("cannot read vector_add.so");
+
+  std::printf("%-12s %-46s %-18s %-30s %8s  %s\n", "section", "figure", "value", "reference",
+              "ratio", "goal");
+  kprof::testing::TempDir dir;
+  {
+    kprof::testing::Daemon daemon;
+    if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
+    auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+    Accuracy(*client);
+    Overhead(daemon.target(), "unpinned");
+    RawCaller caller(daemon.target());
+    const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
+    PerCandidate(*client, base, Percentile(health, 50));
+    Throughput(daemon.target(), *client);
+    Upload(daemon.target(), *client, base);
+    TimerFloor(*client);
+  }
+  {
+    // Client, daemon and worker on one CPU: the daemon inherits this process's affinity.
+    cpu_set_t all, one;
+    sched_getaffinity(0, sizeof all, &all);
+    CPU_ZERO(&one);
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &all)) {
+        CPU_SET(cpu, &one);
+        break;
+      }
+    }
+    sched_setaffinity(0, sizeof one, &one);
+    kprof::testing::Daemon daemon;
+    if (!daemon.Start(dir.path() + "/pinned")) Fail("kprofd did not start");
+    Overhead(daemon.target(), "one core");
+    daemon.Stop();
+    sched_setaffinity(0, sizeof all, &all);
+  }
+  Footprint(base);
+  if (!markdown.empty()) {
+    WriteMarkdown(markdown, started);
+    std::printf("\nwrote %s\n", markdown.c_str());
+  }
+  return 0;
+}
