@@ -113,24 +113,41 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
 absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes, const std::string& name,
                                                          const std::string& format) {
   const std::string id = ModuleId(bytes);
-  {
+  kprof::v1::HasModuleResponse response;
+  if (bytes.size() > options_.upload_without_asking_bytes) {
     grpc::ClientContext context;
     Prepare(&context, {});
     kprof::v1::HasModuleRequest request;
     request.set_id(id);
-    kprof::v1::HasModuleResponse response;
     if (auto s = FromGrpcStatus(stub_->HasModule(&context, request, &response)); !s.ok()) {
       return s;
     }
-    if (!response.present()) {
-      auto uploaded = Upload(bytes, id, name, format);
-      if (!uploaded.ok()) return uploaded.status();
-      response.set_present(true);
-      *response.mutable_module() = *uploaded;
+  }
+  if (!response.present()) {
+    auto uploaded = Upload(bytes, id, name, format);
+    if (!uploaded.ok()) return uploaded.status();
+    *response.mutable_module() = *uploaded;
+  }
+  Remember(id, std::move(bytes), name, format);
+  return response.module();
+}
+
+void Client::Remember(const std::string& id, std::string bytes, const std::string& name,
+                      const std::string& format) {
+  absl::MutexLock lock(&mutex_);
+  if (auto it = uploaded_.find(id); it != uploaded_.end()) {
+    it->second.order = next_order_++;
+    return;
+  }
+  remembered_bytes_ += bytes.size();
+  uploaded_[id] = Uploaded{std::move(bytes), name, format, next_order_++};
+  while (remembered_bytes_ > options_.max_remembered_bytes && uploaded_.size() > 1) {
+    auto oldest = uploaded_.begin();
+    for (auto it = uploaded_.begin(); it != uploaded_.end(); ++it) {
+      if (it->second.order < oldest->second.order) oldest = it;
     }
-    absl::MutexLock lock(&mutex_);
-    uploaded_[id] = Uploaded{std::move(bytes), name, format};
-    return response.module();
+    remembered_bytes_ -= oldest->second.bytes.size();
+    uploaded_.erase(oldest);
   }
 }
 

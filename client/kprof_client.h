@@ -29,6 +29,13 @@ struct ClientOptions {
   absl::Duration timeout = absl::Seconds(60);
   // Upload chunk size.
   size_t chunk_bytes = 1 << 20;
+  // Modules up to this size are uploaded without asking HasModule first: the daemon keeps
+  // bytes it holds once anyway, and one call is cheaper than two (an autotuner's candidates are
+  // mostly new).
+  size_t upload_without_asking_bytes = 256 << 10;
+  // Bytes of uploaded modules remembered for uploading again after an eviction; the oldest are
+  // forgotten beyond this (an autotuner uploads thousands).
+  uint64_t max_remembered_bytes = uint64_t{256} << 20;
   // Sent as "authorization: Bearer <token>" on every call when not empty.
   std::string bearer_token;
   // TLS, when any is set: the CA that signed the daemon's certificate (PEM; empty: the
@@ -80,11 +87,19 @@ class Client {
 
   std::unique_ptr<kprof::v1::Profiler::Stub> stub_;
   ClientOptions options_;
+  // Remembers `bytes` under `id` for re-upload, forgetting the oldest beyond
+  // ClientOptions::max_remembered_bytes.
+  void Remember(const std::string& id, std::string bytes, const std::string& name,
+                const std::string& format);
+
   struct Uploaded {
     std::string bytes, name, format;
+    uint64_t order = 0;
   };
   absl::Mutex mutex_;
   std::map<std::string, Uploaded> uploaded_ ABSL_GUARDED_BY(mutex_);
+  uint64_t remembered_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t next_order_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // The daemon's status as an absl::Status: same code, same message.

@@ -60,8 +60,11 @@ absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::st
     }
     written += static_cast<size_t>(n);
   }
-  if (fchmod(fd, 0444) != 0 || fsync(fd) != 0) {
-    const absl::Status status = ErrnoError("cannot sync", temp);
+  // No fsync: the cache is checked against its SHA-256 names at every start, and a module lost
+  // to a power cut is uploaded again by its client. An fsync would cost every upload
+  // milliseconds, most of what an autotuner pays per candidate.
+  if (fchmod(fd, 0444) != 0) {
+    const absl::Status status = ErrnoError("cannot make read-only", temp);
     close(fd);
     unlink(temp.c_str());
     return status;
@@ -70,17 +73,12 @@ absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::st
   return temp;
 }
 
-// Renames a temporary file into place and syncs the directory so the rename itself is durable.
-absl::Status Commit(const std::string& dir, const std::string& temp, const std::string& path) {
+// Renames a temporary file into place: readers see the whole module or none of it.
+absl::Status Commit(const std::string& temp, const std::string& path) {
   if (rename(temp.c_str(), path.c_str()) != 0) {
     const absl::Status status = ErrnoError("cannot rename into", path);
     unlink(temp.c_str());
     return status;
-  }
-  const int dir_fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    fsync(dir_fd);
-    close(dir_fd);
   }
   return absl::OkStatus();
 }
@@ -242,11 +240,11 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     discard();
     return room;
   }
-  if (absl::Status committed = Commit(ModulesDir(), temp, path); !committed.ok()) {
+  if (absl::Status committed = Commit(temp, path); !committed.ok()) {
     if (meta_temp.ok()) unlink(meta_temp->c_str());
     return committed;
   }
-  if (!meta_temp.ok() || !Commit(ModulesDir(), *meta_temp, path + ".meta").ok()) {
+  if (!meta_temp.ok() || !Commit(*meta_temp, path + ".meta").ok()) {
     core::Log(core::LogSeverity::kWarning,
               absl::StrCat("module ", actual_sha256, " stored without its name"));
   }

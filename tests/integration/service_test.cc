@@ -264,6 +264,27 @@ TEST_F(ServiceTest, EvictedModulesAreUploadedAgainByTheClient) {
   EXPECT_THAT(client_->HasModule(a->id()), IsOkAndHolds(true));
 }
 
+// An autotuner uploads thousands of candidates: the client remembers only so many bytes for
+// re-uploads, forgetting the oldest, and then says plainly that the daemon lacks the module.
+TEST_F(ServiceTest, TheClientRemembersOnlyTheNewestModulesForReupload) {
+  daemon_.Stop();
+  const std::string first = ReadFileBytes(TestModulePath("vector_add"));
+  const std::string second = ReadFileBytes(TestModulePath("many_exports"));
+  StartDaemon({"--max-cache-bytes", std::to_string(first.size() + second.size() - 1)});
+  client::ClientOptions options;
+  options.max_remembered_bytes = second.size();  // room for one of them
+  auto client = client::Client::Connect(daemon_.target(), options);
+  ASSERT_THAT(client, IsOk());
+  auto a = (*client)->LoadModule(first, "vector_add.so");
+  ASSERT_THAT(a, IsOk());
+  auto b = (*client)->LoadModule(second, "many_exports.so");
+  ASSERT_THAT(b, IsOk());
+  EXPECT_THAT((*client)->HasModule(a->id()), IsOkAndHolds(false));  // evicted by the daemon
+  EXPECT_THAT((*client)->TimeEvaluate(
+                  Time(a->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"})),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr(a->id())));
+}
+
 TEST_F(ServiceTest, TimeEvaluateABuiltin) {
   v1::TimeEvaluateRequest request = Time("builtin", "spin_us", {"float64:100"});
   request.set_repeat(3);
