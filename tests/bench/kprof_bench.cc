@@ -179,7 +179,8 @@ void Accuracy(kprof::client::Client& client) {
        "matmul",
        {"float32[256, 256]", "float32[256, 256]:random", "float32[256, 256]:random"},
        0.1}};
-  constexpr int kRepeats = 15;
+  // Rounds alternate between the two, so a slow spell of the machine falls on both.
+  constexpr int kRounds = 5, kRepeats = 3;
   for (const Kernel& k : kernels) {
     // In-process: the builtin through the module ABI, on arguments made the same way.
     std::vector<kprof::core::ArgSpec> specs;
@@ -198,19 +199,30 @@ void Accuracy(kprof::client::Client& client) {
         ->UseRealTime()
         ->MinTime(k.min_seconds)
         ->Repetitions(kRepeats);
-    Collector collector;
-    benchmark::RunSpecifiedBenchmarks(&collector);
-    const double local = Median(collector.Take());
-    args.reset();
-
     // Remote: the same kernel, timed by kprofd's worker.
     auto request = TimeRequest("builtin", k.function, k.args);
     request.set_repeat(kRepeats);
     request.set_min_repeat_ms(k.min_seconds * 1e3);
-    const auto r = Must(client.TimeEvaluate(request, absl::Minutes(5)), k.label.c_str());
-    const double remote = r.statistics().median();
-    const double ratio = remote / local;
-    Add("accuracy", k.label + " median, kprofd", Us(remote), "Google Benchmark " + Us(local), ratio,
+    // This VM's CPUs run at about half speed for the first ~200 ms of work after being idle
+    // (found here: the first matmuls take 3.5 ms, then 1.8 ms). Each measurement starts after
+    // 300 ms of the kernel on this CPU, which the daemon's worker shares (see main).
+    const auto warm = [&] {
+      const auto end = Clock::now() + std::chrono::milliseconds(300);
+      while (Clock::now() < end) fn.function(args->tensors(), args->size());
+    };
+    std::vector<double> local, remote;
+    for (int round = 0; round < kRounds; ++round) {
+      warm();
+      Collector collector;
+      benchmark::RunSpecifiedBenchmarks(&collector);
+      for (double t : collector.Take()) local.push_back(t);
+      warm();
+      const auto r = Must(client.TimeEvaluate(request, absl::Minutes(5)), k.label.c_str());
+      remote.insert(remote.end(), r.seconds_per_call().begin(), r.seconds_per_call().end());
+    }
+    const double ratio = Median(remote) / Median(local);
+    Add("accuracy", k.label + " median, kprofd", Us(Median(remote)),
+        "Google Benchmark " + Us(Median(local)), ratio,
         "1.00 +- 0.01: " + Met(std::abs(ratio - 1) <= 0.01));
   }
 }
@@ -535,6 +547,42 @@ std::string Field(const kprof::core::MetricMap& m, const char* key) {
   return it == m.end() ? "?" : kprof::core::FormatForTable(it->second);
 }
 
+// Hot paths found with perf and strace where goals were missed, and what fixing them did,
+// measured on the 2-core VM this suite was first run on (2026-12-01). Kept here, not in the
+// generated table, so a new run does not erase them.
+constexpr char kFindings[] = R"md(
+## Hot paths found and fixed
+
+| where | found with | before | after |
+| --- | --- | --- | --- |
+| The environment manifest read /proc/cpuinfo (twice) and a dozen sysfs files for every job | perf record of kprof_runner_bench: kernel path walks under open() | worker cost of a `nop` job 162 us (manifest 130 us) | 42 us (manifest 15 us): static fields once per process, host settings at most once a second |
+| The module cache fsynced every module and its directory | strace -T of an upload | per candidate p50 4.43 ms; 64 MiB upload 118 MB/s | 2.08 ms; 179 MB/s. The cache checks every module against its SHA-256 name at start, and clients upload again what is missing, so durability bought nothing |
+| The client asked HasModule before uploading every module | the candidate breakdown above | per candidate 2.08 ms (two calls) | about 1.2 ms: modules up to 256 KiB are uploaded at once, the daemon keeping bytes it holds once |
+| Workers kept every module they ever loaded open | reading the worker | unbounded mappings after thousands of candidates | at most 64 open, least recently used closed |
+| Stopping a daemon with a connected client | timing the tests | 5 s (gRPC's Shutdown waited out its deadline on idle connections) | about 0.2 s: jobs and uploads are waited for, then the deadline is short |
+| The accuracy figures compared a cold CPU with a warm one | timing matmul in a bare loop: the first ~200 ms of work after idling run at half speed on this VM | matmul ratio 1.12 to 1.69 from run to run | 0.997: both sides measured on one CPU, each after 300 ms of the kernel |
+
+## Goals still missed, and why
+
+- **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): the TimeEvaluate
+  crosses two process boundaries the health check does not — front to worker and back, each a
+  wake-up of a sleeping process — and the worker reads the host for the manifest and the
+  interference check. On this 2-vCPU VM, with client, gRPC threads, the executor and the
+  worker competing for two CPUs, those wake-ups dominate: the front-to-worker round trip is
+  several socketpair ping-pongs. Running jobs in the front process would remove it, and with it
+  the isolation that lets a crashing kernel take down only its worker; kprofd keeps the
+  isolation.
+- **candidate** (goal 1 ms): close on a quiet machine (the upload is a client stream, itself
+  about 0.3 ms here, plus the store; the first TimeEvaluate loads the module in the worker);
+  over it when the VM is busy.
+- **accuracy** of the memory-bound copy of 64 MiB: from run to run it has landed between 0.90
+  and 1.15 on this shared VM, in both directions, while the spin and the matmul agree within
+  0.3%: the memory bandwidth a VM gets varies with its neighbours from one second to the next,
+  and the two sides are measured seconds apart. A warm-up before timing matters for the same
+  reason; TimeEvaluate's one discarded call is not one (`min_repeat_ms` and `--max-rel-stddev`
+  help: the repeats of a cold start disagree).
+)md";
+
 void WriteMarkdown(const std::string& path, const std::string& started) {
   const kprof::core::MetricMap env = kprof::core::EnvironmentManifest();
   std::ofstream out(path);
@@ -566,7 +614,8 @@ void WriteMarkdown(const std::string& path, const std::string& started) {
       << "- **footprint**: the front process's resident memory (workers are separate "
          "processes).\n"
       << "- **timer floor**: what the timing loop costs per call of a function that does "
-         "nothing.\n";
+         "nothing.\n"
+      << kFindings;
 }
 
 }  // namespace
@@ -591,7 +640,6 @@ int main(int argc, char** argv) {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
-    Accuracy(*client);
     Overhead(daemon.target(), "unpinned");
     RawCaller caller(daemon.target());
     const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
@@ -601,7 +649,8 @@ int main(int argc, char** argv) {
     TimerFloor(*client);
   }
   {
-    // Client, daemon and worker on one CPU: the daemon inherits this process's affinity.
+    // Client, daemon and worker on one CPU: the daemon inherits this process's affinity. The
+    // accuracy figures are taken here too, so both sides run on the same, equally warm CPU.
     cpu_set_t all, one;
     sched_getaffinity(0, sizeof all, &all);
     CPU_ZERO(&one);
@@ -614,6 +663,8 @@ int main(int argc, char** argv) {
     sched_setaffinity(0, sizeof one, &one);
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/pinned")) Fail("kprofd did not start");
+    auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+    Accuracy(*client);
     Overhead(daemon.target(), "one core");
     daemon.Stop();
     sched_setaffinity(0, sizeof all, &all);
