@@ -13,6 +13,7 @@
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
+#include "core/cuda/cuda_devices.h"
 #include "core/modules/builtin_module.h"
 #include "core/profiler.h"
 #include "core/sha256.h"
@@ -253,6 +254,20 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_jobs_completed(stats.completed);
     info->set_jobs_failed(stats.failed);
   }
+  // CUDA devices the driver reports, or why there are none.
+  if (const absl::StatusOr<core::CudaInventory> cuda = core::CudaDevices(); cuda.ok()) {
+    std::vector<std::string> gpus;
+    for (const core::CudaDeviceInfo& d : cuda->devices) {
+      gpus.push_back(absl::StrCat("cuda:", d.id, " ", d.name, " (sm_", d.compute_major,
+                                  d.compute_minor, ", ", d.multiprocessors, " SMs, ",
+                                  d.memory_bytes >> 20, " MiB)"));
+    }
+    response->set_cuda(absl::StrCat("driver ", core::CudaVersionText(cuda->driver_version), ": ",
+                                    absl::StrJoin(gpus, "; "),
+                                    " — jobs on CUDA devices are not supported yet"));
+  } else {
+    response->set_cuda(absl::StrCat("no CUDA devices: ", std::string(cuda.status().message())));
+  }
   kprof::v1::Limits* limits = response->mutable_limits();
   limits->set_max_module_bytes(registry_->options().max_module_bytes);
   limits->set_max_cache_bytes(registry_->options().max_cache_bytes);
@@ -378,11 +393,12 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
     const std::string known = absl::StrJoin(present, ", ");
     if (device->type == core::DeviceType::kCuda) {
-      return fail(
-          absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(*device),
-                                                     " is not available: this kprofd was built "
-                                                     "without CUDA (devices here: ",
-                                                     known, ")")));
+      const absl::StatusOr<core::CudaInventory> cuda = core::CudaDevices();
+      const std::string why = cuda.ok() ? "this kprofd does not run jobs on CUDA devices yet"
+                                        : std::string(cuda.status().message());
+      return fail(absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(*device),
+                                                             " is not available: ", why,
+                                                             " (devices here: ", known, ")")));
     }
     return fail(absl::NotFoundError(absl::StrCat("unknown device ", core::DeviceSpec(*device),
                                                  " (devices here: ", known, ")")));

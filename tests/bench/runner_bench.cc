@@ -39,7 +39,9 @@ int main() {
     for (int i = 0; i < n; ++i) f();
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / n;
   };
-  Job nop{&BuiltinModule(), "nop", {DeviceType::kCpu, 0}, {}};
+  Job nop;
+  nop.module = &BuiltinModule();
+  nop.function = "nop";
   const double runner = per_call(2000, [&] { (void)LocalRunner().Time(nop, TimeJob{}); });
   const double manifest = per_call(2000, [] { (void)EnvironmentManifest(); });
   const double sample = per_call(2000, [] { (void)SampleSystem(); });

@@ -5,6 +5,7 @@
 
 #include "client/kprof_client.h"
 #include "core/collectors/rapl_collector.h"
+#include "core/cuda/cuda_devices.h"
 #include "core/placement.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -95,6 +96,13 @@ TEST_F(ServiceTest, InfoDescribesTheHost) {
   EXPECT_THAT(papi->reason(), HasSubstr("built without PAPI"));
 #endif
   EXPECT_EQ(rapl, core::HasRaplZones());
+  // CUDA: the devices, or why there are none (this VM has no driver).
+  const auto cuda = core::CudaDevices();
+  if (cuda.ok()) {
+    EXPECT_THAT(info->cuda(), HasSubstr("cuda:0"));
+  } else {
+    EXPECT_EQ(info->cuda(), "no CUDA devices: " + std::string(cuda.status().message()));
+  }
 }
 
 #if KPROF_HAS_PAPI
@@ -312,6 +320,9 @@ TEST_F(ServiceTest, ASteadySpinConverges) {
   request.set_max_relative_stddev(0.05);
   request.set_min_repeats(5);
   request.set_max_time_ms(60'000);
+  // On a loaded machine one stalled repeat keeps the plain relative std above 5% for
+  // thousands of repeats (a 20x stall alone adds 19% / sqrt(n)); the filter sets it aside.
+  request.set_outlier_filter("iqr");
   auto r = client_->TimeEvaluate(request, absl::Seconds(120));
   ASSERT_THAT(r, IsOk());
   ASSERT_TRUE(r->has_converged());
@@ -319,7 +330,7 @@ TEST_F(ServiceTest, ASteadySpinConverges) {
   EXPECT_EQ(r->stop_reason(), "converged");
   EXPECT_LE(r->rel_stddev(), 0.05);
   EXPECT_GE(r->seconds_per_call_size(), 5);
-  EXPECT_DOUBLE_EQ(r->rel_stddev(), r->statistics().cv());  // no filter: all repeats
+  EXPECT_DOUBLE_EQ(r->rel_stddev(), r->filtered_statistics().cv());  // of the kept repeats
   EXPECT_GE(r->statistics().median(), 100e-6);
 }
 
@@ -330,7 +341,6 @@ TEST_F(ServiceTest, AJitteryFunctionDoesNotConvergeWithinItsBudgetAndSaysSo) {
   v1::TimeEvaluateRequest request = Time(module->id(), "spin_jitter", {"float64:2000"});
   request.set_max_relative_stddev(0.01);
   request.set_max_time_ms(200);
-  request.set_outlier_filter("iqr");
   auto r = client_->TimeEvaluate(request);
   ASSERT_THAT(r, IsOk());
   ASSERT_TRUE(r->has_converged());
@@ -341,9 +351,8 @@ TEST_F(ServiceTest, AJitteryFunctionDoesNotConvergeWithinItsBudgetAndSaysSo) {
   // 200 ms of calls lasting 1 ms on average: far fewer than the default 10000 repeats.
   EXPECT_LT(r->seconds_per_call_size(), 1000);
   EXPECT_GE(r->timing().execution_seconds(), 0.2);
-  // The raw repeats and the filtered statistics come side by side.
-  EXPECT_GT(r->filtered_statistics().mean(), 0);
-  EXPECT_LE(r->filtered_statistics().max(), r->statistics().max());
+  EXPECT_DOUBLE_EQ(r->rel_stddev(), r->statistics().cv());  // no filter: all repeats
+  EXPECT_EQ(r->outliers_size(), 0);
 }
 
 // The worker pins itself and takes its priority before its first job; the manifest of every
@@ -504,7 +513,13 @@ TEST_F(ServiceTest, EachBadRequestGetsItsCode) {
               StatusIs(absl::StatusCode::kNotFound, "unknown device cpu:1 (devices here: cpu:0)"));
   v1::TimeEvaluateRequest cuda = Time("builtin", "spin_us", {"float64:1"});
   cuda.set_device("cuda:0");
-  EXPECT_THAT(client_->TimeEvaluate(cuda), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // Without a GPU the answer says why: no driver, no device, or a build without CUDA.
+  const auto cuda_devices = core::CudaDevices();
+  EXPECT_THAT(
+      client_->TimeEvaluate(cuda),
+      StatusIs(absl::StatusCode::kFailedPrecondition,
+               HasSubstr(cuda_devices.ok() ? std::string("not supported yet")
+                                           : std::string(cuda_devices.status().message()))));
   v1::TimeEvaluateRequest gpu = Time("builtin", "spin_us", {"float64:1"});
   gpu.set_device("gpu");
   EXPECT_THAT(client_->TimeEvaluate(gpu), StatusIs(absl::StatusCode::kInvalidArgument));

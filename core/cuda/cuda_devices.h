@@ -1,0 +1,37 @@
+// The host's CUDA devices as the driver reports them, or why there are none — for GetInfo and
+// for the error a job on cuda:N gets. Compiled in every build: without KPROF_WITH_CUDA the
+// answer is that the build has no CUDA.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kprof::core {
+
+struct CudaDeviceInfo {
+  int id = 0;
+  std::string name;
+  int compute_major = 0, compute_minor = 0;
+  int multiprocessors = 0;
+  uint64_t memory_bytes = 0;
+  int max_threads_per_block = 0;
+  int l2_bytes = 0;
+};
+
+struct CudaInventory {
+  int driver_version = 0;  // 12040 for 12.4
+  std::vector<CudaDeviceInfo> devices;
+};
+
+// FAILED_PRECONDITION saying why there is no CUDA device: "this kprofd was built without
+// CUDA", "libcuda.so.1 not found (no NVIDIA driver on this host): ...", "cuInit(0):
+// CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
+absl::StatusOr<CudaInventory> CudaDevices();
+
+// "12.4" for 12040.
+std::string CudaVersionText(int version);
+
+}  // namespace kprof::core

@@ -1,0 +1,118 @@
+#include "core/cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+
+namespace kprof::core {
+namespace {
+
+// cuGetProcAddress as drivers since 12.0 export it, and the 11.3 form before it.
+using GetProcAddressV2 = CUresult (*)(const char*, void**, int, cuuint64_t,
+                                      CUdriverProcAddressQueryResult*);
+using GetProcAddressV1 = CUresult (*)(const char*, void**, int, cuuint64_t);
+
+std::string DlError() {
+  const char* error = dlerror();
+  return error != nullptr ? error : "unknown error";
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& library) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(library, " not found (no NVIDIA driver on this host): ", DlError()));
+  }
+  std::unique_ptr<CudaDriver> driver(new CudaDriver(handle));
+  auto v2 = reinterpret_cast<GetProcAddressV2>(dlsym(handle, "cuGetProcAddress_v2"));
+  auto v1 = reinterpret_cast<GetProcAddressV1>(dlsym(handle, "cuGetProcAddress"));
+  if (v2 == nullptr && v1 == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        library, " has no cuGetProcAddress: a CUDA driver older than 11.3, or not a driver"));
+  }
+  const auto resolve = [&](const char* name, auto& entry) -> absl::Status {
+    void* pointer = nullptr;
+    CUresult result = CUDA_ERROR_NOT_FOUND;
+    if (v2 != nullptr) {
+      CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
+      result = v2(name, &pointer, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+      if (found != CU_GET_PROC_ADDRESS_SUCCESS) result = CUDA_ERROR_NOT_FOUND;
+    } else {
+      result = v1(name, &pointer, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT);
+    }
+    if (result != CUDA_SUCCESS || pointer == nullptr) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the CUDA driver in ", library, " lacks ", name, " at API version ",
+                       kCudaApiVersion, " (a driver for CUDA 12.0 or later is needed)"));
+    }
+    entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(pointer);
+    return absl::OkStatus();
+  };
+  for (const absl::Status& s :
+       {resolve("cuInit", driver->Init), resolve("cuDriverGetVersion", driver->DriverGetVersion),
+        resolve("cuDeviceGetCount", driver->DeviceGetCount),
+        resolve("cuDeviceGet", driver->DeviceGet),
+        resolve("cuDeviceGetName", driver->DeviceGetName),
+        resolve("cuDeviceGetAttribute", driver->DeviceGetAttribute),
+        resolve("cuDeviceTotalMem", driver->DeviceTotalMem),
+        resolve("cuGetErrorName", driver->GetErrorName),
+        resolve("cuGetErrorString", driver->GetErrorString)}) {
+    if (!s.ok()) return s;
+  }
+  return driver;
+}
+
+CudaDriver::~CudaDriver() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+absl::StatusOr<CudaDriver*> CudaDriver::Get() {
+  static std::once_flag once;
+  static absl::StatusOr<CudaDriver*>* loaded = nullptr;
+  std::call_once(once, [] {
+    absl::StatusOr<std::unique_ptr<CudaDriver>> opened = Open("libcuda.so.1");
+    if (!opened.ok()) {
+      loaded = new absl::StatusOr<CudaDriver*>(opened.status());
+      return;
+    }
+    CudaDriver* driver = opened->release();  // for the life of the process
+    if (absl::Status s = driver->Check(driver->Init(0), "cuInit(0)"); !s.ok()) {
+      loaded = new absl::StatusOr<CudaDriver*>(s);
+      return;
+    }
+    loaded = new absl::StatusOr<CudaDriver*>(driver);
+  });
+  return *loaded;
+}
+
+absl::Status CudaDriver::Check(CUresult result, const char* call) const {
+  if (result == CUDA_SUCCESS) return absl::OkStatus();
+  const char* name = nullptr;
+  const char* text = nullptr;
+  if (GetErrorName == nullptr || GetErrorName(result, &name) != CUDA_SUCCESS) name = nullptr;
+  if (GetErrorString == nullptr || GetErrorString(result, &text) != CUDA_SUCCESS) text = nullptr;
+  const std::string message =
+      absl::StrCat(call, ": ", name != nullptr ? name : absl::StrCat("CUresult ", result),
+                   text != nullptr ? absl::StrCat(" (", text, ")") : "");
+  switch (result) {
+    case CUDA_ERROR_NO_DEVICE:
+    case CUDA_ERROR_INVALID_DEVICE:
+    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
+    case CUDA_ERROR_DEVICE_UNAVAILABLE:
+    case CUDA_ERROR_NOT_INITIALIZED:
+      return absl::FailedPreconditionError(message);
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::InternalError(message);
+  }
+}
+
+}  // namespace kprof::core
