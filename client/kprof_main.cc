@@ -39,7 +39,7 @@ constexpr char kUsage[] =
     "\n"
     "commands:\n"
     "  info                               devices, collectors, limits, queues, modules\n"
-    "  load FILE [--module-format auto|shared-library]   upload; prints the module id\n"
+    "  load FILE [--module-format auto|shared-library|cubin|fatbin|ptx]   upload; prints the id\n"
     "  modules                            the modules the daemon holds\n"
     "  unload ID                          forget a module\n"
     "  time MODULE FUNCTION [--arg SPEC]... [--seed N] [--device cpu:0] [--number N]\n"
@@ -93,7 +93,8 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddString("format", &o.format, "table|json|csv", "output format (default table)");
   cl.AddFlag("help", &o.help, "print usage");
   cl.AddFlag("version", &o.version, "print the version");
-  cl.AddString("module-format", &o.module_format, "FORMAT", "auto or shared-library");
+  cl.AddString("module-format", &o.module_format, "FORMAT",
+               "auto, shared-library, cubin, fatbin or ptx");
   cl.AddRepeated("arg", &o.args, "SPEC", "an argument spec, once per argument");
   cl.AddUint("seed", &o.seed, "N", "seed of random argument data (default 0)");
   cl.AddString("device", &o.device, "DEVICE", "cpu:0 (default) or cuda:N");

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
 #include "core/modules/elf_inspector.h"
+#include "core/modules/module_format.h"
 #include "core/read_file.h"
 #include "core/sha256.h"
 #include "core/status_macros.h"
@@ -23,8 +24,6 @@
 
 namespace kprof::server {
 namespace {
-
-constexpr std::string_view kSharedLibrary = "shared-library";
 
 absl::Status ErrnoError(std::string_view what, const std::string& path) {
   return absl::InternalError(
@@ -135,9 +134,17 @@ absl::Status ModuleRegistry::Rescan() {
   for (const auto& [mtime, id] : found) {
     const std::string path = dir + "/" + id;
     absl::StatusOr<std::string> bytes = core::ReadFile(path, "module");
-    absl::StatusOr<core::SharedLibraryInfo> info =
-        bytes.ok() ? core::InspectSharedLibrary(*bytes)
-                   : absl::StatusOr<core::SharedLibraryInfo>(bytes.status());
+    nlohmann::json meta;
+    if (absl::StatusOr<std::string> text = core::ReadFile(path + ".meta"); text.ok()) {
+      meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    }
+    const std::string format =
+        meta.is_object() && meta.value("format", nlohmann::json()).is_string()
+            ? meta["format"].get<std::string>()
+            : "auto";
+    absl::StatusOr<core::ModuleDescription> info =
+        bytes.ok() ? core::DescribeModule(*bytes, format)
+                   : absl::StatusOr<core::ModuleDescription>(bytes.status());
     if (!info.ok() || core::Sha256Hex(*bytes) != id) {
       core::Log(core::LogSeverity::kWarning,
                 absl::StrCat(
@@ -150,15 +157,12 @@ absl::Status ModuleRegistry::Rescan() {
     Entry entry;
     entry.module.id = id;
     entry.module.name = id;
-    entry.module.format = std::string(kSharedLibrary);
+    entry.module.format = info->format;
     entry.module.size_bytes = bytes->size();
     entry.module.functions = std::move(info->functions);
     entry.module.path = path;
-    if (absl::StatusOr<std::string> meta = core::ReadFile(path + ".meta"); meta.ok()) {
-      const nlohmann::json json = nlohmann::json::parse(*meta, nullptr, /*allow_exceptions=*/false);
-      if (json.is_object() && json.value("name", nlohmann::json()).is_string()) {
-        entry.module.name = json["name"].get<std::string>();
-      }
+    if (meta.is_object() && meta.value("name", nlohmann::json()).is_string()) {
+      entry.module.name = meta["name"].get<std::string>();
     }
     entry.last_used = ++clock_;
     total_bytes_ += entry.module.size_bytes;
@@ -179,12 +183,10 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::str
     return absl::InvalidArgumentError(
         absl::StrCat("module name of ", name.size(), " bytes (limit ", kMaxName, ")"));
   }
-  if (!format.empty() && format != "auto" && format != kSharedLibrary) {
-    const bool cuda = format == "cubin" || format == "fatbin" || format == "ptx";
+  if (!core::IsModuleFormat(format)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("module format '", format, "' ",
-                     cuda ? "needs CUDA support, which this build lacks" : "is unknown",
-                     " (accepted: auto, shared-library)"));
+        absl::StrCat("module format '", format,
+                     "' is unknown (accepted: auto, shared-library, cubin, fatbin, ptx)"));
   }
   if (size_bytes > options_.max_module_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat("module of ", size_bytes,
@@ -210,20 +212,26 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     return absl::InvalidArgumentError(absl::StrCat("upload's SHA-256 is ", actual_sha256,
                                                    ", not the declared ", declared_sha256));
   }
+  // Bytes already held were described when they came; a declared format must still agree.
+  const auto held = [&](Entry& entry) -> absl::StatusOr<StoreResult> {
+    if (!format.empty() && format != "auto" && format != entry.module.format) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("declared ", format, ", but the bytes are ", entry.module.format));
+    }
+    entry.last_used = ++clock_;
+    return StoreResult{entry.module, true};
+  };
   {
     absl::MutexLock lock(&mutex_);
-    if (auto it = entries_.find(actual_sha256); it != entries_.end()) {
-      it->second.last_used = ++clock_;
-      return StoreResult{it->second.module, true};
-    }
+    if (auto it = entries_.find(actual_sha256); it != entries_.end()) return held(it->second);
   }
-  KPROF_ASSIGN_OR_RETURN(core::SharedLibraryInfo info, core::InspectSharedLibrary(bytes));
+  KPROF_ASSIGN_OR_RETURN(core::ModuleDescription info, core::DescribeModule(bytes, format));
 
   // The slow part — writing and syncing up to max_module_bytes — happens outside the lock, so
   // lookups and jobs go on meanwhile; only the rename into place is under it.
   const std::string path = ModulesDir() + "/" + actual_sha256;
   KPROF_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(ModulesDir(), bytes));
-  const nlohmann::json meta = {{"name", name}, {"format", kSharedLibrary}};
+  const nlohmann::json meta = {{"name", name}, {"format", info.format}};
   absl::StatusOr<std::string> meta_temp = WriteTemporary(
       ModulesDir(), meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   const auto discard = [&] {
@@ -233,8 +241,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   absl::MutexLock lock(&mutex_);
   if (auto it = entries_.find(actual_sha256); it != entries_.end()) {  // a racing upload won
     discard();
-    it->second.last_used = ++clock_;
-    return StoreResult{it->second.module, true};
+    return held(it->second);
   }
   if (absl::Status room = MakeRoom(bytes.size()); !room.ok()) {
     discard();
@@ -249,9 +256,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
               absl::StrCat("module ", actual_sha256, " stored without its name"));
   }
   Entry entry;
-  entry.module = {
-      actual_sha256, name, std::string(kSharedLibrary), bytes.size(), std::move(info.functions),
-      path};
+  entry.module = {actual_sha256, name, info.format, bytes.size(), std::move(info.functions), path};
   entry.last_used = ++clock_;
   total_bytes_ += bytes.size();
   StoredModule stored = entry.module;

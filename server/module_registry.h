@@ -23,7 +23,7 @@ namespace kprof::server {
 struct StoredModule {
   std::string id;
   std::string name;
-  std::string format;  // "shared-library"
+  std::string format;  // "shared-library", "cubin", "fatbin" or "ptx"
   uint64_t size_bytes = 0;
   std::vector<std::string> functions;
   std::string path;  // where the bytes are, read-only to workers

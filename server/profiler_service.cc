@@ -15,6 +15,7 @@
 #include "core/collectors/rusage_collector.h"
 #include "core/cuda/cuda_devices.h"
 #include "core/modules/builtin_module.h"
+#include "core/modules/module_format.h"
 #include "core/profiler.h"
 #include "core/sha256.h"
 #include "kprof/config.h"
@@ -433,7 +434,16 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id() == core::kBuiltinModuleName) continue;
     const StoredModule& module = modules[next++];
-    if (!std::binary_search(module.functions.begin(), module.functions.end(), call->function())) {
+    // CUDA code runs on CUDA devices, shared libraries on the CPU.
+    if (core::IsCudaFormat(module.format) != (device->type == core::DeviceType::kCuda)) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "module ", module.id, " (", module.name, ") is ", module.format,
+          core::IsCudaFormat(module.format) ? " code for a CUDA device" : " code for the CPU",
+          "; the job is for ", core::DeviceSpec(*device))));
+    }
+    // A fatbin's kernels are known once a device loads it.
+    if (module.format != "fatbin" &&
+        !std::binary_search(module.functions.begin(), module.functions.end(), call->function())) {
       return fail(core::NoSuchFunction(call->function(), module.functions));
     }
   }

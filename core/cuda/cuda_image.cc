@@ -1,5 +1,7 @@
 #include "core/cuda/cuda_image.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 
@@ -40,6 +42,33 @@ std::string_view CudaImageKindName(CudaImageKind kind) {
       break;
   }
   return "ptx";
+}
+
+std::vector<std::string> PtxKernels(std::string_view ptx) {
+  std::vector<std::string> kernels;
+  constexpr std::string_view kEntry = ".entry";
+  for (size_t at = ptx.find(kEntry); at != std::string_view::npos;
+       at = ptx.find(kEntry, at + kEntry.size())) {
+    // A directive, not part of a longer word or a comment's text: preceded by a blank or a line
+    // start, followed by a blank.
+    const bool starts = at == 0 || ptx[at - 1] == ' ' || ptx[at - 1] == '\t' || ptx[at - 1] == '\n';
+    size_t name = at + kEntry.size();
+    if (!starts || name >= ptx.size() || (ptx[name] != ' ' && ptx[name] != '\t')) continue;
+    // Not in a line comment.
+    const size_t line = ptx.rfind('\n', at);
+    const size_t line_start = line == std::string_view::npos ? 0 : line + 1;
+    if (ptx.substr(line_start, at - line_start).find("//") != std::string_view::npos) continue;
+    while (name < ptx.size() && (ptx[name] == ' ' || ptx[name] == '\t')) ++name;
+    size_t end = name;
+    while (end < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[end])) ||
+                                ptx[end] == '_' || ptx[end] == '$' || ptx[end] == '%')) {
+      ++end;
+    }
+    if (end > name) kernels.emplace_back(ptx.substr(name, end - name));
+  }
+  std::sort(kernels.begin(), kernels.end());
+  kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
+  return kernels;
 }
 
 std::optional<CudaImageKind> SniffCudaImage(std::string_view bytes) {

@@ -5,7 +5,9 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace kprof::core {
 
@@ -19,5 +21,8 @@ std::string_view CudaImageKindName(CudaImageKind kind);
 //   fatbin  the fatbin container's magic 0xBA55ED50 (little-endian) at the start
 //   ptx     text holding a ".version" and a ".target" directive
 std::optional<CudaImageKind> SniffCudaImage(std::string_view bytes);
+
+// The kernels a PTX module declares (".entry NAME(" directives), sorted, without duplicates.
+std::vector<std::string> PtxKernels(std::string_view ptx);
 
 }  // namespace kprof::core

@@ -134,6 +134,58 @@ absl::StatusOr<bool> IsPositionIndependentExecutable(const Bytes& bytes, const E
   return false;
 }
 
+// The names of the symbols `keep` accepts in the sections of `type` (SHT_DYNSYM, SHT_SYMTAB),
+// and whether there was such a section at all.
+template <typename Keep>
+absl::StatusOr<std::pair<bool, std::vector<std::string>>> Symbols(const Bytes& bytes,
+                                                                  const Elf64_Ehdr& header,
+                                                                  uint32_t type, Keep keep) {
+  const char* table = type == SHT_DYNSYM ? "dynamic symbol table" : "symbol table";
+  bool present = false;
+  std::vector<std::string> names;
+  for (uint16_t i = 0; i < header.e_shnum; ++i) {
+    KPROF_READ(section, bytes, Elf64_Shdr, header.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr),
+               "a section header");
+    if (section.sh_type != type) continue;
+    present = true;
+    if (section.sh_entsize != sizeof(Elf64_Sym)) {
+      return Invalid(absl::StrCat("malformed: the ", table, "'s entries have an unexpected size"));
+    }
+    if (!bytes.Contains(section.sh_offset, section.sh_size)) {
+      return Invalid(absl::StrCat("truncated: the ", table, " lies past the end of the file"));
+    }
+    if (section.sh_link >= header.e_shnum) {
+      return Invalid(absl::StrCat("malformed: the ", table, " links to no string table"));
+    }
+    KPROF_READ(strings, bytes, Elf64_Shdr,
+               header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr),
+               "a string table's header");
+    if (!bytes.Contains(strings.sh_offset, strings.sh_size)) {
+      return Invalid("truncated: a string table lies past the end of the file");
+    }
+    for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= section.sh_size; off += sizeof(Elf64_Sym)) {
+      KPROF_READ(symbol, bytes, Elf64_Sym, section.sh_offset + off, "a symbol");
+      if (!keep(symbol)) continue;
+      auto name = bytes.String(strings.sh_offset, strings.sh_size, symbol.st_name);
+      if (!name.ok()) return name.status();
+      if (!name->empty()) names.emplace_back(*name);
+    }
+  }
+  return std::pair{present, std::move(names)};
+}
+
+absl::Status CheckSectionHeaders(const Bytes& bytes, const Elf64_Ehdr& header) {
+  if (header.e_shnum == 0) return Invalid("no section headers, so no symbol table");
+  if (header.e_shentsize != sizeof(Elf64_Shdr)) {
+    return Invalid("malformed: section headers of an unexpected size");
+  }
+  if (!bytes.Contains(header.e_shoff, uint64_t{header.e_shnum} * sizeof(Elf64_Shdr))) {
+    return Invalid(absl::StrCat("truncated: the section headers at offset ", header.e_shoff,
+                                " lie past the end of the ", bytes.size(), "-byte file"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view HostElfMachine() {
@@ -167,52 +219,22 @@ absl::StatusOr<SharedLibraryInfo> InspectSharedLibrary(std::string_view raw) {
   if (*pie) return Invalid("a position-independent executable, not a shared library");
 
   if (header.e_shnum == 0) return Invalid("no section headers, so no dynamic symbol table");
-  if (header.e_shentsize != sizeof(Elf64_Shdr)) {
-    return Invalid("malformed: section headers of an unexpected size");
-  }
-  if (!bytes.Contains(header.e_shoff, uint64_t{header.e_shnum} * sizeof(Elf64_Shdr))) {
-    return Invalid(absl::StrCat("truncated: the section headers at offset ", header.e_shoff,
-                                " lie past the end of the ", bytes.size(), "-byte file"));
-  }
+  if (absl::Status s = CheckSectionHeaders(bytes, header); !s.ok()) return s;
 
   SharedLibraryInfo info;
   info.machine = std::string(HostElfMachine());
-  bool has_dynsym = false;
-  for (uint16_t i = 0; i < header.e_shnum; ++i) {
-    KPROF_READ(section, bytes, Elf64_Shdr, header.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr),
-               "a section header");
-    if (section.sh_type != SHT_DYNSYM) continue;
-    has_dynsym = true;
-    if (section.sh_entsize != sizeof(Elf64_Sym)) {
-      return Invalid("malformed: dynamic symbols of an unexpected size");
-    }
-    if (!bytes.Contains(section.sh_offset, section.sh_size)) {
-      return Invalid("truncated: the dynamic symbol table lies past the end of the file");
-    }
-    if (section.sh_link >= header.e_shnum) {
-      return Invalid("malformed: the dynamic symbol table links to no string table");
-    }
-    KPROF_READ(strings, bytes, Elf64_Shdr,
-               header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr),
-               "the dynamic string table's header");
-    if (!bytes.Contains(strings.sh_offset, strings.sh_size)) {
-      return Invalid("truncated: the dynamic string table lies past the end of the file");
-    }
-    for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= section.sh_size; off += sizeof(Elf64_Sym)) {
-      KPROF_READ(symbol, bytes, Elf64_Sym, section.sh_offset + off, "a dynamic symbol");
-      const unsigned type = ELF64_ST_TYPE(symbol.st_info);
-      const unsigned binding = ELF64_ST_BIND(symbol.st_info);
-      const unsigned visibility = ELF64_ST_VISIBILITY(symbol.st_other);
-      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || symbol.st_shndx == SHN_UNDEF ||
-          (binding != STB_GLOBAL && binding != STB_WEAK) ||
-          (visibility != STV_DEFAULT && visibility != STV_PROTECTED)) {
-        continue;
-      }
-      auto name = bytes.String(strings.sh_offset, strings.sh_size, symbol.st_name);
-      if (!name.ok()) return name.status();
-      if (name->empty() || *name == "_init" || *name == "_fini") continue;
-      info.functions.emplace_back(*name);
-    }
+  auto found = Symbols(bytes, header, SHT_DYNSYM, [](const Elf64_Sym& symbol) {
+    const unsigned type = ELF64_ST_TYPE(symbol.st_info);
+    const unsigned binding = ELF64_ST_BIND(symbol.st_info);
+    const unsigned visibility = ELF64_ST_VISIBILITY(symbol.st_other);
+    return (type == STT_FUNC || type == STT_GNU_IFUNC) && symbol.st_shndx != SHN_UNDEF &&
+           (binding == STB_GLOBAL || binding == STB_WEAK) &&
+           (visibility == STV_DEFAULT || visibility == STV_PROTECTED);
+  });
+  if (!found.ok()) return found.status();
+  const bool has_dynsym = found->first;
+  for (std::string& name : found->second) {
+    if (name != "_init" && name != "_fini") info.functions.push_back(std::move(name));
   }
   if (!has_dynsym) return Invalid("no dynamic symbol table");
   std::sort(info.functions.begin(), info.functions.end());
@@ -222,6 +244,50 @@ absl::StatusOr<SharedLibraryInfo> InspectSharedLibrary(std::string_view raw) {
     return Invalid("a shared object that exports no functions (mark them KPROF_EXPORT)");
   }
   return info;
+}
+
+}  // namespace kprof::core
+
+namespace kprof::core {
+
+namespace {
+
+// The shared helpers say "invalid shared-library module: ..."; for a cubin, say cubin.
+absl::Status AsCubinError(const absl::Status& status) {
+  constexpr std::string_view kPrefix = "invalid shared-library module: ";
+  std::string message(status.message());
+  if (message.rfind(kPrefix, 0) == 0) message = message.substr(kPrefix.size());
+  return absl::Status(status.code(), absl::StrCat("invalid cubin: ", message));
+}
+
+absl::StatusOr<std::vector<std::string>> ReadCubinKernels(std::string_view raw) {
+  constexpr unsigned char kCudaEntry = 0x10;  // STO_CUDA_ENTRY in st_other
+  const Bytes bytes(raw);
+  if (absl::Status s = CheckIdent(raw); !s.ok()) return s;
+  KPROF_READ(header, bytes, Elf64_Ehdr, 0, "the ELF header");
+  if (header.e_machine != EM_CUDA) {
+    return Invalid(absl::StrCat("ELF for ", MachineName(header.e_machine), ", not for a GPU"));
+  }
+  if (absl::Status s = CheckSectionHeaders(bytes, header); !s.ok()) return s;
+  auto found = Symbols(bytes, header, SHT_SYMTAB, [](const Elf64_Sym& symbol) {
+    return ELF64_ST_TYPE(symbol.st_info) == STT_FUNC &&
+           ELF64_ST_BIND(symbol.st_info) == STB_GLOBAL && symbol.st_shndx != SHN_UNDEF &&
+           (symbol.st_other & kCudaEntry) != 0;
+  });
+  if (!found.ok()) return found.status();
+  std::vector<std::string> kernels = std::move(found->second);
+  std::sort(kernels.begin(), kernels.end());
+  kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
+  if (kernels.empty()) return Invalid("no kernels (__global__ functions)");
+  return kernels;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> CubinKernels(std::string_view raw) {
+  absl::StatusOr<std::vector<std::string>> kernels = ReadCubinKernels(raw);
+  if (!kernels.ok()) return AsCubinError(kernels.status());
+  return kernels;
 }
 
 }  // namespace kprof::core

@@ -23,6 +23,11 @@ struct SharedLibraryInfo {
 // against the buffer: malformed input is an error, never an out-of-bounds read.
 absl::StatusOr<SharedLibraryInfo> InspectSharedLibrary(std::string_view bytes);
 
+// The kernels (__global__ functions: global functions marked as CUDA entries) of a cubin, an
+// ELF for the GPU (EM_CUDA), sorted. INVALID_ARGUMENT for anything else, for malformed tables,
+// and for a cubin without kernels. Bounds-checked like InspectSharedLibrary.
+absl::StatusOr<std::vector<std::string>> CubinKernels(std::string_view bytes);
+
 // This host's ELF machine name, as InspectSharedLibrary reports machines.
 std::string_view HostElfMachine();
 

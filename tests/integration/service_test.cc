@@ -1,6 +1,7 @@
 // kprofd end to end: a real daemon on 127.0.0.1:0, real worker processes, the client library.
 #include <sys/wait.h>
 
+#include <map>
 #include <string>
 
 #include "client/kprof_client.h"
@@ -213,17 +214,63 @@ TEST_F(ServiceTest, UploadErrorsHaveTheirCodes) {
   v1::ModuleHeader cubin = header;
   cubin.set_format("cubin");
   EXPECT_THAT(RawUpload(daemon_.target(), cubin, bytes),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs CUDA support")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declared cubin, but the bytes are not CUDA code")));
   v1::ModuleHeader unknown = header;
   unknown.set_format("wasm");
   EXPECT_THAT(RawUpload(daemon_.target(), unknown, bytes),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("'wasm' is unknown (accepted: auto, shared-library)")));
+                       HasSubstr("'wasm' is unknown (accepted: auto, shared-library, cubin, "
+                                 "fatbin, ptx)")));
   EXPECT_THAT(RawUpload(daemon_.target(), v1::ModuleHeader(), bytes),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("starts with its header")));
   EXPECT_THAT(client_->LoadModule("this is not a module", "text.so"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an ELF file")));
 }
+
+#ifdef KPROF_TEST_CUDA_IMAGES
+// CUDA code is stored like any module, its kernels read from the bytes (a fatbin's once a
+// device loads it), kept across restarts, and refused on the CPU.
+TEST_F(ServiceTest, CudaModulesAreStoredWithTheirKernels) {
+  const std::string dir = KPROF_TEST_MODULE_DIR;
+  std::map<std::string, std::string> ids;
+  for (const char* kind : {"cubin", "fatbin", "ptx"}) {
+    auto module = client_->LoadModuleFile(dir + "/vector_add_cuda." + kind);
+    ASSERT_THAT(module, IsOk()) << kind;
+    EXPECT_EQ(module->format(), kind);
+    if (std::string(kind) == "fatbin") {
+      EXPECT_THAT(module->functions(), SizeIs(0));
+    } else {
+      EXPECT_THAT(module->functions(), ElementsAre("vadd")) << kind;
+    }
+    ids[kind] = module->id();
+  }
+  // Declared formats must match the bytes.
+  EXPECT_THAT(client_->LoadModuleFile(dir + "/vector_add_cuda.ptx", "cubin"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declared cubin, but the bytes are ptx")));
+  // Not on the CPU.
+  EXPECT_THAT(client_->TimeEvaluate(Time(ids["cubin"], "vadd", {})),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("is cubin code for a CUDA device; the job is for cpu:0")));
+  // And not a host library on a CUDA device.
+  auto host = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(host, IsOk());
+  v1::TimeEvaluateRequest on_gpu = Time(host->id(), "vadd", {});
+  on_gpu.set_device("cuda:0");
+  EXPECT_THAT(client_->TimeEvaluate(on_gpu), StatusIs(absl::StatusCode::kFailedPrecondition));
+  // The cache re-reads the formats at start.
+  daemon_.Stop();
+  StartDaemon();
+  auto modules = client_->ListModules();
+  ASSERT_THAT(modules, IsOk());
+  std::map<std::string, std::string> formats;
+  for (const auto& m : *modules) formats[m.id()] = m.format();
+  EXPECT_EQ(formats[ids["cubin"]], "cubin");
+  EXPECT_EQ(formats[ids["fatbin"]], "fatbin");
+  EXPECT_EQ(formats[ids["ptx"]], "ptx");
+}
+#endif
 
 TEST_F(ServiceTest, OversizedModuleIsResourceExhausted) {
   daemon_.Stop();

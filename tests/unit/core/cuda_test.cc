@@ -8,6 +8,7 @@
 #include "core/cuda/cuda_image.h"
 #include "core/cuda/kernel_params.h"
 #include "core/cuda/launch_config.h"
+#include "core/modules/module_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kprof/config.h"
@@ -22,9 +23,12 @@ namespace kprof::core {
 namespace {
 
 using ::kprof::testing::IsOk;
+using ::kprof::testing::IsOkAndHolds;
 using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::StatusIs;
 using ::testing::AnyOf;
+using ::testing::ElementsAre;
+using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::Optional;
 
@@ -68,7 +72,46 @@ TEST(CudaImage, SniffsWhatNvccMade) {
   EXPECT_THAT(SniffCudaImage(ReadFileBytes(dir + "/vector_add_cuda.ptx")),
               Optional(CudaImageKind::kPtx));
 }
+
+TEST(ModuleFormat, DescribesWhatNvccMade) {
+  const std::string dir = KPROF_TEST_MODULE_DIR;
+  const std::string cubin = ReadFileBytes(dir + "/vector_add_cuda.cubin");
+  auto described = DescribeModule(cubin, "auto");
+  ASSERT_THAT(described, IsOk());
+  EXPECT_EQ(described->format, "cubin");
+  EXPECT_THAT(described->functions, ElementsAre("vadd"));
+  EXPECT_THAT(DescribeModule(ReadFileBytes(dir + "/vector_add_cuda.ptx"), "ptx"),
+              IsOkAndHolds(Field(&ModuleDescription::functions, ElementsAre("vadd"))));
+  EXPECT_THAT(DescribeModule(ReadFileBytes(dir + "/vector_add_cuda.fatbin"), ""),
+              IsOkAndHolds(Field(&ModuleDescription::format, "fatbin")));
+  // A cubin cut short is an error naming what is missing, never a read past the end.
+  EXPECT_THAT(DescribeModule(cubin.substr(0, cubin.size() / 2), "cubin"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("invalid cubin: truncated")));
+}
 #endif
+
+TEST(ModuleFormat, DeclaredFormatsMustMatchTheBytes) {
+  const std::string ptx = "//\n.version 8.0\n.target sm_80\n.visible .entry k1(\n)\n{ ret; }\n";
+  EXPECT_THAT(DescribeModule(ptx, "cubin"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("declared cubin, but the bytes are ptx")));
+  EXPECT_THAT(DescribeModule(ptx, "wasm"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("'wasm' is unknown")));
+  EXPECT_THAT(DescribeModule(".version 8.0\n.target sm_80\n.func helper()\n", "auto"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no .entry kernel")));
+  // A host library declared as one is inspected as one.
+  EXPECT_THAT(
+      DescribeModule(ReadFileBytes(kprof::testing::TestModulePath("vector_add")), "shared-library"),
+      IsOkAndHolds(Field(&ModuleDescription::format, "shared-library")));
+}
+
+TEST(ModuleFormat, PtxKernelsAreTheEntryDirectives) {
+  EXPECT_THAT(PtxKernels(".visible .entry b(\n.param .u64 p)\n.entry a (\n"
+                         "// .entry not_a_kernel_in_a_comment_word.entry x\n"
+                         ".weak .entry $c_1(\n.func f(\n"),
+              ElementsAre("$c_1", "a", "b"));
+  EXPECT_TRUE(PtxKernels(".version 8.0").empty());
+}
 
 TEST(LaunchConfig, WithinTheLimitsIsOk) {
   LaunchConfig config;

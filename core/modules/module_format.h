@@ -1,0 +1,33 @@
+// What an uploaded module is, from its bytes and the format its uploader declared: a shared
+// library for the host (its exported functions), or CUDA code — a cubin or PTX (its kernels),
+// or a fatbin (kernels known once a device loads it). The daemon decides this at upload and
+// again when it re-reads its cache, without loading anything.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kprof::core {
+
+inline constexpr std::string_view kSharedLibraryFormat = "shared-library";
+
+struct ModuleDescription {
+  std::string format;                  // "shared-library", "cubin", "fatbin" or "ptx"
+  std::vector<std::string> functions;  // sorted; empty for a fatbin
+};
+
+// `declared`: "" or "auto" (decide from the bytes), or one of the formats, which the bytes must
+// then be. INVALID_ARGUMENT for an unknown format, a mismatch ("declared cubin, but the bytes
+// are PTX"), and what the inspection of the format finds wrong.
+absl::StatusOr<ModuleDescription> DescribeModule(std::string_view bytes, std::string_view declared);
+
+// Whether `format` is one DescribeModule takes (so an upload's header can be refused early).
+bool IsModuleFormat(std::string_view format);
+
+// Whether modules of `format` run on CUDA devices (and not on the CPU).
+bool IsCudaFormat(std::string_view format);
+
+}  // namespace kprof::core
