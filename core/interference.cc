@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 
@@ -13,6 +15,8 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
   SystemSample sample;
   std::ifstream loadavg(root + "proc/loadavg");
   if (double load = 0; loadavg >> load && load >= 0) sample.load_average = load;
+  sample.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   sample.cpu = cpu >= 0 ? cpu : sched_getcpu();
   if (sample.cpu >= 0) sample.cpu_khz = CpuKhz(root, sample.cpu);
   return sample;
@@ -29,8 +33,10 @@ int64_t CpuKhz(const std::string& root, int cpu) {
 std::vector<std::string> InterferenceWarnings(const SystemSample& before, const SystemSample& after,
                                               const InterferenceThresholds& thresholds) {
   std::vector<std::string> warnings;
+  const double own = 1 - std::exp(-std::max(0.0, after.seconds - before.seconds) / 60);
+  const double rise = after.load_average - before.load_average;
   if (before.load_average >= 0 && after.load_average >= 0 &&
-      std::abs(after.load_average - before.load_average) >= thresholds.load_average) {
+      (rise >= thresholds.load_average + own || -rise >= thresholds.load_average)) {
     warnings.push_back(absl::StrFormat(
         "the load average moved from %.2f to %.2f during the measurement (threshold %.2f): other "
         "work competed for the CPUs",

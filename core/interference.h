@@ -19,6 +19,7 @@ struct SystemSample {
   double load_average = -1;  // one-minute load average; < 0 when unreadable
   int cpu = -1;              // the CPU whose clock was read; < 0 when unknown
   int64_t cpu_khz = -1;      // that CPU's current clock; < 0 when unreadable
+  double seconds = 0;        // when it was taken, on the monotonic clock
 };
 
 // Reads /proc/loadavg and cpufreq/scaling_cur_freq of `cpu` (by default, the one the calling
@@ -35,7 +36,9 @@ struct InterferenceThresholds {
 };
 
 // One sentence per thing that moved beyond its threshold, naming before and after; nothing
-// for what either sample could not read.
+// for what either sample could not read. A rise of the load average is judged net of what the
+// measurement itself adds: one busy thread for t seconds lifts the one-minute average by up
+// to 1 - exp(-t / 60).
 std::vector<std::string> InterferenceWarnings(const SystemSample& before, const SystemSample& after,
                                               const InterferenceThresholds& thresholds = {});
 

@@ -57,6 +57,9 @@ std::vector<size_t> TukeyOutliers(const std::vector<double>& samples, double k) 
   if (samples.size() < 4) return outliers;
   const double q1 = Percentile(samples, 25);
   const double q3 = Percentile(samples, 75);
+  // No spread between the quartiles (a coarse clock reading the same tick): no fences to draw,
+  // rather than calling every other value an outlier.
+  if (!(q3 > q1)) return outliers;
   const double low = q1 - k * (q3 - q1);
   const double high = q3 + k * (q3 - q1);
   for (size_t i = 0; i < samples.size(); ++i) {

@@ -30,8 +30,8 @@ double CoefficientOfVariation(const std::vector<double>& samples);
 double Percentile(std::vector<double> samples, double p);
 
 // Indices, in increasing order, of the samples outside Tukey's fences [Q1 - k·IQR, Q3 + k·IQR]
-// (quartiles as by Percentile). None for fewer than 4 samples: too few to tell an outlier from
-// the spread.
+// (quartiles as by Percentile). None for fewer than 4 samples, too few to tell an outlier from
+// the spread, and none when Q1 = Q3, where there are no fences to draw.
 std::vector<size_t> TukeyOutliers(const std::vector<double>& samples, double k = 1.5);
 
 // The samples whose indices are not in `excluded` (sorted, as TukeyOutliers returns them).

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -46,13 +47,19 @@ class CacheFlusher {
   size_t bytes_ = 0;
 };
 
-// The relative standard deviation of the repeats the filter keeps, and which it set aside.
+// The sample relative standard deviation (dividing by n - 1) of the repeats the filter keeps,
+// and which it set aside. NaN for fewer than two repeats or a mean that is not positive (the
+// clock read nothing): no spread is known, so nothing converges on it.
 double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filter,
                           std::vector<size_t>* outliers) {
   outliers->clear();
   if (filter == OutlierFilter::kTukey) *outliers = TukeyOutliers(samples);
-  const double cv = CoefficientOfVariation(Without(samples, *outliers));
-  return std::isnan(cv) ? 0 : cv;  // all zero: no spread at all
+  const std::vector<double> kept = Without(samples, *outliers);
+  const double mean = Mean(kept);
+  if (kept.size() < 2 || !(mean > 0)) return std::numeric_limits<double>::quiet_NaN();
+  double squares = 0;
+  for (double x : kept) squares += (x - mean) * (x - mean);
+  return std::sqrt(squares / static_cast<double>(kept.size() - 1)) / mean;
 }
 
 }  // namespace
@@ -217,6 +224,13 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
   if (!result.converged) {
     result.rel_stddev =
         KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
+    // The last repeats may have gone untested (past 100 the test runs at every 1% more, and
+    // the budget or the count can end it first): a spread under the threshold is converged.
+    if (converging && static_cast<int64_t>(result.seconds_per_call.size()) >= options.min_repeats &&
+        result.rel_stddev <= options.max_relative_stddev) {
+      result.converged = true;
+      result.stop = StopReason::kConverged;
+    }
   }
   return result;
 }

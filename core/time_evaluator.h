@@ -75,8 +75,10 @@ struct TimeEvaluation {
   std::vector<int64_t> numbers;          // calls per repeat, one per repeat
   int64_t final_number = 0;              // the number the last repeat used
   std::vector<size_t> outliers;          // repeats the filter set aside, by index
-  double rel_stddev = 0;                 // of the repeats kept (all without a filter)
-  bool converged = false;                // reached max_relative_stddev (convergence only)
+  // Sample standard deviation (n - 1) over the mean, of the repeats kept (all without a
+  // filter); NaN for fewer than two.
+  double rel_stddev = 0;
+  bool converged = false;  // reached max_relative_stddev (convergence only)
   StopReason stop = StopReason::kRepeatCount;
 };
 

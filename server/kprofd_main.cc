@@ -328,6 +328,7 @@ absl::Status Serve(const Flags& flags) {
   limits.max_queue = static_cast<int>(flags.max_queue);
   limits.job_timeout = flags.job_timeout;
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
+  service.SetCudaDevices(core::CudaDevicesWithin(absl::Seconds(20)));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -79,14 +79,14 @@ void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
 class ProfilerService::UploadReactor final
     : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
  public:
-  // `uploads` counts the reactors alive, under `mutex`.
+  // An admitted upload was counted in `uploads` (under `mutex`) by the service, and is
+  // uncounted when it ends.
   UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response,
                 const absl::Status& admitted, absl::Mutex* mutex, int* uploads)
-      : registry_(registry), response_(response), mutex_(mutex), uploads_(uploads) {
-    {
-      absl::MutexLock lock(mutex_);
-      ++*uploads_;
-    }
+      : registry_(registry),
+        response_(response),
+        mutex_(mutex),
+        uploads_(admitted.ok() ? uploads : nullptr) {
     if (!admitted.ok()) {
       Finish(ToGrpcStatus(admitted));
       return;
@@ -107,7 +107,7 @@ class ProfilerService::UploadReactor final
   }
 
   void OnDone() override {
-    {
+    if (uploads_ != nullptr) {
       absl::MutexLock lock(mutex_);
       --*uploads_;
     }
@@ -256,7 +256,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_jobs_failed(stats.failed);
   }
   // CUDA devices the driver reports, or why there are none.
-  if (const absl::StatusOr<core::CudaInventory> cuda = core::CudaDevices(); cuda.ok()) {
+  if (const absl::StatusOr<core::CudaInventory>& cuda = cuda_; cuda.ok()) {
     std::vector<std::string> gpus;
     for (const core::CudaDeviceInfo& d : cuda->devices) {
       gpus.push_back(absl::StrCat("cuda:", d.id, " ", d.name, " (sm_", d.compute_major,
@@ -301,7 +301,16 @@ grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext
 grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
     grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) {
   absl::Status admitted = Authenticate(context);
-  if (admitted.ok() && draining_) admitted = absl::UnavailableError("kprofd is shutting down");
+  if (admitted.ok()) {
+    // Checked and counted under one lock, which StartDraining takes too: an upload either
+    // counts before draining begins, and is waited for, or is refused.
+    absl::MutexLock lock(&uploads_mutex_);
+    if (draining_) {
+      admitted = absl::UnavailableError("kprofd is shutting down");
+    } else {
+      ++uploads_;
+    }
+  }
   return new UploadReactor(registry_, response, admitted, &uploads_mutex_, &uploads_);
 }
 
@@ -394,7 +403,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
     const std::string known = absl::StrJoin(present, ", ");
     if (device->type == core::DeviceType::kCuda) {
-      const absl::StatusOr<core::CudaInventory> cuda = core::CudaDevices();
+      const absl::StatusOr<core::CudaInventory>& cuda = cuda_;
       const std::string why = cuda.ok() ? "this kprofd does not run jobs on CUDA devices yet"
                                         : std::string(cuda.status().message());
       return fail(absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(*device),

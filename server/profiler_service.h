@@ -10,6 +10,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/cuda/cuda_devices.h"
 #include "core/device.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "server/device_executor.h"
@@ -32,8 +33,15 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
                   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
                   ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
 
+  // The CUDA devices (or why there are none), looked up once before serving: GetInfo and jobs
+  // on cuda:N answer from it, never by calling into the driver on a gRPC thread.
+  void SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda) { cuda_ = std::move(cuda); }
+
   // From now on, measurements and uploads are refused with UNAVAILABLE.
-  void StartDraining() { draining_ = true; }
+  void StartDraining() {
+    absl::MutexLock lock(&uploads_mutex_);
+    draining_ = true;
+  }
 
   // Waits up to `timeout` for the uploads in progress to end; false when some still run. Then
   // the server can be shut down at once: gRPC's Shutdown otherwise waits out its whole deadline
@@ -83,6 +91,8 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   const ServiceLimits limits_;
   const std::optional<TokenAuth> auth_;
   std::atomic<bool> draining_{false};
+  absl::StatusOr<core::CudaInventory> cuda_ =
+      absl::FailedPreconditionError("CUDA devices were not looked up");
   absl::Mutex uploads_mutex_;
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;
   std::atomic<uint64_t> next_job_id_{1};

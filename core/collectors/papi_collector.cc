@@ -17,6 +17,7 @@ namespace kprof::core {
 namespace {
 
 constexpr size_t kMaxEvents = 32;
+constexpr size_t kMaxEventName = 1024;  // PAPI_HUGE_STR_LEN
 
 #if KPROF_HAS_PAPI
 
@@ -173,6 +174,12 @@ absl::StatusOr<std::unique_ptr<PapiCollector>> PapiCollector::Create(
                                                    " events (papi:PAPI_TOT_CYC,PAPI_TOT_INS), got ",
                                                    events.size()));
   }
+  for (const std::string& event : events) {
+    if (event.size() >= kMaxEventName) {
+      return absl::InvalidArgumentError(absl::StrCat("PAPI event name of ", event.size(),
+                                                     " bytes (limit ", kMaxEventName - 1, ")"));
+    }
+  }
   if (absl::Status status = PapiStatus(); !status.ok()) return status;
   return std::unique_ptr<PapiCollector>(new PapiCollector(std::move(events)));
 }
@@ -196,17 +203,25 @@ absl::Status PapiCollector::Init(const std::vector<Device>& devices) {
     return absl::FailedPreconditionError(
         absl::StrCat("PAPI_create_eventset: ", PAPI_strerror(error)));
   }
+  absl::Status status;
   for (const std::string& event : events_) {
     int code = PAPI_NULL;
     if (const int error = PAPI_event_name_to_code(event.c_str(), &code); error != PAPI_OK) {
-      return EventError(event, "PAPI_event_name_to_code", error, DisabledCpuComponents());
+      status = EventError(event, "PAPI_event_name_to_code", error, DisabledCpuComponents());
+      break;
     }
     if (const int error = PAPI_add_event(event_set_, code); error != PAPI_OK) {
-      return EventError(event, "PAPI_add_event", error,
-                        ComponentReason(PAPI_get_event_component(code)));
+      status = EventError(event, "PAPI_add_event", error,
+                          ComponentReason(PAPI_get_event_component(code)));
+      break;
     }
   }
-  return absl::OkStatus();
+  if (!status.ok()) {  // no half-built set for a later Init to take as ready
+    PAPI_cleanup_eventset(event_set_);
+    PAPI_destroy_eventset(&event_set_);
+    event_set_ = PAPI_NULL;
+  }
+  return status;
 #else
   (void)devices;
   return PapiStatus();

@@ -118,6 +118,9 @@ std::string RaplUnavailableReason(const std::string& root) {
 
 uint64_t EnergyDelta(uint64_t before_uj, uint64_t after_uj, uint64_t max_energy_range_uj) {
   if (after_uj >= before_uj) return after_uj - before_uj;
+  // The counter ran past its range and restarted from zero. A reading beyond the range is not
+  // a wrap the range explains (the counter was reset): count from zero.
+  if (before_uj > max_energy_range_uj) return after_uj;
   return max_energy_range_uj - before_uj + after_uj;
 }
 

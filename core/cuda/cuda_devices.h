@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace kprof::core {
 
@@ -30,6 +31,11 @@ struct CudaInventory {
 // CUDA", "libcuda.so.1 not found (no NVIDIA driver on this host): ...", "cuInit(0):
 // CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
 absl::StatusOr<CudaInventory> CudaDevices();
+
+// CudaDevices, given up on after `timeout`: loading the driver and cuInit can hang (a GPU fallen
+// off the bus), and the daemon must start regardless. FAILED_PRECONDITION saying so then; the
+// lookup goes on in the background.
+absl::StatusOr<CudaInventory> CudaDevicesWithin(absl::Duration timeout);
 
 // "12.4" for 12040.
 std::string CudaVersionText(int version);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <set>
 
 namespace kprof::core {
 namespace {
@@ -45,30 +46,32 @@ std::string_view CudaImageKindName(CudaImageKind kind) {
 }
 
 std::vector<std::string> PtxKernels(std::string_view ptx) {
-  std::vector<std::string> kernels;
+  // One pass, line by line: the part of a line before "//" is code; in it, ".entry" as a
+  // word, then blanks, then the kernel's name.
   constexpr std::string_view kEntry = ".entry";
-  for (size_t at = ptx.find(kEntry); at != std::string_view::npos;
-       at = ptx.find(kEntry, at + kEntry.size())) {
-    // A directive, not part of a longer word or a comment's text: preceded by a blank or a line
-    // start, followed by a blank.
-    const bool starts = at == 0 || ptx[at - 1] == ' ' || ptx[at - 1] == '\t' || ptx[at - 1] == '\n';
-    size_t name = at + kEntry.size();
-    if (!starts || name >= ptx.size() || (ptx[name] != ' ' && ptx[name] != '\t')) continue;
-    // Not in a line comment.
-    const size_t line = ptx.rfind('\n', at);
-    const size_t line_start = line == std::string_view::npos ? 0 : line + 1;
-    if (ptx.substr(line_start, at - line_start).find("//") != std::string_view::npos) continue;
-    while (name < ptx.size() && (ptx[name] == ' ' || ptx[name] == '\t')) ++name;
-    size_t end = name;
-    while (end < ptx.size() && (std::isalnum(static_cast<unsigned char>(ptx[end])) ||
-                                ptx[end] == '_' || ptx[end] == '$' || ptx[end] == '%')) {
-      ++end;
+  const auto blank = [](char c) { return c == ' ' || c == '\t'; };
+  const auto name_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%';
+  };
+  std::set<std::string, std::less<>> kernels;
+  size_t line_start = 0;
+  while (line_start < ptx.size()) {
+    size_t line_end = ptx.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = ptx.size();
+    std::string_view code = ptx.substr(line_start, line_end - line_start);
+    code = code.substr(0, code.find("//"));
+    for (size_t at = code.find(kEntry); at != std::string_view::npos;
+         at = code.find(kEntry, at + kEntry.size())) {
+      size_t name = at + kEntry.size();
+      if ((at > 0 && !blank(code[at - 1])) || name >= code.size() || !blank(code[name])) continue;
+      while (name < code.size() && blank(code[name])) ++name;
+      size_t end = name;
+      while (end < code.size() && name_char(code[end])) ++end;
+      if (end > name) kernels.emplace(code.substr(name, end - name));
     }
-    if (end > name) kernels.emplace_back(ptx.substr(name, end - name));
+    line_start = line_end + 1;
   }
-  std::sort(kernels.begin(), kernels.end());
-  kernels.erase(std::unique(kernels.begin(), kernels.end()), kernels.end());
-  return kernels;
+  return std::vector<std::string>(kernels.begin(), kernels.end());
 }
 
 std::optional<CudaImageKind> SniffCudaImage(std::string_view bytes) {

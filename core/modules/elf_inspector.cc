@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -140,13 +141,18 @@ template <typename Keep>
 absl::StatusOr<std::pair<bool, std::vector<std::string>>> Symbols(const Bytes& bytes,
                                                                   const Elf64_Ehdr& header,
                                                                   uint32_t type, Keep keep) {
+  // Crafted files could name millions of symbols, or one long name a million times: names are
+  // kept once each, up to limits no real module comes near.
+  constexpr size_t kMaxNames = 100'000;
+  constexpr size_t kMaxNameLength = 4096;
   const char* table = type == SHT_DYNSYM ? "dynamic symbol table" : "symbol table";
   bool present = false;
-  std::vector<std::string> names;
+  std::set<std::string, std::less<>> names;
   for (uint16_t i = 0; i < header.e_shnum; ++i) {
     KPROF_READ(section, bytes, Elf64_Shdr, header.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr),
                "a section header");
     if (section.sh_type != type) continue;
+    if (present) return Invalid(absl::StrCat("malformed: more than one ", table));
     present = true;
     if (section.sh_entsize != sizeof(Elf64_Sym)) {
       return Invalid(absl::StrCat("malformed: the ", table, "'s entries have an unexpected size"));
@@ -168,10 +174,18 @@ absl::StatusOr<std::pair<bool, std::vector<std::string>>> Symbols(const Bytes& b
       if (!keep(symbol)) continue;
       auto name = bytes.String(strings.sh_offset, strings.sh_size, symbol.st_name);
       if (!name.ok()) return name.status();
-      if (!name->empty()) names.emplace_back(*name);
+      if (name->size() > kMaxNameLength) {
+        return Invalid(absl::StrCat("a function name of ", name->size(), " bytes (limit ",
+                                    kMaxNameLength, ")"));
+      }
+      if (name->empty() || names.find(*name) != names.end()) continue;
+      if (names.size() == kMaxNames) {
+        return Invalid(absl::StrCat("more than ", kMaxNames, " functions"));
+      }
+      names.emplace(*name);
     }
   }
-  return std::pair{present, std::move(names)};
+  return std::pair{present, std::vector<std::string>(names.begin(), names.end())};
 }
 
 absl::Status CheckSectionHeaders(const Bytes& bytes, const Elf64_Ehdr& header) {

@@ -41,6 +41,9 @@ absl::StatusOr<ModuleDescription> DescribeModule(std::string_view bytes,
       }
       case CudaImageKind::kPtx:
         description.functions = PtxKernels(bytes);
+        if (description.functions.size() > 100'000) {
+          return absl::InvalidArgumentError("invalid PTX module: more than 100000 kernels");
+        }
         if (description.functions.empty()) {
           return absl::InvalidArgumentError("invalid PTX module: it declares no .entry kernel");
         }

@@ -52,6 +52,16 @@ TEST(Interference, LoadMovingBeyondTheThresholdWarns) {
   EXPECT_THAT(InterferenceWarnings(before, {1.60, 0, -1}, lenient), IsEmpty());
 }
 
+TEST(Interference, TheMeasurementsOwnLoadIsNotInterference) {
+  // A minute of one busy thread lifts the one-minute load by up to 1 - 1/e = 0.63.
+  const SystemSample before{0.10, 0, -1, 100.0};
+  EXPECT_THAT(InterferenceWarnings(before, {0.70, 0, -1, 160.0}), IsEmpty());
+  EXPECT_THAT(InterferenceWarnings(before, {1.30, 0, -1, 160.0}),
+              ElementsAre(HasSubstr("load average moved from 0.10 to 1.30")));
+  // Over a short run the own share is small: the threshold alone decides.
+  EXPECT_THAT(InterferenceWarnings(before, {0.65, 0, -1, 101.0}), SizeIs(1));
+}
+
 TEST(Interference, ClockMovingBeyondTheThresholdWarns) {
   const SystemSample before{-1, 3, 2'400'000};
   EXPECT_THAT(InterferenceWarnings(before, {-1, 3, 2'350'000}), IsEmpty());  // 2%

@@ -58,6 +58,7 @@ TEST(Rapl, EnergyDeltaUndoesOneWrap) {
   EXPECT_EQ(EnergyDelta(1000, 3000, kRange), 2000u);
   EXPECT_EQ(EnergyDelta(kRange - 500, 700, kRange), 1200u);
   EXPECT_EQ(EnergyDelta(5, 5, kRange), 0u);
+  EXPECT_EQ(EnergyDelta(kRange + 10, 7, kRange), 7u);  // a reset, not a wrap: never negative
 }
 
 TEST(Rapl, MeasuresEnergyAndPowerPerDomain) {
