@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/collectors/nvml_collector.h"
 #include "core/collectors/papi_collector.h"
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
@@ -11,7 +12,7 @@
 
 namespace kprof::core {
 
-std::vector<std::string> CollectorNames() { return {"rusage", "perf", "papi", "rapl"}; }
+std::vector<std::string> CollectorNames() { return {"rusage", "perf", "papi", "rapl", "nvml"}; }
 
 absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_view spec) {
   const size_t colon = spec.find(':');
@@ -23,6 +24,13 @@ absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_vie
           absl::StrCat("collector 'rusage' takes no options, got '", options, "'"));
     }
     return std::make_unique<RusageCollector>();
+  }
+  if (name == "nvml") {
+    if (colon != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("collector 'nvml' takes no options, got '", options, "'"));
+    }
+    return std::make_unique<NvmlCollector>();
   }
   if (name == "rapl") {
     if (colon != std::string_view::npos) {

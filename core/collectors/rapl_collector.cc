@@ -134,8 +134,7 @@ std::string RaplPowerMetric(const std::string& domain) {
 absl::Status RaplCollector::Init(const std::vector<Device>&) {
   domains_ = DiscoverRaplDomains(root_);
   if (domains_.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("collector 'rapl': ", RaplUnavailableReason(root_)));
+    return absl::FailedPreconditionError(RaplUnavailableReason(root_));
   }
   return absl::OkStatus();
 }

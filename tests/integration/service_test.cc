@@ -584,9 +584,16 @@ TEST_F(ServiceTest, EachBadRequestGetsItsCode) {
   papi.mutable_call()->set_module_id("builtin");
   papi.mutable_call()->set_function("spin_us");
   papi.mutable_call()->add_args("float64:1");
-  papi.add_collectors()->set_name("nvml");
+  papi.add_collectors()->set_name("likwid");
   EXPECT_THAT(client_->ProfileFunction(papi),
-              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown collector 'nvml'")));
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown collector 'likwid'")));
+  // A collector this host lacks says so once, naming itself.
+  papi.mutable_collectors(0)->set_name("nvml");
+  const auto nvml = client_->ProfileFunction(papi);
+  if (!nvml.ok()) {
+    EXPECT_THAT(nvml, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               ::testing::StartsWith("collector 'nvml': libnvidia-ml.so.1")));
+  }
   v1::TimeEvaluateRequest cooldown = Time("builtin", "spin_us", {"float64:1"});
   cooldown.set_repeats_to_cooldown(0);
   EXPECT_THAT(client_->TimeEvaluate(cooldown),

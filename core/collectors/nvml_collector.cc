@@ -1,0 +1,205 @@
+#include "core/collectors/nvml_collector.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kprof::core {
+
+// The part of NVML's C API kprofd uses, declared from NVIDIA's documentation: an opaque device
+// handle, int results (0 is NVML_SUCCESS), and the enums' values.
+namespace nvml {
+using Device = struct nvmlDevice_st*;
+using Return = int;
+constexpr Return kSuccess = 0;
+constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
+constexpr int kTemperatureGpu = 0;          // nvmlTemperatureSensors_t
+}  // namespace nvml
+
+class NvmlLibrary {
+ public:
+  static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Open(const std::string& path) {
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* error = dlerror();
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " not found (no NVIDIA driver with NVML on this host): ", error ? error : ""));
+    }
+    std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary(handle));
+    const auto bind = [&](const char* name, auto& entry) -> bool {
+      entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(dlsym(handle, name));
+      return entry != nullptr;
+    };
+    for (const auto& [name, ok] :
+         {std::pair{"nvmlInit_v2", bind("nvmlInit_v2", lib->init)},
+          std::pair{"nvmlShutdown", bind("nvmlShutdown", lib->shutdown)},
+          std::pair{"nvmlErrorString", bind("nvmlErrorString", lib->error_string)},
+          std::pair{"nvmlDeviceGetHandleByIndex_v2",
+                    bind("nvmlDeviceGetHandleByIndex_v2", lib->handle_by_index)},
+          std::pair{"nvmlDeviceGetTotalEnergyConsumption",
+                    bind("nvmlDeviceGetTotalEnergyConsumption", lib->total_energy)},
+          std::pair{"nvmlDeviceGetClockInfo", bind("nvmlDeviceGetClockInfo", lib->clock_info)},
+          std::pair{"nvmlDeviceGetTemperature", bind("nvmlDeviceGetTemperature", lib->temperature)},
+          std::pair{"nvmlDeviceGetCurrentClocksThrottleReasons",
+                    bind("nvmlDeviceGetCurrentClocksThrottleReasons", lib->throttle_reasons)}}) {
+      if (!ok) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(path, " has no ", name, ": not NVML, or an NVML too old"));
+      }
+    }
+    if (const nvml::Return r = lib->init(); r != nvml::kSuccess) {
+      return absl::FailedPreconditionError(absl::StrCat("nvmlInit_v2: ", lib->Error(r)));
+    }
+    lib->initialised_ = true;
+    return lib;
+  }
+
+  ~NvmlLibrary() {
+    if (initialised_) shutdown();
+    dlclose(handle_);
+  }
+
+  std::string Error(nvml::Return r) const {
+    const char* text = error_string != nullptr ? error_string(r) : nullptr;
+    return text != nullptr ? text : absl::StrCat("NVML error ", r);
+  }
+
+  nvml::Return (*init)() = nullptr;
+  nvml::Return (*shutdown)() = nullptr;
+  const char* (*error_string)(nvml::Return) = nullptr;
+  nvml::Return (*handle_by_index)(unsigned, nvml::Device*) = nullptr;
+  nvml::Return (*total_energy)(nvml::Device, unsigned long long*) = nullptr;  // NOLINT: NVML's
+  nvml::Return (*clock_info)(nvml::Device, int, unsigned*) = nullptr;
+  nvml::Return (*temperature)(nvml::Device, int, unsigned*) = nullptr;
+  nvml::Return (*throttle_reasons)(nvml::Device, unsigned long long*) = nullptr;  // NOLINT
+
+ private:
+  explicit NvmlLibrary(void* handle) : handle_(handle) {}
+  void* handle_;
+  bool initialised_ = false;
+};
+
+std::vector<std::string> ThrottleReasonNames(uint64_t mask) {
+  static constexpr std::pair<uint64_t, const char*> kReasons[] = {
+      {0x1, "GpuIdle"},
+      {0x2, "ApplicationsClocksSetting"},
+      {0x4, "SwPowerCap"},
+      {0x8, "HwSlowdown"},
+      {0x10, "SyncBoost"},
+      {0x20, "SwThermalSlowdown"},
+      {0x40, "HwThermalSlowdown"},
+      {0x80, "HwPowerBrakeSlowdown"},
+      {0x100, "DisplayClockSetting"},
+  };
+  std::vector<std::string> names;
+  for (const auto& [bit, name] : kReasons) {
+    if (mask & bit) names.emplace_back(name);
+    mask &= ~bit;
+  }
+  if (mask != 0) names.push_back(absl::StrFormat("0x%x", mask));
+  return names;
+}
+
+namespace {
+
+// Clocks, temperature and throttle reasons at one moment; what NVML cannot say stays unset.
+struct GpuState {
+  unsigned sm_mhz = 0, memory_mhz = 0, temperature_c = 0;
+  uint64_t throttle = 0;
+  bool has_clocks = false, has_temperature = false, has_throttle = false;
+};
+
+GpuState ReadState(const NvmlLibrary& nvml, nvml::Device device) {
+  GpuState s;
+  s.has_clocks = nvml.clock_info(device, nvml::kClockSm, &s.sm_mhz) == nvml::kSuccess &&
+                 nvml.clock_info(device, nvml::kClockMem, &s.memory_mhz) == nvml::kSuccess;
+  s.has_temperature =
+      nvml.temperature(device, nvml::kTemperatureGpu, &s.temperature_c) == nvml::kSuccess;
+  unsigned long long reasons = 0;  // NOLINT(google-runtime-int): NVML's type
+  s.has_throttle = nvml.throttle_reasons(device, &reasons) == nvml::kSuccess;
+  s.throttle = reasons;
+  return s;
+}
+
+class NvmlMeasurement final : public MetricCollector::Measurement {
+ public:
+  NvmlMeasurement(const NvmlLibrary* nvml, nvml::Device device, uint64_t energy_mj, GpuState before)
+      : nvml_(nvml),
+        device_(device),
+        energy_mj_(energy_mj),
+        before_(before),
+        began_(std::chrono::steady_clock::now()) {}
+
+  absl::StatusOr<MetricMap> Stop() override {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
+    unsigned long long energy = 0;  // NOLINT(google-runtime-int): NVML's type
+    if (const nvml::Return r = nvml_->total_energy(device_, &energy); r != nvml::kSuccess) {
+      return absl::UnavailableError(
+          absl::StrCat("nvmlDeviceGetTotalEnergyConsumption: ", nvml_->Error(r)));
+    }
+    const GpuState after = ReadState(*nvml_, device_);
+    const uint64_t used = energy >= energy_mj_ ? energy - energy_mj_ : 0;
+    MetricMap m;
+    m["GPU energy (mJ)"] = Count{static_cast<int64_t>(used)};
+    if (seconds > 0) m["GPU power (W)"] = Ratio{static_cast<double>(used) / 1e3 / seconds};
+    if (before_.has_clocks && after.has_clocks) {
+      m["SM clock before (MHz)"] = Count{before_.sm_mhz};
+      m["SM clock after (MHz)"] = Count{after.sm_mhz};
+      m["Memory clock before (MHz)"] = Count{before_.memory_mhz};
+      m["Memory clock after (MHz)"] = Count{after.memory_mhz};
+    }
+    if (after.has_temperature) m["GPU temperature (C)"] = Count{after.temperature_c};
+    if (before_.has_throttle && after.has_throttle) {
+      const std::vector<std::string> names = ThrottleReasonNames(before_.throttle | after.throttle);
+      std::string text;
+      for (const std::string& n : names) absl::StrAppend(&text, text.empty() ? "" : ", ", n);
+      m["Throttle reasons"] = text.empty() ? std::string("none") : text;
+    }
+    return m;
+  }
+
+ private:
+  const NvmlLibrary* nvml_;
+  nvml::Device device_;
+  uint64_t energy_mj_;
+  GpuState before_;
+  std::chrono::steady_clock::time_point began_;
+};
+
+}  // namespace
+
+NvmlCollector::NvmlCollector(std::string library) : library_path_(std::move(library)) {}
+NvmlCollector::~NvmlCollector() = default;
+
+absl::Status NvmlCollector::Init(const std::vector<Device>&) {
+  if (library_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<NvmlLibrary>> opened = NvmlLibrary::Open(library_path_);
+  if (!opened.ok()) return opened.status();
+  library_ = *std::move(opened);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Start(Device device) {
+  if (device.type != DeviceType::kCuda) return nullptr;
+  if (library_ == nullptr) return absl::FailedPreconditionError("collector 'nvml' not initialised");
+  nvml::Device handle = nullptr;
+  if (const nvml::Return r = library_->handle_by_index(static_cast<unsigned>(device.id), &handle);
+      r != nvml::kSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", device.id, "): ", library_->Error(r)));
+  }
+  unsigned long long energy = 0;  // NOLINT(google-runtime-int): NVML's type
+  if (const nvml::Return r = library_->total_energy(handle, &energy); r != nvml::kSuccess) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("nvmlDeviceGetTotalEnergyConsumption: ", library_->Error(r),
+                     " (the total-energy counter needs a Volta or newer GPU)"));
+  }
+  return std::make_unique<NvmlMeasurement>(library_.get(), handle, energy,
+                                           ReadState(*library_, handle));
+}
+
+}  // namespace kprof::core

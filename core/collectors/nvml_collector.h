@@ -1,0 +1,45 @@
+// NvmlCollector ("nvml"): what a GPU did over a measured region, from NVIDIA's management
+// library — energy (the total-energy counter's delta, in mJ) and average power, SM and memory
+// clocks before and after, temperature, and the reasons the clocks were held back, by name.
+//
+// libnvidia-ml.so.1 is dlopen'ed, never linked, and its few entry points are declared here
+// (there is no nvml.h to build against). Where it is absent — hosts without an NVIDIA driver,
+// Jetson boards, which have no NVML — Init says so and GetInfo does not list the collector.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/collectors/metric_collector.h"
+
+namespace kprof::core {
+
+// NVML's clock-event ("throttle") reason bits as names: "GpuIdle", "SwPowerCap",
+// "HwSlowdown", ...; unknown bits as "0x...".
+std::vector<std::string> ThrottleReasonNames(uint64_t mask);
+
+class NvmlLibrary;
+
+class NvmlCollector final : public MetricCollector {
+ public:
+  // `library`: where NVML is (the default: the system's).
+  explicit NvmlCollector(std::string library = "libnvidia-ml.so.1");
+  ~NvmlCollector() override;
+
+  std::string_view name() const override { return "nvml"; }
+
+  // Loads NVML and initialises it; FAILED_PRECONDITION naming the library and why when it
+  // cannot ("libnvidia-ml.so.1 not found", "nvmlInit_v2: ...").
+  absl::Status Init(const std::vector<Device>& devices) override;
+
+  // Measures cuda:N; nullptr for other devices.
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+
+ private:
+  std::string library_path_;
+  std::unique_ptr<NvmlLibrary> library_;
+};
+
+}  // namespace kprof::core
