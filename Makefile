@@ -8,7 +8,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan bench fuzz package release format clean
+.PHONY: all deps build demo test test-asan bench fuzz package gpu-bundle release format clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -38,6 +38,10 @@ bench: build
 	./$(BUILD_DIR)/tests/bench/kprof_bench --markdown docs/BENCHMARKS.md
 	./$(BUILD_DIR)/tests/bench/kprof_runner_bench
 	./$(BUILD_DIR)/tests/bench/kprof_daemon_bench
+
+# kprofd, its tests and the libraries they need, for a lent GPU machine (tests/gpu/run.sh).
+gpu-bundle: build
+	./deploy/gpu-bundle.sh $(BUILD_DIR) build/gpu-bundle
 
 # libFuzzer on core's parsers, in a clang build tree of its own, FUZZ_SECONDS per target. New
 # inputs collect in build/fuzz/corpus/TARGET; tests/fuzz/corpus/TARGET seeds them.

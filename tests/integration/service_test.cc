@@ -233,7 +233,7 @@ TEST_F(ServiceTest, UploadErrorsHaveTheirCodes) {
 // CUDA code is stored like any module, its kernels read from the bytes (a fatbin's once a
 // device loads it), kept across restarts, and refused on the CPU.
 TEST_F(ServiceTest, CudaModulesAreStoredWithTheirKernels) {
-  const std::string dir = KPROF_TEST_MODULE_DIR;
+  const std::string dir = kprof::testing::TestModuleDir();
   std::map<std::string, std::string> ids;
   for (const char* kind : {"cubin", "fatbin", "ptx"}) {
     auto module = client_->LoadModuleFile(dir + "/vector_add_cuda." + kind);

@@ -22,6 +22,12 @@ extern char** environ;
 
 namespace kprof::testing {
 
+// The kprofd under test: the build's, or $KPROF_TEST_KPROFD (a bundle on a GPU machine).
+inline const char* KprofdPath() {
+  const char* path = std::getenv("KPROF_TEST_KPROFD");
+  return path != nullptr && *path != '\0' ? path : KPROFD_PATH;
+}
+
 class Daemon {
  public:
   // Starts kprofd with `extra` options, using `cache_dir` (a new one when empty). Returns false
@@ -30,8 +36,8 @@ class Daemon {
     cache_dir_ = cache_dir;
     port_file_ = temp_.path() + "/port";
     std::remove(port_file_.c_str());
-    std::vector<std::string> args = {KPROFD_PATH, "--listen",    listen_,   "--port-file",
-                                     port_file_,  "--cache-dir", cache_dir_};
+    std::vector<std::string> args = {KprofdPath(), "--listen",    listen_,   "--port-file",
+                                     port_file_,   "--cache-dir", cache_dir_};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -42,7 +48,7 @@ class Daemon {
       posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(),
                                        O_WRONLY | O_CREAT | O_APPEND, 0644);
     }
-    const int spawned = posix_spawn(&pid_, KPROFD_PATH, &actions, nullptr, argv.data(), environ);
+    const int spawned = posix_spawn(&pid_, KprofdPath(), &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) return false;
     for (int i = 0; i < 1000; ++i) {  // up to 10 s

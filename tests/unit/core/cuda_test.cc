@@ -64,7 +64,7 @@ TEST(CudaImage, HostLibrariesAreNotCudaCode) {
 #ifdef KPROF_TEST_CUDA_IMAGES
 // What nvcc made of tests/modules/vector_add_cuda.cu.
 TEST(CudaImage, SniffsWhatNvccMade) {
-  const std::string dir = KPROF_TEST_MODULE_DIR;
+  const std::string dir = kprof::testing::TestModuleDir();
   EXPECT_THAT(SniffCudaImage(ReadFileBytes(dir + "/vector_add_cuda.cubin")),
               Optional(CudaImageKind::kCubin));
   EXPECT_THAT(SniffCudaImage(ReadFileBytes(dir + "/vector_add_cuda.fatbin")),
@@ -74,7 +74,7 @@ TEST(CudaImage, SniffsWhatNvccMade) {
 }
 
 TEST(ModuleFormat, DescribesWhatNvccMade) {
-  const std::string dir = KPROF_TEST_MODULE_DIR;
+  const std::string dir = kprof::testing::TestModuleDir();
   const std::string cubin = ReadFileBytes(dir + "/vector_add_cuda.cubin");
   auto described = DescribeModule(cubin, "auto");
   ASSERT_THAT(described, IsOk());
