@@ -18,27 +18,17 @@ absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_vie
   const size_t colon = spec.find(':');
   const std::string name(spec.substr(0, colon));
   const std::string options(colon == std::string_view::npos ? "" : spec.substr(colon + 1));
-  if (name == "rusage") {
+  // The collectors that take no options.
+  const auto plain = [&](auto make) -> absl::StatusOr<std::unique_ptr<MetricCollector>> {
     if (colon != std::string_view::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat("collector 'rusage' takes no options, got '", options, "'"));
+          absl::StrCat("collector '", name, "' takes no options, got '", options, "'"));
     }
-    return std::make_unique<RusageCollector>();
-  }
-  if (name == "nvml") {
-    if (colon != std::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("collector 'nvml' takes no options, got '", options, "'"));
-    }
-    return std::make_unique<NvmlCollector>();
-  }
-  if (name == "rapl") {
-    if (colon != std::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("collector 'rapl' takes no options, got '", options, "'"));
-    }
-    return std::make_unique<RaplCollector>();
-  }
+    return std::unique_ptr<MetricCollector>(make());
+  };
+  if (name == "rusage") return plain([] { return std::make_unique<RusageCollector>(); });
+  if (name == "nvml") return plain([] { return std::make_unique<NvmlCollector>(); });
+  if (name == "rapl") return plain([] { return std::make_unique<RaplCollector>(); });
   if (name == "papi") {
     std::vector<std::string> events = absl::StrSplit(options, ',', absl::SkipEmpty());
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<PapiCollector> papi,
