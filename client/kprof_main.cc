@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "client/kprof_client.h"
 #include "core/command_line.h"
@@ -46,7 +48,7 @@ constexpr char kUsage[] =
     "       [--repeat N] [--min-repeat-ms MS] [--limit-zero-time-iterations N]\n"
     "       [--cooldown-ms MS] [--repeats-to-cooldown N] [--cache-flush-bytes N]\n"
     "       [--preproc NAME] [--checksums] [--outliers none|iqr]\n"
-    "       [--max-rel-stddev R [--min-repeats N] [--max-time-ms MS]]\n"
+    "       [--max-rel-stddev R [--min-repeats N] [--max-time-ms MS]] [--flush-l2]\n"
     "  profile MODULE FUNCTION [--arg SPEC]... [--device cpu:0] [--warmup N] [--number N]\n"
     "       [--collector NAME[:EVENT,EVENT...]]...\n"
     "  profile --sequence FILE.json [--repeat N] [--warmup N] [--collector ...]\n"
@@ -56,6 +58,8 @@ constexpr char kUsage[] =
     "  --tls-cert FILE --tls-key FILE (mutual TLS)\n"
     "\n"
     "MODULE is a file (uploaded when the daemon lacks it), a module id, or 'builtin'.\n"
+    "CUDA kernels (cubin, fatbin, PTX) take --grid X[,Y[,Z]] --block X[,Y[,Z]] [--shared-bytes "
+    "N].\n"
     "The target defaults to $KPROF_TARGET, else 127.0.0.1:9177.\n";
 
 struct Options {
@@ -76,7 +80,9 @@ struct Options {
   double max_rel_stddev = 0, max_time_ms = 0;
   int64_t min_repeats = 3;
   std::string preproc, sequence, outliers;
-  bool checksums = false;
+  bool checksums = false, flush_l2 = false;
+  std::string grid, block;
+  int64_t shared_bytes = 0;
   std::vector<std::string> collectors;
   // report
   bool no_aggregate = false, no_sort = false, no_sums = false;
@@ -116,11 +122,39 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddString("outliers", &o.outliers, "none|iqr",
                "set aside repeats beyond 1.5 IQR in filtered statistics");
   cl.AddInt("warmup", &o.warmup, "N", "untimed calls first (profile)");
+  cl.AddString("grid", &o.grid, "X[,Y[,Z]]", "a CUDA kernel's grid");
+  cl.AddString("block", &o.block, "X[,Y[,Z]]", "a CUDA kernel's block");
+  cl.AddInt("shared-bytes", &o.shared_bytes, "N", "a CUDA kernel's dynamic shared memory");
+  cl.AddFlag("flush-l2", &o.flush_l2, "cuda: write an L2-sized buffer before each repeat");
   cl.AddRepeated("collector", &o.collectors, "NAME[:EVENT,...]", "a metric collector");
   cl.AddString("sequence", &o.sequence, "FILE.json", "profile a sequence of calls");
   cl.AddFlag("no-aggregate", &o.no_aggregate, "report: one row per call");
   cl.AddFlag("no-sort", &o.no_sort, "report: keep the calls' order");
   cl.AddFlag("no-sums", &o.no_sums, "report: no Sum row");
+}
+
+// --grid and --block as a LaunchConfig, when either is given.
+absl::Status SetLaunch(const core::CommandLine& cl, const Options& o,
+                       kprof::v1::FunctionCall* call) {
+  if (!cl.Given("grid") && !cl.Given("block") && !cl.Given("shared-bytes")) return absl::OkStatus();
+  if (!cl.Given("grid") || !cl.Given("block")) {
+    return absl::InvalidArgumentError("a kernel launch needs both --grid and --block");
+  }
+  kprof::v1::LaunchConfig* launch = call->mutable_launch();
+  for (const auto& [name, text, dims] : {std::tuple{"grid", &o.grid, launch->mutable_grid()},
+                                         std::tuple{"block", &o.block, launch->mutable_block()}}) {
+    for (const absl::string_view part : absl::StrSplit(absl::string_view(*text), ',')) {
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(part, &value)) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " '", *text,
+                                                       "': dimensions are integers, e.g. 256 or "
+                                                       "64,64"));
+      }
+      dims->Add(value);
+    }
+  }
+  launch->set_shared_bytes(o.shared_bytes);
+  return absl::OkStatus();
 }
 
 bool IsModuleId(const std::string& text) {
@@ -194,6 +228,15 @@ absl::Status Info(Client& client, const Options& o) {
         d.name().c_str(), d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(),
         d.cpus(), d.queue_length(), d.busy() ? " (busy)" : "",
         static_cast<long long>(d.jobs_completed()), static_cast<long long>(d.jobs_failed()));
+    if (!d.compute_capability().empty()) {
+      std::printf(
+          "  sm_%s, %d SMs, %llu MiB, L2 %d KiB, %d MHz; memory %d MHz x %d bits (peak %.0f "
+          "GB/s); PCI %s; driver CUDA %s\n",
+          absl::StrReplaceAll(d.compute_capability(), {{".", ""}}).c_str(), d.multiprocessors(),
+          static_cast<unsigned long long>(d.memory_bytes() >> 20), d.l2_bytes() >> 10,
+          d.clock_mhz(), d.memory_clock_mhz(), d.memory_bus_bits(), d.peak_bandwidth_gbps(),
+          d.pci_bus_id().c_str(), d.driver_version().c_str());
+    }
     for (const auto& c : d.collectors()) {
       const std::string metrics = c.metrics().empty() ? "no preset events; native events by name"
                                                       : absl::StrJoin(c.metrics(), ", ");
@@ -252,6 +295,8 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
   request.mutable_call()->set_module_id(id);
   request.mutable_call()->set_function(words[2]);
   for (const std::string& a : o.args) request.mutable_call()->add_args(a);
+  KPROF_RETURN_IF_ERROR(SetLaunch(cl, o, request.mutable_call()));
+  request.set_flush_l2(o.flush_l2);
   request.set_device(o.device);
   request.set_seed(o.seed);
   request.set_number(o.number);
@@ -403,6 +448,25 @@ absl::Status ReadSequence(Client& client, const Options& o, kprof::v1::ProfileRe
       if (!a.is_string()) return bad(absl::StrCat("calls[", i, "].args holds a non-string"));
       out->add_args(a.get<std::string>());
     }
+    // "launch": {"grid": [4096], "block": [256], "shared_bytes": 0}
+    if (const Json launch = call.value("launch", Json()); !launch.is_null()) {
+      if (!launch.is_object() || !launch.value("grid", Json()).is_array() ||
+          !launch.value("block", Json()).is_array()) {
+        return bad(absl::StrCat("calls[", i, "].launch needs \"grid\" and \"block\" arrays"));
+      }
+      for (const auto& [key, dims] : {std::pair{"grid", out->mutable_launch()->mutable_grid()},
+                                      std::pair{"block", out->mutable_launch()->mutable_block()}}) {
+        for (const Json& d : launch[key]) {
+          if (!d.is_number_integer()) {
+            return bad(absl::StrCat("calls[", i, "].launch.", key, " holds a non-integer"));
+          }
+          dims->Add(d.get<int64_t>());
+        }
+      }
+      if (launch.value("shared_bytes", Json()).is_number_integer()) {
+        out->mutable_launch()->set_shared_bytes(launch["shared_bytes"].get<int64_t>());
+      }
+    }
   }
   if (json.value("repeat", Json()).is_number_integer()) request->set_repeat(json["repeat"]);
   if (json.value("warmup", Json()).is_number_integer()) request->set_warmup(json["warmup"]);
@@ -436,6 +500,7 @@ absl::Status Profile(Client& client, const core::CommandLine& cl, const Options&
     request.mutable_call()->set_module_id(id);
     request.mutable_call()->set_function(words[2]);
     for (const std::string& a : o.args) request.mutable_call()->add_args(a);
+    KPROF_RETURN_IF_ERROR(SetLaunch(cl, o, request.mutable_call()));
     request.set_device(o.device);
     request.set_seed(o.seed);
     request.set_warmup(o.warmup);

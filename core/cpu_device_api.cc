@@ -4,6 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/device_api.h"
+#include "kprof/config.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_context.h"
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -76,7 +81,11 @@ absl::StatusOr<DeviceApi*> GetDeviceApi(DeviceType type) {
     case DeviceType::kCpu:
       return cpu;
     case DeviceType::kCuda:
+#if KPROF_HAS_CUDA
+      return CudaDeviceApi();
+#else
       break;
+#endif
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "device type '", std::string(DeviceTypeName(type)), "' has no device API in this build"));

@@ -9,6 +9,11 @@
 #include "core/interference.h"
 #include "core/profiler.h"
 #include "core/status_macros.h"
+#include "kprof/config.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_context.h"
+#endif
 
 namespace kprof::core {
 namespace {
@@ -17,8 +22,12 @@ namespace {
 struct Prepared {
   ModuleFunction function;
   std::unique_ptr<Arguments> args;
+  std::function<absl::Status()> launch;  // a bound CUDA kernel
+
+  bool is_kernel() const { return static_cast<bool>(launch); }
 
   absl::Status Call() {
+    if (launch) return launch();
     const int32_t code = function.function(args->tensors(), args->size());
     if (code != 0) {
       return absl::AbortedError(absl::StrCat("function '", function.name, "' returned ", code));
@@ -49,10 +58,51 @@ std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricC
   return pointers;
 }
 
+// The environment manifest of a run on `device`: the host's, and the GPU's on cuda.
+MetricMap Manifest(Device device) {
+  MetricMap manifest = EnvironmentManifest();
+#if KPROF_HAS_CUDA
+  if (device.type == DeviceType::kCuda) {
+    for (auto& [name, value] : CudaManifest(device.id)) manifest.emplace(name, std::move(value));
+  }
+#endif
+  return manifest;
+}
+
 // The run's own configuration plus the environment manifest.
-MetricMap WithEnvironment(MetricMap configuration) {
-  for (auto& [name, value] : EnvironmentManifest()) configuration.emplace(name, std::move(value));
+MetricMap WithEnvironment(MetricMap configuration, Device device) {
+  for (auto& [name, value] : Manifest(device)) configuration.emplace(name, std::move(value));
   return configuration;
+}
+
+// Timers for host functions on a device other than the CPU: such a function may queue work on
+// any stream (or several), so the region is closed by synchronising the whole device.
+TimerRegistry* SyncingTimers() {
+  static TimerRegistry* const registry = [] {
+    auto* r = new TimerRegistry();
+    r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+      return std::make_unique<CpuTimer>();
+    });
+    r->Register(DeviceType::kCuda, [](Device d) -> absl::StatusOr<std::unique_ptr<Timer>> {
+      KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(d.type));
+      return MakeSyncingTimer(d, api);
+    });
+    return r;
+  }();
+  return registry;
+}
+
+// The timers for `prepared` on `device`: the device's own (CUDA events on the worker's
+// stream) for kernels and CPU code, synchronising ones for host code driving a device.
+TimerRegistry* TimersFor(const Prepared& prepared, Device device) {
+  if (device.type != DeviceType::kCpu && !prepared.is_kernel()) return SyncingTimers();
+  return &TimerRegistry::Global();
+}
+
+// Waits for the device's queued work, so that an asynchronous fault is this job's error.
+absl::Status Finish(Device device) {
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
+  return api->Sync(device);
 }
 
 absl::StatusOr<Prepared> Prepare(const Job& job) {
@@ -71,6 +121,21 @@ absl::StatusOr<Prepared> Prepare(const Job& job) {
     KPROF_RETURN_IF_ERROR(
         prepared.function.check_arguments(prepared.args->tensors(), prepared.args->size()));
   }
+  if (prepared.function.bind_kernel) {
+    if (!job.launch.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", job.function,
+                       "' needs a launch configuration: grid and block (and dynamic "
+                       "shared memory, 0 by default)"));
+    }
+    KPROF_ASSIGN_OR_RETURN(prepared.launch,
+                           prepared.function.bind_kernel(*job.launch, prepared.args->tensors(),
+                                                         prepared.args->size()));
+  } else if (job.launch.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a launch configuration applies to CUDA kernels; '", job.function,
+                     "' is a host function (it launches its own work, if any)"));
+  }
   return prepared;
 }
 
@@ -88,23 +153,38 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
                                                    DeviceSpec(job.device), " is not a CPU"));
   }
+  if (time.flush_l2) {
+    if (job.device.type != DeviceType::kCuda) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flush_l2 sizes the cache flush to a CUDA device's L2; on ",
+                       DeviceSpec(job.device), " give cache_flush_bytes"));
+    }
+#if KPROF_HAS_CUDA
+    KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(job.device.id));
+    options.cache_flush_bytes = std::max(options.cache_flush_bytes, context->l2_bytes());
+#endif
+  }
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
   if (!time.preprocess.empty()) {
     options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
   }
-  KPROF_ASSIGN_OR_RETURN(TimeEvaluator evaluator, TimeEvaluator::Create(job.device));
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
+  TimerRegistry* timers = TimersFor(prepared, job.device);
+  TimeEvaluator evaluator(
+      job.device, api, [timers](Device d) { return timers->Create(d); }, Clock::Steady());
 
   TimeResult result;
   const SystemSample before = SampleSystem();
   KPROF_ASSIGN_OR_RETURN(result.evaluation,
                          evaluator.Evaluate([&prepared] { return prepared.Call(); }, options));
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
   result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
   result.summary = Summarize(result.evaluation.seconds_per_call);
   if (options.outliers != OutlierFilter::kNone) {
     result.filtered =
         Summarize(Without(result.evaluation.seconds_per_call, result.evaluation.outliers));
   }
-  result.environment = EnvironmentManifest();
+  result.environment = Manifest(job.device);
   result.argument_shapes = prepared.args->ShapeString();
   if (time.checksums) {
     KPROF_ASSIGN_OR_RETURN(result.checksums, prepared.args->Sha256());
@@ -122,7 +202,9 @@ absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& pr
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
                          Profiler::Create({job.device}, Pointers(collectors),
                                           WithEnvironment({{"Warm-up Calls", Count{profile.warmup}},
-                                                           {"Seed", std::to_string(job.seed)}})));
+                                                           {"Seed", std::to_string(job.seed)}},
+                                                          job.device),
+                                          TimersFor(prepared, job.device)));
   KPROF_RETURN_IF_ERROR(profiler->Start());
   KPROF_RETURN_IF_ERROR(
       profiler->StartCall(job.function, job.device,
@@ -130,6 +212,7 @@ absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& pr
   for (int64_t i = 0; i < profile.number; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
   KPROF_RETURN_IF_ERROR(profiler->StopCall({{std::string(kCountMetric), Count{profile.number}}}));
   KPROF_RETURN_IF_ERROR(profiler->Stop());
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
   return profiler->GetReport();
 }
 
@@ -163,12 +246,18 @@ absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence)
   for (int64_t w = 0; w < sequence.warmup; ++w) {
     for (Prepared& call : calls) KPROF_RETURN_IF_ERROR(call.Call());
   }
-  KPROF_ASSIGN_OR_RETURN(
-      std::unique_ptr<Profiler> profiler,
-      Profiler::Create({sequence.device}, Pointers(collectors),
-                       WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
-                                        {"Repeats", Count{sequence.repeat}},
-                                        {"Seed", std::to_string(sequence.seed)}})));
+  // Device-synchronising timers as soon as one call is host code driving the device.
+  TimerRegistry* timers = &TimerRegistry::Global();
+  for (const Prepared& call : calls) {
+    if (TimersFor(call, sequence.device) != timers) timers = TimersFor(call, sequence.device);
+  }
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
+                         Profiler::Create({sequence.device}, Pointers(collectors),
+                                          WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
+                                                           {"Repeats", Count{sequence.repeat}},
+                                                           {"Seed", std::to_string(sequence.seed)}},
+                                                          sequence.device),
+                                          timers));
   KPROF_RETURN_IF_ERROR(profiler->Start());
   for (int64_t r = 0; r < sequence.repeat; ++r) {
     for (size_t i = 0; i < calls.size(); ++i) {
@@ -179,6 +268,7 @@ absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence)
     }
   }
   KPROF_RETURN_IF_ERROR(profiler->Stop());
+  KPROF_RETURN_IF_ERROR(Finish(sequence.device));
   return profiler->GetReport();
 }
 

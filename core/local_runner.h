@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,14 @@ struct Job {
   std::vector<std::string> arg_specs;
   uint64_t seed = 0;
   ArgumentLimits limits;
+  // A CUDA kernel's grid, block and dynamic shared memory: required for kernels, refused for
+  // host functions.
+  std::optional<LaunchConfig> launch;
 };
 
 struct TimeJob {
   TimeEvaluatorOptions options;  // its `preprocess` is set from `preprocess` below
+  bool flush_l2 = false;         // cache_flush_bytes = the CUDA device's L2 size
   std::string preprocess;        // "" or kCacheFlushCpuNonFirstArg
   bool checksums = false;        // SHA-256 of each argument after the run
 };

@@ -63,11 +63,17 @@ absl::StatusOr<Profiler::Frame> Profiler::OpenFrame(std::string name, Device dev
   }
   KPROF_ASSIGN_OR_RETURN(frame.timer, timers_->Create(device));
   frame.timer->Start();
+  KPROF_RETURN_IF_ERROR(frame.timer->status());
   return frame;
 }
 
 absl::Status Profiler::CloseFrame(Frame& frame, MetricMap extra_metrics) {
   frame.timer->Stop();
+  // Reading the timer waits for the region's device work (a CUDA event timer synchronises on
+  // its stop event): it must be over before collectors read what it cost (a GPU's energy), and
+  // a fault inside the region is this frame's error.
+  (void)frame.timer->ElapsedNanos();
+  KPROF_RETURN_IF_ERROR(frame.timer->status());
   for (auto& [name, value] : extra_metrics) frame.metrics[name] = std::move(value);
   for (auto& measurement : frame.measurements) {
     KPROF_ASSIGN_OR_RETURN(MetricMap metrics, measurement->Stop());

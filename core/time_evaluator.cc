@@ -183,6 +183,7 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
       for (int64_t j = 0; j < number; ++j) KPROF_RETURN_IF_ERROR(function());
       timer->Stop();
       const int64_t nanos = timer->ElapsedNanos();
+      KPROF_RETURN_IF_ERROR(timer->status());
       if (nanos == 0) ++zero_times;
       elapsed_ms = static_cast<double>(nanos) / 1e6;
 

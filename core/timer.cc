@@ -4,6 +4,11 @@
 #include "core/device_api.h"
 #include "core/log.h"
 #include "core/status_macros.h"
+#include "kprof/config.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_context.h"
+#endif
 
 namespace kprof::core {
 namespace {
@@ -14,18 +19,21 @@ class SyncingTimer final : public Timer {
  public:
   SyncingTimer(Device device, DeviceApi* api) : device_(device), api_(api) {}
   void Start() override {
-    // A failed sync cannot be reported from here; the next one will fail the same way and
-    // the measurement's own calls report the device's error.
-    (void)api_->Sync(device_);
+    Keep(api_->Sync(device_));
     clock_.Start();
   }
   void Stop() override {
-    (void)api_->Sync(device_);
+    Keep(api_->Sync(device_));
     clock_.Stop();
   }
   int64_t ElapsedNanos() override { return clock_.ElapsedNanos(); }
+  absl::Status status() const override { return status_; }
 
  private:
+  void Keep(absl::Status s) {
+    if (status_.ok()) status_ = std::move(s);
+  }
+  absl::Status status_;
   Device device_;
   DeviceApi* api_;
   CpuTimer clock_;
@@ -33,12 +41,19 @@ class SyncingTimer final : public Timer {
 
 }  // namespace
 
+std::unique_ptr<Timer> MakeSyncingTimer(Device device, DeviceApi* api) {
+  return std::make_unique<SyncingTimer>(device, api);
+}
+
 TimerRegistry& TimerRegistry::Global() {
   static TimerRegistry* const registry = [] {
     auto* r = new TimerRegistry();
     r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
       return std::make_unique<CpuTimer>();
     });
+#if KPROF_HAS_CUDA
+    r->Register(DeviceType::kCuda, CreateCudaEventTimer);
+#endif
     return r;
   }();
   return *registry;

@@ -26,6 +26,8 @@
 
 namespace kprof::core {
 
+class DeviceApi;
+
 class Timer {
  public:
   virtual ~Timer() = default;
@@ -33,6 +35,9 @@ class Timer {
   virtual void Stop() = 0;
   // Nanoseconds between the last Start and Stop.
   virtual int64_t ElapsedNanos() = 0;
+  // Whether the device accepted Start, Stop and the reading (a device timer's calls can fail:
+  // a kernel fault poisons a CUDA context); ElapsedNanos is meaningless when not OK.
+  virtual absl::Status status() const { return absl::OkStatus(); }
 };
 
 // Reads `clock` (the steady clock by default) at Start and Stop: right for code that runs on
@@ -49,6 +54,10 @@ class CpuTimer final : public Timer {
   int64_t start_ = 0;
   int64_t stop_ = 0;
 };
+
+// Synchronises the device before reading the host clock at each end: the time of everything
+// the region queued, on any stream, plus the synchronisation's own latency.
+std::unique_ptr<Timer> MakeSyncingTimer(Device device, DeviceApi* api);
 
 using TimerFactory = std::function<absl::StatusOr<std::unique_ptr<Timer>>(Device)>;
 

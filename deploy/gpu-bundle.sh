@@ -8,7 +8,7 @@ build=$1 out=$2
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib" "$out/modules"
 binaries=("$build/server/kprofd" "$build/server/kprofd-worker" "$build/client/kprof"
-          "$build/tests/core_test" "$build/tests/service_test")
+          "$build/tests/core_test" "$build/tests/service_test" "$build/tests/gpu_test")
 for b in "${binaries[@]}"; do
   strip --strip-debug -o "$out/bin/$(basename "$b")" "$b"
 done

@@ -322,13 +322,25 @@ absl::Status Serve(const Flags& flags) {
   executors.emplace(worker.device,
                     std::make_unique<DeviceExecutor>(worker, static_cast<int>(flags.max_queue),
                                                      flags.job_timeout));
+  // Each GPU the driver reports gets its own queue and worker, which holds the device's
+  // primary context.
+  absl::StatusOr<core::CudaInventory> cuda = core::CudaDevicesWithin(absl::Seconds(20));
+  if (cuda.ok()) {
+    for (const core::CudaDeviceInfo& gpu : cuda->devices) {
+      WorkerOptions gpu_worker = worker;
+      gpu_worker.device = {core::DeviceType::kCuda, gpu.id};
+      executors.emplace(gpu_worker.device,
+                        std::make_unique<DeviceExecutor>(
+                            gpu_worker, static_cast<int>(flags.max_queue), flags.job_timeout));
+    }
+  }
 
   ServiceLimits limits;
   limits.max_argument_bytes = flags.max_argument_bytes;
   limits.max_queue = static_cast<int>(flags.max_queue);
   limits.job_timeout = flags.job_timeout;
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
-  service.SetCudaDevices(core::CudaDevicesWithin(absl::Seconds(20)));
+  service.SetCudaDevices(std::move(cuda));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

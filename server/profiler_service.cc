@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/collectors/collector_registry.h"
+#include "core/collectors/nvml_collector.h"
 #include "core/collectors/papi_collector.h"
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
@@ -169,6 +170,14 @@ ProfilerService::ProfilerService(ModuleRegistry* registry,
                                  ServiceLimits limits, std::optional<TokenAuth> auth)
     : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {}
 
+void ProfilerService::SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda) {
+  if (cuda.ok() && !cuda->devices.empty()) {
+    core::NvmlCollector probe;
+    nvml_ = probe.Init({});
+  }
+  cuda_ = std::move(cuda);
+}
+
 absl::Status ProfilerService::Authenticate(const grpc::CallbackServerContext* context) const {
   if (!auth_.has_value()) return absl::OkStatus();
   const auto& metadata = context->client_metadata();
@@ -202,6 +211,21 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
       info->set_name("cpu");
       info->set_cpu_model(CpuModel());
       info->set_cpus(core::AvailableCpus());
+    } else if (const absl::StatusOr<core::CudaInventory>& cuda = cuda_; cuda.ok()) {
+      for (const core::CudaDeviceInfo& d : cuda->devices) {
+        if (d.id != device.id) continue;
+        info->set_name(d.name);
+        info->set_compute_capability(absl::StrCat(d.compute_major, ".", d.compute_minor));
+        info->set_multiprocessors(d.multiprocessors);
+        info->set_memory_bytes(d.memory_bytes);
+        info->set_clock_mhz(d.clock_khz / 1000);
+        info->set_memory_clock_mhz(d.memory_clock_khz / 1000);
+        info->set_memory_bus_bits(d.memory_bus_bits);
+        info->set_l2_bytes(d.l2_bytes);
+        info->set_pci_bus_id(d.pci_bus_id);
+        info->set_peak_bandwidth_gbps(d.PeakBandwidthGBps());
+        info->set_driver_version(core::CudaVersionText(cuda->driver_version));
+      }
     }
     kprof::v1::CollectorInfo* rusage = info->add_collectors();
     rusage->set_name("rusage");
@@ -249,6 +273,18 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
         rapl->set_reason(core::RaplUnavailableReason());
       }
     }
+    // NVML measures GPUs; listed where the host has it (not on Jetson boards).
+    if (device.type == core::DeviceType::kCuda && nvml_.ok()) {
+      kprof::v1::CollectorInfo* nvml = info->add_collectors();
+      nvml->set_name("nvml");
+      nvml->set_available(true);
+      for (const char* m :
+           {"GPU energy (mJ)", "GPU power (W)", "SM clock before (MHz)", "SM clock after (MHz)",
+            "Memory clock before (MHz)", "Memory clock after (MHz)", "GPU temperature (C)",
+            "Throttle reasons"}) {
+        nvml->add_metrics(m);
+      }
+    }
     const DeviceExecutor::Stats stats = executor->stats();
     info->set_queue_length(stats.queue_length);
     info->set_busy(stats.busy);
@@ -264,8 +300,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
                                   d.memory_bytes >> 20, " MiB)"));
     }
     response->set_cuda(absl::StrCat("driver ", core::CudaVersionText(cuda->driver_version), ": ",
-                                    absl::StrJoin(gpus, "; "),
-                                    " — jobs on CUDA devices are not supported yet"));
+                                    absl::StrJoin(gpus, "; ")));
   } else {
     response->set_cuda(absl::StrCat("no CUDA devices: ", std::string(cuda.status().message())));
   }
@@ -404,7 +439,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     const std::string known = absl::StrJoin(present, ", ");
     if (device->type == core::DeviceType::kCuda) {
       const absl::StatusOr<core::CudaInventory>& cuda = cuda_;
-      const std::string why = cuda.ok() ? "this kprofd does not run jobs on CUDA devices yet"
+      const std::string why = cuda.ok() ? "the CUDA driver reports no such device"
                                         : std::string(cuda.status().message());
       return fail(absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(*device),
                                                              " is not available: ", why,
@@ -443,12 +478,12 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id() == core::kBuiltinModuleName) continue;
     const StoredModule& module = modules[next++];
-    // CUDA code runs on CUDA devices, shared libraries on the CPU.
-    if (core::IsCudaFormat(module.format) != (device->type == core::DeviceType::kCuda)) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "module ", module.id, " (", module.name, ") is ", module.format,
-          core::IsCudaFormat(module.format) ? " code for a CUDA device" : " code for the CPU",
-          "; the job is for ", core::DeviceSpec(*device))));
+    // CUDA code runs on CUDA devices; shared libraries run on the host for any device (on a
+    // GPU they get device pointers and launch work themselves).
+    if (core::IsCudaFormat(module.format) && device->type != core::DeviceType::kCuda) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("module ", module.id, " (", module.name, ") is ", module.format,
+                       " code for a CUDA device; the job is for ", core::DeviceSpec(*device))));
     }
     // A fatbin's kernels are known once a device loads it.
     if (module.format != "fatbin" &&
@@ -460,6 +495,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     kprof::worker::v1::ModuleFile* file = request.add_modules();
     file->set_id(module.id);
     file->set_path(module.path);
+    file->set_format(module.format);
   }
   const uint64_t job_id = next_job_id_++;
   request.set_job_id(job_id);

@@ -33,9 +33,10 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
                   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
                   ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
 
-  // The CUDA devices (or why there are none), looked up once before serving: GetInfo and jobs
-  // on cuda:N answer from it, never by calling into the driver on a gRPC thread.
-  void SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda) { cuda_ = std::move(cuda); }
+  // The CUDA devices (each with an executor), or why there are none, looked up once before
+  // serving: GetInfo and jobs on cuda:N answer from it, never by calling into the driver on a
+  // gRPC thread. Whether NVML answers for them is probed here, once.
+  void SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda);
 
   // From now on, measurements and uploads are refused with UNAVAILABLE.
   void StartDraining() {
@@ -93,6 +94,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   std::atomic<bool> draining_{false};
   absl::StatusOr<core::CudaInventory> cuda_ =
       absl::FailedPreconditionError("CUDA devices were not looked up");
+  absl::Status nvml_ = absl::FailedPreconditionError("no CUDA devices");
   absl::Mutex uploads_mutex_;
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;
   std::atomic<uint64_t> next_job_id_{1};

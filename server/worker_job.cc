@@ -5,8 +5,15 @@
 #include "absl/strings/str_cat.h"
 #include "core/local_runner.h"
 #include "core/modules/builtin_module.h"
+#include "core/modules/module_format.h"
+#include "core/modules/shared_library.h"
 #include "core/status_macros.h"
+#include "kprof/config.h"
 #include "proto/wire.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_module.h"
+#endif
 
 namespace kprof::server {
 namespace {
@@ -65,6 +72,38 @@ absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
   return absl::OkStatus();
 }
 
+// A kernel's launch configuration from the wire: up to three dimensions each, missing ones 1.
+absl::StatusOr<core::LaunchConfig> LaunchFromProto(const kprof::v1::LaunchConfig& launch) {
+  core::LaunchConfig config;
+  for (const auto& [what, from, to] : {std::tuple{"grid", &launch.grid(), &config.grid},
+                                       std::tuple{"block", &launch.block(), &config.block}}) {
+    if (from->empty() || from->size() > 3) {
+      return absl::InvalidArgumentError(absl::StrCat("launch.", what, " has ", from->size(),
+                                                     " dimensions (accepted: 1 to 3, x first)"));
+    }
+    for (int i = 0; i < from->size(); ++i) (*to)[static_cast<size_t>(i)] = from->Get(i);
+  }
+  config.shared_bytes = launch.shared_bytes();
+  return config;
+}
+
+// Opens a module file in this worker: a host library with dlopen, CUDA code on the device.
+absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::ModuleFile& file,
+                                                   core::Device device) {
+  if (core::IsCudaFormat(file.format())) {
+    if (device.type != core::DeviceType::kCuda) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
+    }
+#if KPROF_HAS_CUDA
+    return core::CudaModule::LoadFile(file.path(), file.format(), device.id);
+#else
+    return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");
+#endif
+  }
+  return core::SharedLibraryModule::OpenFile(file.path());
+}
+
 }  // namespace
 
 absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
@@ -76,7 +115,7 @@ absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string&
   }
   for (const auto& file : request.modules()) {
     if (file.id() != id) continue;
-    KPROF_ASSIGN_OR_RETURN(auto module, core::SharedLibraryModule::OpenFile(file.path()));
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<core::Module> module, Open(file, device_));
     const core::Module* raw = module.get();
     modules_[id] = {std::move(module), jobs_};
     return raw;
@@ -116,6 +155,9 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
     job.arg_specs.assign(call.args().begin(), call.args().end());
     job.seed = seed;
     job.limits = limits;
+    if (call.has_launch()) {
+      KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(call.launch()));
+    }
     return job;
   };
 
@@ -134,6 +176,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       time.options.cooldown_interval = absl::Milliseconds(r.cooldown_interval_ms());
       if (r.has_repeats_to_cooldown()) time.options.repeats_to_cooldown = r.repeats_to_cooldown();
       time.options.cache_flush_bytes = r.cache_flush_bytes();
+      time.flush_l2 = r.flush_l2();
       time.preprocess = r.preprocess();
       time.checksums = r.checksums();
       KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));

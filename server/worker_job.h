@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/device.h"
-#include "core/modules/shared_library.h"
+#include "core/modules/module.h"
 #include "kprof/v1/worker.pb.h"
 
 namespace kprof::server {
@@ -42,7 +42,7 @@ class WorkerJobs {
   void CloseIdleModules(const kprof::worker::v1::WorkerRequest& request);
 
   struct OpenModule {
-    std::unique_ptr<core::SharedLibraryModule> module;
+    std::unique_ptr<core::Module> module;
     uint64_t last_used = 0;
   };
   core::Device device_;

@@ -17,9 +17,14 @@
 #include "absl/strings/str_join.h"
 #include "core/device.h"
 #include "core/placement.h"
+#include "kprof/config.h"
 #include "server/frame_channel.h"
 #include "server/worker_job.h"
 #include "server/worker_sandbox.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_context.h"
+#endif
 
 namespace {
 
@@ -83,6 +88,22 @@ void LimitData(uint64_t bytes) {
 #endif
 }
 
+// Why the CUDA context of `device` is lost (a kernel faulted), or "" when it is not. Threads
+// the driver starts are its own, so a CUDA worker counts them into its baseline after init.
+std::string ContextLost(kprof::core::Device device) {
+#if KPROF_HAS_CUDA
+  if (device.type != kprof::core::DeviceType::kCuda) return "";
+  absl::StatusOr<kprof::core::CudaContext*> context = kprof::core::CudaContext::For(device.id);
+  if (!context.ok()) return "";
+  // A fault surfaces at the next synchronisation; make sure there has been one.
+  (void)(*context)->Synchronize();
+  return (*context)->driver()->ContextLost();
+#else
+  (void)device;
+  return "";
+#endif
+}
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "kprofd-worker: %s\nusage: kprofd-worker --device cpu:0 --max-frame-bytes N "
@@ -140,11 +161,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
     return 1;
   }
-  LimitData(max_data_bytes);
+  // Not for a GPU's worker: the driver maps device memory and its own bookkeeping into the
+  // process, and device allocations are bounded by the argument limit anyway.
+  if (device->type == kprof::core::DeviceType::kCpu) LimitData(max_data_bytes);
   if (const absl::Status s = kprof::server::ApplyWorkerSandbox(sandbox); !s.ok()) {
     std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",
                  s.ToString().c_str());
   }
+#if KPROF_HAS_CUDA
+  // The driver starts threads of its own as it initialises; they are part of a CUDA worker's
+  // baseline, not a disturbance left by a job. A device that fails here fails each job with
+  // the reason.
+  if (device->type == kprof::core::DeviceType::kCuda &&
+      kprof::core::CudaContext::For(device->id).ok()) {
+    (void)kprof::core::CudaManifest(device->id);
+  }
+#endif
   const int baseline_threads = CountThreads();
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
@@ -158,7 +190,17 @@ int main(int argc, char** argv) {
       return 1;
     }
     kprof::worker::v1::WorkerResponse response = jobs.Run(request);
-    if (const std::string why = Disturbance(baseline_threads); !why.empty()) {
+    if (const std::string lost = ContextLost(*device); !lost.empty()) {
+      // A kernel faulted: every later CUDA call in this process would fail the same way.
+      response.Clear();
+      response.set_job_id(request.job_id());
+      response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+      response.set_message(kprof::server::WorkerJobs::Describe(request) + " failed on " +
+                           kprof::core::DeviceSpec(*device) + ": " + lost +
+                           "; the device's context cannot be used after this, so its worker "
+                           "was replaced");
+      response.set_recycle(true);
+    } else if (const std::string why = Disturbance(baseline_threads); !why.empty()) {
       response.Clear();
       response.set_job_id(request.job_id());
       response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));

@@ -103,20 +103,28 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
     }
   }
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
-  std::unique_ptr<Arguments> args(new Arguments(specs, device, api));
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * host_api, GetDeviceApi(DeviceType::kCpu));
+  std::unique_ptr<Arguments> args(new Arguments(specs, device, api, host_api));
 
+  DeviceApi* const host = args->host_api_;
   std::vector<unsigned char> staging;  // host copy for devices whose memory the host cannot write
   for (size_t k = 0; k < args->specs_.size(); ++k) {
     ArgSpec& spec = args->specs_[k];
     DLTensor tensor{};
-    tensor.device = {static_cast<DLDeviceType>(device.type), device.id};
+    // Scalars live in host memory on every device: kernels take them by value, and a host
+    // function reads them without a copy.
+    const bool on_host = device.type == DeviceType::kCpu || spec.shape.empty();
+    const Device where = on_host ? Device{DeviceType::kCpu, 0} : device;
+    tensor.device = {static_cast<DLDeviceType>(where.type), where.id};
     tensor.ndim = static_cast<int>(spec.shape.size());
     tensor.dtype = spec.dtype;
     tensor.shape = spec.shape.empty() ? nullptr : spec.shape.data();
-    KPROF_ASSIGN_OR_RETURN(tensor.data, api->Alloc(device, spec.num_bytes));
+    KPROF_ASSIGN_OR_RETURN(tensor.data, (on_host ? host : api)->Alloc(where, spec.num_bytes));
     args->tensors_.push_back(tensor);  // owned from here: freed by ~Arguments on any error
-    if (device.type == DeviceType::kCpu) {
+    if (on_host) {
       InitializeHostBytes(spec, seed, k, tensor.data);
+    } else if (spec.init == ArgInit::kZeros) {
+      KPROF_RETURN_IF_ERROR(api->Memset(device, tensor.data, 0, spec.num_bytes));
     } else {
       staging.resize(spec.num_bytes);
       InitializeHostBytes(spec, seed, k, staging.data());
@@ -127,13 +135,19 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
   return args;
 }
 
-Arguments::Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api)
-    : specs_(std::move(specs)), device_(device), api_(api) {
+Arguments::Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api, DeviceApi* host_api)
+    : specs_(std::move(specs)), device_(device), api_(api), host_api_(host_api) {
   tensors_.reserve(specs_.size());
 }
 
 Arguments::~Arguments() {
-  for (DLTensor& tensor : tensors_) api_->Free(device_, tensor.data);
+  for (DLTensor& tensor : tensors_) {
+    if (OnHost(tensor)) {
+      host_api_->Free({DeviceType::kCpu, 0}, tensor.data);
+    } else {
+      api_->Free(device_, tensor.data);
+    }
+  }
 }
 
 std::string Arguments::ShapeString() const {
@@ -148,7 +162,7 @@ absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
   std::vector<unsigned char> host;
   for (size_t k = 0; k < tensors_.size(); ++k) {
     const void* data = tensors_[k].data;
-    if (device_.type != DeviceType::kCpu) {
+    if (!OnHost(tensors_[k])) {
       host.resize(specs_[k].num_bytes);
       KPROF_RETURN_IF_ERROR(
           api_->Copy(device_, host.data(), data, host.size(), CopyKind::kDeviceToHost));
@@ -163,6 +177,7 @@ absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
 
 absl::Status Arguments::FlushFromCaches(size_t first) {
   for (size_t k = first; k < tensors_.size(); ++k) {
+    if (OnHost(tensors_[k]) != (device_.type == DeviceType::kCpu)) continue;  // a scalar
     KPROF_RETURN_IF_ERROR(api_->FlushCache(device_, tensors_[k].data, specs_[k].num_bytes));
   }
   return absl::OkStatus();

@@ -1,5 +1,7 @@
 // Arguments: the tensors of one job, allocated on its device from argument specs, initialised,
-// and freed with the object — on every path, errors included.
+// and freed with the object — on every path, errors included. Scalars (0-d tensors) stay in
+// host memory (device kDLCPU) on every device: a kernel takes them by value, and a host
+// function reads them without a copy.
 //
 //   KPROF_ASSIGN_OR_RETURN(auto args, Arguments::Allocate(specs, seed, device, limits));
 //   fn(args->tensors(), args->size());
@@ -50,11 +52,13 @@ class Arguments {
   absl::Status FlushFromCaches(size_t first);
 
  private:
-  Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api);
+  Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api, DeviceApi* host_api);
+  static bool OnHost(const DLTensor& t) { return t.device.device_type == kDLCPU; }
 
   std::vector<ArgSpec> specs_;
   Device device_;
   DeviceApi* api_;
+  DeviceApi* host_api_;  // for scalars, which stay in host memory on every device
   std::vector<DLTensor> tensors_;
 };
 

@@ -1,11 +1,14 @@
 #include "core/collectors/nvml_collector.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/cuda/cuda_devices.h"
 
 namespace kprof::core {
 
@@ -17,6 +20,14 @@ using Return = int;
 constexpr Return kSuccess = 0;
 constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
 constexpr int kTemperatureGpu = 0;          // nvmlTemperatureSensors_t
+constexpr Return kInsufficientSize = 7;     // NVML_ERROR_INSUFFICIENT_SIZE
+// nvmlProcessInfo_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+struct ProcessInfo {
+  unsigned pid;
+  unsigned long long used_gpu_memory;  // NOLINT(google-runtime-int): NVML's type
+  unsigned gpu_instance_id;
+  unsigned compute_instance_id;
+};
 }  // namespace nvml
 
 class NvmlLibrary {
@@ -44,12 +55,18 @@ class NvmlLibrary {
           std::pair{"nvmlDeviceGetClockInfo", bind("nvmlDeviceGetClockInfo", lib->clock_info)},
           std::pair{"nvmlDeviceGetTemperature", bind("nvmlDeviceGetTemperature", lib->temperature)},
           std::pair{"nvmlDeviceGetCurrentClocksThrottleReasons",
-                    bind("nvmlDeviceGetCurrentClocksThrottleReasons", lib->throttle_reasons)}}) {
+                    bind("nvmlDeviceGetCurrentClocksThrottleReasons", lib->throttle_reasons)},
+          std::pair{"nvmlDeviceGetHandleByPciBusId_v2",
+                    bind("nvmlDeviceGetHandleByPciBusId_v2", lib->handle_by_pci)}}) {
       if (!ok) {
         return absl::FailedPreconditionError(
             absl::StrCat(path, " has no ", name, ": not NVML, or an NVML too old"));
       }
     }
+    // For the manifest only: an NVML without them leaves those fields out.
+    bind("nvmlDeviceGetPersistenceMode", lib->persistence_mode);
+    bind("nvmlDeviceGetComputeRunningProcesses_v3", lib->compute_processes);
+    bind("nvmlDeviceGetMaxClockInfo", lib->max_clock_info);
     if (const nvml::Return r = lib->init(); r != nvml::kSuccess) {
       return absl::FailedPreconditionError(absl::StrCat("nvmlInit_v2: ", lib->Error(r)));
     }
@@ -75,6 +92,29 @@ class NvmlLibrary {
   nvml::Return (*clock_info)(nvml::Device, int, unsigned*) = nullptr;
   nvml::Return (*temperature)(nvml::Device, int, unsigned*) = nullptr;
   nvml::Return (*throttle_reasons)(nvml::Device, unsigned long long*) = nullptr;  // NOLINT
+  nvml::Return (*handle_by_pci)(const char*, nvml::Device*) = nullptr;
+  nvml::Return (*persistence_mode)(nvml::Device, int*) = nullptr;
+  nvml::Return (*compute_processes)(nvml::Device, unsigned*, nvml::ProcessInfo*) = nullptr;
+  nvml::Return (*max_clock_info)(nvml::Device, int, unsigned*) = nullptr;
+
+  // The NVML device of cuda:`ordinal`: by PCI bus id, which is right whatever order CUDA
+  // numbers devices in (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), or by index without CUDA.
+  absl::StatusOr<nvml::Device> Find(int ordinal) const {
+    nvml::Device handle = nullptr;
+    if (absl::StatusOr<std::string> bus = CudaPciBusId(ordinal); bus.ok()) {
+      if (const nvml::Return r = handle_by_pci(bus->c_str(), &handle); r != nvml::kSuccess) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("nvmlDeviceGetHandleByPciBusId_v2(", *bus, "): ", Error(r)));
+      }
+      return handle;
+    }
+    if (const nvml::Return r = handle_by_index(static_cast<unsigned>(ordinal), &handle);
+        r != nvml::kSuccess) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", ordinal, "): ", Error(r)));
+    }
+    return handle;
+  }
 
  private:
   explicit NvmlLibrary(void* handle) : handle_(handle) {}
@@ -186,12 +226,9 @@ absl::Status NvmlCollector::Init(const std::vector<Device>&) {
 absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Start(Device device) {
   if (device.type != DeviceType::kCuda) return nullptr;
   if (library_ == nullptr) return absl::FailedPreconditionError("collector 'nvml' not initialised");
-  nvml::Device handle = nullptr;
-  if (const nvml::Return r = library_->handle_by_index(static_cast<unsigned>(device.id), &handle);
-      r != nvml::kSuccess) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", device.id, "): ", library_->Error(r)));
-  }
+  absl::StatusOr<nvml::Device> found = library_->Find(device.id);
+  if (!found.ok()) return found.status();
+  nvml::Device handle = *found;
   unsigned long long energy = 0;  // NOLINT(google-runtime-int): NVML's type
   if (const nvml::Return r = library_->total_energy(handle, &energy); r != nvml::kSuccess) {
     return absl::FailedPreconditionError(
@@ -200,6 +237,63 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Sta
   }
   return std::make_unique<NvmlMeasurement>(library_.get(), handle, energy,
                                            ReadState(*library_, handle));
+}
+
+MetricMap NvmlManifest(int ordinal, const std::string& library) {
+  MetricMap m;
+  // nvmlInit can take a good fraction of a second without persistence mode: the system's
+  // library is opened once per process.
+  static const auto* const shared =
+      new absl::StatusOr<std::unique_ptr<NvmlLibrary>>(NvmlLibrary::Open("libnvidia-ml.so.1"));
+  absl::StatusOr<std::unique_ptr<NvmlLibrary>> own;
+  if (library != "libnvidia-ml.so.1") own = NvmlLibrary::Open(library);
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml =
+      library == "libnvidia-ml.so.1" ? *shared : own;
+  if (!nvml.ok()) {
+    m["GPU management (NVML)"] = absl::StrCat("unavailable: ", nvml.status().message());
+    return m;
+  }
+  absl::StatusOr<nvml::Device> device = (*nvml)->Find(ordinal);
+  if (!device.ok()) {
+    m["GPU management (NVML)"] = absl::StrCat("unavailable: ", device.status().message());
+    return m;
+  }
+  const NvmlLibrary& lib = **nvml;
+  const GpuState state = ReadState(lib, *device);
+  if (state.has_clocks) {
+    m["GPU SM clock (MHz)"] = Count{state.sm_mhz};
+    m["GPU memory clock (MHz)"] = Count{state.memory_mhz};
+  }
+  unsigned max_sm = 0;
+  if (lib.max_clock_info != nullptr &&
+      lib.max_clock_info(*device, nvml::kClockSm, &max_sm) == nvml::kSuccess) {
+    m["GPU SM clock max (MHz)"] = Count{max_sm};
+  }
+  if (state.has_temperature) m["GPU temperature (C)"] = Count{state.temperature_c};
+  if (state.has_throttle) {
+    const std::vector<std::string> names = ThrottleReasonNames(state.throttle);
+    m["GPU throttle reasons"] = names.empty() ? std::string("none") : absl::StrJoin(names, ", ");
+  }
+  int persistence = 0;
+  if (lib.persistence_mode != nullptr &&
+      lib.persistence_mode(*device, &persistence) == nvml::kSuccess) {
+    m["GPU persistence mode"] = std::string(persistence != 0 ? "on" : "off");
+  }
+  // Other processes computing on this GPU share it with the measurement.
+  if (lib.compute_processes != nullptr) {
+    std::vector<nvml::ProcessInfo> processes(64);
+    unsigned count = static_cast<unsigned>(processes.size());
+    if (lib.compute_processes(*device, &count, processes.data()) == nvml::kSuccess) {
+      std::vector<std::string> others;
+      for (unsigned i = 0; i < count && i < processes.size(); ++i) {
+        if (static_cast<pid_t>(processes[i].pid) == getpid()) continue;
+        others.push_back(absl::StrCat("pid ", processes[i].pid, " (",
+                                      processes[i].used_gpu_memory >> 20, " MiB)"));
+      }
+      m["GPU other processes"] = others.empty() ? std::string("none") : absl::StrJoin(others, ", ");
+    }
+  }
+  return m;
 }
 
 }  // namespace kprof::core

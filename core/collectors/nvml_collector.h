@@ -22,6 +22,11 @@ std::vector<std::string> ThrottleReasonNames(uint64_t mask);
 
 class NvmlLibrary;
 
+// Facts about cuda:`ordinal` for the environment manifest, from NVML: current and maximum
+// clocks, temperature, throttle reasons, persistence mode, and the other processes computing
+// on it. One "GPU management (NVML)" field saying why where NVML is absent.
+MetricMap NvmlManifest(int ordinal, const std::string& library = "libnvidia-ml.so.1");
+
 class NvmlCollector final : public MetricCollector {
  public:
   // `library`: where NVML is (the default: the system's).

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "core/status_macros.h"
 #include "kprof/config.h"
 
 #if KPROF_HAS_CUDA
@@ -62,6 +63,15 @@ absl::StatusOr<CudaDeviceInfo> Describe(CudaDriver* cu, int ordinal) {
   KPROF_CU(cu, DeviceGetAttribute(&info.max_threads_per_block,
                                   CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, device));
   KPROF_CU(cu, DeviceGetAttribute(&info.l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device));
+  // Rated clocks: informative only, so a driver that no longer reports them leaves them 0.
+  (void)cu->DeviceGetAttribute(&info.clock_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, device);
+  (void)cu->DeviceGetAttribute(&info.memory_clock_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE,
+                               device);
+  (void)cu->DeviceGetAttribute(&info.memory_bus_bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
+                               device);
+  char bus[32] = {0};
+  KPROF_CU(cu, DeviceGetPCIBusId(bus, sizeof bus - 1, device));
+  info.pci_bus_id = bus;
   size_t bytes = 0;
   KPROF_CU(cu, DeviceTotalMem(&bytes, device));
   info.memory_bytes = bytes;
@@ -69,6 +79,15 @@ absl::StatusOr<CudaDeviceInfo> Describe(CudaDriver* cu, int ordinal) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> CudaPciBusId(int ordinal) {
+  KPROF_ASSIGN_OR_RETURN(CudaDriver * cu, CudaDriver::Get());
+  CUdevice device = 0;
+  KPROF_CU(cu, DeviceGet(&device, ordinal));
+  char bus[32] = {0};
+  KPROF_CU(cu, DeviceGetPCIBusId(bus, sizeof bus - 1, device));
+  return std::string(bus);
+}
 
 absl::StatusOr<CudaInventory> CudaDevices() {
   absl::StatusOr<CudaDriver*> cu = CudaDriver::Get();
@@ -87,6 +106,10 @@ absl::StatusOr<CudaInventory> CudaDevices() {
 }
 
 #else
+
+absl::StatusOr<std::string> CudaPciBusId(int) {
+  return absl::FailedPreconditionError("this kprofd was built without CUDA");
+}
 
 absl::StatusOr<CudaInventory> CudaDevices() {
   return absl::FailedPreconditionError(

@@ -20,6 +20,16 @@ struct CudaDeviceInfo {
   uint64_t memory_bytes = 0;
   int max_threads_per_block = 0;
   int l2_bytes = 0;
+  int clock_khz = 0;         // the SM clock's rated peak
+  int memory_clock_khz = 0;  // the memory clock's peak
+  int memory_bus_bits = 0;
+  std::string pci_bus_id;  // "0000:41:00.0": how NVML finds the same GPU
+
+  // Peak memory bandwidth from the memory clock and bus width (double data rate), in GB/s;
+  // 0 when the driver does not say.
+  double PeakBandwidthGBps() const {
+    return 2.0 * memory_clock_khz * 1e3 * (memory_bus_bits / 8.0) / 1e9;
+  }
 };
 
 struct CudaInventory {
@@ -36,6 +46,9 @@ absl::StatusOr<CudaInventory> CudaDevices();
 // off the bus), and the daemon must start regardless. FAILED_PRECONDITION saying so then; the
 // lookup goes on in the background.
 absl::StatusOr<CudaInventory> CudaDevicesWithin(absl::Duration timeout);
+
+// The PCI bus id of cuda:`ordinal` ("0000:41:00.0"); FAILED_PRECONDITION without CUDA.
+absl::StatusOr<std::string> CudaPciBusId(int ordinal);
 
 // "12.4" for 12040.
 std::string CudaVersionText(int version);

@@ -53,15 +53,42 @@ absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& 
     entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(pointer);
     return absl::OkStatus();
   };
-  for (const absl::Status& s :
-       {resolve("cuInit", driver->Init), resolve("cuDriverGetVersion", driver->DriverGetVersion),
-        resolve("cuDeviceGetCount", driver->DeviceGetCount),
-        resolve("cuDeviceGet", driver->DeviceGet),
-        resolve("cuDeviceGetName", driver->DeviceGetName),
-        resolve("cuDeviceGetAttribute", driver->DeviceGetAttribute),
-        resolve("cuDeviceTotalMem", driver->DeviceTotalMem),
-        resolve("cuGetErrorName", driver->GetErrorName),
-        resolve("cuGetErrorString", driver->GetErrorString)}) {
+  for (const absl::Status& s : {
+           resolve("cuInit", driver->Init),
+           resolve("cuDriverGetVersion", driver->DriverGetVersion),
+           resolve("cuDeviceGetCount", driver->DeviceGetCount),
+           resolve("cuDeviceGet", driver->DeviceGet),
+           resolve("cuDeviceGetName", driver->DeviceGetName),
+           resolve("cuDeviceGetAttribute", driver->DeviceGetAttribute),
+           resolve("cuDeviceTotalMem", driver->DeviceTotalMem),
+           resolve("cuGetErrorName", driver->GetErrorName),
+           resolve("cuGetErrorString", driver->GetErrorString),
+           resolve("cuDeviceGetPCIBusId", driver->DeviceGetPCIBusId),
+           resolve("cuDevicePrimaryCtxRetain", driver->DevicePrimaryCtxRetain),
+           resolve("cuDevicePrimaryCtxRelease", driver->DevicePrimaryCtxRelease),
+           resolve("cuCtxSetCurrent", driver->CtxSetCurrent),
+           resolve("cuCtxSynchronize", driver->CtxSynchronize),
+           resolve("cuStreamCreate", driver->StreamCreate),
+           resolve("cuStreamSynchronize", driver->StreamSynchronize),
+           resolve("cuMemAlloc", driver->MemAlloc),
+           resolve("cuMemFree", driver->MemFree),
+           resolve("cuMemGetInfo", driver->MemGetInfo),
+           resolve("cuMemcpyHtoD", driver->MemcpyHtoD),
+           resolve("cuMemcpyDtoH", driver->MemcpyDtoH),
+           resolve("cuMemcpyDtoD", driver->MemcpyDtoD),
+           resolve("cuMemsetD8", driver->MemsetD8),
+           resolve("cuEventCreate", driver->EventCreate),
+           resolve("cuEventDestroy", driver->EventDestroy),
+           resolve("cuEventRecord", driver->EventRecord),
+           resolve("cuEventSynchronize", driver->EventSynchronize),
+           resolve("cuEventElapsedTime", driver->EventElapsedTime),
+           resolve("cuModuleLoadDataEx", driver->ModuleLoadDataEx),
+           resolve("cuModuleUnload", driver->ModuleUnload),
+           resolve("cuModuleGetFunction", driver->ModuleGetFunction),
+           resolve("cuFuncGetAttribute", driver->FuncGetAttribute),
+           resolve("cuFuncSetAttribute", driver->FuncSetAttribute),
+           resolve("cuLaunchKernel", driver->LaunchKernel),
+       }) {
     if (!s.ok()) return s;
   }
   return driver;
@@ -90,6 +117,11 @@ absl::StatusOr<CudaDriver*> CudaDriver::Get() {
   return *loaded;
 }
 
+std::string CudaDriver::ContextLost() const {
+  absl::MutexLock lock(&mutex_);
+  return context_lost_;
+}
+
 absl::Status CudaDriver::Check(CUresult result, const char* call) const {
   if (result == CUDA_SUCCESS) return absl::OkStatus();
   const char* name = nullptr;
@@ -110,6 +142,22 @@ absl::Status CudaDriver::Check(CUresult result, const char* call) const {
       return absl::FailedPreconditionError(message);
     case CUDA_ERROR_OUT_OF_MEMORY:
       return absl::ResourceExhaustedError(message);
+    // A fault in a kernel: the context is unusable from here on.
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_LAUNCH_TIMEOUT:
+    case CUDA_ERROR_ASSERT:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED: {
+      absl::MutexLock lock(&mutex_);
+      if (context_lost_.empty()) context_lost_ = message;
+      return absl::AbortedError(message);
+    }
     default:
       return absl::InternalError(message);
   }

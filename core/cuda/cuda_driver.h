@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace kprof::core {
 
@@ -39,7 +40,8 @@ class CudaDriver {
   CudaDriver& operator=(const CudaDriver&) = delete;
 
   // "cuDeviceGet: CUDA_ERROR_INVALID_DEVICE (invalid device ordinal)" as FAILED_PRECONDITION
-  // for errors of the environment, INTERNAL for the rest; OK for CUDA_SUCCESS.
+  // for errors of the environment, RESOURCE_EXHAUSTED for memory, ABORTED for the errors that
+  // poison the context (recorded for ContextLost), INTERNAL for the rest; OK for CUDA_SUCCESS.
   absl::Status Check(CUresult result, const char* call) const;
 
   // The entry points kprofd uses, at kCudaApiVersion.
@@ -52,19 +54,55 @@ class CudaDriver {
   decltype(&::cuDeviceTotalMem) DeviceTotalMem = nullptr;
   decltype(&::cuGetErrorName) GetErrorName = nullptr;
   decltype(&::cuGetErrorString) GetErrorString = nullptr;
+  decltype(&::cuDeviceGetPCIBusId) DeviceGetPCIBusId = nullptr;
+  // Contexts and streams.
+  decltype(&::cuDevicePrimaryCtxRetain) DevicePrimaryCtxRetain = nullptr;
+  decltype(&::cuDevicePrimaryCtxRelease) DevicePrimaryCtxRelease = nullptr;
+  decltype(&::cuCtxSetCurrent) CtxSetCurrent = nullptr;
+  decltype(&::cuCtxSynchronize) CtxSynchronize = nullptr;
+  decltype(&::cuStreamCreate) StreamCreate = nullptr;
+  decltype(&::cuStreamSynchronize) StreamSynchronize = nullptr;
+  // Memory.
+  decltype(&::cuMemAlloc) MemAlloc = nullptr;
+  decltype(&::cuMemFree) MemFree = nullptr;
+  decltype(&::cuMemGetInfo) MemGetInfo = nullptr;
+  decltype(&::cuMemcpyHtoD) MemcpyHtoD = nullptr;
+  decltype(&::cuMemcpyDtoH) MemcpyDtoH = nullptr;
+  decltype(&::cuMemcpyDtoD) MemcpyDtoD = nullptr;
+  decltype(&::cuMemsetD8) MemsetD8 = nullptr;
+  // Events.
+  decltype(&::cuEventCreate) EventCreate = nullptr;
+  decltype(&::cuEventDestroy) EventDestroy = nullptr;
+  decltype(&::cuEventRecord) EventRecord = nullptr;
+  decltype(&::cuEventSynchronize) EventSynchronize = nullptr;
+  decltype(&::cuEventElapsedTime) EventElapsedTime = nullptr;
+  // Modules and kernels.
+  decltype(&::cuModuleLoadDataEx) ModuleLoadDataEx = nullptr;
+  decltype(&::cuModuleUnload) ModuleUnload = nullptr;
+  decltype(&::cuModuleGetFunction) ModuleGetFunction = nullptr;
+  decltype(&::cuFuncGetAttribute) FuncGetAttribute = nullptr;
+  decltype(&::cuFuncSetAttribute) FuncSetAttribute = nullptr;
+  decltype(&::cuLaunchKernel) LaunchKernel = nullptr;
+
+  // The first error that left the process's contexts unusable (an illegal address, a kernel
+  // that trapped: CUDA's "sticky" errors), as Check reported it; empty while there is none.
+  // Every later call fails the same way, so the process must be replaced.
+  std::string ContextLost() const;
 
  private:
   explicit CudaDriver(void* handle) : handle_(handle) {}
   void* handle_;
+  mutable absl::Mutex mutex_;
+  mutable std::string context_lost_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace kprof::core
 
 // Calls driver->FN(ARGS...) and returns its error as a Status from the enclosing function.
-#define KPROF_CU(driver, call)                                                   \
-  do {                                                                           \
-    if (::absl::Status kprof_cu_status = (driver)->Check((driver)->call, #call); \
-        !kprof_cu_status.ok()) {                                                 \
-      return kprof_cu_status;                                                    \
-    }                                                                            \
+#define KPROF_CU(driver, call)                                                        \
+  do {                                                                                \
+    if (::absl::Status kprof_cu_status = (driver)->Check((driver)->call, "cu" #call); \
+        !kprof_cu_status.ok()) {                                                      \
+      return kprof_cu_status;                                                         \
+    }                                                                                 \
   } while (false)

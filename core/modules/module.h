@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/cuda/launch_config.h"
 #include "kprof/module_abi.h"
 
 namespace kprof::core {
@@ -20,6 +21,12 @@ struct ModuleFunction {
   // float32 tensors C[m, n], A[m, k], B[k, n]"). Uploaded modules have none: their checks are
   // their return codes.
   std::function<absl::Status(const DLTensor* args, int32_t num_args)> check_arguments;
+  // A CUDA kernel instead of `function`: checks the launch configuration against the device's
+  // and the kernel's limits, packs the arguments, and returns the launch each call repeats
+  // (queued on the device's stream; it does not wait for the kernel).
+  std::function<absl::StatusOr<std::function<absl::Status()>>(const LaunchConfig& launch,
+                                                              DLTensor* args, int32_t num_args)>
+      bind_kernel;
 };
 
 class Module {

@@ -34,6 +34,8 @@ using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::Ge;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 class ServiceTest : public ::testing::Test {
@@ -68,7 +70,7 @@ TEST_F(ServiceTest, InfoDescribesTheHost) {
   auto info = client_->Info();
   ASSERT_THAT(info, IsOk());
   EXPECT_FALSE(info->version().empty());
-  ASSERT_THAT(info->devices(), SizeIs(1));
+  ASSERT_THAT(info->devices(), Not(IsEmpty()));  // cpu:0 first, then any GPUs
   EXPECT_EQ(info->devices(0).device(), "cpu:0");
   EXPECT_GE(info->devices(0).cpus(), 1);
   EXPECT_EQ(info->devices(0).collectors(0).name(), "rusage");
@@ -231,7 +233,7 @@ TEST_F(ServiceTest, UploadErrorsHaveTheirCodes) {
 
 #ifdef KPROF_TEST_CUDA_IMAGES
 // CUDA code is stored like any module, its kernels read from the bytes (a fatbin's once a
-// device loads it), kept across restarts, and refused on the CPU.
+// device loads it), kept across restarts, and refused on the CPU. (Running it: cuda_test.)
 TEST_F(ServiceTest, CudaModulesAreStoredWithTheirKernels) {
   const std::string dir = kprof::testing::TestModuleDir();
   std::map<std::string, std::string> ids;
@@ -242,7 +244,7 @@ TEST_F(ServiceTest, CudaModulesAreStoredWithTheirKernels) {
     if (std::string(kind) == "fatbin") {
       EXPECT_THAT(module->functions(), SizeIs(0));
     } else {
-      EXPECT_THAT(module->functions(), ElementsAre("vadd")) << kind;
+      EXPECT_THAT(module->functions(), ElementsAre("fault", "spin_ns", "vadd")) << kind;
     }
     ids[kind] = module->id();
   }
@@ -254,12 +256,6 @@ TEST_F(ServiceTest, CudaModulesAreStoredWithTheirKernels) {
   EXPECT_THAT(client_->TimeEvaluate(Time(ids["cubin"], "vadd", {})),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("is cubin code for a CUDA device; the job is for cpu:0")));
-  // And not a host library on a CUDA device.
-  auto host = client_->LoadModuleFile(TestModulePath("vector_add"));
-  ASSERT_THAT(host, IsOk());
-  v1::TimeEvaluateRequest on_gpu = Time(host->id(), "vadd", {});
-  on_gpu.set_device("cuda:0");
-  EXPECT_THAT(client_->TimeEvaluate(on_gpu), StatusIs(absl::StatusCode::kFailedPrecondition));
   // The cache re-reads the formats at start.
   daemon_.Stop();
   StartDaemon();

@@ -48,7 +48,19 @@ class Daemon {
       posix_spawn_file_actions_addopen(&actions, 2, stderr_path_.c_str(),
                                        O_WRONLY | O_CREAT | O_APPEND, 0644);
     }
-    const int spawned = posix_spawn(&pid_, KprofdPath(), &actions, nullptr, argv.data(), environ);
+    std::vector<std::string> env = env_;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      const std::string name = entry.substr(0, entry.find('='));
+      bool overridden = false;
+      for (const std::string& mine : env_) overridden |= mine.rfind(name + "=", 0) == 0;
+      if (!overridden) env.push_back(entry);
+    }
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const int spawned =
+        posix_spawn(&pid_, KprofdPath(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) return false;
     for (int i = 0; i < 1000; ++i) {  // up to 10 s
@@ -87,6 +99,11 @@ class Daemon {
   // Before Start: the address to listen on, and a file to take the daemon's stderr.
   void set_listen(std::string listen) { listen_ = std::move(listen); }
   void set_stderr(std::string path) { stderr_path_ = std::move(path); }
+  // Before Start: an environment variable for the daemon (and so its workers), over this
+  // process's own.
+  void set_env(const std::string& name, const std::string& value) {
+    env_.push_back(name + "=" + value);
+  }
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
@@ -96,6 +113,7 @@ class Daemon {
  private:
   TempDir temp_;
   std::string cache_dir_, port_file_, listen_ = "127.0.0.1:0", stderr_path_;
+  std::vector<std::string> env_;
   pid_t pid_ = -1;
   int port_ = 0;
   int exit_status_ = -1;

@@ -79,9 +79,10 @@ TEST(ModuleFormat, DescribesWhatNvccMade) {
   auto described = DescribeModule(cubin, "auto");
   ASSERT_THAT(described, IsOk());
   EXPECT_EQ(described->format, "cubin");
-  EXPECT_THAT(described->functions, ElementsAre("vadd"));
-  EXPECT_THAT(DescribeModule(ReadFileBytes(dir + "/vector_add_cuda.ptx"), "ptx"),
-              IsOkAndHolds(Field(&ModuleDescription::functions, ElementsAre("vadd"))));
+  EXPECT_THAT(described->functions, ElementsAre("fault", "spin_ns", "vadd"));
+  EXPECT_THAT(
+      DescribeModule(ReadFileBytes(dir + "/vector_add_cuda.ptx"), "ptx"),
+      IsOkAndHolds(Field(&ModuleDescription::functions, ElementsAre("fault", "spin_ns", "vadd"))));
   EXPECT_THAT(DescribeModule(ReadFileBytes(dir + "/vector_add_cuda.fatbin"), ""),
               IsOkAndHolds(Field(&ModuleDescription::format, "fatbin")));
   // A cubin cut short is an error naming what is missing, never a read past the end.

@@ -4,9 +4,11 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cuda/cuda_devices.h"
 #include "core/device_api.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kprof/config.h"
 #include "status_matchers.h"
 
 namespace kprof::core {
@@ -83,10 +85,27 @@ TEST(CpuDeviceApi, ImpossibleAllocationIsResourceExhausted) {
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("cannot allocate")));
 }
 
-TEST(GetDeviceApi, CudaIsNotInThisBuildYet) {
+#if KPROF_HAS_CUDA
+// The API exists in a CUDA build; on a host without a GPU, using it says why it cannot.
+TEST(GetDeviceApi, CudaAllocatesOrSaysWhyNot) {
+  absl::StatusOr<DeviceApi*> api = GetDeviceApi(DeviceType::kCuda);
+  ASSERT_THAT(api, IsOk());
+  absl::StatusOr<void*> ptr = (*api)->Alloc({DeviceType::kCuda, 0}, 1024);
+  if (const absl::StatusOr<CudaInventory> gpus = CudaDevices(); gpus.ok()) {
+    ASSERT_THAT(ptr, IsOk());
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(*ptr) % DeviceApi::kAllocAlignment, 0u);
+    (*api)->Free({DeviceType::kCuda, 0}, *ptr);
+  } else {
+    EXPECT_THAT(ptr, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr(std::string(gpus.status().message()))));
+  }
+}
+#else
+TEST(GetDeviceApi, CudaIsNotInThisBuild) {
   EXPECT_THAT(GetDeviceApi(DeviceType::kCuda),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("'cuda'")));
 }
+#endif
 
 }  // namespace
 }  // namespace kprof::core

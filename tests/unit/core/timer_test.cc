@@ -7,6 +7,7 @@
 #include "fake_clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kprof/config.h"
 #include "status_matchers.h"
 
 namespace kprof::core {
@@ -84,6 +85,9 @@ TEST(TimerRegistry, TypeWithoutTimerFallsBackAndWarnsOncePerType) {
 }
 
 TEST(TimerRegistry, TypeWithoutTimerOrDeviceApiIsAnError) {
+#if KPROF_HAS_CUDA
+  GTEST_SKIP() << "every device type has a device API in a build with CUDA";
+#endif
   TimerRegistry registry;
   EXPECT_THAT(registry.Create({DeviceType::kCuda, 0}),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("'cuda'")));

@@ -1,0 +1,262 @@
+// Jobs on CUDA devices through a real kprofd: CUDA modules loaded and run, launches checked,
+// the event timer, the L2 flush, a kernel fault, host code driving the device, NVML.
+//
+// Built twice. As cuda_fake_test (label integration) the daemon loads the stand-in driver of
+// tests/support/fake_cuda, so everything up to the GPU runs on any host. As gpu_test (label
+// gpu) it loads the system's driver, and skips, saying why, where there is no GPU.
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "client/kprof_client.h"
+#include "core/args/arg_spec.h"
+#include "core/args/arguments.h"
+#include "core/sha256.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr int kN = 1 << 16;
+
+class CudaJobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef KPROF_FAKE_CUDA_DIR
+    daemon_.set_env("LD_LIBRARY_PATH", KPROF_FAKE_CUDA_DIR);
+#endif
+    ASSERT_TRUE(daemon_.Start(cache_.path() + "/cache"))
+        << "kprofd did not start, status " << daemon_.exit_status();
+    client::ClientOptions options;
+    options.timeout = absl::Seconds(60);
+    auto connected = client::Client::Connect(daemon_.target(), options);
+    ASSERT_THAT(connected, IsOk());
+    client_ = std::move(*connected);
+    auto info = client_->Info();
+    ASSERT_THAT(info, IsOk());
+    for (const auto& d : info->devices()) {
+      if (d.device() == "cuda:0") gpu_ = d;
+    }
+    if (gpu_.device().empty()) GTEST_SKIP() << "no CUDA device: " << info->cuda();
+  }
+
+  // The test kernels in the form asked for; a cubin for this GPU's architecture family.
+  std::string ModuleFile(const std::string& kind) const {
+    std::string name = kind;
+    if (kind == "cubin") {
+      const std::string cc = gpu_.compute_capability();
+      name = "sm_" + cc.substr(0, cc.find('.')) + "0.cubin";
+    }
+    return kprof::testing::TestModuleDir() + "/vector_add_cuda." + name;
+  }
+
+  std::string Load(const std::string& kind) {
+    auto module = client_->LoadModuleFile(ModuleFile(kind));
+    EXPECT_THAT(module, IsOk()) << ModuleFile(kind);
+    return module.ok() ? module->id() : "";
+  }
+
+  static v1::TimeEvaluateRequest Kernel(const std::string& module, const std::string& function,
+                                        std::vector<std::string> args, int64_t grid,
+                                        int64_t block) {
+    v1::TimeEvaluateRequest request;
+    request.set_device("cuda:0");
+    request.mutable_call()->set_module_id(module);
+    request.mutable_call()->set_function(function);
+    for (auto& a : args) request.mutable_call()->add_args(a);
+    request.mutable_call()->mutable_launch()->add_grid(grid);
+    request.mutable_call()->mutable_launch()->add_block(block);
+    return request;
+  }
+
+  static v1::TimeEvaluateRequest Vadd(const std::string& module) {
+    const std::string n = std::to_string(kN);
+    return Kernel(module, "vadd",
+                  {"float32[" + n + "]:zeros", "float32[" + n + "]:random",
+                   "float32[" + n + "]:random", "int32:" + n},
+                  kN / 256, 256);
+  }
+
+  // SHA-256 of a + b computed here from the same generator the daemon uses.
+  static std::string ExpectedSum(uint64_t seed) {
+    const std::string n = std::to_string(kN);
+    std::vector<float> a(kN), b(kN), c(kN);
+    core::InitializeHostBytes(*core::ParseArgSpec("float32[" + n + "]:random"), seed, 1, a.data());
+    core::InitializeHostBytes(*core::ParseArgSpec("float32[" + n + "]:random"), seed, 2, b.data());
+    for (int i = 0; i < kN; ++i) c[i] = a[i] + b[i];
+    return core::Sha256Hex(std::string_view(reinterpret_cast<const char*>(c.data()), c.size() * 4));
+  }
+
+  TempDir cache_;
+  Daemon daemon_;
+  std::unique_ptr<client::Client> client_;
+  v1::DeviceInfo gpu_;
+};
+
+TEST_F(CudaJobsTest, InfoDescribesTheGpu) {
+  EXPECT_FALSE(gpu_.name().empty());
+  EXPECT_THAT(gpu_.compute_capability(), ::testing::MatchesRegex("[0-9]+\\.[0-9]+"));
+  EXPECT_GT(gpu_.multiprocessors(), 0);
+  EXPECT_GT(gpu_.memory_bytes(), 0u);
+  EXPECT_GT(gpu_.l2_bytes(), 0);
+  EXPECT_FALSE(gpu_.pci_bus_id().empty());
+  EXPECT_FALSE(gpu_.driver_version().empty());
+}
+
+// The same kernel from a cubin, a fatbin and PTX computes c = a + b, checked byte for byte.
+class CudaFormatsTest : public CudaJobsTest, public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(CudaFormatsTest, LoadsAndRunsTheKernel) {
+  const std::string id = Load(GetParam());
+  v1::TimeEvaluateRequest request = Vadd(id);
+  request.set_seed(7);
+  request.set_repeat(3);
+  request.set_checksums(true);
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->checksums_size(), 4);
+  EXPECT_EQ(result->checksums(0), ExpectedSum(7));
+  EXPECT_EQ(result->seconds_per_call_size(), 3);
+  EXPECT_GT(result->statistics().mean(), 0);
+  EXPECT_EQ(result->device(), "cuda:0");
+  const auto& env = result->environment().metrics();
+  ASSERT_TRUE(env.count("GPU")) << "the manifest names the GPU";
+  EXPECT_THAT(env.at("GPU").string(), HasSubstr(gpu_.name()));
+  EXPECT_TRUE(env.count("CUDA toolkit (build)"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaFormatsTest, ::testing::Values("cubin", "fatbin", "ptx"));
+
+TEST_F(CudaJobsTest, LaunchesAreCheckedBeforeTheyRun) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest too_wide = Vadd(id);
+  too_wide.mutable_call()->mutable_launch()->set_block(0, 4096);
+  EXPECT_THAT(client_->TimeEvaluate(too_wide),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("block.x = 4096 exceeds")));
+  v1::TimeEvaluateRequest empty = Vadd(id);
+  empty.mutable_call()->mutable_launch()->set_grid(0, 0);
+  EXPECT_THAT(client_->TimeEvaluate(empty),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("grid.x = 0")));
+  v1::TimeEvaluateRequest no_launch = Vadd(id);
+  no_launch.mutable_call()->clear_launch();
+  EXPECT_THAT(
+      client_->TimeEvaluate(no_launch),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("needs a launch configuration")));
+  v1::TimeEvaluateRequest four_dims = Vadd(id);
+  for (int i = 0; i < 3; ++i) four_dims.mutable_call()->mutable_launch()->add_grid(1);
+  EXPECT_THAT(client_->TimeEvaluate(four_dims),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("launch.grid has 4")));
+  v1::TimeEvaluateRequest shared = Vadd(id);
+  shared.mutable_call()->mutable_launch()->set_shared_bytes(int64_t{1} << 30);
+  EXPECT_THAT(client_->TimeEvaluate(shared),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dynamic shared memory")));
+  v1::TimeEvaluateRequest missing = Vadd(id);
+  missing.mutable_call()->set_function("vsub");
+  EXPECT_THAT(client_->TimeEvaluate(missing),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("vsub")));
+  // The worker is fine after all of them.
+  EXPECT_THAT(client_->TimeEvaluate(Vadd(id)), IsOk());
+}
+
+TEST_F(CudaJobsTest, PtxThatDoesNotCompileGivesTheJitLog) {
+  const std::string bad =
+      "//\n.version 7.0\n.target sm_80\n.address_size 64\n\n.visible .entry broken()\n{\n"
+      "  bogus.instruction;\n  ret;\n}\n";
+  auto module = client_->LoadModule(bad, "broken.ptx");
+  ASSERT_THAT(module, IsOk());
+  EXPECT_EQ(module->format(), "ptx");
+  EXPECT_THAT(client_->TimeEvaluate(Kernel(module->id(), "broken", {}, 1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("cannot load the ptx module on cuda:0"),
+                             HasSubstr("JIT log"), HasSubstr("bogus"))));
+}
+
+// A kernel that runs 2 ms by the GPU's own clock measures 2 ms with the event timer.
+TEST_F(CudaJobsTest, EventTimerMeasuresAKernelOfKnownDuration) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Kernel(id, "spin_ns", {"int64:2000000"}, 1, 1);
+  request.set_repeat(5);
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_GE(result->statistics().min(), 1.99e-3);
+  EXPECT_LT(result->statistics().median(), 2.5e-3);
+}
+
+TEST_F(CudaJobsTest, FlushL2WritesABufferBeforeEachRepeat) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Vadd(id);
+  request.set_flush_l2(true);
+  request.set_repeat(3);
+  EXPECT_THAT(client_->TimeEvaluate(request), IsOk());
+  v1::TimeEvaluateRequest on_cpu;
+  on_cpu.mutable_call()->set_module_id("builtin");
+  on_cpu.mutable_call()->set_function("spin_us");
+  on_cpu.mutable_call()->add_args("float64:10");
+  on_cpu.set_flush_l2(true);
+  EXPECT_THAT(client_->TimeEvaluate(on_cpu),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cache_flush_bytes")));
+}
+
+// An illegal address poisons the context: the job is ABORTED naming the CUDA error, the worker
+// is replaced, and the next job runs.
+TEST_F(CudaJobsTest, AKernelFaultAbortsTheJobAndTheWorkerIsReplaced) {
+  const std::string id = Load("ptx");
+  EXPECT_THAT(client_->TimeEvaluate(Kernel(id, "fault", {"float32[256]:zeros"}, 1, 1)),
+              StatusIs(absl::StatusCode::kAborted,
+                       AllOf(HasSubstr("CUDA_ERROR_ILLEGAL_ADDRESS"), HasSubstr("replaced"))));
+  v1::TimeEvaluateRequest after = Vadd(id);
+  after.set_checksums(true);
+  auto result = client_->TimeEvaluate(after);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->checksums(0), ExpectedSum(0));
+}
+
+// A host library on a GPU gets tensors in device memory (kDLCUDA) and scalars in host memory.
+TEST_F(CudaJobsTest, HostLibrariesGetDevicePointers) {
+  auto module = client_->LoadModuleFile(TestModulePath("device_probe"));
+  ASSERT_THAT(module, IsOk());
+  v1::TimeEvaluateRequest request =
+      Kernel(module->id(), "on_cuda", {"float32[64]:ones", "int64:3"}, 1, 1);
+  EXPECT_THAT(client_->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("host function")));
+  request.mutable_call()->clear_launch();
+  EXPECT_THAT(client_->TimeEvaluate(request), IsOk());
+}
+
+TEST_F(CudaJobsTest, NvmlMeasuresTheGpusEnergy) {
+  bool listed = false;
+  for (const auto& c : gpu_.collectors()) listed |= c.name() == "nvml";
+  if (!listed) GTEST_SKIP() << "NVML is not on this host";
+  const std::string id = Load("ptx");
+  v1::ProfileFunctionRequest request;
+  request.set_device("cuda:0");
+  request.mutable_call()->set_module_id(id);
+  request.mutable_call()->set_function("spin_ns");
+  request.mutable_call()->add_args("int64:200000000");  // 200 ms
+  request.mutable_call()->mutable_launch()->add_grid(1);
+  request.mutable_call()->mutable_launch()->add_block(1);
+  request.add_collectors()->set_name("nvml");
+  auto result = client_->ProfileFunction(request);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->report().calls_size(), 1);
+  const auto& row = result->report().calls(0).metrics();
+  ASSERT_TRUE(row.count("GPU energy (mJ)"));
+  EXPECT_GT(row.at("GPU energy (mJ)").count(), 0);
+  EXPECT_GT(row.at("GPU power (W)").ratio(), 0);
+}
+
+}  // namespace
+}  // namespace kprof

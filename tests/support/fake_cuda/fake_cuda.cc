@@ -1,0 +1,370 @@
+// A stand-in for libcuda.so.1 on hosts without a GPU, for tests only: kprofd's CUDA path —
+// the worker per GPU, module loading with its JIT log, device memory, launches checked and
+// run, the event timer, a kernel fault poisoning the context — runs end to end against it.
+//
+// "Device memory" is host memory, and the three test kernels of tests/modules/vector_add_cuda.cu
+// run on the host: vadd adds, spin_ns waits, fault poisons the context the way an illegal
+// address does (every later call fails with CUDA_ERROR_ILLEGAL_ADDRESS). PTX containing the word
+// "bogus" fails to "compile", with a log. Entry points are handed out only through
+// cuGetProcAddress_v2, as kprofd asks for them.
+#include <cuda.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace {
+
+std::atomic<int> sticky{CUDA_SUCCESS};
+std::atomic<bool> initialised{false};
+
+int64_t NowNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int Count() {
+  const char* env = std::getenv("KPROF_FAKE_CUDA_DEVICES");
+  return env != nullptr ? std::atoi(env) : 1;
+}
+
+CUresult Sticky() { return static_cast<CUresult>(sticky.load()); }
+
+struct Module {
+  std::string image;
+};
+struct Function {
+  std::string name;
+};
+struct Event {
+  int64_t nanos = 0;
+};
+
+// The bytes of an image the driver is given by pointer alone: the ELF's extent from its
+// section headers, the fatbin's from its header, PTX up to its NUL.
+std::string ImageBytes(const void* image) {
+  const auto* p = static_cast<const unsigned char*>(image);
+  if (std::memcmp(p,
+                  "\x7f"
+                  "ELF",
+                  4) == 0) {
+    uint64_t shoff = 0;
+    uint16_t shentsize = 0, shnum = 0;
+    std::memcpy(&shoff, p + 0x28, 8);
+    std::memcpy(&shentsize, p + 0x3a, 2);
+    std::memcpy(&shnum, p + 0x3c, 2);
+    return std::string(reinterpret_cast<const char*>(p), shoff + uint64_t{shentsize} * shnum);
+  }
+  uint32_t magic = 0;
+  std::memcpy(&magic, p, 4);
+  if (magic == 0xBA55ED50u) {
+    uint16_t header = 0;
+    uint64_t size = 0;
+    std::memcpy(&header, p + 6, 2);
+    std::memcpy(&size, p + 8, 8);
+    return std::string(reinterpret_cast<const char*>(p), header + size);
+  }
+  return std::string(static_cast<const char*>(image));
+}
+
+CUresult Init(unsigned) {
+  initialised = true;
+  return CUDA_SUCCESS;
+}
+CUresult DriverGetVersion(int* version) {
+  *version = 12040;
+  return CUDA_SUCCESS;
+}
+CUresult DeviceGetCount(int* count) {
+  if (!initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = Count();
+  return CUDA_SUCCESS;
+}
+CUresult DeviceGet(CUdevice* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= Count()) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+CUresult DeviceGetName(char* name, int length, CUdevice device) {
+  std::snprintf(name, static_cast<size_t>(length), "kprof fake GPU %d", device);
+  return CUDA_SUCCESS;
+}
+CUresult DeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+      *value = 8;
+      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+      *value = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
+      *value = 4;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y:
+      *value = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z:
+      *value = 64;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X:
+      *value = 2147483647;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
+      *value = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z:
+      *value = 65535;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:
+      *value = 99 << 10;
+      break;
+    case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE:
+      *value = 4 << 20;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CLOCK_RATE:
+      *value = 1410000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE:
+      *value = 1215000;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:
+      *value = 5120;
+      break;
+    default:
+      *value = 0;
+      break;
+  }
+  return CUDA_SUCCESS;
+}
+CUresult DeviceTotalMem(size_t* bytes, CUdevice) {
+  *bytes = size_t{8} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult GetErrorName(CUresult error, const char** name) {
+  static const std::map<int, const char*> names = {
+      {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+      {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+      {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
+      {CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX"},
+      {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE"},
+      {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
+      {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"}};
+  const auto it = names.find(error);
+  if (it == names.end()) return CUDA_ERROR_INVALID_VALUE;
+  *name = it->second;
+  return CUDA_SUCCESS;
+}
+CUresult GetErrorString(CUresult error, const char** text) {
+  if (error == CUDA_ERROR_ILLEGAL_ADDRESS) {
+    *text = "an illegal memory access was encountered";
+    return CUDA_SUCCESS;
+  }
+  return GetErrorName(error, text);
+}
+CUresult DeviceGetPCIBusId(char* bus, int length, CUdevice device) {
+  std::snprintf(bus, static_cast<size_t>(length), "0000:%02x:00.0", 0x41 + device);
+  return CUDA_SUCCESS;
+}
+CUresult DevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  static int contexts[64];
+  *context = reinterpret_cast<CUcontext>(&contexts[device & 63]);
+  return CUDA_SUCCESS;
+}
+CUresult DevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+CUresult CtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CtxSynchronize() { return Sticky(); }
+CUresult StreamCreate(CUstream* stream, unsigned) {
+  static int streams;
+  *stream = reinterpret_cast<CUstream>(&streams);
+  return Sticky();
+}
+CUresult StreamSynchronize(CUstream) { return Sticky(); }
+CUresult MemAlloc(CUdeviceptr* ptr, size_t bytes) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (bytes > (size_t{8} << 30)) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+CUresult MemFree(CUdeviceptr ptr) {
+  std::free(reinterpret_cast<void*>(ptr));
+  return CUDA_SUCCESS;
+}
+CUresult MemGetInfo(size_t* free, size_t* total) {
+  *free = *total = size_t{8} << 30;
+  return CUDA_SUCCESS;
+}
+CUresult MemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult MemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult MemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+CUresult MemsetD8(CUdeviceptr dst, unsigned char value, size_t bytes) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  std::memset(reinterpret_cast<void*>(dst), value, bytes);
+  return CUDA_SUCCESS;
+}
+CUresult EventCreate(CUevent* event, unsigned) {
+  *event = reinterpret_cast<CUevent>(new Event());
+  return CUDA_SUCCESS;
+}
+CUresult EventDestroy(CUevent event) {
+  delete reinterpret_cast<Event*>(event);
+  return CUDA_SUCCESS;
+}
+CUresult EventRecord(CUevent event, CUstream) {
+  reinterpret_cast<Event*>(event)->nanos = NowNanos();
+  return Sticky();
+}
+CUresult EventSynchronize(CUevent) { return Sticky(); }
+CUresult EventElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  *ms = static_cast<float>(static_cast<double>(reinterpret_cast<Event*>(end)->nanos -
+                                               reinterpret_cast<Event*>(start)->nanos) /
+                           1e6);
+  return CUDA_SUCCESS;
+}
+CUresult ModuleLoadDataEx(CUmodule* module, const void* image, unsigned count,
+                          CUjit_option* options, void** values) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  std::string bytes = ImageBytes(image);
+  if (bytes.find("bogus") != std::string::npos) {
+    for (unsigned i = 0; i < count; ++i) {
+      if (options[i] != CU_JIT_ERROR_LOG_BUFFER) continue;
+      size_t size = 0;
+      for (unsigned j = 0; j < count; ++j) {
+        if (options[j] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) {
+          size = reinterpret_cast<size_t>(values[j]);
+        }
+      }
+      std::snprintf(static_cast<char*>(values[i]), size,
+                    "ptxas application ptx input, line 7; error   : Unknown instruction "
+                    "'bogus'\nptxas fatal   : Ptx assembly aborted due to errors\n");
+    }
+    return CUDA_ERROR_INVALID_PTX;
+  }
+  *module = reinterpret_cast<CUmodule>(new Module{std::move(bytes)});
+  return CUDA_SUCCESS;
+}
+CUresult ModuleUnload(CUmodule module) {
+  delete reinterpret_cast<Module*>(module);
+  return CUDA_SUCCESS;
+}
+CUresult ModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  const std::string_view wanted(name);
+  const bool known = wanted == "vadd" || wanted == "spin_ns" || wanted == "fault";
+  if (!known || reinterpret_cast<Module*>(module)->image.find(name) == std::string::npos) {
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *function = reinterpret_cast<CUfunction>(new Function{name});  // lives as long as the test
+  return CUDA_SUCCESS;
+}
+CUresult FuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction) {
+  *value = attribute == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+  return CUDA_SUCCESS;
+}
+CUresult FuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult LaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                      unsigned by, unsigned bz, unsigned, CUstream, void** params, void**) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const std::string& name = reinterpret_cast<Function*>(function)->name;
+  if (name == "vadd") {
+    float* c = *static_cast<float**>(params[0]);
+    const float* a = *static_cast<float**>(params[1]);
+    const float* b = *static_cast<float**>(params[2]);
+    const int n = *static_cast<int*>(params[3]);
+    const uint64_t threads = uint64_t{gx} * bx;
+    for (uint64_t i = 0; i < threads && i < static_cast<uint64_t>(n); ++i) c[i] = a[i] + b[i];
+  } else if (name == "spin_ns") {
+    const long long ns = *static_cast<long long*>(params[0]);  // NOLINT(google-runtime-int)
+    const int64_t until = NowNanos() + ns;
+    while (NowNanos() < until) {
+    }
+  } else if (name == "fault") {
+    sticky = CUDA_ERROR_ILLEGAL_ADDRESS;  // surfaces at the next call, as a real fault does
+  }
+  return CUDA_SUCCESS;
+}
+
+const std::map<std::string_view, void*>& EntryPoints() {
+  static const auto* const table = new std::map<std::string_view, void*>{
+      {"cuInit", reinterpret_cast<void*>(&Init)},
+      {"cuDriverGetVersion", reinterpret_cast<void*>(&DriverGetVersion)},
+      {"cuDeviceGetCount", reinterpret_cast<void*>(&DeviceGetCount)},
+      {"cuDeviceGet", reinterpret_cast<void*>(&DeviceGet)},
+      {"cuDeviceGetName", reinterpret_cast<void*>(&DeviceGetName)},
+      {"cuDeviceGetAttribute", reinterpret_cast<void*>(&DeviceGetAttribute)},
+      {"cuDeviceTotalMem", reinterpret_cast<void*>(&DeviceTotalMem)},
+      {"cuGetErrorName", reinterpret_cast<void*>(&GetErrorName)},
+      {"cuGetErrorString", reinterpret_cast<void*>(&GetErrorString)},
+      {"cuDeviceGetPCIBusId", reinterpret_cast<void*>(&DeviceGetPCIBusId)},
+      {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&DevicePrimaryCtxRetain)},
+      {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&DevicePrimaryCtxRelease)},
+      {"cuCtxSetCurrent", reinterpret_cast<void*>(&CtxSetCurrent)},
+      {"cuCtxSynchronize", reinterpret_cast<void*>(&CtxSynchronize)},
+      {"cuStreamCreate", reinterpret_cast<void*>(&StreamCreate)},
+      {"cuStreamSynchronize", reinterpret_cast<void*>(&StreamSynchronize)},
+      {"cuMemAlloc", reinterpret_cast<void*>(&MemAlloc)},
+      {"cuMemFree", reinterpret_cast<void*>(&MemFree)},
+      {"cuMemGetInfo", reinterpret_cast<void*>(&MemGetInfo)},
+      {"cuMemcpyHtoD", reinterpret_cast<void*>(&MemcpyHtoD)},
+      {"cuMemcpyDtoH", reinterpret_cast<void*>(&MemcpyDtoH)},
+      {"cuMemcpyDtoD", reinterpret_cast<void*>(&MemcpyDtoD)},
+      {"cuMemsetD8", reinterpret_cast<void*>(&MemsetD8)},
+      {"cuEventCreate", reinterpret_cast<void*>(&EventCreate)},
+      {"cuEventDestroy", reinterpret_cast<void*>(&EventDestroy)},
+      {"cuEventRecord", reinterpret_cast<void*>(&EventRecord)},
+      {"cuEventSynchronize", reinterpret_cast<void*>(&EventSynchronize)},
+      {"cuEventElapsedTime", reinterpret_cast<void*>(&EventElapsedTime)},
+      {"cuModuleLoadDataEx", reinterpret_cast<void*>(&ModuleLoadDataEx)},
+      {"cuModuleUnload", reinterpret_cast<void*>(&ModuleUnload)},
+      {"cuModuleGetFunction", reinterpret_cast<void*>(&ModuleGetFunction)},
+      {"cuFuncGetAttribute", reinterpret_cast<void*>(&FuncGetAttribute)},
+      {"cuFuncSetAttribute", reinterpret_cast<void*>(&FuncSetAttribute)},
+      {"cuLaunchKernel", reinterpret_cast<void*>(&LaunchKernel)},
+  };
+  return *table;
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
+    const char* symbol, void** pfn, int, cuuint64_t, CUdriverProcAddressQueryResult* status) {
+  const auto it = EntryPoints().find(symbol);
+  if (it == EntryPoints().end()) {
+    if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+  }
+  *pfn = it->second;
+  if (status != nullptr) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+  return CUDA_SUCCESS;
+}
