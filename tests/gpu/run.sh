@@ -7,7 +7,8 @@
 set -uo pipefail
 bundle=$(cd "${1:-$(dirname "$0")}" && pwd)
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export KPROF_TEST_KPROFD="$bundle/bin/kprofd" KPROF_TEST_MODULE_DIR="$bundle/modules"
+export KPROF_TEST_KPROFD="$bundle/bin/kprofd" KPROF_TEST_KPROF="$bundle/bin/kprof"
+export KPROF_TEST_MODULE_DIR="$bundle/modules"
 status=0
 section() { printf '\n== %s\n' "$*"; }
 

@@ -1,5 +1,7 @@
 // The kprof binary against a real kprofd: output formats, the id alone from `load`, and the
 // one-line error with the code's name.
+#include "cli.h"
+
 #include <sys/wait.h>
 
 #include <array>
@@ -22,11 +24,7 @@ using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using Result = ::kprof::testing::CliResult;
 
 class CliTest : public ::testing::Test {
  protected:
@@ -34,20 +32,7 @@ class CliTest : public ::testing::Test {
 
   // Runs kprof with `args` against the test's daemon.
   Result Kprof(const std::string& args) {
-    const std::string err_file = dir_.path() + "/stderr";
-    const std::string command = std::string(KPROF_CLI_PATH) + " --target " + daemon_.target() +
-                                " " + args + " 2>" + err_file;
-    Result result;
-    FILE* pipe = popen(command.c_str(), "r");
-    std::array<char, 4096> buffer;
-    size_t n;
-    while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-      result.out.append(buffer.data(), n);
-    const int status = pclose(pipe);
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream in(err_file);
-    result.err.assign(std::istreambuf_iterator<char>(in), {});
-    return result;
+    return ::kprof::testing::RunKprof(daemon_.target(), args, dir_.path());
   }
 
   TempDir dir_;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "client/kprof_client.h"
 #include "core/args/arg_spec.h"
 #include "core/args/arguments.h"
@@ -234,6 +235,40 @@ TEST_F(CudaJobsTest, HostLibrariesGetDevicePointers) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("host function")));
   request.mutable_call()->clear_launch();
   EXPECT_THAT(client_->TimeEvaluate(request), IsOk());
+}
+
+// The CLI's kernel options: --grid and --block (x,y,z), --flush-l2; info shows the GPU.
+TEST_F(CudaJobsTest, TheCliLaunchesKernels) {
+  const std::string scratch = cache_.path();
+  const auto kprof = [&](const std::string& args) {
+    return ::kprof::testing::RunKprof(daemon_.target(), args, scratch);
+  };
+  const auto info = kprof("info");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  EXPECT_THAT(info.out, HasSubstr("cuda:0  " + gpu_.name()));
+  EXPECT_THAT(info.out, HasSubstr("PCI " + gpu_.pci_bus_id()));
+
+  const std::string args =
+      " --arg float32[4096]:zeros --arg float32[4096]:ones --arg float32[4096]:ones --arg "
+      "int32:4096";
+  const auto timed = kprof("--format json time " + ModuleFile("ptx") +
+                           " vadd --device cuda:0 --grid 16 --block 256,1,1 --flush-l2 "
+                           "--checksums --repeat 2" +
+                           args);
+  ASSERT_EQ(timed.exit_code, 0) << timed.err;
+  EXPECT_THAT(timed.out, HasSubstr("\"device\": \"cuda:0\""));
+  // c = 1 + 1 everywhere: the SHA-256 of 4096 float32 twos.
+  const std::vector<float> twos(4096, 2.0f);
+  EXPECT_THAT(timed.out, HasSubstr(core::Sha256Hex(std::string_view(
+                             reinterpret_cast<const char*>(twos.data()), twos.size() * 4))));
+
+  const auto half = kprof("time " + ModuleFile("ptx") + " vadd --device cuda:0 --grid 16" + args);
+  EXPECT_NE(half.exit_code, 0);
+  EXPECT_THAT(half.err, HasSubstr("needs both --grid and --block"));
+  const auto words =
+      kprof("time " + ModuleFile("ptx") + " vadd --device cuda:0 --grid 16 --block many" + args);
+  EXPECT_NE(words.exit_code, 0);
+  EXPECT_THAT(words.err, HasSubstr("--block 'many'"));
 }
 
 TEST_F(CudaJobsTest, NvmlMeasuresTheGpusEnergy) {
