@@ -176,6 +176,15 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       time.options.cooldown_interval = absl::Milliseconds(r.cooldown_interval_ms());
       if (r.has_repeats_to_cooldown()) time.options.repeats_to_cooldown = r.repeats_to_cooldown();
       time.options.cache_flush_bytes = r.cache_flush_bytes();
+      // The flush buffers count like arguments: a request may not size them beyond the limit.
+      if (r.cache_flush_bytes() > 0 && limits.max_total_bytes > 0 &&
+          static_cast<uint64_t>(r.cache_flush_bytes()) > limits.max_total_bytes / 2) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cache_flush_bytes = ", r.cache_flush_bytes(),
+                         " needs two buffers of that size, "
+                         "over the limit of ",
+                         limits.max_total_bytes, " bytes per job"));
+      }
       time.flush_l2 = r.flush_l2();
       time.preprocess = r.preprocess();
       time.checksums = r.checksums();

@@ -50,17 +50,31 @@ void InstallCrashHandlers() {
 }
 
 // The worker's own threads, counted at start; a job that leaves more behind disturbs the next.
-int CountThreads() {
+// The process's threads, less the CUDA driver's own when `skip_cuda` (it starts them as it
+// sees fit — "cuda-EvtHandlr", "cuda00001400006" — and they are not a job's leftovers).
+int CountThreads(bool skip_cuda) {
   int threads = 0;
   if (DIR* tasks = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(tasks)) threads += entry->d_name[0] != '.';
+    while (dirent* entry = readdir(tasks)) {
+      if (entry->d_name[0] == '.') continue;
+      if (skip_cuda) {
+        char comm[32] = {0};
+        const std::string path = std::string("/proc/self/task/") + entry->d_name + "/comm";
+        if (FILE* f = std::fopen(path.c_str(), "r")) {
+          const size_t n = std::fread(comm, 1, sizeof comm - 1, f);
+          std::fclose(f);
+          if (n >= 4 && std::strncmp(comm, "cuda", 4) == 0) continue;
+        }
+      }
+      ++threads;
+    }
     closedir(tasks);
   }
   return threads;
 }
 
 // Why the worker is no longer fit for the next job, or "" when it is.
-std::string Disturbance(int baseline_threads) {
+std::string Disturbance(int baseline_threads, bool skip_cuda) {
   std::vector<std::string> closed;
   for (int fd : {0, 1, 2}) {
     if (fcntl(fd, F_GETFD) == -1) closed.push_back(std::to_string(fd));
@@ -68,7 +82,7 @@ std::string Disturbance(int baseline_threads) {
   if (!closed.empty()) {
     return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
   }
-  const int extra = CountThreads() - baseline_threads;
+  const int extra = CountThreads(skip_cuda) - baseline_threads;
   if (extra > 0) return "left " + std::to_string(extra) + " thread(s) running";
   return "";
 }
@@ -95,9 +109,12 @@ std::string ContextLost(kprof::core::Device device) {
   if (device.type != kprof::core::DeviceType::kCuda) return "";
   absl::StatusOr<kprof::core::CudaContext*> context = kprof::core::CudaContext::For(device.id);
   if (!context.ok()) return "";
-  // A fault surfaces at the next synchronisation; make sure there has been one.
-  (void)(*context)->Synchronize();
-  return (*context)->driver()->ContextLost();
+  // A fault surfaces at the next synchronisation; make sure there has been one. Any failure
+  // of it means the context cannot be trusted with the next job.
+  const absl::Status synced = (*context)->Synchronize();
+  std::string lost = (*context)->driver()->ContextLost();
+  if (lost.empty() && !synced.ok()) lost = std::string(synced.message());
+  return lost;
 #else
   (void)device;
   return "";
@@ -177,7 +194,8 @@ int main(int argc, char** argv) {
     (void)kprof::core::CudaManifest(device->id);
   }
 #endif
-  const int baseline_threads = CountThreads();
+  const bool skip_cuda = device->type == kprof::core::DeviceType::kCuda;
+  const int baseline_threads = CountThreads(skip_cuda);
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device);
@@ -200,7 +218,7 @@ int main(int argc, char** argv) {
                            "; the device's context cannot be used after this, so its worker "
                            "was replaced");
       response.set_recycle(true);
-    } else if (const std::string why = Disturbance(baseline_threads); !why.empty()) {
+    } else if (const std::string why = Disturbance(baseline_threads, skip_cuda); !why.empty()) {
       response.Clear();
       response.set_job_id(request.job_id());
       response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));

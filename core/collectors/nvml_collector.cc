@@ -281,8 +281,10 @@ MetricMap NvmlManifest(int ordinal, const std::string& library) {
   }
   // Other processes computing on this GPU share it with the measurement.
   if (lib.compute_processes != nullptr) {
-    std::vector<nvml::ProcessInfo> processes(64);
-    unsigned count = static_cast<unsigned>(processes.size());
+    // Drivers before R535 write 32-byte entries: room for 64 of those, read as 24-byte ones
+    // no further than the count asked for.
+    std::vector<nvml::ProcessInfo> processes(64 * 32 / sizeof(nvml::ProcessInfo) + 1);
+    unsigned count = 64;
     if (lib.compute_processes(*device, &count, processes.data()) == nvml::kSuccess) {
       std::vector<std::string> others;
       for (unsigned i = 0; i < count && i < processes.size(); ++i) {

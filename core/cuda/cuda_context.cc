@@ -30,7 +30,10 @@ absl::StatusOr<CudaContext*> CudaContext::For(int ordinal) {
     } else {
       KPROF_ASSIGN_OR_RETURN(CudaDriver * cu, CudaDriver::Get());
       auto opened = std::unique_ptr<CudaContext>(new CudaContext(cu, ordinal));
-      KPROF_RETURN_IF_ERROR(opened->Open());
+      if (absl::Status s = opened->Open(); !s.ok()) {
+        opened->Release();
+        return s;
+      }
       context = opened.release();  // for the life of the process
       (*contexts)[ordinal] = context;
     }
@@ -63,6 +66,14 @@ absl::Status CudaContext::Open() {
       attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &limits_.max_shared_bytes));
   KPROF_RETURN_IF_ERROR(attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, &l2_bytes_));
   return absl::OkStatus();
+}
+
+void CudaContext::Release() {
+  if (context_ == nullptr) return;
+  (void)cu_->CtxSetCurrent(nullptr);
+  (void)cu_->DevicePrimaryCtxRelease(device_);  // its streams go with it
+  context_ = nullptr;
+  stream_ = nullptr;
 }
 
 absl::Status CudaContext::MakeCurrent() {

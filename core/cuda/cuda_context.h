@@ -50,6 +50,7 @@ class CudaContext {
  private:
   CudaContext(CudaDriver* cu, int ordinal) : cu_(cu), ordinal_(ordinal) {}
   absl::Status Open();
+  void Release();  // after a failed Open
 
   CudaDriver* cu_;
   int ordinal_;
@@ -63,8 +64,10 @@ class CudaContext {
 // The DeviceApi of CUDA devices; the process's one.
 DeviceApi* CudaDeviceApi();
 
-// A timer of CUDA events recorded on the context's stream around the region: the GPU's own
-// time for the work queued there, without the host's launch gaps. cuda's registered timer.
+// A timer of CUDA events recorded on the context's stream around the region: the GPU's time
+// from the start event to the stop event, for the work queued there. The start event passes on
+// an idle GPU at once, so the first launch's latency (a few microseconds) is inside the region:
+// time kernels shorter than that with number > 1 or min_repeat_ms. cuda's registered timer.
 absl::StatusOr<std::unique_ptr<Timer>> CreateCudaEventTimer(Device device);
 
 // Environment facts of a CUDA device for the manifest: "GPU", "GPU Driver", "CUDA Toolkit",

@@ -70,8 +70,7 @@ absl::StatusOr<CudaDeviceInfo> Describe(CudaDriver* cu, int ordinal) {
   (void)cu->DeviceGetAttribute(&info.memory_bus_bits, CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH,
                                device);
   char bus[32] = {0};
-  KPROF_CU(cu, DeviceGetPCIBusId(bus, sizeof bus - 1, device));
-  info.pci_bus_id = bus;
+  if (cu->DeviceGetPCIBusId(bus, sizeof bus - 1, device) == CUDA_SUCCESS) info.pci_bus_id = bus;
   size_t bytes = 0;
   KPROF_CU(cu, DeviceTotalMem(&bytes, device));
   info.memory_bytes = bytes;

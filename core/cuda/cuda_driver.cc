@@ -35,20 +35,21 @@ absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& 
     return absl::FailedPreconditionError(absl::StrCat(
         library, " has no cuGetProcAddress: a CUDA driver older than 11.3, or not a driver"));
   }
-  const auto resolve = [&](const char* name, auto& entry) -> absl::Status {
+  const auto resolve = [&](const char* name, auto& entry,
+                           int version = kCudaApiVersion) -> absl::Status {
     void* pointer = nullptr;
     CUresult result = CUDA_ERROR_NOT_FOUND;
     if (v2 != nullptr) {
       CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
-      result = v2(name, &pointer, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT, &found);
+      result = v2(name, &pointer, version, CU_GET_PROC_ADDRESS_DEFAULT, &found);
       if (found != CU_GET_PROC_ADDRESS_SUCCESS) result = CUDA_ERROR_NOT_FOUND;
     } else {
-      result = v1(name, &pointer, kCudaApiVersion, CU_GET_PROC_ADDRESS_DEFAULT);
+      result = v1(name, &pointer, version, CU_GET_PROC_ADDRESS_DEFAULT);
     }
     if (result != CUDA_SUCCESS || pointer == nullptr) {
       return absl::FailedPreconditionError(
-          absl::StrCat("the CUDA driver in ", library, " lacks ", name, " at API version ",
-                       kCudaApiVersion, " (a driver for CUDA 12.0 or later is needed)"));
+          absl::StrCat("the CUDA driver in ", library, " lacks ", name, " at API version ", version,
+                       " (a driver for CUDA 12.0 or later is needed)"));
     }
     entry = reinterpret_cast<std::remove_reference_t<decltype(entry)>>(pointer);
     return absl::OkStatus();
@@ -90,6 +91,10 @@ absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& 
            resolve("cuLaunchKernel", driver->LaunchKernel),
        }) {
     if (!s.ok()) return s;
+  }
+  // Optional: a kernel's parameter list, to check a launch's arguments against it.
+  if (!resolve("cuFuncGetParamInfo", driver->FuncGetParamInfo, 12040).ok()) {
+    driver->FuncGetParamInfo = nullptr;
   }
   return driver;
 }
@@ -153,6 +158,12 @@ absl::Status CudaDriver::Check(CUresult result, const char* call) const {
     case CUDA_ERROR_INVALID_PC:
     case CUDA_ERROR_LAUNCH_FAILED:
     case CUDA_ERROR_ECC_UNCORRECTABLE:
+    case CUDA_ERROR_NVLINK_UNCORRECTABLE:
+    case CUDA_ERROR_CONTAINED:
+    case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+    case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+    case CUDA_ERROR_EXTERNAL_DEVICE:
+    case CUDA_ERROR_UNKNOWN:
     case CUDA_ERROR_CONTEXT_IS_DESTROYED: {
       absl::MutexLock lock(&mutex_);
       if (context_lost_.empty()) context_lost_ = message;

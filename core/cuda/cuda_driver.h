@@ -83,6 +83,8 @@ class CudaDriver {
   decltype(&::cuFuncGetAttribute) FuncGetAttribute = nullptr;
   decltype(&::cuFuncSetAttribute) FuncSetAttribute = nullptr;
   decltype(&::cuLaunchKernel) LaunchKernel = nullptr;
+  // Drivers for CUDA 12.4 and later; nullptr before.
+  decltype(&::cuFuncGetParamInfo) FuncGetParamInfo = nullptr;
 
   // The first error that left the process's contexts unusable (an illegal address, a kernel
   // that trapped: CUDA's "sticky" errors), as Check reported it; empty while there is none.

@@ -1,6 +1,7 @@
 #include "core/cuda/cuda_module.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -41,6 +42,29 @@ absl::Status CheckPlacement(const DLTensor* args, int32_t num_args, int ordinal)
                                                      " is not in the memory of cuda:", ordinal,
                                                      " (a kernel takes tensors "
                                                      "there and scalars by value)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The packed arguments against the kernel's parameter sizes: as many, each of its size (8 bytes
+// for a tensor's device pointer, the dtype's for a scalar).
+absl::Status CheckParameters(const std::string& kernel, const std::vector<size_t>& sizes,
+                             const KernelParams& packed) {
+  if (packed.size() != sizes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("kernel '", kernel, "' takes ", sizes.size(),
+                                                   " parameters; the job gives ", packed.size(),
+                                                   " arguments"));
+  }
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (packed.value_size(i) != sizes[i]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("argument ", i, " is ", packed.value_size(i),
+                       " bytes as a kernel parameter, but "
+                       "parameter ",
+                       i, " of kernel '", kernel, "' is ", sizes[i],
+                       " bytes (a tensor passes "
+                       "an 8-byte pointer; a scalar its dtype, e.g. int32 for an int)"));
     }
   }
   return absl::OkStatus();
@@ -122,27 +146,54 @@ absl::StatusOr<ModuleFunction> CudaModule::GetFunction(std::string_view name) co
   KPROF_CU(cu, FuncGetAttribute(&static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel));
   limits.max_threads_per_block = std::min<int64_t>(limits.max_threads_per_block, max_threads);
   limits.max_shared_bytes = std::max<int64_t>(0, limits.max_shared_bytes - static_shared);
+  // Dynamic shared memory beyond the default 48 KiB is opted into per kernel, once, for all of
+  // its launches; where the opt-in fails, launches keep to the default.
+  if (cu->FuncSetAttribute(kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           static_cast<int>(limits.max_shared_bytes)) != CUDA_SUCCESS) {
+    limits.max_shared_bytes =
+        std::min<int64_t>(limits.max_shared_bytes, std::max(0, (48 << 10) - static_shared));
+  }
+  // The kernel's parameter sizes, where the driver tells (CUDA 12.4 and later): a launch with
+  // too few arguments would have the driver read past them.
+  std::optional<std::vector<size_t>> parameters;
+  if (cu->FuncGetParamInfo != nullptr) {
+    parameters.emplace();
+    size_t offset = 0, size = 0;
+    while (parameters->size() < 4096 &&
+           cu->FuncGetParamInfo(kernel, parameters->size(), &offset, &size) == CUDA_SUCCESS) {
+      parameters->push_back(size);
+    }
+  }
 
   ModuleFunction function;
   function.name = kernel_name;
   CudaContext* context = context_;
-  function.bind_kernel = [context, kernel, limits](
+  function.bind_kernel = [context, kernel, limits, parameters, kernel_name](
                              const LaunchConfig& launch, DLTensor* args,
                              int32_t num_args) -> absl::StatusOr<std::function<absl::Status()>> {
     KPROF_RETURN_IF_ERROR(ValidateLaunch(launch, limits));
     KPROF_RETURN_IF_ERROR(CheckPlacement(args, num_args, context->ordinal()));
     KPROF_ASSIGN_OR_RETURN(KernelParams packed, KernelParams::Pack(args, num_args));
+    if (parameters.has_value()) {
+      KPROF_RETURN_IF_ERROR(CheckParameters(kernel_name, *parameters, packed));
+    }
     CudaDriver* driver = context->driver();
-    // Beyond the default 48 KiB, dynamic shared memory is opted into per kernel.
-    KPROF_CU(driver, FuncSetAttribute(kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                      static_cast<int>(launch.shared_bytes)));
     auto params = std::make_shared<KernelParams>(std::move(packed));
     const auto u = [](int64_t v) { return static_cast<unsigned>(v); };
     return [driver, kernel, launch, params, stream = context->stream(), u]() -> absl::Status {
-      KPROF_CU(driver, LaunchKernel(kernel, u(launch.grid[0]), u(launch.grid[1]), u(launch.grid[2]),
-                                    u(launch.block[0]), u(launch.block[1]), u(launch.block[2]),
-                                    u(launch.shared_bytes), stream, params->pointers(), nullptr));
-      return absl::OkStatus();
+      const CUresult r =
+          driver->LaunchKernel(kernel, u(launch.grid[0]), u(launch.grid[1]), u(launch.grid[2]),
+                               u(launch.block[0]), u(launch.block[1]), u(launch.block[2]),
+                               u(launch.shared_bytes), stream, params->pointers(), nullptr);
+      if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) {
+        // What the request asked of this kernel, not a fault of the daemon.
+        return absl::InvalidArgumentError(absl::StrCat(
+            driver->Check(r, "cuLaunchKernel").message(),
+            r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES
+                ? " (too many registers or too much shared memory for this block size)"
+                : " (the launch configuration or the arguments do not suit this kernel)"));
+      }
+      return driver->Check(r, "cuLaunchKernel");
     };
   };
   return function;

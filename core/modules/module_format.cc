@@ -1,5 +1,7 @@
 #include "core/modules/module_format.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "core/cuda/cuda_image.h"
 #include "core/modules/elf_inspector.h"
@@ -48,8 +50,22 @@ absl::StatusOr<ModuleDescription> DescribeModule(std::string_view bytes,
           return absl::InvalidArgumentError("invalid PTX module: it declares no .entry kernel");
         }
         break;
-      case CudaImageKind::kFatbin:
+      case CudaImageKind::kFatbin: {
+        // The driver is given a pointer, not a length: it trusts the header's size, so a
+        // fatbin whose header claims more than was uploaded is refused here.
+        if (bytes.size() < 16)
+          return absl::InvalidArgumentError("invalid fatbin: truncated header");
+        uint16_t header = 0;
+        uint64_t size = 0;
+        std::memcpy(&header, bytes.data() + 6, sizeof header);
+        std::memcpy(&size, bytes.data() + 8, sizeof size);
+        if (header < 16 || size > bytes.size() || header > bytes.size() - size) {
+          return absl::InvalidArgumentError(absl::StrCat("invalid fatbin: its header claims ",
+                                                         header, " + ", size,
+                                                         " bytes, the upload has ", bytes.size()));
+        }
         break;  // its kernels are listed by the device that loads it
+      }
     }
     return description;
   }

@@ -8,6 +8,8 @@
 // "bogus" fails to "compile", with a log. Entry points are handed out only through
 // cuGetProcAddress_v2, as kprofd asks for them.
 #include <cuda.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +20,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 namespace {
 
@@ -74,8 +78,18 @@ std::string ImageBytes(const void* image) {
   return std::string(static_cast<const char*>(image));
 }
 
+// The real driver starts threads of its own, at init and later as it sees fit, named
+// "cuda-EvtHandlr", "cuda00001400006": so does this one, so that a worker's count of threads a
+// job left running is tested against them.
+void StartDriverThread(const char* name) {
+  std::thread([name] {
+    pthread_setname_np(pthread_self(), name);
+    while (true) pause();
+  }).detach();
+}
+
 CUresult Init(unsigned) {
-  initialised = true;
+  if (!initialised.exchange(true)) StartDriverThread("cuda-EvtHandlr");
   return CUDA_SUCCESS;
 }
 CUresult DriverGetVersion(int* version) {
@@ -269,6 +283,8 @@ CUresult ModuleLoadDataEx(CUmodule* module, const void* image, unsigned count,
     }
     return CUDA_ERROR_INVALID_PTX;
   }
+  static std::once_flag jit_thread;
+  std::call_once(jit_thread, [] { StartDriverThread("cuda00001400006"); });
   *module = reinterpret_cast<CUmodule>(new Module{std::move(bytes)});
   return CUDA_SUCCESS;
 }
@@ -290,6 +306,17 @@ CUresult FuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction
   return CUDA_SUCCESS;
 }
 CUresult FuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
+CUresult FuncGetParamInfo(CUfunction function, size_t index, size_t* offset, size_t* size) {
+  const std::string& name = reinterpret_cast<Function*>(function)->name;
+  static const auto* const kParameters = new std::map<std::string, std::vector<size_t>>{
+      {"vadd", {8, 8, 8, 4}}, {"spin_ns", {8}}, {"fault", {8}}};
+  const std::vector<size_t>& sizes = kParameters->at(name);
+  if (index >= sizes.size()) return CUDA_ERROR_INVALID_VALUE;
+  *offset = 0;
+  for (size_t i = 0; i < index; ++i) *offset += sizes[i];
+  *size = sizes[index];
+  return CUDA_SUCCESS;
+}
 CUresult LaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                       unsigned by, unsigned bz, unsigned, CUstream, void** params, void**) {
   if (Sticky() != CUDA_SUCCESS) return Sticky();
@@ -351,6 +378,7 @@ const std::map<std::string_view, void*>& EntryPoints() {
       {"cuFuncGetAttribute", reinterpret_cast<void*>(&FuncGetAttribute)},
       {"cuFuncSetAttribute", reinterpret_cast<void*>(&FuncSetAttribute)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&LaunchKernel)},
+      {"cuFuncGetParamInfo", reinterpret_cast<void*>(&FuncGetParamInfo)},
   };
   return *table;
 }
