@@ -1,7 +1,9 @@
 #include "client/kprof_client.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/loopback.h"
@@ -211,6 +213,36 @@ absl::StatusOr<kprof::v1::ProfileResponse> Client::Profile(const kprof::v1::Prof
     Prepare(&context, timeout);
     return FromGrpcStatus(stub_->Profile(&context, request, response));
   });
+}
+
+absl::Status Client::MeasureBatch(
+    const std::vector<kprof::v1::BatchJob>& jobs,
+    const std::function<void(const kprof::v1::BatchUpdate&)>& on_update, absl::Duration timeout,
+    size_t jobs_per_message) {
+  grpc::ClientContext context;
+  Prepare(&context, timeout);
+  // A batch runs as long as its jobs do: no deadline unless asked for.
+  if (timeout <= absl::ZeroDuration()) {
+    context.set_deadline(std::chrono::system_clock::time_point::max());
+  }
+  std::shared_ptr<grpc::ClientReaderWriter<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>>
+      stream = stub_->MeasureBatch(&context);
+  const size_t per_message = std::max<size_t>(jobs_per_message, 1);
+  std::thread writer([&stream, &jobs, per_message] {
+    kprof::v1::BatchRequest message;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      *message.add_jobs() = jobs[i];
+      if (message.jobs_size() == static_cast<int>(per_message) || i + 1 == jobs.size()) {
+        if (!stream->Write(message)) return;  // the stream ended; Finish says why
+        message.Clear();
+      }
+    }
+    stream->WritesDone();
+  });
+  kprof::v1::BatchUpdate update;
+  while (stream->Read(&update)) on_update(update);
+  writer.join();
+  return FromGrpcStatus(stream->Finish());
 }
 
 }  // namespace kprof::client

@@ -11,6 +11,7 @@
 //   KPROF_ASSIGN_OR_RETURN(auto timing, client->TimeEvaluate(request));
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,6 +73,14 @@ class Client {
       const kprof::v1::ProfileFunctionRequest& request, absl::Duration timeout = {});
   absl::StatusOr<kprof::v1::ProfileResponse> Profile(const kprof::v1::ProfileRequest& request,
                                                      absl::Duration timeout = {});
+
+  // Sends `jobs` on one MeasureBatch stream (a writer thread sends them in messages of
+  // `jobs_per_message` while this thread reads) and calls `on_update` with each update as it
+  // arrives, in this thread. Jobs' own failures come as FAILED updates; the status is the
+  // stream's (OK once every job has its result). `timeout` 0: no deadline on the stream.
+  absl::Status MeasureBatch(const std::vector<kprof::v1::BatchJob>& jobs,
+                            const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
+                            absl::Duration timeout = {}, size_t jobs_per_message = 64);
 
  private:
   Client(std::unique_ptr<kprof::v1::Profiler::Stub> stub, ClientOptions options)

@@ -2,13 +2,18 @@
 //
 //   kprof [--target HOST:PORT] [--timeout DUR] [--format table|json|csv] COMMAND ...
 //   info | load FILE | modules | unload ID | time MODULE FUNCTION ... |
-//   profile MODULE FUNCTION ... | profile --sequence FILE.json ... | report FILE.json
+//   profile MODULE FUNCTION ... | profile --sequence FILE.json ... | batch JOBS.jsonl |
+//   report FILE.json
 //
 // Machine-readable output goes to stdout; a failure is one line on stderr, "kprof: CODE:
 // message", and a non-zero exit.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -52,6 +57,8 @@ constexpr char kUsage[] =
     "  profile MODULE FUNCTION [--arg SPEC]... [--device cpu:0] [--warmup N] [--number N]\n"
     "       [--collector NAME[:EVENT,EVENT...]]...\n"
     "  profile --sequence FILE.json [--repeat N] [--warmup N] [--collector ...]\n"
+    "  batch JOBS.jsonl                   many TimeEvaluate jobs on one stream; a result line\n"
+    "                                     per job (JSONL), progress on a terminal's stderr\n"
     "  report FILE.json [--no-aggregate] [--no-sort] [--no-sums]\n"
     "\n"
     "credentials: --token-file FILE ($KPROF_TOKEN_FILE), --tls-ca FILE,\n"
@@ -287,6 +294,63 @@ absl::Status Modules(Client& client, const Options& o) {
   return absl::OkStatus();
 }
 
+// `kprof time --format json`'s object for a result: TVM's BenchmarkResult keys (seconds) and
+// kprofd's own.
+absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
+  const auto& s = r.statistics();
+  KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
+                         wire::FromProto(r.environment(), "environment"));
+  Json json = {
+      {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
+      {"mean", s.mean()},
+      {"median", s.median()},
+      {"min", s.min()},
+      {"max", s.max()},
+      {"std", s.std()},
+      {"cv", s.cv()},
+      {"number", r.final_number()},
+      {"repeat", r.seconds_per_call_size()},
+      {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
+      {"device", r.device()},
+      {"argument_shapes", r.argument_shapes()},
+      {"queue_wait_seconds", r.timing().queue_wait_seconds()},
+      {"execution_seconds", r.timing().execution_seconds()},
+      {"rel_stddev", r.rel_stddev()},
+      {"stop_reason", r.stop_reason()},
+      {"warnings", std::vector<std::string>(r.warnings().begin(), r.warnings().end())}};
+  if (r.has_converged()) json["converged"] = r.converged();
+  if (r.has_filtered_statistics()) {
+    const auto& f = r.filtered_statistics();
+    json["outliers"] = std::vector<int32_t>(r.outliers().begin(), r.outliers().end());
+    json["filtered"] = {{"mean", f.mean()}, {"median", f.median()}, {"min", f.min()},
+                        {"max", f.max()},   {"std", f.std()},       {"cv", f.cv()}};
+  }
+  if (r.checksums_size() > 0) {
+    json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
+  }
+  Json environment = Json::object();
+  for (const auto& [name, value] : manifest) {
+    std::visit(
+        [&, key = name](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::string>) {
+            environment[key] = v;
+          } else if constexpr (std::is_same_v<T, core::Count>) {
+            environment[key] = v.value;
+          } else if constexpr (std::is_same_v<T, core::Duration>) {
+            environment[key] = v.microseconds;
+          } else if constexpr (std::is_same_v<T, core::Percent>) {
+            environment[key] = v.percent;
+          } else {
+            environment[key] = v.ratio;
+          }
+        },
+        value);
+  }
+  json["environment"] = std::move(environment);
+  return json;
+}
+
 absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
                   const std::vector<std::string>& words) {
   if (words.size() != 3) return absl::InvalidArgumentError("usage: kprof time MODULE FUNCTION ...");
@@ -327,54 +391,7 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
   KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
                          wire::FromProto(r.environment(), "environment"));
   if (o.format == "json") {
-    Json json = {
-        {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
-        {"mean", s.mean()},
-        {"median", s.median()},
-        {"min", s.min()},
-        {"max", s.max()},
-        {"std", s.std()},
-        {"cv", s.cv()},
-        {"number", r.final_number()},
-        {"repeat", r.seconds_per_call_size()},
-        {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
-        {"device", r.device()},
-        {"argument_shapes", r.argument_shapes()},
-        {"queue_wait_seconds", r.timing().queue_wait_seconds()},
-        {"execution_seconds", r.timing().execution_seconds()},
-        {"rel_stddev", r.rel_stddev()},
-        {"stop_reason", r.stop_reason()},
-        {"warnings", std::vector<std::string>(r.warnings().begin(), r.warnings().end())}};
-    if (r.has_converged()) json["converged"] = r.converged();
-    if (!o.outliers.empty() && o.outliers != "none") {
-      const auto& f = r.filtered_statistics();
-      json["outliers"] = std::vector<int32_t>(r.outliers().begin(), r.outliers().end());
-      json["filtered"] = {{"mean", f.mean()}, {"median", f.median()}, {"min", f.min()},
-                          {"max", f.max()},   {"std", f.std()},       {"cv", f.cv()}};
-    }
-    if (r.checksums_size() > 0) {
-      json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
-    }
-    Json environment = Json::object();
-    for (const auto& [name, value] : manifest) {
-      std::visit(
-          [&, key = name](const auto& v) {
-            using T = std::decay_t<decltype(v)>;
-            if constexpr (std::is_same_v<T, std::string>) {
-              environment[key] = v;
-            } else if constexpr (std::is_same_v<T, core::Count>) {
-              environment[key] = v.value;
-            } else if constexpr (std::is_same_v<T, core::Duration>) {
-              environment[key] = v.microseconds;
-            } else if constexpr (std::is_same_v<T, core::Percent>) {
-              environment[key] = v.percent;
-            } else {
-              environment[key] = v.ratio;
-            }
-          },
-          value);
-    }
-    json["environment"] = std::move(environment);
+    KPROF_ASSIGN_OR_RETURN(const Json json, TimeJson(r));
     std::printf("%s\n", json.dump(2).c_str());
   } else if (o.format == "csv") {
     std::printf("repeat,seconds_per_call,number\n");
@@ -524,6 +541,144 @@ absl::Status Report(const Options& o, const std::vector<std::string>& words) {
 }
 
 // Reads the token and TLS files the options name into `client`.
+// One job line of `kprof batch` as a BatchJob: "id", "module" (builtin, an id, or a file,
+// uploaded once per path), "function", "args", "launch", and any TimeEvaluateRequest field by
+// its proto name ("device", "number", "repeat", "min_repeat_ms", ...).
+absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
+    Client& client, const std::string& line, const Options& o,
+    std::map<std::string, absl::StatusOr<std::string>>& uploaded) {
+  Json json = Json::parse(line, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError("not a JSON object");
+  }
+  kprof::v1::BatchJob job;
+  if (!json.value("id", Json()).is_string() || json["id"].get<std::string>().empty()) {
+    return absl::InvalidArgumentError("needs an \"id\" string");
+  }
+  job.set_id(json["id"].get<std::string>());
+  if (!json.value("module", Json()).is_string() || !json.value("function", Json()).is_string()) {
+    return absl::InvalidArgumentError("needs \"module\" and \"function\" strings");
+  }
+  Json call = Json::object();
+  for (const char* key : {"function", "args", "launch"}) {
+    if (json.contains(key)) call[key] = json[key];
+  }
+  json.erase("id");
+  const std::string module = json["module"].get<std::string>();
+  json.erase("module");
+  for (const char* key : {"function", "args", "launch"}) json.erase(key);
+  // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
+  kprof::v1::TimeEvaluateRequest* request = job.mutable_time_evaluate();
+  if (const auto s = google::protobuf::util::JsonStringToMessage(json.dump(), request); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("options: ", s.message().ToString()));
+  }
+  if (const auto s =
+          google::protobuf::util::JsonStringToMessage(call.dump(), request->mutable_call());
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("function, args or launch: ", s.message().ToString()));
+  }
+  auto found = uploaded.find(module);
+  if (found == uploaded.end()) {
+    found = uploaded.emplace(module, ResolveModule(client, module, o.module_format)).first;
+  }
+  if (!found->second.ok()) return found->second.status();
+  request->mutable_call()->set_module_id(*found->second);
+  return job;
+}
+
+// kprof batch JOBS.jsonl: every line's result as a line of JSONL on stdout, as it finishes;
+// progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
+// the line.
+absl::Status Batch(Client& client, const Options& o, const std::vector<std::string>& words) {
+  if (words.size() != 2) {
+    return absl::InvalidArgumentError("usage: kprof batch JOBS.jsonl (- reads standard input)");
+  }
+  std::ifstream file;
+  if (words[1] != "-") {
+    file.open(words[1]);
+    if (!file) return absl::NotFoundError(absl::StrCat("cannot read '", words[1], "'"));
+  }
+  std::istream& in = words[1] == "-" ? std::cin : file;
+  int64_t failed = 0, done = 0, total = 0;
+  const auto emit = [](const Json& result) { std::printf("%s\n", result.dump().c_str()); };
+  const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
+    Json result = {{"id", std::move(id)},
+                   {"status", absl::StatusCodeToString(status.code())},
+                   {"error", std::string(status.message())}};
+    if (line > 0) result["line"] = line;
+    emit(result);
+    ++failed;
+  };
+  std::vector<kprof::v1::BatchJob> jobs;
+  std::map<std::string, int64_t> lines;  // job id -> its line
+  std::map<std::string, absl::StatusOr<std::string>> uploaded;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++total;
+    absl::StatusOr<kprof::v1::BatchJob> job = BatchJobFromLine(client, line, o, uploaded);
+    if (job.ok() && lines.count(job->id()) > 0) {
+      job = absl::InvalidArgumentError(
+          absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
+    }
+    if (!job.ok()) {
+      const Json parsed = Json::parse(line, nullptr, false);
+      Json id =
+          parsed.is_object() && parsed.value("id", Json()).is_string() ? parsed["id"] : Json();
+      failure(std::move(id), number,
+              absl::Status(job.status().code(),
+                           absl::StrCat("line ", number, ": ", job.status().message())));
+      continue;
+    }
+    lines[job->id()] = number;
+    jobs.push_back(*std::move(job));
+  }
+  const bool bar = isatty(STDERR_FILENO) != 0;
+  const auto progress = [&](const kprof::v1::BatchProgress& p) {
+    if (!bar) return;
+    const int64_t finished = done + failed;
+    const int width = 30;
+    const int filled = total > 0 ? static_cast<int>(width * finished / total) : width;
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld  running %lld  failed %lld ",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(width - filled), '.').c_str(),
+                 static_cast<long long>(finished), static_cast<long long>(total),
+                 static_cast<long long>(p.running()), static_cast<long long>(failed));
+  };
+  absl::Status stream = absl::OkStatus();
+  if (!jobs.empty()) {
+    stream = client.MeasureBatch(
+        jobs,
+        [&](const kprof::v1::BatchUpdate& update) {
+          if (update.state() == kprof::v1::BatchUpdate::DONE) {
+            absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
+            if (!result.ok()) {
+              failure(update.id(), lines[update.id()], result.status());
+            } else {
+              Json line_result = {{"id", update.id()}, {"status", "OK"}};
+              line_result.update(*result);
+              emit(line_result);
+              ++done;
+            }
+          } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+            failure(update.id(), lines[update.id()],
+                    absl::Status(static_cast<absl::StatusCode>(update.code()), update.message()));
+          }
+          std::fflush(stdout);
+          progress(update.progress());
+        },
+        o.timeout);
+  }
+  if (bar) std::fprintf(stderr, "\n");
+  KPROF_RETURN_IF_ERROR(stream);
+  if (failed > 0) {
+    return absl::AbortedError(
+        absl::StrCat(failed, " of ", total, " jobs failed (see their lines)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Credentials(Options& o, ClientOptions* client) {
   if (o.token_file.empty()) {
     const char* env = std::getenv("KPROF_TOKEN_FILE");
@@ -594,6 +749,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   if (command == "modules") return Modules(*client, o);
   if (command == "time") return Time(*client, cl, o, words);
   if (command == "profile") return Profile(*client, cl, o, words);
+  if (command == "batch") return Batch(*client, o, words);
   if (command == "load") {
     if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof load FILE");
     KPROF_ASSIGN_OR_RETURN(kprof::v1::ModuleInfo m,
@@ -609,7 +765,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   return absl::InvalidArgumentError(
       absl::StrCat("unknown command '", command,
                    "' (accepted: info, load, modules, unload, time, profile, "
-                   "report)"));
+                   "batch, report)"));
 }
 
 }  // namespace

@@ -15,7 +15,8 @@ DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Durati
 DeviceExecutor::~DeviceExecutor() { Drain(); }
 
 absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, absl::Time deadline,
-                                    Done done, std::shared_ptr<void> keep_alive) {
+                                    Done done, std::shared_ptr<void> keep_alive,
+                                    std::function<void()> started) {
   absl::MutexLock lock(&mutex_);
   if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
   if (static_cast<int>(queue_.size()) >= max_queue_) {
@@ -23,8 +24,8 @@ absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, ab
         absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
                      queue_.size(), " jobs waiting, limit ", max_queue_, "); retry later"));
   }
-  queue_.push_back(
-      Job{std::move(request), deadline, absl::Now(), std::move(done), std::move(keep_alive)});
+  queue_.push_back(Job{std::move(request), deadline, absl::Now(), std::move(done),
+                       std::move(keep_alive), std::move(started)});
   return absl::OkStatus();
 }
 
@@ -141,6 +142,7 @@ void DeviceExecutor::Loop() {
       running_job_ = job.request.job_id();
       running_cancelled_ = false;
     }
+    if (job.started) job.started();
     const absl::Time started = absl::Now();
     absl::StatusOr<kprof::worker::v1::WorkerResponse> result = Execute(job);
     const JobTiming timing{started - job.enqueued, absl::Now() - started};

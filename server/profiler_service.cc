@@ -19,6 +19,7 @@
 #include "core/modules/module_format.h"
 #include "core/profiler.h"
 #include "core/sha256.h"
+#include "core/status_macros.h"
 #include "kprof/config.h"
 #include "server/grpc_status.h"
 
@@ -32,7 +33,6 @@ constexpr size_t kMaxNameLength = 256;
 constexpr int kMaxArguments = 256;
 constexpr size_t kMaxSpecLength = 1024;
 constexpr size_t kMaxCalls = 4096;
-constexpr int kMaxCollectors = 16;
 
 void ToProto(const StoredModule& module, ModuleInfo* out) {
   out->set_id(module.id);
@@ -68,11 +68,6 @@ std::string HostName() {
 }
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
-
-void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
-  out->set_queue_wait_seconds(Seconds(timing.queue_wait));
-  out->set_execution_seconds(Seconds(timing.execution));
-}
 
 }  // namespace
 
@@ -164,6 +159,11 @@ class ProfilerService::UploadReactor final
   bool have_header_ = false;
   std::string bytes_;
 };
+
+void ProfilerService::SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
+  out->set_queue_wait_seconds(Seconds(timing.queue_wait));
+  out->set_execution_seconds(Seconds(timing.execution));
+}
 
 ProfilerService::ProfilerService(ModuleRegistry* registry,
                                  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
@@ -417,78 +417,64 @@ absl::Status CheckCall(const kprof::v1::FunctionCall& call) {
   return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* ProfilerService::Submit(
-    grpc::CallbackServerContext* context, const std::string& device_text,
-    const std::vector<const kprof::v1::FunctionCall*>& calls,
-    kprof::worker::v1::WorkerRequest request, Fill fill) {
-  (void)context;
-  auto* reactor = new JobReactor();
-  const auto fail = [reactor](const absl::Status& status) {
-    reactor->Finish(ToGrpcStatus(status));
-    return reactor;
-  };
-  if (draining_) return fail(absl::UnavailableError("kprofd is shutting down"));
-
-  const absl::StatusOr<core::Device> device =
-      core::ParseDevice(device_text.empty() ? "cpu:0" : device_text);
-  if (!device.ok()) return fail(device.status());
-  const auto executor = executors_->find(*device);
+absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
+    const std::string& device_text, const std::vector<const kprof::v1::FunctionCall*>& calls,
+    kprof::worker::v1::WorkerRequest request) {
+  if (draining_) return absl::UnavailableError("kprofd is shutting down");
+  KPROF_ASSIGN_OR_RETURN(const core::Device device,
+                         core::ParseDevice(device_text.empty() ? "cpu:0" : device_text));
+  const auto executor = executors_->find(device);
   if (executor == executors_->end()) {
     std::vector<std::string> present;
     for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
     const std::string known = absl::StrJoin(present, ", ");
-    if (device->type == core::DeviceType::kCuda) {
+    if (device.type == core::DeviceType::kCuda) {
       const absl::StatusOr<core::CudaInventory>& cuda = cuda_;
       const std::string why = cuda.ok() ? "the CUDA driver reports no such device"
                                         : std::string(cuda.status().message());
-      return fail(absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(*device),
-                                                             " is not available: ", why,
-                                                             " (devices here: ", known, ")")));
+      return absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(device),
+                                                        " is not available: ", why,
+                                                        " (devices here: ", known, ")"));
     }
-    return fail(absl::NotFoundError(absl::StrCat("unknown device ", core::DeviceSpec(*device),
-                                                 " (devices here: ", known, ")")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown device ", core::DeviceSpec(device), " (devices here: ", known, ")"));
   }
-  if (calls.empty()) return fail(absl::InvalidArgumentError("the request names no function"));
+  if (calls.empty()) return absl::InvalidArgumentError("the request names no function");
   if (calls.size() > kMaxCalls) {
-    return fail(absl::InvalidArgumentError(
-        absl::StrCat("a profile of ", calls.size(), " calls (limit ", kMaxCalls, ")")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a profile of ", calls.size(), " calls (limit ", kMaxCalls, ")"));
   }
-  for (const kprof::v1::FunctionCall* call : calls) {
-    if (absl::Status s = CheckCall(*call); !s.ok()) return fail(s);
-  }
+  for (const kprof::v1::FunctionCall* call : calls) KPROF_RETURN_IF_ERROR(CheckCall(*call));
 
   std::vector<std::string> ids;
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id().empty()) {
-      return fail(absl::InvalidArgumentError(
-          "a call without a module id (a SHA-256 from LoadModule, or \"builtin\")"));
+      return absl::InvalidArgumentError(
+          "a call without a module id (a SHA-256 from LoadModule, or \"builtin\")");
     }
     if (call->module_id() == core::kBuiltinModuleName) {
-      if (auto f = core::BuiltinModule().GetFunction(call->function()); !f.ok()) {
-        return fail(f.status());
-      }
+      KPROF_RETURN_IF_ERROR(core::BuiltinModule().GetFunction(call->function()).status());
     } else {
       ids.push_back(call->module_id());
     }
   }
   std::vector<StoredModule> modules;
-  auto pin = registry_->Acquire(ids, &modules);
-  if (!pin.ok()) return fail(pin.status());
+  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<void> pin, registry_->Acquire(ids, &modules));
   size_t next = 0;
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id() == core::kBuiltinModuleName) continue;
     const StoredModule& module = modules[next++];
     // CUDA code runs on CUDA devices; shared libraries run on the host for any device (on a
     // GPU they get device pointers and launch work themselves).
-    if (core::IsCudaFormat(module.format) && device->type != core::DeviceType::kCuda) {
-      return fail(absl::InvalidArgumentError(
+    if (core::IsCudaFormat(module.format) && device.type != core::DeviceType::kCuda) {
+      return absl::InvalidArgumentError(
           absl::StrCat("module ", module.id, " (", module.name, ") is ", module.format,
-                       " code for a CUDA device; the job is for ", core::DeviceSpec(*device))));
+                       " code for a CUDA device; the job is for ", core::DeviceSpec(device)));
     }
     // A fatbin's kernels are known once a device loads it.
     if (module.format != "fatbin" &&
         !std::binary_search(module.functions.begin(), module.functions.end(), call->function())) {
-      return fail(core::NoSuchFunction(call->function(), module.functions));
+      return core::NoSuchFunction(call->function(), module.functions);
     }
   }
   for (const StoredModule& module : modules) {
@@ -497,36 +483,58 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     file->set_path(module.path);
     file->set_format(module.format);
   }
-  const uint64_t job_id = next_job_id_++;
-  request.set_job_id(job_id);
+  request.set_job_id(next_job_id_++);
   request.set_max_argument_bytes(limits_.max_argument_bytes);
+  PreparedJob job;
+  job.executor = executor->second.get();
+  job.pin = std::move(pin);
+  job.request = std::move(request);
+  job.what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")
+                               : "the profiled sequence";
+  return job;
+}
 
-  const std::string what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")
-                                             : "the profiled sequence";
-  const absl::Time deadline = context->deadline() == std::chrono::system_clock::time_point::max()
-                                  ? absl::InfiniteFuture()
-                                  : absl::FromChrono(context->deadline());
-  reactor->Watch(executor->second.get(), job_id);
-  const absl::Status submitted = executor->second->Submit(
-      std::move(request), deadline,
-      [reactor, fill, what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
-                            JobTiming timing) {
-        if (!result.ok()) {
-          absl::Status status = result.status();
-          if (absl::IsAborted(status)) {
-            status = absl::AbortedError(absl::StrCat(what, " crashed: ", status.message()));
-          }
-          reactor->Finish(ToGrpcStatus(status));
-        } else if (result->code() != 0) {
-          reactor->Finish(
-              grpc::Status(static_cast<grpc::StatusCode>(result->code()), result->message()));
-        } else {
-          fill(*result, timing);
-          reactor->Finish(grpc::Status::OK);
-        }
+absl::Status ProfilerService::ResultStatus(
+    const absl::StatusOr<kprof::worker::v1::WorkerResponse>& result, const std::string& what) {
+  if (!result.ok()) {
+    if (absl::IsAborted(result.status())) {
+      return absl::AbortedError(absl::StrCat(what, " crashed: ", result.status().message()));
+    }
+    return result.status();
+  }
+  if (result->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(result->code()), result->message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Time ProfilerService::Deadline(const grpc::CallbackServerContext* context) {
+  return context->deadline() == std::chrono::system_clock::time_point::max()
+             ? absl::InfiniteFuture()
+             : absl::FromChrono(context->deadline());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Submit(
+    grpc::CallbackServerContext* context, const std::string& device_text,
+    const std::vector<const kprof::v1::FunctionCall*>& calls,
+    kprof::worker::v1::WorkerRequest request, Fill fill) {
+  auto* reactor = new JobReactor();
+  absl::StatusOr<PreparedJob> job = PrepareJob(device_text, calls, std::move(request));
+  if (!job.ok()) {
+    reactor->Finish(ToGrpcStatus(job.status()));
+    return reactor;
+  }
+  reactor->Watch(job->executor, job->request.job_id());
+  const absl::Status submitted = job->executor->Submit(
+      std::move(job->request), Deadline(context),
+      [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
+                                        JobTiming timing) {
+        const absl::Status status = ResultStatus(result, what);
+        if (status.ok()) fill(*result, timing);
+        reactor->Finish(ToGrpcStatus(status));
       },
-      *std::move(pin));
-  if (!submitted.ok()) return fail(submitted);
+      std::move(job->pin));
+  if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;
 }
 

@@ -72,13 +72,37 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* context,
                                     const kprof::v1::ProfileRequest* request,
                                     kprof::v1::ProfileResponse* response) override;
+  // In measure_batch.cc.
+  grpc::ServerBidiReactor<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>* MeasureBatch(
+      grpc::CallbackServerContext* context) override;
 
  private:
   class UploadReactor;
+  class BatchReactor;
+
+  static constexpr int kMaxCollectors = 16;
+
+  static void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out);
 
   absl::Status Authenticate(const grpc::CallbackServerContext* context) const;
   // A reactor already finished with UNAUTHENTICATED, or nullptr when the call may proceed.
   grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
+
+  // A measurement checked and ready for its device's executor: the modules it names are
+  // pinned (by `pin`) and listed in `request`, which has its job id.
+  struct PreparedJob {
+    DeviceExecutor* executor = nullptr;
+    std::shared_ptr<void> pin;
+    kprof::worker::v1::WorkerRequest request;
+    std::string what;  // "function 'f'", for messages
+  };
+  absl::StatusOr<PreparedJob> PrepareJob(const std::string& device_text,
+                                         const std::vector<const kprof::v1::FunctionCall*>& calls,
+                                         kprof::worker::v1::WorkerRequest request);
+  // The job's outcome as a status: the worker's code, or how the worker failed.
+  static absl::Status ResultStatus(const absl::StatusOr<kprof::worker::v1::WorkerResponse>& result,
+                                   const std::string& what);
+  static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
   // Checks and queues one measurement; `fill` copies the worker's result into the response.
   using Fill = std::function<void(kprof::worker::v1::WorkerResponse&, JobTiming)>;

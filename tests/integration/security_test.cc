@@ -93,6 +93,14 @@ TEST_F(SecurityTest, TokensAreRequiredCheckedAndNeverLogged) {
               StatusIs(absl::StatusCode::kUnauthenticated, "wrong bearer token"));
   EXPECT_THAT(Connect(wrong)->LoadModuleFile(testing::TestModulePath("vector_add")),
               StatusIs(absl::StatusCode::kUnauthenticated));
+  v1::BatchJob job;
+  job.set_id("j");
+  job.mutable_time_evaluate()->mutable_call()->set_module_id("builtin");
+  job.mutable_time_evaluate()->mutable_call()->set_function("spin_us");
+  int updates = 0;
+  EXPECT_THAT(Connect(wrong)->MeasureBatch({job}, [&](const v1::BatchUpdate&) { ++updates; }),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_EQ(updates, 0);
   for (const char* token : {kToken, kOtherToken}) {
     client::ClientOptions right;
     right.bearer_token = token;

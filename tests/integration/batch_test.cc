@@ -1,0 +1,232 @@
+// MeasureBatch through a real kprofd: thousands of jobs on one stream, each answered exactly
+// once, failures among them, progress, a crash, a client that goes away; and `kprof batch`.
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "cli.h"
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "nlohmann/json.hpp"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+class BatchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache"));
+    auto connected = client::Client::Connect(daemon_.target());
+    ASSERT_THAT(connected, IsOk());
+    client_ = std::move(*connected);
+  }
+
+  static v1::BatchJob Spin(const std::string& id, const std::string& function = "spin_us") {
+    v1::BatchJob job;
+    job.set_id(id);
+    v1::TimeEvaluateRequest* r = job.mutable_time_evaluate();
+    r->mutable_call()->set_module_id("builtin");
+    r->mutable_call()->set_function(function);
+    r->mutable_call()->add_args("float64:5");
+    r->set_repeat(2);
+    return job;
+  }
+
+  // Runs `jobs`; every update by id, in the order they came.
+  std::map<std::string, std::vector<v1::BatchUpdate>> Run(const std::vector<v1::BatchJob>& jobs,
+                                                          absl::Status* status) {
+    std::map<std::string, std::vector<v1::BatchUpdate>> updates;
+    *status = client_->MeasureBatch(jobs, [&](const v1::BatchUpdate& u) {
+      updates[u.id()].push_back(u);
+      last_ = u;
+    });
+    return updates;
+  }
+
+  static int Finals(const std::vector<v1::BatchUpdate>& updates) {
+    int n = 0;
+    for (const auto& u : updates) {
+      n += u.state() == v1::BatchUpdate::DONE || u.state() == v1::BatchUpdate::FAILED;
+    }
+    return n;
+  }
+
+  TempDir dir_;
+  Daemon daemon_;
+  std::unique_ptr<client::Client> client_;
+  v1::BatchUpdate last_;
+};
+
+TEST_F(BatchTest, ThousandsOfJobsEachAnsweredOnceWithFailuresAmongThem) {
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 2000; ++i) {
+    if (i % 100 == 7) {
+      jobs.push_back(Spin("j" + std::to_string(i), "no_such_function"));
+    } else {
+      jobs.push_back(Spin("j" + std::to_string(i)));
+    }
+  }
+  v1::BatchJob bad_device = Spin("on-tpu");
+  bad_device.mutable_time_evaluate()->set_device("tpu:0");
+  jobs.push_back(bad_device);
+  jobs.push_back(Spin("j1"));  // a second j1
+  v1::BatchJob no_id = Spin("");
+  jobs.push_back(no_id);
+
+  absl::Status status;
+  const auto updates = Run(jobs, &status);
+  ASSERT_THAT(status, IsOk());
+  int done = 0, failed = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::string id = "j" + std::to_string(i);
+    ASSERT_EQ(updates.count(id), 1u) << id;
+    const std::vector<v1::BatchUpdate>& u = updates.at(id);
+    if (id == "j1") continue;  // its twin's failure shares the id
+    ASSERT_EQ(Finals(u), 1) << id;
+    const v1::BatchUpdate& last = u.back();
+    if (i % 100 == 7) {
+      EXPECT_EQ(last.state(), v1::BatchUpdate::FAILED) << id;
+      EXPECT_EQ(last.code(), static_cast<int>(absl::StatusCode::kNotFound));
+      EXPECT_THAT(last.message(), HasSubstr("no_such_function"));
+      ++failed;
+    } else {
+      ASSERT_EQ(last.state(), v1::BatchUpdate::DONE) << id << ": " << last.message();
+      EXPECT_EQ(last.time_evaluate().seconds_per_call_size(), 2);
+      EXPECT_GT(last.time_evaluate().statistics().mean(), 4e-6);
+      // QUEUED, RUNNING, DONE in that order.
+      ASSERT_EQ(u.size(), 3u) << id;
+      EXPECT_EQ(u[0].state(), v1::BatchUpdate::QUEUED);
+      EXPECT_EQ(u[1].state(), v1::BatchUpdate::RUNNING);
+      ++done;
+    }
+  }
+  // j1 twice: one DONE, one FAILED for the duplicate id.
+  const auto& j1 = updates.at("j1");
+  EXPECT_EQ(Finals(j1), 2);
+  int twice = 0;
+  for (const auto& u : j1) twice += absl::StrContains(u.message(), "used twice");
+  EXPECT_EQ(twice, 1);
+  EXPECT_EQ(updates.at("on-tpu").back().state(), v1::BatchUpdate::FAILED);
+  EXPECT_THAT(updates.at("on-tpu").back().message(), HasSubstr("tpu"));
+  EXPECT_THAT(updates.at("").back().message(), HasSubstr("id is 0 bytes"));
+  // The last update's progress counts everything.
+  EXPECT_EQ(last_.progress().done(), done + 1);  // and j1's first
+  EXPECT_EQ(last_.progress().failed(), failed + 3);
+  EXPECT_EQ(last_.progress().queued(), 0);
+  EXPECT_EQ(last_.progress().running(), 0);
+}
+
+TEST_F(BatchTest, ACrashFailsItsJobOnly) {
+  auto faults = client_->LoadModuleFile(TestModulePath("faults"));
+  ASSERT_THAT(faults, IsOk());
+  std::vector<v1::BatchJob> jobs = {Spin("before")};
+  v1::BatchJob crash;
+  crash.set_id("crash");
+  crash.mutable_time_evaluate()->mutable_call()->set_module_id(faults->id());
+  crash.mutable_time_evaluate()->mutable_call()->set_function("segfault");
+  jobs.push_back(crash);
+  jobs.push_back(Spin("after"));
+  absl::Status status;
+  const auto updates = Run(jobs, &status);
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(updates.at("before").back().state(), v1::BatchUpdate::DONE);
+  EXPECT_EQ(updates.at("after").back().state(), v1::BatchUpdate::DONE);
+  EXPECT_EQ(updates.at("crash").back().state(), v1::BatchUpdate::FAILED);
+  EXPECT_EQ(updates.at("crash").back().code(), static_cast<int>(absl::StatusCode::kAborted));
+  EXPECT_THAT(updates.at("crash").back().message(), HasSubstr("SIGSEGV"));
+}
+
+// A client that goes away mid-batch: its jobs stop, and the daemon serves the next client.
+TEST_F(BatchTest, AClientGoingAwayMidBatchLeavesTheDaemonServing) {
+  auto channel = grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  for (int round = 0; round < 3; ++round) {
+    grpc::ClientContext context;
+    auto stream = stub->MeasureBatch(&context);
+    v1::BatchRequest request;
+    for (int i = 0; i < 500; ++i) *request.add_jobs() = Spin("x" + std::to_string(i));
+    ASSERT_TRUE(stream->Write(request));
+    v1::BatchUpdate update;
+    ASSERT_TRUE(stream->Read(&update));  // underway
+    context.TryCancel();
+    while (stream->Read(&update)) {
+    }
+    EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  absl::Status status;
+  const auto updates = Run({Spin("after")}, &status);
+  ASSERT_THAT(status, IsOk());
+  EXPECT_EQ(updates.at("after").back().state(), v1::BatchUpdate::DONE);
+}
+
+// kprof batch: a result line per job line, malformed lines answered with their line number.
+TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
+  const std::string jobs = dir_.path() + "/jobs.jsonl";
+  {
+    std::ofstream out(jobs);
+    out << R"({"id": "a", "module": "builtin", "function": "spin_us", "args": ["float64:10"], )"
+           R"("number": 2, "repeat": 3})"
+        << "\n"
+        << R"({"id": "b", "module": ")" << TestModulePath("vector_add")
+        << R"(", "function": "vadd", "args": ["float32[64]:zeros", "float32[64]:ones", )"
+           R"("float32[64]:ones"], "checksums": true})"
+        << "\n\n"
+        << "this is not json\n"
+        << R"({"id": "c", "module": "builtin", "function": "spin_us", "repet": 3})"
+        << "\n"
+        << R"({"id": "d", "module": "builtin", "function": "no_such"})"
+        << "\n"
+        << R"({"module": "builtin", "function": "spin_us"})"
+        << "\n";
+  }
+  const auto result = ::kprof::testing::RunKprof(daemon_.target(), "batch " + jobs, dir_.path());
+  EXPECT_EQ(result.exit_code, 1) << result.err;  // some failed
+  EXPECT_THAT(result.err, HasSubstr("4 of 6 jobs failed"));
+  std::map<std::string, Json> by_id;
+  std::vector<Json> lines;
+  std::istringstream in(result.out);
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line);
+    lines.push_back(j);
+    if (j["id"].is_string()) by_id[j["id"].get<std::string>()] = j;
+  }
+  ASSERT_EQ(lines.size(), 6u) << result.out;
+  EXPECT_EQ(by_id.at("a")["status"], "OK");
+  EXPECT_EQ(by_id.at("a")["results"].size(), 3u);
+  EXPECT_EQ(by_id.at("a")["number"], 2);
+  EXPECT_EQ(by_id.at("b")["status"], "OK");
+  EXPECT_EQ(by_id.at("b")["checksums"].size(), 3u);
+  EXPECT_EQ(by_id.at("c")["status"], "INVALID_ARGUMENT");
+  EXPECT_EQ(by_id.at("c")["line"], 5);
+  EXPECT_THAT(by_id.at("c")["error"].get<std::string>(), HasSubstr("repet"));
+  EXPECT_EQ(by_id.at("d")["status"], "NOT_FOUND");
+  EXPECT_EQ(by_id.at("d")["line"], 6);
+  int malformed = 0;
+  for (const Json& j : lines) {
+    if (j["id"].is_null()) {
+      ++malformed;
+      EXPECT_EQ(j["status"], "INVALID_ARGUMENT");
+      EXPECT_TRUE(j["line"] == 4 || j["line"] == 7) << j.dump();
+    }
+  }
+  EXPECT_EQ(malformed, 2);
+}
+
+}  // namespace
+}  // namespace kprof
