@@ -215,6 +215,14 @@ absl::StatusOr<kprof::v1::ProfileResponse> Client::Profile(const kprof::v1::Prof
   });
 }
 
+std::unique_ptr<Client::BatchStream> Client::OpenBatch() {
+  auto batch = std::make_unique<BatchStream>();
+  Prepare(&batch->context, {});
+  batch->context.set_deadline(std::chrono::system_clock::time_point::max());
+  batch->stream = stub_->MeasureBatch(&batch->context);
+  return batch;
+}
+
 absl::Status Client::MeasureBatch(
     const std::vector<kprof::v1::BatchJob>& jobs,
     const std::function<void(const kprof::v1::BatchUpdate&)>& on_update, absl::Duration timeout,

@@ -82,6 +82,15 @@ class Client {
                             const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
                             absl::Duration timeout = {}, size_t jobs_per_message = 64);
 
+  // A MeasureBatch stream without a deadline, to drive by hand (Farm does): one thread may
+  // write while another reads.
+  struct BatchStream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>>
+        stream;
+  };
+  std::unique_ptr<BatchStream> OpenBatch();
+
  private:
   Client(std::unique_ptr<kprof::v1::Profiler::Stub> stub, ClientOptions options)
       : stub_(std::move(stub)), options_(options) {}

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/farm.h"
 #include "client/kprof_client.h"
 #include "core/command_line.h"
 #include "core/read_file.h"
@@ -545,7 +547,7 @@ absl::Status Report(const Options& o, const std::vector<std::string>& words) {
 // uploaded once per path), "function", "args", "launch", and any TimeEvaluateRequest field by
 // its proto name ("device", "number", "repeat", "min_repeat_ms", ...).
 absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
-    Client& client, const std::string& line, const Options& o,
+    Farm& farm, const std::string& line, const Options& o,
     std::map<std::string, absl::StatusOr<std::string>>& uploaded) {
   Json json = Json::parse(line, nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
@@ -580,7 +582,10 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   }
   auto found = uploaded.find(module);
   if (found == uploaded.end()) {
-    found = uploaded.emplace(module, ResolveModule(client, module, o.module_format)).first;
+    absl::StatusOr<std::string> id = module;
+    if (module != "builtin" && !IsModuleId(module))
+      id = farm.AddModuleFile(module, o.module_format);
+    found = uploaded.emplace(module, std::move(id)).first;
   }
   if (!found->second.ok()) return found->second.status();
   request->mutable_call()->set_module_id(*found->second);
@@ -590,7 +595,7 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
 // kprof batch JOBS.jsonl: every line's result as a line of JSONL on stdout, as it finishes;
 // progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
 // the line.
-absl::Status Batch(Client& client, const Options& o, const std::vector<std::string>& words) {
+absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>& words) {
   if (words.size() != 2) {
     return absl::InvalidArgumentError("usage: kprof batch JOBS.jsonl (- reads standard input)");
   }
@@ -617,7 +622,7 @@ absl::Status Batch(Client& client, const Options& o, const std::vector<std::stri
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++total;
-    absl::StatusOr<kprof::v1::BatchJob> job = BatchJobFromLine(client, line, o, uploaded);
+    absl::StatusOr<kprof::v1::BatchJob> job = BatchJobFromLine(farm, line, o, uploaded);
     if (job.ok() && lines.count(job->id()) > 0) {
       job = absl::InvalidArgumentError(
           absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
@@ -635,7 +640,8 @@ absl::Status Batch(Client& client, const Options& o, const std::vector<std::stri
     jobs.push_back(*std::move(job));
   }
   const bool bar = isatty(STDERR_FILENO) != 0;
-  const auto progress = [&](const kprof::v1::BatchProgress& p) {
+  std::set<std::string> running;  // over every daemon of the farm
+  const auto progress = [&] {
     if (!bar) return;
     const int64_t finished = done + failed;
     const int width = 30;
@@ -644,31 +650,33 @@ absl::Status Batch(Client& client, const Options& o, const std::vector<std::stri
                  std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(width - filled), '.').c_str(),
                  static_cast<long long>(finished), static_cast<long long>(total),
-                 static_cast<long long>(p.running()), static_cast<long long>(failed));
+                 static_cast<long long>(running.size()), static_cast<long long>(failed));
   };
   absl::Status stream = absl::OkStatus();
   if (!jobs.empty()) {
-    stream = client.MeasureBatch(
-        jobs,
-        [&](const kprof::v1::BatchUpdate& update) {
-          if (update.state() == kprof::v1::BatchUpdate::DONE) {
-            absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
-            if (!result.ok()) {
-              failure(update.id(), lines[update.id()], result.status());
-            } else {
-              Json line_result = {{"id", update.id()}, {"status", "OK"}};
-              line_result.update(*result);
-              emit(line_result);
-              ++done;
-            }
-          } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
-            failure(update.id(), lines[update.id()],
-                    absl::Status(static_cast<absl::StatusCode>(update.code()), update.message()));
-          }
-          std::fflush(stdout);
-          progress(update.progress());
-        },
-        o.timeout);
+    stream = farm.MeasureBatch(jobs, [&](const kprof::v1::BatchUpdate& update) {
+      if (update.state() == kprof::v1::BatchUpdate::DONE) {
+        absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
+        if (!result.ok()) {
+          failure(update.id(), lines[update.id()], result.status());
+        } else {
+          Json line_result = {{"id", update.id()}, {"status", "OK"}};
+          line_result.update(*result);
+          emit(line_result);
+          ++done;
+        }
+      } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+        failure(update.id(), lines[update.id()],
+                absl::Status(static_cast<absl::StatusCode>(update.code()), update.message()));
+      }
+      if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+        running.insert(update.id());
+      } else {
+        running.erase(update.id());
+      }
+      std::fflush(stdout);
+      progress();
+    });
   }
   if (bar) std::fprintf(stderr, "\n");
   KPROF_RETURN_IF_ERROR(stream);
@@ -744,12 +752,16 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   ClientOptions client_options;
   if (o.timeout > absl::ZeroDuration()) client_options.timeout = o.timeout;
   KPROF_RETURN_IF_ERROR(Credentials(o, &client_options));
+  if (command == "batch") {
+    // A batch spreads over every daemon the target names.
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, Farm::Connect(o.target, client_options));
+    return Batch(*farm, o, words);
+  }
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(o.target, client_options));
   if (command == "info") return Info(*client, o);
   if (command == "modules") return Modules(*client, o);
   if (command == "time") return Time(*client, cl, o, words);
   if (command == "profile") return Profile(*client, cl, o, words);
-  if (command == "batch") return Batch(*client, o, words);
   if (command == "load") {
     if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof load FILE");
     KPROF_ASSIGN_OR_RETURN(kprof::v1::ModuleInfo m,

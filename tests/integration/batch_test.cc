@@ -1,14 +1,18 @@
 // MeasureBatch through a real kprofd: thousands of jobs on one stream, each answered exactly
 // once, failures among them, progress, a crash, a client that goes away; and `kprof batch`.
+#include <signal.h>
+
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "cli.h"
+#include "client/farm.h"
 #include "client/kprof_client.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -23,8 +27,13 @@ namespace {
 
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
+using ::kprof::testing::IsOkAndHolds;
+using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
+using ::testing::AnyOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
@@ -226,6 +235,105 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
     }
   }
   EXPECT_EQ(malformed, 2);
+}
+
+// Three daemons, a thousand jobs, one daemon killed mid-batch: every job answered exactly once,
+// the lost daemon's unfinished jobs run by the others, its module uploaded to them as needed.
+TEST(FarmTest, ADaemonLostMidBatchLosesNoJob) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Daemon>> daemons;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 3; ++i) {
+    daemons.push_back(std::make_unique<Daemon>());
+    ASSERT_TRUE(daemons.back()->Start(dir.path() + "/cache" + std::to_string(i)));
+    addresses.push_back(daemons.back()->target());
+  }
+  auto farm = client::Farm::Connect("ipv4:" + absl::StrJoin(addresses, ","));
+  ASSERT_THAT(farm, IsOk());
+  ASSERT_EQ((*farm)->daemons().size(), 3u);
+  const std::string module = (*farm)->AddModuleFile(TestModulePath("vector_add")).value();
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 1000; ++i) {
+    v1::BatchJob job;
+    job.set_id("k" + std::to_string(i));
+    v1::TimeEvaluateRequest* r = job.mutable_time_evaluate();
+    if (i % 2 == 0) {
+      r->mutable_call()->set_module_id(module);
+      r->mutable_call()->set_function("vadd");
+      for (const char* a : {"float32[256]:zeros", "float32[256]:ones", "float32[256]:ones"}) {
+        r->mutable_call()->add_args(a);
+      }
+    } else {
+      r->mutable_call()->set_module_id("builtin");
+      r->mutable_call()->set_function("spin_us");
+      r->mutable_call()->add_args("float64:200");
+    }
+    jobs.push_back(job);
+  }
+  std::map<std::string, int> finals;
+  int seen = 0;
+  bool killed = false;
+  const absl::Status status = (*farm)->MeasureBatch(jobs, [&](const v1::BatchUpdate& u) {
+    if (u.state() != v1::BatchUpdate::DONE && u.state() != v1::BatchUpdate::FAILED) return;
+    ++finals[u.id()];
+    EXPECT_EQ(u.state(), v1::BatchUpdate::DONE) << u.id() << ": " << u.message();
+    if (++seen == 300 && !killed) {
+      kill(daemons[1]->pid(), SIGKILL);  // mid-batch, with jobs in its hands
+      killed = true;
+    }
+  });
+  ASSERT_THAT(status, IsOk());
+  EXPECT_TRUE(killed);
+  ASSERT_EQ(finals.size(), 1000u);
+  for (const auto& [id, count] : finals) EXPECT_EQ(count, 1) << id;
+}
+
+TEST(FarmTest, TargetsNameOneOrManyDaemons) {
+  EXPECT_THAT(client::ResolveTarget("127.0.0.1:9177"), IsOkAndHolds(ElementsAre("127.0.0.1:9177")));
+  EXPECT_THAT(client::ResolveTarget("ipv4:10.0.0.1:9177,10.0.0.2:9178"),
+              IsOkAndHolds(ElementsAre("10.0.0.1:9177", "10.0.0.2:9178")));
+  EXPECT_THAT(client::ResolveTarget("ipv6:[::1]:9177"), IsOkAndHolds(ElementsAre("[::1]:9177")));
+  EXPECT_THAT(client::ResolveTarget("dns:///localhost:9177"),
+              IsOkAndHolds(Contains(AnyOf("127.0.0.1:9177", "[::1]:9177"))));
+  EXPECT_THAT(client::ResolveTarget("dns:///no-such-host.invalid:9177"),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no-such-host.invalid")));
+  EXPECT_THAT(client::ResolveTarget("ipv4:10.0.0.1"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not HOST:PORT")));
+}
+
+// kprof batch over several daemons: the target lists them.
+TEST(FarmTest, TheCliSpreadsABatchOverTheDaemons) {
+  TempDir dir;
+  Daemon a, b;
+  ASSERT_TRUE(a.Start(dir.path() + "/a"));
+  ASSERT_TRUE(b.Start(dir.path() + "/b"));
+  const std::string jobs = dir.path() + "/jobs.jsonl";
+  {
+    std::ofstream out(jobs);
+    for (int i = 0; i < 40; ++i) {
+      out << R"({"id": "s)" << i
+          << R"(", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
+          << "\n";
+    }
+  }
+  const auto result =
+      ::kprof::testing::RunKprof(a.target() + "," + b.target(), "batch " + jobs, dir.path());
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::istringstream in(result.out);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    EXPECT_EQ(Json::parse(line)["status"], "OK");
+    ++lines;
+  }
+  EXPECT_EQ(lines, 40);
+  // Both daemons ran some.
+  for (Daemon* d : {&a, &b}) {
+    auto client = client::Client::Connect(d->target());
+    ASSERT_THAT(client, IsOk());
+    auto info = (*client)->Info();
+    ASSERT_THAT(info, IsOk());
+    EXPECT_GT(info->devices(0).jobs_completed(), 0) << d->target();
+  }
 }
 
 }  // namespace

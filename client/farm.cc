@@ -1,0 +1,340 @@
+#include "client/farm.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/device.h"
+#include "core/read_file.h"
+
+namespace kprof::client {
+namespace {
+
+using kprof::v1::BatchJob;
+using kprof::v1::BatchUpdate;
+
+// "host:port" -> host and port; the host may be [an IPv6 address].
+absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", address, "' is not HOST:PORT (e.g. kprofd.lab:9177, [::1]:9177)"));
+  }
+  *host = address.substr(0, colon);
+  *port = address.substr(colon + 1);
+  if (host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  return absl::OkStatus();
+}
+
+// Every address `name` resolves to, as the system resolver (the one gRPC's native DNS resolver
+// uses) gives them.
+absl::StatusOr<std::vector<std::string>> ResolveDns(const std::string& address) {
+  std::string host, port;
+  if (absl::Status s = SplitHostPort(address, &host, &port); !s.ok()) return s;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int r = getaddrinfo(host.c_str(), port.c_str(), &hints, &found); r != 0) {
+    return absl::NotFoundError(absl::StrCat("cannot resolve '", host, "': ", gai_strerror(r)));
+  }
+  std::vector<std::string> addresses;
+  std::set<std::string> seen;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    char text[NI_MAXHOST] = {0};
+    if (getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) !=
+        0) {
+      continue;
+    }
+    const std::string one = a->ai_family == AF_INET6 ? absl::StrCat("[", text, "]:", port)
+                                                     : absl::StrCat(text, ":", port);
+    if (seen.insert(one).second) addresses.push_back(one);
+  }
+  freeaddrinfo(found);
+  if (addresses.empty()) return absl::NotFoundError(absl::StrCat("'", host, "' has no address"));
+  return addresses;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> ResolveTarget(const std::string& target) {
+  std::string rest = target;
+  if (absl::StartsWith(rest, "dns:")) {
+    rest = rest.substr(4);
+    if (absl::StartsWith(rest, "//")) {  // dns://[authority]/host:port
+      const size_t slash = rest.find('/', 2);
+      if (slash == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("'", target, "' is not dns:///HOST:PORT"));
+      }
+      rest = rest.substr(slash + 1);
+    }
+    return ResolveDns(rest);
+  }
+  for (const char* scheme : {"ipv4:", "ipv6:"}) {
+    if (absl::StartsWith(rest, scheme)) rest = rest.substr(5);
+  }
+  std::vector<std::string> addresses;
+  for (const absl::string_view part : absl::StrSplit(absl::string_view(rest), ',')) {
+    const std::string address(part);
+    std::string host, port;
+    if (absl::Status s = SplitHostPort(address, &host, &port); !s.ok()) return s;
+    addresses.push_back(address);
+  }
+  return addresses;
+}
+
+absl::StatusOr<std::unique_ptr<Farm>> Farm::Connect(const std::string& target,
+                                                    const ClientOptions& options) {
+  absl::StatusOr<std::vector<std::string>> addresses = ResolveTarget(target);
+  if (!addresses.ok()) return addresses.status();
+  std::vector<std::unique_ptr<Client>> clients;
+  for (const std::string& address : *addresses) {
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
+    if (!client.ok()) return client.status();
+    clients.push_back(*std::move(client));
+  }
+  return std::unique_ptr<Farm>(new Farm(*std::move(addresses), std::move(clients)));
+}
+
+std::string Farm::AddModule(std::string bytes, const std::string& name, const std::string& format) {
+  std::string id = ModuleId(bytes);
+  modules_.emplace(id, Module{std::move(bytes), name, format});
+  return id;
+}
+
+absl::StatusOr<std::string> Farm::AddModuleFile(const std::string& path,
+                                                const std::string& format) {
+  absl::StatusOr<std::string> bytes = core::ReadFile(path, "module file");
+  if (!bytes.ok()) return bytes.status();
+  return AddModule(*std::move(bytes), path.substr(path.rfind('/') + 1), format);
+}
+
+namespace {
+
+// One daemon during a batch: its stream, the jobs it holds, and its reader thread.
+struct Daemon {
+  std::string address;
+  Client* client = nullptr;
+  std::set<std::string> devices;   // "cpu:0", "cuda:1"
+  std::set<std::string> uploaded;  // module ids it holds
+  std::unique_ptr<Client::BatchStream> batch;
+  std::thread reader;
+  std::set<size_t> holding;  // jobs sent, not yet finished
+  bool alive = false;
+  bool closing = false;
+};
+
+// What reader threads hand to the dispatching thread.
+struct Event {
+  size_t daemon = 0;
+  bool ended = false;  // the stream has no more updates
+  BatchUpdate update;
+};
+
+std::string DeviceOf(const BatchJob& job) {
+  const std::string& text =
+      job.has_profile_function() ? job.profile_function().device() : job.time_evaluate().device();
+  const absl::StatusOr<core::Device> device = core::ParseDevice(text.empty() ? "cpu:0" : text);
+  return device.ok() ? core::DeviceSpec(*device) : text;
+}
+
+const kprof::v1::FunctionCall& CallOf(const BatchJob& job) {
+  return job.has_profile_function() ? job.profile_function().call() : job.time_evaluate().call();
+}
+
+BatchUpdate Failed(const std::string& id, const absl::Status& status) {
+  BatchUpdate update;
+  update.set_id(id);
+  update.set_state(BatchUpdate::FAILED);
+  update.set_code(static_cast<int32_t>(status.code()));
+  update.set_message(std::string(status.message()));
+  return update;
+}
+
+}  // namespace
+
+absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
+                                const std::function<void(const BatchUpdate&)>& on_update,
+                                size_t window) {
+  window = std::max<size_t>(window, 1);
+  std::vector<Daemon> daemons(clients_.size());
+  std::vector<std::string> unreachable;
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    daemons[i].address = addresses_[i];
+    daemons[i].client = clients_[i].get();
+    absl::StatusOr<kprof::v1::GetInfoResponse> info = clients_[i]->Info();
+    if (!info.ok()) {
+      unreachable.push_back(absl::StrCat(addresses_[i], ": ", info.status().message()));
+      continue;
+    }
+    for (const auto& d : info->devices()) daemons[i].devices.insert(d.device());
+    daemons[i].alive = true;
+  }
+  if (unreachable.size() == daemons.size()) {
+    return absl::UnavailableError(
+        absl::StrCat("no daemon answered: ", absl::StrJoin(unreachable, "; ")));
+  }
+
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Event> events;  // guarded by mutex
+  const auto open = [&](size_t i) {
+    Daemon& d = daemons[i];
+    d.batch = d.client->OpenBatch();
+    d.reader = std::thread([&mutex, &wake, &events, &d, i] {
+      BatchUpdate update;
+      while (d.batch->stream->Read(&update)) {
+        std::lock_guard<std::mutex> lock(mutex);
+        events.push_back(Event{i, false, std::move(update)});
+        wake.notify_one();
+        update = BatchUpdate();
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      events.push_back(Event{i, true, {}});
+      wake.notify_one();
+    });
+  };
+
+  std::deque<size_t> pending;
+  std::set<std::string> finished, ids;
+  size_t unique = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (jobs[j].id().empty() || !ids.insert(jobs[j].id()).second) {
+      on_update(Failed(jobs[j].id(), absl::InvalidArgumentError(absl::StrCat(
+                                         "job id '", jobs[j].id(),
+                                         "' is empty or used twice (ids must be unique)"))));
+      continue;
+    }
+    ++unique;
+    pending.push_back(j);
+  }
+  const auto deliver = [&](const BatchUpdate& update) {
+    if (finished.insert(update.id()).second) on_update(update);
+  };
+  // A daemon that failed: its stream is finished, and its jobs go back to the queue.
+  const auto lose = [&](size_t i, const std::string& why) {
+    Daemon& d = daemons[i];
+    if (!d.alive) return;
+    d.alive = false;
+    if (d.batch != nullptr) d.batch->context.TryCancel();
+    for (size_t j : d.holding) {
+      if (finished.count(jobs[j].id()) == 0) pending.push_front(j);
+    }
+    d.holding.clear();
+    unreachable.push_back(absl::StrCat(d.address, ": ", why));
+  };
+
+  while (finished.size() < unique) {
+    // Hand out what fits, each job to a live daemon with its device.
+    std::deque<size_t> unplaced;
+    while (!pending.empty()) {
+      const size_t j = pending.front();
+      pending.pop_front();
+      const BatchJob& job = jobs[j];
+      const std::string device = DeviceOf(job);
+      bool any = false;
+      size_t best = daemons.size();
+      for (size_t i = 0; i < daemons.size(); ++i) {
+        if (!daemons[i].alive || daemons[i].devices.count(device) == 0) continue;
+        any = true;
+        if (daemons[i].holding.size() < window &&
+            (best == daemons.size() || daemons[i].holding.size() < daemons[best].holding.size())) {
+          best = i;
+        }
+      }
+      if (!any) {
+        std::set<std::string> have;
+        for (const Daemon& d : daemons) {
+          if (d.alive) have.insert(d.devices.begin(), d.devices.end());
+        }
+        deliver(Failed(job.id(), absl::UnavailableError(absl::StrCat(
+                                     "no live daemon has ", device,
+                                     " (they have: ", absl::StrJoin(have, ", "), ")"))));
+        continue;
+      }
+      if (best == daemons.size()) {
+        unplaced.push_back(j);  // every daemon with the device is full
+        continue;
+      }
+      Daemon& d = daemons[best];
+      // The job's module, where this farm has its bytes and the daemon has not had them yet.
+      const std::string& module = CallOf(job).module_id();
+      if (const auto m = modules_.find(module); m != modules_.end() && !d.uploaded.count(module)) {
+        absl::StatusOr<kprof::v1::ModuleInfo> loaded =
+            d.client->LoadModule(m->second.bytes, m->second.name, m->second.format);
+        if (!loaded.ok()) {
+          if (absl::IsUnavailable(loaded.status())) {
+            pending.push_front(j);
+            lose(best, std::string(loaded.status().message()));
+          } else {
+            deliver(Failed(job.id(), loaded.status()));  // the module itself is refused
+          }
+          continue;
+        }
+        d.uploaded.insert(module);
+      }
+      if (d.batch == nullptr) open(best);
+      kprof::v1::BatchRequest message;
+      *message.add_jobs() = job;
+      d.holding.insert(j);
+      if (!d.batch->stream->Write(message)) lose(best, "its stream closed");
+    }
+    pending = std::move(unplaced);
+    if (finished.size() >= unique) break;
+
+    // Wait for the next update or a stream's end.
+    std::deque<Event> arrived;
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      wake.wait(lock, [&] { return !events.empty(); });
+      arrived.swap(events);
+    }
+    for (Event& e : arrived) {
+      Daemon& d = daemons[e.daemon];
+      if (e.ended) {
+        if (d.alive && !d.closing) lose(e.daemon, "its stream ended");
+        continue;
+      }
+      const BatchUpdate& u = e.update;
+      const bool final = u.state() == BatchUpdate::DONE || u.state() == BatchUpdate::FAILED;
+      size_t j = jobs.size();
+      for (size_t held : d.holding) {
+        if (jobs[held].id() == u.id()) j = held;
+      }
+      if (!final) {
+        if (j < jobs.size() && finished.count(u.id()) == 0) on_update(u);
+        continue;
+      }
+      if (j < jobs.size()) d.holding.erase(j);
+      // A daemon shutting down refuses what it has not started: another one runs it.
+      if (u.state() == BatchUpdate::FAILED &&
+          u.code() == static_cast<int32_t>(absl::StatusCode::kUnavailable) && j < jobs.size()) {
+        pending.push_back(j);
+        continue;
+      }
+      deliver(u);
+    }
+  }
+  // Every job has its answer: close the streams and wait for their readers.
+  for (Daemon& d : daemons) {
+    if (d.batch == nullptr) continue;
+    if (d.alive) {
+      d.closing = true;
+      d.batch->stream->WritesDone();
+    }
+    if (d.reader.joinable()) d.reader.join();
+    (void)d.batch->stream->Finish();
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kprof::client
