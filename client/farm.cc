@@ -208,10 +208,11 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
   std::set<std::string> finished, ids;
   size_t unique = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    if (jobs[j].id().empty() || !ids.insert(jobs[j].id()).second) {
+    if (jobs[j].id().empty() || jobs[j].id().size() > 256 || !ids.insert(jobs[j].id()).second) {
       on_update(Failed(jobs[j].id(), absl::InvalidArgumentError(absl::StrCat(
-                                         "job id '", jobs[j].id(),
-                                         "' is empty or used twice (ids must be unique)"))));
+                                         "job id '", jobs[j].id().substr(0, 300),
+                                         "' is empty, over 256 bytes, or used twice (ids must "
+                                         "be unique)"))));
       continue;
     }
     ++unique;

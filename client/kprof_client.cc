@@ -1,6 +1,7 @@
 #include "client/kprof_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -236,19 +237,28 @@ absl::Status Client::MeasureBatch(
   std::shared_ptr<grpc::ClientReaderWriter<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>>
       stream = stub_->MeasureBatch(&context);
   const size_t per_message = std::max<size_t>(jobs_per_message, 1);
-  std::thread writer([&stream, &jobs, per_message] {
+  std::atomic<bool> written{false};
+  std::thread writer([&stream, &jobs, per_message, &written] {
     kprof::v1::BatchRequest message;
+    size_t bytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
       *message.add_jobs() = jobs[i];
-      if (message.jobs_size() == static_cast<int>(per_message) || i + 1 == jobs.size()) {
-        if (!stream->Write(message)) return;  // the stream ended; Finish says why
+      bytes += jobs[i].ByteSizeLong();
+      // Well under the daemon's 16 MiB message limit, however large the jobs.
+      if (message.jobs_size() == static_cast<int>(per_message) || bytes > (4 << 20) ||
+          i + 1 == jobs.size()) {
+        if (!stream->Write(message)) break;  // the stream ended; Finish says why
         message.Clear();
+        bytes = 0;
       }
     }
     stream->WritesDone();
+    written = true;
   });
   kprof::v1::BatchUpdate update;
   while (stream->Read(&update)) on_update(update);
+  // The daemon ended the stream before taking every job: do not leave the writer blocked.
+  if (!written) context.TryCancel();
   writer.join();
   return FromGrpcStatus(stream->Finish());
 }

@@ -59,8 +59,9 @@ constexpr char kUsage[] =
     "  profile MODULE FUNCTION [--arg SPEC]... [--device cpu:0] [--warmup N] [--number N]\n"
     "       [--collector NAME[:EVENT,EVENT...]]...\n"
     "  profile --sequence FILE.json [--repeat N] [--warmup N] [--collector ...]\n"
-    "  batch JOBS.jsonl                   many TimeEvaluate jobs on one stream; a result line\n"
-    "                                     per job (JSONL), progress on a terminal's stderr\n"
+    "  batch JOBS.jsonl                   many TimeEvaluate jobs over every daemon the target\n"
+    "                                     names; a result line per job (JSONL), progress on a\n"
+    "                                     terminal's stderr; exit 3 when some jobs failed\n"
     "  report FILE.json [--no-aggregate] [--no-sort] [--no-sums]\n"
     "\n"
     "credentials: --token-file FILE ($KPROF_TOKEN_FILE), --tls-ca FILE,\n"
@@ -595,7 +596,8 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
 // kprof batch JOBS.jsonl: every line's result as a line of JSONL on stdout, as it finishes;
 // progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
 // the line.
-absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>& words) {
+absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>& words,
+                   int* exit_code) {
   if (words.size() != 2) {
     return absl::InvalidArgumentError("usage: kprof batch JOBS.jsonl (- reads standard input)");
   }
@@ -645,16 +647,22 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
     if (!bar) return;
     const int64_t finished = done + failed;
     const int width = 30;
-    const int filled = total > 0 ? static_cast<int>(width * finished / total) : width;
+    const int filled =
+        total > 0 ? static_cast<int>(width * std::min(finished, total) / total) : width;
     std::fprintf(stderr, "\r[%s%s] %lld/%lld  running %lld  failed %lld ",
                  std::string(static_cast<size_t>(filled), '#').c_str(),
                  std::string(static_cast<size_t>(width - filled), '.').c_str(),
                  static_cast<long long>(finished), static_cast<long long>(total),
                  static_cast<long long>(running.size()), static_cast<long long>(failed));
   };
+  std::set<std::string> answered;
   absl::Status stream = absl::OkStatus();
   if (!jobs.empty()) {
     stream = farm.MeasureBatch(jobs, [&](const kprof::v1::BatchUpdate& update) {
+      if (update.state() == kprof::v1::BatchUpdate::DONE ||
+          update.state() == kprof::v1::BatchUpdate::FAILED) {
+        if (!answered.insert(update.id()).second) return;
+      }
       if (update.state() == kprof::v1::BatchUpdate::DONE) {
         absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
         if (!result.ok()) {
@@ -679,8 +687,15 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
     });
   }
   if (bar) std::fprintf(stderr, "\n");
+  // Every job line gets its result line, even when the batch itself broke off.
+  for (const kprof::v1::BatchJob& job : jobs) {
+    if (answered.count(job.id()) > 0) continue;
+    failure(job.id(), lines[job.id()],
+            stream.ok() ? absl::UnknownError("the daemons gave no answer for this job") : stream);
+  }
   KPROF_RETURN_IF_ERROR(stream);
   if (failed > 0) {
+    *exit_code = 3;  // the batch ran; some of its jobs failed
     return absl::AbortedError(
         absl::StrCat(failed, " of ", total, " jobs failed (see their lines)"));
   }
@@ -755,7 +770,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   if (command == "batch") {
     // A batch spreads over every daemon the target names.
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, Farm::Connect(o.target, client_options));
-    return Batch(*farm, o, words);
+    return Batch(*farm, o, words, exit_code);
   }
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, Client::Connect(o.target, client_options));
   if (command == "info") return Info(*client, o);

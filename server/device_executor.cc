@@ -16,10 +16,10 @@ DeviceExecutor::~DeviceExecutor() { Drain(); }
 
 absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, absl::Time deadline,
                                     Done done, std::shared_ptr<void> keep_alive,
-                                    std::function<void()> started) {
+                                    std::function<void()> started, bool beyond_bound) {
   absl::MutexLock lock(&mutex_);
   if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
-  if (static_cast<int>(queue_.size()) >= max_queue_) {
+  if (!beyond_bound && static_cast<int>(queue_.size()) >= max_queue_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
                      queue_.size(), " jobs waiting, limit ", max_queue_, "); retry later"));

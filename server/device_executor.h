@@ -35,10 +35,12 @@ class DeviceExecutor {
   // Queues a job that must finish by `deadline` (its execution is also capped by the job
   // timeout). `keep_alive` is held until `done` has run (pinned modules, say). `started`, when
   // set, runs on the executor's thread as the job leaves the queue for the worker.
+  // `beyond_bound` queues the job even when the queue is full: for callers that bound their
+  // own jobs in the queue (a batch stream holds a few).
   // RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE once draining.
   absl::Status Submit(kprof::worker::v1::WorkerRequest request, absl::Time deadline, Done done,
-                      std::shared_ptr<void> keep_alive, std::function<void()> started = nullptr)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+                      std::shared_ptr<void> keep_alive, std::function<void()> started = nullptr,
+                      bool beyond_bound = false) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Takes job `job_id` out of the queue (its Done gets CANCELLED), or stops it if it runs (its
   // worker is killed and its result dropped; Done gets CANCELLED). No-op for unknown jobs.

@@ -1,6 +1,12 @@
-// MeasureBatch: many jobs on one bidirectional stream. Jobs wait in the stream's own queue, one
+// MeasureBatch: many jobs on one bidirectional stream. Jobs wait in the stream's own queue; one
 // per device at a time goes to the device's executor (the shared queue stays short, and other
 // clients' jobs interleave), and each job's updates are written back as they happen.
+//
+// Threads: gRPC's (reads, writes, cancellation) and the executors' (a job started or finished)
+// all change the state under `mutex_`, then call Kick. Kick lets one thread at a time turn the
+// state into gRPC operations, so no operation is ever started after Finish, and the reactor is
+// deleted only once gRPC is done with it (OnDone), no executor holds one of its jobs, and no
+// thread is inside Kick.
 #include <deque>
 #include <map>
 #include <set>
@@ -17,11 +23,22 @@ using kprof::v1::BatchJob;
 using kprof::v1::BatchUpdate;
 
 constexpr size_t kMaxIdLength = 256;
-// Jobs a stream may hold (waiting, running or with updates not yet written) before it stops
+// Jobs in one message, and in one stream: a client that wants more opens another stream.
+constexpr int kMaxJobsPerMessage = 10'000;
+constexpr uint64_t kMaxJobsPerStream = 1'000'000;
+// Jobs a stream may hold (waiting, running, or with updates not yet written) before it stops
 // reading: past this the client's writes wait on gRPC's flow control.
 constexpr size_t kMaxOutstanding = 4096;
 // Jobs of one stream handed to one device's executor at a time.
 constexpr int kInExecutorPerDevice = 2;
+
+// Two independent 64-bit hashes of an id: a stream remembers up to a million ids in 16 bytes
+// each, not in up to 256, and a false "used twice" needs both to collide.
+std::pair<uint64_t, uint64_t> IdHash(const std::string& id) {
+  uint64_t fnv = 14695981039346656037ull;
+  for (unsigned char c : id) fnv = (fnv ^ c) * 1099511628211ull;
+  return {std::hash<std::string>{}(id), fnv};
+}
 
 }  // namespace
 
@@ -31,44 +48,63 @@ class ProfilerService::BatchReactor final
   BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context)
       : service_(service), deadline_(Deadline(context)) {}
 
+  // After the service has registered (or refused) the stream.
   void Begin(const absl::Status& refused) {
-    if (!refused.ok()) {
-      Finish(ToGrpcStatus(refused));
-      return;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!refused.ok()) {
+        error_ = refused;
+      } else {
+        want_read_ = true;
+      }
     }
-    StartRead(&incoming_);
+    Kick();
+  }
+
+  // The daemon is shutting down: no more reading; the stream ends UNAVAILABLE once what it
+  // holds is answered.
+  // Called under the service's lock, so it must not delete the reactor (which takes that lock
+  // to unregister): a reactor whose last use this was is left for the process's exit.
+  void Drain() {
+    {
+      absl::MutexLock lock(&mutex_);
+      draining_ = true;
+    }
+    Kick(/*may_delete=*/false);
   }
 
   void OnReadDone(bool ok) override {
-    Actions actions;
     {
       absl::MutexLock lock(&mutex_);
+      reading_ = false;
       if (!ok) {
         reads_done_ = true;
       } else {
-        for (BatchJob& job : *incoming_.mutable_jobs()) Accept(std::move(job));
-        incoming_.Clear();
-        if (Outstanding() < kMaxOutstanding) {
-          actions.read = true;
+        if (incoming_.jobs_size() > kMaxJobsPerMessage) {
+          Protocol(absl::InvalidArgumentError(absl::StrCat("a BatchRequest of ",
+                                                           incoming_.jobs_size(), " jobs (limit ",
+                                                           kMaxJobsPerMessage, " per message)")));
         } else {
-          read_paused_ = true;
+          for (BatchJob& job : *incoming_.mutable_jobs()) Accept(std::move(job));
         }
+        incoming_.Clear();
+        want_read_ = true;
       }
-      Pump(actions);
     }
-    Run(actions);
+    Kick();
   }
 
   void OnWriteDone(bool ok) override {
-    Actions actions;
     {
       absl::MutexLock lock(&mutex_);
       writing_ = false;
       outbox_.pop_front();
-      if (!ok) broken_ = true;  // the client is gone; OnCancel follows
-      Pump(actions);
+      if (!ok) {  // the client is gone; OnCancel follows
+        broken_ = true;
+        outbox_.clear();
+      }
     }
-    Run(actions);
+    Kick();
   }
 
   void OnCancel() override {
@@ -76,17 +112,10 @@ class ProfilerService::BatchReactor final
     {
       absl::MutexLock lock(&mutex_);
       cancelled_ = true;
-      waiting_.clear();
-      for (const auto& [job_id, slot] : in_executor_) running.emplace_back(slot.executor, job_id);
+      running = StopAll();
     }
     for (const auto& [executor, job_id] : running) executor->Cancel(job_id);
-    bool finish = false;
-    {
-      absl::MutexLock lock(&mutex_);
-      finish = !finished_;
-      finished_ = true;
-    }
-    if (finish) Finish(grpc::Status::CANCELLED);
+    Kick();
   }
 
   void OnDone() override {
@@ -94,19 +123,12 @@ class ProfilerService::BatchReactor final
     {
       absl::MutexLock lock(&mutex_);
       done_ = true;
-      last = in_executor_.empty();
+      last = Unused();
     }
-    if (last) delete this;
+    if (last) Delete();
   }
 
  private:
-  // What to do once the lock is released: gRPC calls are never made under it.
-  struct Actions {
-    bool read = false;
-    const BatchUpdate* write = nullptr;
-    bool finish = false;
-  };
-
   struct Waiting {
     std::string id;
     BatchJob job;
@@ -118,16 +140,37 @@ class ProfilerService::BatchReactor final
     bool running = false;
   };
 
+  bool Unused() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return done_ && in_executor_.empty() && !kicking_;
+  }
+
+  void Delete() {
+    service_->Unregister(this);
+    delete this;
+  }
+
   size_t Outstanding() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    size_t waiting = 0;
-    for (const auto& [device, jobs] : waiting_) waiting += jobs.size();
-    return waiting + in_executor_.size() + outbox_.size();
+    return waiting_count_ + in_executor_.size() + outbox_.size();
+  }
+
+  // Takes every waiting job away and says which are with executors, to cancel them.
+  std::vector<std::pair<DeviceExecutor*, uint64_t>> StopAll()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    waiting_.clear();
+    waiting_count_ = 0;
+    std::vector<std::pair<DeviceExecutor*, uint64_t>> running;
+    for (const auto& [job_id, slot] : in_executor_) running.emplace_back(slot.executor, job_id);
+    return running;
+  }
+
+  // A client that breaks the protocol: the stream ends with `status`; its jobs are stopped.
+  void Protocol(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (error_.ok()) error_ = status;
+    to_cancel_ = StopAll();
   }
 
   void Update(const std::string& id, BatchUpdate::State state, BatchUpdate update = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    update.set_id(id);
-    update.set_state(state);
     switch (state) {
       case BatchUpdate::QUEUED:
         ++queued_;
@@ -137,18 +180,23 @@ class ProfilerService::BatchReactor final
         ++running_;
         break;
       case BatchUpdate::DONE:
+        ++done_count_;
+        break;
       case BatchUpdate::FAILED:
-        (state == BatchUpdate::DONE ? done_count_ : failed_count_) += 1;
+        ++failed_count_;
         break;
       default:
         break;
     }
+    if (broken_ || cancelled_ || !error_.ok()) return;
+    update.set_id(id);
+    update.set_state(state);
     kprof::v1::BatchProgress* progress = update.mutable_progress();
     progress->set_queued(queued_);
     progress->set_running(running_);
     progress->set_done(done_count_);
     progress->set_failed(failed_count_);
-    if (!broken_ && !cancelled_) outbox_.push_back(std::move(update));
+    outbox_.push_back(std::move(update));
   }
 
   void Fail(const std::string& id, const absl::Status& status)
@@ -159,19 +207,26 @@ class ProfilerService::BatchReactor final
     Update(id, BatchUpdate::FAILED, std::move(update));
   }
 
-  // A job read from the stream: checked for an id, queued behind its device's others.
+  // A job read from the stream: checked, then queued behind its device's others. An id that
+  // is missing, too long or used twice breaks the protocol (its answer could not be told from
+  // another job's), and so ends the stream.
   void Accept(BatchJob job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (!error_.ok() || cancelled_) return;
     std::string id = job.id();
     if (id.empty() || id.size() > kMaxIdLength) {
-      const std::string shown = id.empty() ? "" : id.substr(0, 64);
-      Fail(shown, absl::InvalidArgumentError(absl::StrCat("a batch job's id is ", id.size(),
-                                                          " bytes (accepted: 1 to ", kMaxIdLength,
-                                                          ", unique within the stream)")));
+      Protocol(absl::InvalidArgumentError(absl::StrCat("a batch job's id is ", id.size(),
+                                                       " bytes (accepted: 1 to ", kMaxIdLength,
+                                                       ", unique within the stream)")));
       return;
     }
-    if (!ids_.insert(id).second) {
-      Fail(id, absl::InvalidArgumentError(absl::StrCat(
-                   "job id '", id, "' is used twice in this stream (ids must be unique)")));
+    if (ids_.size() >= kMaxJobsPerStream) {
+      Protocol(absl::ResourceExhaustedError(
+          absl::StrCat("more than ", kMaxJobsPerStream, " jobs in one stream: open another")));
+      return;
+    }
+    if (!ids_.insert(IdHash(id)).second) {
+      Protocol(absl::InvalidArgumentError(
+          absl::StrCat("job id '", id, "' is used twice in this stream (ids must be unique)")));
       return;
     }
     std::string device;
@@ -186,61 +241,104 @@ class ProfilerService::BatchReactor final
         Fail(id, absl::InvalidArgumentError("a batch job needs time_evaluate or profile_function"));
         return;
     }
-    const absl::StatusOr<core::Device> parsed =
-        core::ParseDevice(device.empty() ? "cpu:0" : device);
-    if (!parsed.ok()) {
-      Fail(id, parsed.status());
+    // Only devices this daemon has get a queue: a job for another fails at once.
+    const absl::StatusOr<DeviceExecutor*> executor = service_->FindExecutor(device);
+    if (!executor.ok()) {
+      Fail(id, executor.status());
       return;
     }
     Update(id, BatchUpdate::QUEUED);
-    waiting_[core::DeviceSpec(*parsed)].push_back(Waiting{std::move(id), std::move(job)});
+    waiting_[core::DeviceSpec((*executor)->device())].push_back(
+        Waiting{std::move(id), std::move(job)});
+    ++waiting_count_;
   }
 
-  // Hands waiting jobs to executors, resumes reading, writes the next update, or finishes.
-  void Pump(Actions& actions) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (!cancelled_) {
-      for (auto& [device, jobs] : waiting_) {
-        int busy = 0;
-        for (const auto& [job_id, slot] : in_executor_) busy += slot.device == device;
-        while (busy < kInExecutorPerDevice && !jobs.empty()) {
-          Waiting next = std::move(jobs.front());
-          jobs.pop_front();
-          const absl::Status s = Dispatch(device, next);
-          if (absl::IsResourceExhausted(s) && busy > 0) {
-            jobs.push_front(std::move(next));  // the shared queue is full: wait for one of ours
-            break;
+  // Hands waiting jobs to executors, up to kInExecutorPerDevice each.
+  void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      auto& [device, jobs] = *it;
+      int busy = 0;
+      for (const auto& [job_id, slot] : in_executor_) busy += slot.device == device;
+      while (busy < kInExecutorPerDevice && !jobs.empty()) {
+        Waiting next = std::move(jobs.front());
+        jobs.pop_front();
+        --waiting_count_;
+        if (const absl::Status s = Submit(device, next); !s.ok()) {
+          --queued_;
+          Fail(next.id, s);
+          continue;
+        }
+        ++busy;
+      }
+      it = jobs.empty() ? waiting_.erase(it) : std::next(it);
+    }
+  }
+
+  // Lets one thread at a time turn the state into gRPC operations.
+  void Kick(bool may_delete = true) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (kicking_ || done_) {
+        again_ = !done_;
+        return;
+      }
+      kicking_ = true;
+    }
+    while (true) {
+      bool read = false, finish = false;
+      const BatchUpdate* write = nullptr;
+      grpc::Status status;
+      std::vector<std::pair<DeviceExecutor*, uint64_t>> cancel;
+      {
+        absl::MutexLock lock(&mutex_);
+        again_ = false;
+        cancel.swap(to_cancel_);
+        if (!finished_) {
+          const bool stopping = cancelled_ || !error_.ok();
+          if (!stopping) Dispatch();
+          if (!stopping && !draining_ && want_read_ && !reading_ && !reads_done_ &&
+              Outstanding() < kMaxOutstanding) {
+            want_read_ = false;
+            reading_ = true;
+            read = true;
           }
-          if (!s.ok()) {
-            --queued_;
-            Fail(next.id, s);
-            continue;
+          if (!stopping && !writing_ && !outbox_.empty() && !broken_) {
+            writing_ = true;
+            write = &outbox_.front();
           }
-          ++busy;
+          const bool answered =
+              in_executor_.empty() && waiting_count_ == 0 && outbox_.empty() && !writing_;
+          if (cancelled_) {
+            finish = true;
+            status = grpc::Status::CANCELLED;
+          } else if (!error_.ok()) {
+            finish = true;
+            status = ToGrpcStatus(error_);
+          } else if (answered && reads_done_) {
+            finish = true;
+          } else if (answered && draining_) {
+            finish = true;
+            status = ToGrpcStatus(absl::UnavailableError(
+                "kprofd is shutting down: the jobs sent so far are answered; send the rest to "
+                "another daemon"));
+          }
+          if (finish) finished_ = true;
+        }
+        if (!read && write == nullptr && !finish && cancel.empty() && !again_) {
+          kicking_ = false;
+          if (Unused() && may_delete) break;
+          return;
         }
       }
-      if (read_paused_ && !reads_done_ && Outstanding() < kMaxOutstanding / 2) {
-        read_paused_ = false;
-        actions.read = true;
-      }
+      for (const auto& [executor, job_id] : cancel) executor->Cancel(job_id);
+      if (read) StartRead(&incoming_);
+      if (write != nullptr) StartWrite(write);
+      if (finish) Finish(status);
     }
-    if (!writing_ && !outbox_.empty() && !broken_ && !finished_) {
-      writing_ = true;
-      actions.write = &outbox_.front();
-    }
-    if (reads_done_ && !writing_ && outbox_.empty() && in_executor_.empty() && !finished_ &&
-        Outstanding() == 0) {
-      finished_ = true;
-      actions.finish = true;
-    }
+    Delete();  // OnDone came while this thread was kicking
   }
 
-  void Run(const Actions& actions) {
-    if (actions.read) StartRead(&incoming_);
-    if (actions.write != nullptr) StartWrite(actions.write);
-    if (actions.finish) Finish(grpc::Status::OK);
-  }
-
-  absl::Status Dispatch(const std::string& device, Waiting& waiting)
+  absl::Status Submit(const std::string& device, Waiting& waiting)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     kprof::worker::v1::WorkerRequest request;
     std::vector<const kprof::v1::FunctionCall*> calls;
@@ -263,35 +361,36 @@ class ProfilerService::BatchReactor final
     DeviceExecutor* executor = job->executor;
     const std::string id = waiting.id;
     const std::string what = job->what;
+    // Past the shared queue's bound if need be: this stream holds at most
+    // kInExecutorPerDevice there, so a queue full of other clients' jobs delays it, never
+    // fails it.
     const absl::Status submitted = executor->Submit(
         std::move(job->request), deadline_,
         [this, job_id, id, what, time](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
                                        JobTiming timing) {
           Finished(job_id, id, ResultStatus(result, what), result, timing, time);
         },
-        std::move(job->pin), [this, job_id, id] { Started(job_id, id); });
+        std::move(job->pin), [this, job_id, id] { Started(job_id, id); },
+        /*beyond_bound=*/true);
     if (!submitted.ok()) return submitted;
     in_executor_[job_id] = InExecutor{id, device, executor, false};
     return absl::OkStatus();
   }
 
   void Started(uint64_t job_id, const std::string& id) {
-    Actions actions;
     {
       absl::MutexLock lock(&mutex_);
       const auto it = in_executor_.find(job_id);
-      if (it == in_executor_.end() || cancelled_) return;
+      if (it == in_executor_.end()) return;
       it->second.running = true;
       Update(id, BatchUpdate::RUNNING);
-      Pump(actions);
     }
-    Run(actions);
+    Kick();
   }
 
   void Finished(uint64_t job_id, const std::string& id, const absl::Status& status,
                 absl::StatusOr<kprof::worker::v1::WorkerResponse>& result, JobTiming timing,
                 bool time) {
-    Actions actions;
     bool last = false;
     {
       absl::MutexLock lock(&mutex_);
@@ -314,17 +413,13 @@ class ProfilerService::BatchReactor final
       } else {
         Fail(id, status);
       }
-      if (done_) {
-        last = in_executor_.empty();
-      } else {
-        Pump(actions);
-      }
+      last = Unused();
     }
     if (last) {
-      delete this;
+      Delete();
       return;
     }
-    Run(actions);
+    Kick();
   }
 
   ProfilerService* const service_;
@@ -332,28 +427,61 @@ class ProfilerService::BatchReactor final
   kprof::v1::BatchRequest incoming_;  // touched by the read in flight only
 
   absl::Mutex mutex_;
-  std::set<std::string> ids_ ABSL_GUARDED_BY(mutex_);
+  std::set<std::pair<uint64_t, uint64_t>> ids_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, std::deque<Waiting>> waiting_ ABSL_GUARDED_BY(mutex_);  // by device
-  std::map<uint64_t, InExecutor> in_executor_ ABSL_GUARDED_BY(mutex_);          // by job id
+  size_t waiting_count_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::map<uint64_t, InExecutor> in_executor_ ABSL_GUARDED_BY(mutex_);  // by job id
+  std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
   std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // front: being written
+  absl::Status error_ ABSL_GUARDED_BY(mutex_);              // ends the stream
   int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t running_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t done_count_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t failed_count_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool want_read_ ABSL_GUARDED_BY(mutex_) = false;
+  bool reading_ ABSL_GUARDED_BY(mutex_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mutex_) = false;
-  bool read_paused_ ABSL_GUARDED_BY(mutex_) = false;
   bool writing_ ABSL_GUARDED_BY(mutex_) = false;
   bool broken_ ABSL_GUARDED_BY(mutex_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+  bool draining_ ABSL_GUARDED_BY(mutex_) = false;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
+  bool kicking_ ABSL_GUARDED_BY(mutex_) = false;
+  bool again_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate>* ProfilerService::MeasureBatch(
     grpc::CallbackServerContext* context) {
   auto* reactor = new BatchReactor(this, context);
-  reactor->Begin(Authenticate(context));
+  absl::Status admitted = Authenticate(context);
+  {
+    // Counted like an upload, under the lock StartDraining takes: a stream either is known to
+    // the drain, or is refused.
+    absl::MutexLock lock(&uploads_mutex_);
+    if (admitted.ok() && draining_) admitted = absl::UnavailableError("kprofd is shutting down");
+    if (admitted.ok() && batches_.size() >= kMaxBatchStreams) {
+      admitted = absl::ResourceExhaustedError(
+          absl::StrCat(batches_.size(), " batch streams are open (limit ", kMaxBatchStreams,
+                       "); retry when one ends"));
+    }
+    batches_.insert(reactor);
+    ++uploads_;
+  }
+  reactor->Begin(admitted);
   return reactor;
+}
+
+void ProfilerService::Unregister(BatchReactor* reactor) {
+  absl::MutexLock lock(&uploads_mutex_);
+  if (batches_.erase(reactor) > 0) --uploads_;
+}
+
+void ProfilerService::StartDraining() {
+  absl::MutexLock lock(&uploads_mutex_);
+  draining_ = true;
+  // A reactor leaves the set (under this lock) before it is deleted, and Drain never deletes.
+  for (BatchReactor* batch : batches_) batch->Drain();
 }
 
 }  // namespace kprof::server

@@ -417,28 +417,32 @@ absl::Status CheckCall(const kprof::v1::FunctionCall& call) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeviceExecutor*> ProfilerService::FindExecutor(const std::string& device_text) {
+  KPROF_ASSIGN_OR_RETURN(const core::Device device,
+                         core::ParseDevice(device_text.empty() ? "cpu:0" : device_text));
+  const auto executor = executors_->find(device);
+  if (executor != executors_->end()) return executor->second.get();
+  std::vector<std::string> present;
+  for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
+  const std::string known = absl::StrJoin(present, ", ");
+  if (device.type == core::DeviceType::kCuda) {
+    const absl::StatusOr<core::CudaInventory>& cuda = cuda_;
+    const std::string why =
+        cuda.ok() ? "the CUDA driver reports no such device" : std::string(cuda.status().message());
+    return absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(device),
+                                                      " is not available: ", why,
+                                                      " (devices here: ", known, ")"));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown device ", core::DeviceSpec(device), " (devices here: ", known, ")"));
+}
+
 absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
     const std::string& device_text, const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request) {
   if (draining_) return absl::UnavailableError("kprofd is shutting down");
-  KPROF_ASSIGN_OR_RETURN(const core::Device device,
-                         core::ParseDevice(device_text.empty() ? "cpu:0" : device_text));
-  const auto executor = executors_->find(device);
-  if (executor == executors_->end()) {
-    std::vector<std::string> present;
-    for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
-    const std::string known = absl::StrJoin(present, ", ");
-    if (device.type == core::DeviceType::kCuda) {
-      const absl::StatusOr<core::CudaInventory>& cuda = cuda_;
-      const std::string why = cuda.ok() ? "the CUDA driver reports no such device"
-                                        : std::string(cuda.status().message());
-      return absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(device),
-                                                        " is not available: ", why,
-                                                        " (devices here: ", known, ")"));
-    }
-    return absl::NotFoundError(
-        absl::StrCat("unknown device ", core::DeviceSpec(device), " (devices here: ", known, ")"));
-  }
+  KPROF_ASSIGN_OR_RETURN(DeviceExecutor* const executor, FindExecutor(device_text));
+  const core::Device device = executor->device();
   if (calls.empty()) return absl::InvalidArgumentError("the request names no function");
   if (calls.size() > kMaxCalls) {
     return absl::InvalidArgumentError(
@@ -486,7 +490,7 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
   request.set_job_id(next_job_id_++);
   request.set_max_argument_bytes(limits_.max_argument_bytes);
   PreparedJob job;
-  job.executor = executor->second.get();
+  job.executor = executor;
   job.pin = std::move(pin);
   job.request = std::move(request);
   job.what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -38,13 +39,12 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   // gRPC thread. Whether NVML answers for them is probed here, once.
   void SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda);
 
-  // From now on, measurements and uploads are refused with UNAVAILABLE.
-  void StartDraining() {
-    absl::MutexLock lock(&uploads_mutex_);
-    draining_ = true;
-  }
+  // From now on, measurements, uploads and batch streams are refused with UNAVAILABLE; open
+  // batch streams stop reading and end once what they hold is answered.
+  void StartDraining();
 
-  // Waits up to `timeout` for the uploads in progress to end; false when some still run. Then
+  // Waits up to `timeout` for the uploads and batch streams in progress to end; false when
+  // some still run. Then
   // the server can be shut down at once: gRPC's Shutdown otherwise waits out its whole deadline
   // for every idle client connection.
   bool WaitForUploads(absl::Duration timeout);
@@ -81,6 +81,12 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   class BatchReactor;
 
   static constexpr int kMaxCollectors = 16;
+  static constexpr size_t kMaxBatchStreams = 64;
+
+  // The executor of `device_text` ("" is cpu:0); NOT_FOUND or FAILED_PRECONDITION (a GPU the
+  // driver does not show) naming the devices there are.
+  absl::StatusOr<DeviceExecutor*> FindExecutor(const std::string& device_text);
+  void Unregister(BatchReactor* reactor);
 
   static void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out);
 
@@ -120,7 +126,8 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
       absl::FailedPreconditionError("CUDA devices were not looked up");
   absl::Status nvml_ = absl::FailedPreconditionError("no CUDA devices");
   absl::Mutex uploads_mutex_;
-  int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;
+  int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams
+  std::set<BatchReactor*> batches_ ABSL_GUARDED_BY(uploads_mutex_);
   std::atomic<uint64_t> next_job_id_{1};
 };
 
