@@ -97,8 +97,10 @@ absl::StatusOr<std::unique_ptr<Farm>> Farm::Connect(const std::string& target,
   absl::StatusOr<std::vector<std::string>> addresses = ResolveTarget(target);
   if (!addresses.ok()) return addresses.status();
   std::vector<std::unique_ptr<Client>> clients;
+  ClientOptions checked = options;
+  checked.health_check = true;
   for (const std::string& address : *addresses) {
-    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, options);
+    absl::StatusOr<std::unique_ptr<Client>> client = Client::Connect(address, checked);
     if (!client.ok()) return client.status();
     clients.push_back(*std::move(client));
   }

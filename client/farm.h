@@ -4,7 +4,9 @@
 // 10.0.0.2:9177", "ipv6:[::1]:9177,..."), or "dns:///kprofd.farm.example:9177", whose every
 // address is a daemon (a Kubernetes headless Service). The farm keeps one client (one channel)
 // per daemon, learns each daemon's devices from GetInfo, and sends each job only to daemons
-// with the device it names, a few at a time per daemon so that no queue grows long. A daemon
+// with the device it names, a few at a time per daemon so that no queue grows long. Each
+// channel watches its daemon's gRPC health service, so a draining daemon gets nothing new. A
+// daemon
 // lost mid-batch has its unfinished jobs sent to the others (modules are content-addressed, so
 // uploading them there is safe); each job is reported exactly once, by id.
 //

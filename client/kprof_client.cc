@@ -35,6 +35,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   }
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(64 << 20);
+  if (options.health_check) {
+    // gRPC's client-side health checking (the daemon's grpc.health.v1 service, watched): a
+    // daemon that says NOT_SERVING (draining) takes no new calls from this channel. It needs a
+    // load-balancing policy other than pick_first.
+    arguments.SetServiceConfigJSON(
+        R"({"loadBalancingConfig": [{"round_robin": {}}],)"
+        R"( "healthCheckConfig": {"serviceName": "kprof.v1.Profiler"}})");
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
   if (tls) {
     grpc::SslCredentialsOptions ssl;
@@ -237,8 +245,7 @@ absl::Status Client::MeasureBatch(
   std::shared_ptr<grpc::ClientReaderWriter<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>>
       stream = stub_->MeasureBatch(&context);
   const size_t per_message = std::max<size_t>(jobs_per_message, 1);
-  std::atomic<bool> written{false};
-  std::thread writer([&stream, &jobs, per_message, &written] {
+  std::thread writer([&stream, &jobs, per_message] {
     kprof::v1::BatchRequest message;
     size_t bytes = 0;
     for (size_t i = 0; i < jobs.size(); ++i) {
@@ -253,12 +260,11 @@ absl::Status Client::MeasureBatch(
       }
     }
     stream->WritesDone();
-    written = true;
   });
   kprof::v1::BatchUpdate update;
   while (stream->Read(&update)) on_update(update);
-  // The daemon ended the stream before taking every job: do not leave the writer blocked.
-  if (!written) context.TryCancel();
+  // Reads end once the daemon has sent its status; the writer's next Write then fails at once,
+  // so it is never left blocked (and cancelling here would replace the daemon's status).
   writer.join();
   return FromGrpcStatus(stream->Finish());
 }

@@ -37,6 +37,9 @@ struct ClientOptions {
   // Bytes of uploaded modules remembered for uploading again after an eviction; the oldest are
   // forgotten beyond this (an autotuner uploads thousands).
   uint64_t max_remembered_bytes = uint64_t{256} << 20;
+  // Watch the daemon's health service and send nothing while it is not serving (a farm's
+  // channels do).
+  bool health_check = false;
   // Sent as "authorization: Bearer <token>" on every call when not empty.
   std::string bearer_token;
   // TLS, when any is set: the CA that signed the daemon's certificate (PEM; empty: the

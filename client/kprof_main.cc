@@ -543,7 +543,6 @@ absl::Status Report(const Options& o, const std::vector<std::string>& words) {
   return absl::OkStatus();
 }
 
-// Reads the token and TLS files the options name into `client`.
 // One job line of `kprof batch` as a BatchJob: "id", "module" (builtin, an id, or a file,
 // uploaded once per path), "function", "args", "launch", and any TimeEvaluateRequest field by
 // its proto name ("device", "number", "repeat", "min_repeat_ms", ...).
@@ -702,6 +701,7 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   return absl::OkStatus();
 }
 
+// Reads the token and TLS files the options name into `client`.
 absl::Status Credentials(Options& o, ClientOptions* client) {
   if (o.token_file.empty()) {
     const char* env = std::getenv("KPROF_TOKEN_FILE");

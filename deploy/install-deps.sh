@@ -27,9 +27,11 @@ packages=(
   libbenchmark-dev    # Google Benchmark: the in-process reference of make bench
   protobuf-compiler   # protoc, for proto/kprof/v1/*.proto
   libprotobuf-dev     # the generated messages' runtime
-  protobuf-compiler-grpc  # grpc_cpp_plugin
+  protobuf-compiler-grpc  # grpc_cpp_plugin, grpc_python_plugin (the Python client's stubs)
   libgrpc++-dev       # kprofd's service and the client (with reflection)
-  python3-grpcio      # an independent gRPC client for the health and reflection test
+  python3-grpcio      # the Python client; an independent gRPC client for the health test
+  python3-protobuf    # the Python client's messages
+  python3-pytest      # the Python client's tests
   openssl             # the TLS tests make their certificates
   libsystemd-dev      # sd_notify: READY, STOPPING and the watchdog under systemd
   libpapi-dev         # the PAPI hardware-counter collector

@@ -2,11 +2,13 @@
 // once, failures among them, progress, a crash, a client that goes away; and `kprof batch`.
 #include <signal.h>
 
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -313,6 +315,47 @@ TEST(FarmTest, ADaemonLostMidBatchLosesNoJob) {
   EXPECT_TRUE(killed);
   ASSERT_EQ(finals.size(), 1000u);
   for (const auto& [id, count] : finals) EXPECT_EQ(count, 1) << id;
+}
+
+// A daemon draining (finishing its last job before it stops) takes nothing new: the farm's jobs
+// all run on the other.
+TEST(FarmTest, ADrainingDaemonGetsNoNewJobs) {
+  TempDir dir;
+  Daemon a, b;
+  ASSERT_TRUE(a.Start(dir.path() + "/a"));
+  ASSERT_TRUE(b.Start(dir.path() + "/b"));
+  std::thread long_job([&b] {
+    auto client = client::Client::Connect(b.target());
+    v1::TimeEvaluateRequest r;
+    r.mutable_call()->set_module_id("builtin");
+    r.mutable_call()->set_function("sleep_us");
+    r.mutable_call()->add_args("float64:1500000");
+    (void)(*client)->TimeEvaluate(r);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(b.pid(), SIGTERM);  // b drains: NOT_SERVING, its running job goes on
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto farm = client::Farm::Connect(a.target() + "," + b.target());
+  ASSERT_THAT(farm, IsOk());
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 20; ++i) {
+    v1::BatchJob job;
+    job.set_id("d" + std::to_string(i));
+    job.mutable_time_evaluate()->mutable_call()->set_module_id("builtin");
+    job.mutable_time_evaluate()->mutable_call()->set_function("spin_us");
+    job.mutable_time_evaluate()->mutable_call()->add_args("float64:100");
+    jobs.push_back(job);
+  }
+  int done = 0;
+  ASSERT_THAT((*farm)->MeasureBatch(jobs,
+                                    [&](const v1::BatchUpdate& u) {
+                                      EXPECT_NE(u.state(), v1::BatchUpdate::FAILED) << u.message();
+                                      done += u.state() == v1::BatchUpdate::DONE;
+                                    }),
+              IsOk());
+  EXPECT_EQ(done, 20);
+  long_job.join();
+  EXPECT_EQ(b.Stop(), 0);
 }
 
 TEST(FarmTest, TargetsNameOneOrManyDaemons) {

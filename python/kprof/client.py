@@ -1,0 +1,268 @@
+"""A connection to one kprofd, over its gRPC service (kprof/v1/kprof.proto)."""
+
+import hashlib
+import os
+import re
+import statistics
+
+import grpc
+from google.protobuf import json_format
+
+from kprof.report import Report
+from kprof.v1 import kprof_pb2, kprof_pb2_grpc
+
+_MODULE_ID = re.compile(r"^[0-9a-f]{64}$")
+_CHUNK = 1 << 20
+
+
+class KprofError(Exception):
+    """A call the daemon refused or could not complete: its gRPC status code and message."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _call(function, *args, **kwargs):
+    try:
+        return function(*args, **kwargs)
+    except grpc.RpcError as error:
+        raise KprofError(error.code(), error.details()) from None
+
+
+class BenchmarkResult:
+    """A TimeEvaluate result the way TVM's BenchmarkResult reads: seconds per call, one per
+    repeat, and their statistics; `raw` is the daemon's whole answer (environment manifest,
+    convergence, timing...)."""
+
+    def __init__(self, response):
+        self.raw = response
+        self.results = list(response.seconds_per_call)
+        stats = response.statistics
+        self.mean = stats.mean
+        self.median = stats.median
+        self.min = stats.min
+        self.max = stats.max
+        self.std = stats.std
+
+    def __repr__(self):
+        return (f"BenchmarkResult(min={self.min:.6g}, mean={self.mean:.6g}, "
+                f"median={self.median:.6g}, max={self.max:.6g}, std={self.std:.6g}, "
+                f"{len(self.results)} repeats)")
+
+    def __str__(self):
+        return ("Execution time summary:\n"
+                f" mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)\n"
+                f" {self.mean * 1e3:<11.4f} {self.median * 1e3:<12.4f} "
+                f"{self.max * 1e3:<12.4f} {self.min * 1e3:<12.4f} {self.std * 1e3:<11.4f}")
+
+
+class BatchResult:
+    """One job's answer in a batch: `ok` with `result` (a BenchmarkResult), or the `code` and
+    `message` it failed with."""
+
+    def __init__(self, job_id, ok, result=None, code=None, message=""):
+        self.id = job_id
+        self.ok = ok
+        self.result = result
+        self.code = code
+        self.message = message
+
+    def __repr__(self):
+        if self.ok:
+            return f"BatchResult({self.id!r}, {self.result!r})"
+        return f"BatchResult({self.id!r}, {self.code.name}: {self.message})"
+
+
+def _launch(call, launch):
+    if launch is None:
+        return
+    if not isinstance(launch, dict) or "grid" not in launch or "block" not in launch:
+        raise ValueError('launch is {"grid": [x, y, z], "block": [x, y, z], '
+                         '"shared_bytes": n} (y, z and shared_bytes optional)')
+    call.launch.grid.extend(launch["grid"])
+    call.launch.block.extend(launch["block"])
+    call.launch.shared_bytes = launch.get("shared_bytes", 0)
+
+
+class Client:
+    """A client of the kprofd at `target` ("host:port"). TLS when `tls_ca` (PEM bytes or a
+    path) is given; a bearer token on every call when `token` is."""
+
+    def __init__(self, target, token=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 timeout=60.0):
+        def pem(value):
+            if value is None or isinstance(value, bytes):
+                return value
+            with open(value, "rb") as f:
+                return f.read()
+        options = [("grpc.max_receive_message_length", 64 << 20),
+                   ("grpc.max_send_message_length", 16 << 20)]
+        if tls_ca is not None or tls_cert is not None:
+            credentials = grpc.ssl_channel_credentials(pem(tls_ca), pem(tls_key), pem(tls_cert))
+            self._channel = grpc.secure_channel(target, credentials, options)
+        else:
+            self._channel = grpc.insecure_channel(target, options)
+        self._stub = kprof_pb2_grpc.ProfilerStub(self._channel)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._timeout = timeout
+        self._modules = {}  # id -> (bytes, name, format), for uploading again after an eviction
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def info(self):
+        """GetInfo: version, devices and their collectors, limits, the modules held."""
+        return _call(self._stub.GetInfo, kprof_pb2.GetInfoRequest(), timeout=self._timeout,
+                     metadata=self._metadata)
+
+    def load_module(self, module, name=None, format="auto"):
+        """Uploads a module (a path, or its bytes) unless the daemon holds it; returns its id."""
+        if isinstance(module, (bytes, bytearray)):
+            data, name = bytes(module), name or "module"
+        else:
+            with open(module, "rb") as f:
+                data = f.read()
+            name = name or os.path.basename(module)
+        module_id = hashlib.sha256(data).hexdigest()
+        held = _call(self._stub.HasModule, kprof_pb2.HasModuleRequest(id=module_id),
+                     timeout=self._timeout, metadata=self._metadata)
+        if not held.present:
+            self._upload(data, module_id, name, format)
+        self._modules[module_id] = (data, name, format)
+        return module_id
+
+    def _upload(self, data, module_id, name, format):
+        def chunks():
+            yield kprof_pb2.LoadModuleRequest(header=kprof_pb2.ModuleHeader(
+                name=name, format=format, size_bytes=len(data), sha256=module_id))
+            for offset in range(0, len(data), _CHUNK):
+                yield kprof_pb2.LoadModuleRequest(chunk=data[offset:offset + _CHUNK])
+        return _call(self._stub.LoadModule, chunks(), timeout=self._timeout,
+                     metadata=self._metadata)
+
+    def _module_id(self, module):
+        if isinstance(module, (bytes, bytearray)):
+            return self.load_module(module)
+        if module == "builtin" or _MODULE_ID.match(module):
+            return module
+        return self.load_module(module)
+
+    def _with_reupload(self, method, request, timeout):
+        try:
+            return method(request, timeout=timeout, metadata=self._metadata)
+        except grpc.RpcError as error:
+            match = re.search(r"unknown module ([0-9a-f]{64})", error.details() or "")
+            if error.code() != grpc.StatusCode.NOT_FOUND or not match or \
+                    match.group(1) not in self._modules:
+                raise KprofError(error.code(), error.details()) from None
+            data, name, format = self._modules[match.group(1)]
+            self._upload(data, match.group(1), name, format)
+            return _call(method, request, timeout=timeout, metadata=self._metadata)
+
+    def _time_request(self, module, function, args, device, number, repeat, launch, options):
+        request = kprof_pb2.TimeEvaluateRequest(device=device, number=number, repeat=repeat)
+        if options:
+            try:
+                json_format.ParseDict(options, request)
+            except json_format.ParseError as error:
+                raise ValueError(f"TimeEvaluate options: {error}") from None
+        request.call.module_id = self._module_id(module)
+        request.call.function = function
+        request.call.args.extend(args)
+        _launch(request.call, launch)
+        return request
+
+    def time_evaluate(self, module, function, args=(), device="cpu:0", number=1, repeat=1,
+                      launch=None, timeout=None, **options):
+        """Times `function` of `module` (a path, bytes, an id or "builtin"). Options are
+        TimeEvaluateRequest's fields by name: min_repeat_ms, max_relative_stddev, checksums,
+        cache_flush_bytes, outlier_filter..."""
+        request = self._time_request(module, function, args, device, number, repeat, launch,
+                                     options)
+        return BenchmarkResult(self._with_reupload(self._stub.TimeEvaluate, request,
+                                                   timeout or self._timeout))
+
+    def profile_function(self, module, function, args=(), device="cpu:0", warmup=0, number=1,
+                         collectors=(), launch=None, timeout=None):
+        """Profiles `number` calls under `collectors` ("rusage", "perf:task-clock", ...)."""
+        request = kprof_pb2.ProfileFunctionRequest(device=device, warmup=warmup, number=number)
+        request.call.module_id = self._module_id(module)
+        request.call.function = function
+        request.call.args.extend(args)
+        _launch(request.call, launch)
+        for spec in collectors:
+            name, _, events = spec.partition(":")
+            request.collectors.add(name=name, options=[e for e in events.split(",") if e])
+        response = self._with_reupload(self._stub.ProfileFunction, request,
+                                       timeout or self._timeout)
+        return Report.from_proto(response.report)
+
+    def profile(self, calls, device="cpu:0", repeat=1, warmup=0, collectors=(), timeout=None):
+        """Profiles a sequence of calls, each (module, function, args) or a dict with those keys
+        and optionally "launch"."""
+        request = kprof_pb2.ProfileRequest(device=device, repeat=repeat, warmup=warmup)
+        for call in calls:
+            if isinstance(call, dict):
+                module, function = call["module"], call["function"]
+                args, launch = call.get("args", ()), call.get("launch")
+            else:
+                (module, function, args), launch = call, None
+            out = request.calls.add(module_id=self._module_id(module), function=function)
+            out.args.extend(args)
+            _launch(out, launch)
+        for spec in collectors:
+            name, _, events = spec.partition(":")
+            request.collectors.add(name=name, options=[e for e in events.split(",") if e])
+        response = self._with_reupload(self._stub.Profile, request, timeout or self._timeout)
+        return Report.from_proto(response.report)
+
+    def batch(self, jobs, progress=None):
+        """Runs many TimeEvaluate jobs on one MeasureBatch stream and yields a BatchResult per
+        job as each finishes. A job is a dict like a `kprof batch` line: "id", "module",
+        "function", "args", "launch", and TimeEvaluateRequest fields by name. `progress`, when
+        given, is called with each update's BatchProgress."""
+        requests = []
+        for job in jobs:
+            job = dict(job)
+            job_id = str(job.pop("id"))
+            module, function = job.pop("module"), job.pop("function")
+            args, launch = job.pop("args", ()), job.pop("launch", None)
+            device = job.pop("device", "cpu:0")
+            number, repeat = job.pop("number", 1), job.pop("repeat", 1)
+            request = self._time_request(module, function, args, device, number, repeat, launch,
+                                         job)
+            requests.append(kprof_pb2.BatchJob(id=job_id, time_evaluate=request))
+
+        def messages():
+            for i in range(0, len(requests), 64):
+                yield kprof_pb2.BatchRequest(jobs=requests[i:i + 64])
+
+        stream = self._stub.MeasureBatch(messages(), metadata=self._metadata)
+        try:
+            for update in stream:
+                if progress is not None:
+                    progress(update.progress)
+                if update.state == kprof_pb2.BatchUpdate.DONE:
+                    yield BatchResult(update.id, True, BenchmarkResult(update.time_evaluate))
+                elif update.state == kprof_pb2.BatchUpdate.FAILED:
+                    yield BatchResult(update.id, False,
+                                      code=_CODES.get(update.code, grpc.StatusCode.UNKNOWN),
+                                      message=update.message)
+        except grpc.RpcError as error:
+            raise KprofError(error.code(), error.details()) from None
+
+
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def connect(target="127.0.0.1:9177", token=None, **kwargs):
+    """A Client of the daemon at `target`; the token may also come from $KPROF_TOKEN."""
+    return Client(target, token=token or os.environ.get("KPROF_TOKEN"), **kwargs)

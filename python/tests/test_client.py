@@ -1,0 +1,183 @@
+"""The Python client against a real kprofd, and its report renderings against the C++ ones
+(`kprof report`)."""
+
+import json
+import math
+import os
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import kprof
+from kprof.report import Count, Duration, Percent, Ratio, Report, shortest_decimal
+
+KPROFD = os.environ["KPROF_TEST_KPROFD"]
+KPROF = os.environ["KPROF_TEST_KPROF"]
+MODULES = os.environ["KPROF_TEST_MODULE_DIR"]
+
+
+@pytest.fixture(scope="module")
+def daemon():
+    with tempfile.TemporaryDirectory() as scratch:
+        port_file = os.path.join(scratch, "port")
+        process = subprocess.Popen(
+            [KPROFD, "--listen", "127.0.0.1:0", "--port-file", port_file, "--cache-dir",
+             os.path.join(scratch, "cache")], stderr=subprocess.DEVNULL)
+        for _ in range(1000):
+            if os.path.exists(port_file) and open(port_file).read().strip():
+                break
+            assert process.poll() is None, "kprofd exited"
+            time.sleep(0.01)
+        yield "127.0.0.1:" + open(port_file).read().strip()
+        process.terminate()
+        assert process.wait(timeout=20) == 0
+
+
+@pytest.fixture()
+def client(daemon):
+    with kprof.connect(daemon) as c:
+        yield c
+
+
+def test_time_evaluate_reads_like_tvms_benchmark_result(client):
+    result = client.time_evaluate("builtin", "spin_us", args=["float64:200"], number=2, repeat=4)
+    assert len(result.results) == 4
+    assert all(r >= 190e-6 for r in result.results)
+    assert result.min <= result.median <= result.max
+    assert result.mean == pytest.approx(sum(result.results) / 4)
+    assert result.raw.device == "cpu:0"
+    assert "BenchmarkResult(min=" in repr(result)
+    assert "mean (ms)" in str(result)
+
+
+def test_modules_upload_once_and_options_pass_by_name(client):
+    path = os.path.join(MODULES, "vector_add.so")
+    module_id = client.load_module(path)
+    assert len(module_id) == 64
+    assert client.load_module(open(path, "rb").read()) == module_id
+    result = client.time_evaluate(path, "vadd", args=["float32[64]:zeros", "float32[64]:ones",
+                                                      "float32[64]:ones"], checksums=True,
+                                  min_repeat_ms=1)
+    assert len(result.raw.checksums) == 3
+    assert result.raw.final_number >= 1
+
+
+def test_errors_carry_the_daemons_code_and_message(client):
+    with pytest.raises(kprof.KprofError) as error:
+        client.time_evaluate("builtin", "no_such_function")
+    assert error.value.code.name == "NOT_FOUND"
+    assert "no_such_function" in error.value.message
+    with pytest.raises(kprof.KprofError) as error:
+        client.time_evaluate("builtin", "spin_us", args=["float64:1"], repeat=0)
+    assert error.value.code.name == "INVALID_ARGUMENT"
+    with pytest.raises(ValueError):
+        client.time_evaluate("builtin", "spin_us", no_such_option=3)
+
+
+def test_profiles_come_back_as_reports(client):
+    report = client.profile_function("builtin", "spin_us", args=["float64:100"], number=3,
+                                     collectors=["rusage"])
+    assert len(report.calls) == 1
+    row = report.calls[0]
+    assert row["Name"] == "spin_us"
+    assert isinstance(row["Count"], Count) and row["Count"] == 3
+    assert isinstance(row["Duration (us)"], Duration) and row["Duration (us)"] >= 290
+    assert "cpu0" in report.device_metrics
+    sequence = client.profile([("builtin", "spin_us", ["float64:50"]),
+                               {"module": "builtin", "function": "sleep_us",
+                                "args": ["float64:50"]}], repeat=2)
+    assert sorted({c["Name"] for c in sequence.calls}) == ["sleep_us", "spin_us"]
+    assert len(sequence.calls) == 4
+
+
+def test_a_batch_answers_every_job_once(client):
+    jobs = [{"id": f"j{i}", "module": "builtin", "function": "spin_us",
+             "args": ["float64:20"], "repeat": 2} for i in range(60)]
+    jobs.append({"id": "bad", "module": "builtin", "function": "no_such"})
+    seen = {}
+    progress = []
+    for result in client.batch(jobs, progress=progress.append):
+        assert result.id not in seen
+        seen[result.id] = result
+    assert len(seen) == 61
+    assert all(seen[f"j{i}"].ok and len(seen[f"j{i}"].result.results) == 2 for i in range(60))
+    assert not seen["bad"].ok and seen["bad"].code.name == "NOT_FOUND"
+    assert progress[-1].done == 60 and progress[-1].failed == 1
+
+
+def kprof_report(report_json, *args):
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        f.write(report_json)
+    try:
+        return subprocess.run([KPROF, "report", f.name, *args], check=True, capture_output=True,
+                              text=True).stdout
+    finally:
+        os.unlink(f.name)
+
+
+# A report that exercises the renderings: aggregation of repeated calls, mixed kinds in one
+# column, ratios, big counts, non-finite numbers, quotes, commas, non-ASCII names.
+TRICKY = Report(
+    calls=[
+        {"Name": "matmul", "Duration (us)": Duration(812.5), "Count": Count(1),
+         "Percent": Percent(61.0), "Device": "cpu0", "Argument Shapes": "float32[256, 256]",
+         "Ratio": Ratio(0.5), "Faults": Count(1234567)},
+        {"Name": "matmul", "Duration (us)": Duration(1000.25), "Count": Count(2),
+         "Percent": Percent(10.0), "Device": "cpu0", "Argument Shapes": "float32[256, 256]",
+         "Ratio": Ratio(0.25), "Faults": Count(3)},
+        {"Name": "relu \"fused\", ünïcode", "Duration (us)": Duration(1e-7), "Count": Count(5),
+         "Device": "cpu0", "Note": "a,b"},
+        {"Name": "nan call", "Duration (us)": Duration(math.nan), "Mixed": Count(7)},
+        {"Name": "big", "Duration (us)": Duration(123456789.125), "Mixed": "text",
+         "Ratio": Ratio(1e20)},
+    ],
+    device_metrics={"cpu0": {"Duration (us)": Duration(2000.0), "Name": "Total"},
+                    "cuda0": {"Duration (us)": Duration(math.inf)}},
+    configuration={"Number of threads": Count(2), "Host": "lab-1", "Load": Ratio(0.125)})
+
+
+@pytest.mark.parametrize("options", [(), ("--no-aggregate",), ("--no-sort",), ("--no-sums",),
+                                     ("--no-aggregate", "--no-sort", "--no-sums")])
+def test_tables_match_the_cli(options):
+    text = TRICKY.as_json()
+    expected = kprof_report(text, *options)
+    # The same report on both sides: as read back from the JSON (where inf became null, NaN).
+    table = Report.from_json(text).as_table(sort="--no-sort" not in options,
+                            aggregate="--no-aggregate" not in options,
+                            col_sums="--no-sums" not in options)
+    assert table == expected
+
+
+def test_csv_and_json_match_the_cli():
+    text = TRICKY.as_json()
+    assert TRICKY.as_csv() == kprof_report(text, "--format", "csv")
+    assert json.loads(kprof_report(text, "--format", "json")) == json.loads(text)
+    assert Report.from_json(kprof_report(text, "--format", "json")).as_json() == text
+
+
+def test_reports_read_back_with_their_kinds():
+    back = Report.from_json(TRICKY.as_json(indent=2))
+    assert back.calls[0]["Faults"] == 1234567 and isinstance(back.calls[0]["Faults"], Count)
+    assert isinstance(back.calls[0]["Ratio"], Ratio)
+    assert math.isnan(back.calls[3]["Duration (us)"])
+    assert back.configuration == TRICKY.configuration
+
+
+def test_malformed_reports_name_the_place():
+    with pytest.raises(ValueError, match=r'calls\[0\]\."Duration \(us\)": unknown metric kind '
+                                         r'"seconds"'):
+        Report.from_json('{"calls": [{"Duration (us)": {"seconds": 1}}]}')
+    with pytest.raises(ValueError, match="not JSON"):
+        Report.from_json("{")
+    with pytest.raises(ValueError, match="a count is an integer"):
+        Report.from_json('{"calls": [{"Count": {"count": 1.5}}]}')
+
+
+@pytest.mark.parametrize("value,text", [
+    (100.0, "100"), (0.1, "0.1"), (1e16, "1e+16"), (1e15, "1e+15"), (123456.0, "123456"),
+    (1e-5, "1e-05"), (0.0001, "1e-04"), (0.001, "0.001"), (-2.5, "-2.5"), (0.0, "0"), (1.5e300, "1.5e+300"),
+    (812.5, "812.5"), (math.inf, "inf"), (math.nan, "nan")])
+def test_shortest_decimal_is_cxx_to_chars(value, text):
+    assert shortest_decimal(value) == text
