@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "core/collectors/tegra.h"
 #include "core/placement.h"
 #include "kprof/config.h"
 
@@ -135,6 +136,8 @@ MetricMap EnvironmentManifest() {
   m["Kernel"] = Static().kernel;
   m["CPU model"] = Static().cpu_model;
   CurrentFrequency(m);
+  // Jetson boards: GPU and memory clocks, and whether DVFS is locked.
+  for (auto& [name, value] : TegraManifest()) m.emplace(name, std::move(value));
   // /proc/loadavg: the 1, 5 and 15 minute load averages, then "runnable/total".
   std::ifstream loadavg("/proc/loadavg");
   double load[3] = {0, 0, 0};

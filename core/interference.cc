@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "absl/strings/str_format.h"
+#include "core/collectors/tegra.h"
 
 namespace kprof::core {
 
@@ -19,6 +20,7 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   sample.cpu = cpu >= 0 ? cpu : sched_getcpu();
   if (sample.cpu >= 0) sample.cpu_khz = CpuKhz(root, sample.cpu);
+  sample.gpu_khz = TegraGpuKhz(root);
   return sample;
 }
 
@@ -50,6 +52,16 @@ std::vector<std::string> InterferenceWarnings(const SystemSample& before, const 
           "the clock of CPU %d moved from %d MHz to %d MHz during the measurement (threshold "
           "%.0f%%): frequency scaling changed the speed",
           before.cpu, before.cpu_khz / 1000, after.cpu_khz / 1000, thresholds.frequency * 100));
+    }
+  }
+  if (before.gpu_khz > 0 && after.gpu_khz > 0) {
+    const double change = std::abs(static_cast<double>(after.gpu_khz - before.gpu_khz)) /
+                          static_cast<double>(before.gpu_khz);
+    if (change >= thresholds.frequency) {
+      warnings.push_back(absl::StrFormat(
+          "the GPU clock moved from %d MHz to %d MHz during the measurement (threshold %.0f%%): "
+          "DVFS changed the speed (sudo jetson_clocks locks it)",
+          before.gpu_khz / 1000, after.gpu_khz / 1000, thresholds.frequency * 100));
     }
   }
   return warnings;

@@ -20,6 +20,7 @@ struct SystemSample {
   int cpu = -1;              // the CPU whose clock was read; < 0 when unknown
   int64_t cpu_khz = -1;      // that CPU's current clock; < 0 when unreadable
   double seconds = 0;        // when it was taken, on the monotonic clock
+  int64_t gpu_khz = -1;      // a Tegra board's GPU clock (devfreq); < 0 elsewhere
 };
 
 // Reads /proc/loadavg and cpufreq/scaling_cur_freq of `cpu` (by default, the one the calling

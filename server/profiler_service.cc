@@ -14,6 +14,7 @@
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
+#include "core/collectors/tegra.h"
 #include "core/cuda/cuda_devices.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
@@ -283,6 +284,18 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
             "Memory clock before (MHz)", "Memory clock after (MHz)", "GPU temperature (C)",
             "Throttle reasons"}) {
         nvml->add_metrics(m);
+      }
+    }
+    // Jetson boards' INA3221 rails: listed where the board has them.
+    if (core::HasTegraRails()) {
+      kprof::v1::CollectorInfo* rails = info->add_collectors();
+      rails->set_name("rails");
+      const std::vector<core::TegraRail> found = core::DiscoverTegraRails();
+      rails->set_available(!found.empty());
+      if (found.empty()) rails->set_reason(core::TegraRailsUnavailableReason());
+      for (const core::TegraRail& r : found) {
+        rails->add_metrics(core::RailEnergyMetric(r.name));
+        rails->add_metrics(core::RailPowerMetric(r.name));
       }
     }
     const DeviceExecutor::Stats stats = executor->stats();

@@ -82,7 +82,13 @@ std::string Disturbance(int baseline_threads, bool skip_cuda) {
   if (!closed.empty()) {
     return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
   }
-  const int extra = CountThreads(skip_cuda) - baseline_threads;
+  int extra = CountThreads(skip_cuda) - baseline_threads;
+  // A thread the CUDA driver has just started names itself a moment later: give it up to
+  // 100 ms to say it is the driver's before calling it a leftover.
+  for (int wait = 0; skip_cuda && extra > 0 && wait < 20; ++wait) {
+    usleep(5000);
+    extra = CountThreads(skip_cuda) - baseline_threads;
+  }
   if (extra > 0) return "left " + std::to_string(extra) + " thread(s) running";
   return "";
 }

@@ -8,11 +8,14 @@
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
+#include "core/collectors/tegra.h"
 #include "core/status_macros.h"
 
 namespace kprof::core {
 
-std::vector<std::string> CollectorNames() { return {"rusage", "perf", "papi", "rapl", "nvml"}; }
+std::vector<std::string> CollectorNames() {
+  return {"rusage", "perf", "papi", "rapl", "nvml", "rails"};
+}
 
 absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_view spec) {
   const size_t colon = spec.find(':');
@@ -29,6 +32,7 @@ absl::StatusOr<std::unique_ptr<MetricCollector>> CreateCollector(std::string_vie
   if (name == "rusage") return plain([] { return std::make_unique<RusageCollector>(); });
   if (name == "nvml") return plain([] { return std::make_unique<NvmlCollector>(); });
   if (name == "rapl") return plain([] { return std::make_unique<RaplCollector>(); });
+  if (name == "rails") return plain([] { return std::make_unique<TegraRailsCollector>(); });
   if (name == "papi") {
     std::vector<std::string> events = absl::StrSplit(options, ',', absl::SkipEmpty());
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<PapiCollector> papi,

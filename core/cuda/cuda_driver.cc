@@ -1,6 +1,7 @@
 #include "core/cuda/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <mutex>
 #include <type_traits>
@@ -108,6 +109,15 @@ absl::StatusOr<CudaDriver*> CudaDriver::Get() {
   static absl::StatusOr<CudaDriver*>* loaded = nullptr;
   std::call_once(once, [] {
     absl::StatusOr<std::unique_ptr<CudaDriver>> opened = Open("libcuda.so.1");
+    // Jetson boards keep the driver under tegra/, which JetPack puts on the loader's path;
+    // try it by path too, should that configuration be missing (a container, say).
+    for (const char* tegra : {"/usr/lib/aarch64-linux-gnu/tegra/libcuda.so.1",
+                              "/usr/lib/aarch64-linux-gnu/nvidia/libcuda.so.1"}) {
+      if (opened.ok()) break;
+      if (access(tegra, R_OK) != 0) continue;
+      absl::StatusOr<std::unique_ptr<CudaDriver>> found = Open(tegra);
+      if (found.ok()) opened = std::move(found);
+    }
     if (!opened.ok()) {
       loaded = new absl::StatusOr<CudaDriver*>(opened.status());
       return;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -12,13 +13,31 @@
 namespace kprof::core {
 namespace {
 
+// The host's machine: the one this very program was built for, read from its own ELF header,
+// so any architecture kprofd is built on accepts its own modules. Only 64-bit hosts build
+// kprofd (the module ABI's DLTensor layout is the 64-bit one).
+uint16_t HostMachine() {
+  static const uint16_t machine = [] {
+    Elf64_Ehdr self{};
+    std::ifstream in("/proc/self/exe", std::ios::binary);
+    if (in.read(reinterpret_cast<char*>(&self), sizeof self) &&
+        std::memcmp(self.e_ident, ELFMAG, SELFMAG) == 0) {
+      return self.e_machine;
+    }
 #if defined(__x86_64__)
-constexpr uint16_t kHostMachine = EM_X86_64;
+    return static_cast<uint16_t>(EM_X86_64);
 #elif defined(__aarch64__)
-constexpr uint16_t kHostMachine = EM_AARCH64;
+    return static_cast<uint16_t>(EM_AARCH64);
+#elif defined(__riscv)
+    return static_cast<uint16_t>(EM_RISCV);
+#elif defined(__powerpc64__)
+    return static_cast<uint16_t>(EM_PPC64);
 #else
-#error "kprofd supports x86-64 and aarch64 hosts"
+    return static_cast<uint16_t>(EM_NONE);
 #endif
+  }();
+  return machine;
+}
 
 // The host's own ELF class and byte order: modules must match them.
 constexpr unsigned char kHostClass = ELFCLASS64;
@@ -203,7 +222,7 @@ absl::Status CheckSectionHeaders(const Bytes& bytes, const Elf64_Ehdr& header) {
 }  // namespace
 
 std::string_view HostElfMachine() {
-  static const std::string name = MachineName(kHostMachine);
+  static const std::string name = MachineName(HostMachine());
   return name;
 }
 
@@ -212,7 +231,7 @@ absl::StatusOr<SharedLibraryInfo> InspectSharedLibrary(std::string_view raw) {
   if (absl::Status s = CheckIdent(raw); !s.ok()) return s;
   KPROF_READ(header, bytes, Elf64_Ehdr, 0, "the ELF header");
 
-  if (header.e_machine != kHostMachine) {
+  if (header.e_machine != HostMachine()) {
     return Invalid(absl::StrCat("ELF for ", MachineName(header.e_machine), ", this host is ",
                                 std::string(HostElfMachine())));
   }
