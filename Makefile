@@ -8,7 +8,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan bench fuzz package gpu-bundle release format clean
+.PHONY: all deps build demo test test-asan test-arm64 bench fuzz package gpu-bundle release format clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -38,6 +38,11 @@ bench: build
 	./$(BUILD_DIR)/tests/bench/kprof_bench --markdown docs/BENCHMARKS.md
 	./$(BUILD_DIR)/tests/bench/kprof_runner_bench
 	./$(BUILD_DIR)/tests/bench/kprof_daemon_bench
+
+# Cross-built for arm64 and tested under qemu-user. Not part of `make test`: the first run
+# changes the machine's packages, and does so only with ARM64_SETUP=yes.
+test-arm64:
+	./deploy/test-arm64.sh $(if $(filter yes,$(ARM64_SETUP)),--setup) build/arm64
 
 # kprofd, its tests and the libraries they need, for a lent GPU machine (tests/gpu/run.sh).
 gpu-bundle: build

@@ -247,7 +247,12 @@ TEST_F(CudaJobsTest, EventTimerMeasuresAKernelOfKnownDuration) {
   auto result = client_->TimeEvaluate(request);
   ASSERT_THAT(result, IsOk());
   EXPECT_GE(result->statistics().min(), 1.99e-3);
+#ifdef KPROF_FAKE_CUDA_DIR
+  // The stand-in's kernel spins on a host CPU, which a loaded host may take away for a while.
+  EXPECT_LT(result->statistics().median(), 50e-3);
+#else
   EXPECT_LT(result->statistics().median(), 2.5e-3);
+#endif
 }
 
 TEST_F(CudaJobsTest, FlushL2WritesABufferBeforeEachRepeat) {

@@ -14,6 +14,7 @@
 
 #include "client/kprof_client.h"
 #include "daemon.h"
+#include "emulation.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "module_files.h"
@@ -133,6 +134,7 @@ TEST_F(ReliabilityTest, GreedyJobsFailInsideTheWorker) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "AddressSanitizer's shadow memory rules out a data-size limit";
 #endif
+  KPROF_SKIP_UNDER_EMULATION("does not enforce RLIMIT_DATA on the programs it runs");
   Start({"--worker-memory-limit", std::to_string(uint64_t{1} << 30)});
   EXPECT_THAT(Run("allocates_too_much"),
               StatusIs(absl::StatusCode::kAborted, "function 'allocates_too_much' returned 12"));

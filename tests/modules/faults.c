@@ -25,8 +25,13 @@ KPROF_EXPORT int32_t aborts(DLTensor* args, int32_t num_args) {
 
 KPROF_EXPORT int32_t divides_by_zero(DLTensor* args, int32_t num_args) {
   UNUSED;
+#if defined(__x86_64__)
   volatile int one = 1, zero = 0; /* volatile: 1 / x would compile to a comparison */
   return one / zero;
+#else
+  raise(SIGFPE); /* arm64's integer division by zero gives 0 and traps nothing */
+  return 0;
+#endif
 }
 
 KPROF_EXPORT int32_t bus_error(DLTensor* args, int32_t num_args) {
@@ -37,6 +42,9 @@ KPROF_EXPORT int32_t bus_error(DLTensor* args, int32_t num_args) {
 
 KPROF_EXPORT int32_t illegal_instruction(DLTensor* args, int32_t num_args) {
   UNUSED;
+#if defined(__aarch64__)
+  __asm__ volatile("udf #0"); /* __builtin_trap is brk there: SIGTRAP, not SIGILL */
+#endif
   __builtin_trap();
 }
 

@@ -126,9 +126,10 @@ TEST(LocalRunner, ProfileErrors) {
   LocalRunner runner;
   ProfileJob unknown;
   unknown.collectors = {"likwid:FLOPS_DP"};
-  EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), unknown),
-              StatusIs(absl::StatusCode::kNotFound,
-                       "unknown collector 'likwid' (available: rusage, perf, papi, rapl, nvml, rails)"));
+  EXPECT_THAT(
+      runner.Profile(BuiltinJob("spin_us", {"float64:1"}), unknown),
+      StatusIs(absl::StatusCode::kNotFound,
+               "unknown collector 'likwid' (available: rusage, perf, papi, rapl, nvml, rails)"));
   ProfileJob options;
   options.collectors = {"rusage:x"};
   EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), options),

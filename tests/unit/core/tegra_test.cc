@@ -106,7 +106,11 @@ TEST(TegraRails, EnergyIsPowerIntegratedOverTheRegion) {
   auto measurement = collector.Start(kCuda);
   ASSERT_THAT(measurement, IsOk());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  dir.WriteFile("ina3221/1-0040/hwmon/hwmon3/curr1_input", "2000\n");  // VDD_IN: 5 W -> 10 W
+  // VDD_IN: 5 W -> 10 W, replaced whole (a rewrite in place could be read half-written, which
+  // sysfs never is).
+  dir.WriteFile("ina3221/1-0040/hwmon/hwmon3/curr1_input.new", "2000\n");
+  std::filesystem::rename(dir.path() + "/ina3221/1-0040/hwmon/hwmon3/curr1_input.new",
+                          dir.path() + "/ina3221/1-0040/hwmon/hwmon3/curr1_input");
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto metrics = (*measurement)->Stop();
   ASSERT_THAT(metrics, IsOk());
@@ -127,7 +131,9 @@ TEST(TegraRails, ARailLostMidMeasurementFailsIt) {
   ASSERT_THAT(collector.Init({kCpu}), IsOk());
   auto measurement = collector.Start(kCpu);
   ASSERT_THAT(measurement, IsOk());
-  dir.WriteFile("ina3221/1-0040/hwmon/hwmon3/in2_input", "gone\n");
+  dir.WriteFile("ina3221/1-0040/hwmon/hwmon3/in2_input.new", "gone\n");
+  std::filesystem::rename(dir.path() + "/ina3221/1-0040/hwmon/hwmon3/in2_input.new",
+                          dir.path() + "/ina3221/1-0040/hwmon/hwmon3/in2_input");
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_THAT((*measurement)->Stop(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("VDD_CPU_GPU_CV")));
