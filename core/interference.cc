@@ -11,6 +11,16 @@
 #include "core/collectors/tegra.h"
 
 namespace kprof::core {
+namespace {
+
+// Both readings known, and apart by the frequency threshold or more.
+bool ClockMoved(int64_t before_khz, int64_t after_khz, const InterferenceThresholds& thresholds) {
+  if (before_khz <= 0 || after_khz <= 0) return false;
+  return std::abs(static_cast<double>(after_khz - before_khz)) / static_cast<double>(before_khz) >=
+         thresholds.frequency;
+}
+
+}  // namespace
 
 SystemSample SampleSystem(const std::string& root, int cpu) {
   SystemSample sample;
@@ -44,25 +54,17 @@ std::vector<std::string> InterferenceWarnings(const SystemSample& before, const 
         "work competed for the CPUs",
         before.load_average, after.load_average, thresholds.load_average));
   }
-  if (before.cpu == after.cpu && before.cpu_khz > 0 && after.cpu_khz > 0) {
-    const double change = std::abs(static_cast<double>(after.cpu_khz - before.cpu_khz)) /
-                          static_cast<double>(before.cpu_khz);
-    if (change >= thresholds.frequency) {
-      warnings.push_back(absl::StrFormat(
-          "the clock of CPU %d moved from %d MHz to %d MHz during the measurement (threshold "
-          "%.0f%%): frequency scaling changed the speed",
-          before.cpu, before.cpu_khz / 1000, after.cpu_khz / 1000, thresholds.frequency * 100));
-    }
+  if (before.cpu == after.cpu && ClockMoved(before.cpu_khz, after.cpu_khz, thresholds)) {
+    warnings.push_back(absl::StrFormat(
+        "the clock of CPU %d moved from %d MHz to %d MHz during the measurement (threshold "
+        "%.0f%%): frequency scaling changed the speed",
+        before.cpu, before.cpu_khz / 1000, after.cpu_khz / 1000, thresholds.frequency * 100));
   }
-  if (before.gpu_khz > 0 && after.gpu_khz > 0) {
-    const double change = std::abs(static_cast<double>(after.gpu_khz - before.gpu_khz)) /
-                          static_cast<double>(before.gpu_khz);
-    if (change >= thresholds.frequency) {
-      warnings.push_back(absl::StrFormat(
-          "the GPU clock moved from %d MHz to %d MHz during the measurement (threshold %.0f%%): "
-          "DVFS changed the speed (sudo jetson_clocks locks it)",
-          before.gpu_khz / 1000, after.gpu_khz / 1000, thresholds.frequency * 100));
-    }
+  if (ClockMoved(before.gpu_khz, after.gpu_khz, thresholds)) {
+    warnings.push_back(absl::StrFormat(
+        "the GPU clock moved from %d MHz to %d MHz during the measurement (threshold %.0f%%): "
+        "DVFS changed the speed (sudo jetson_clocks locks it)",
+        before.gpu_khz / 1000, after.gpu_khz / 1000, thresholds.frequency * 100));
   }
   return warnings;
 }

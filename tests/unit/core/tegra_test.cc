@@ -41,6 +41,13 @@ void OrinRails(const TempDir& dir) {
   dir.WriteFile(hwmon + "in7_input", "12\n");
 }
 
+// Replaces a fake sysfs file whole, as the kernel does: a rewrite in place could be read
+// half-written by the sampling thread.
+void Replace(const TempDir& dir, const std::string& relative, const std::string& contents) {
+  dir.WriteFile(relative + ".new", contents);
+  std::filesystem::rename(dir.path() + "/" + relative + ".new", dir.path() + "/" + relative);
+}
+
 TEST(TegraRails, FindsAnOrinsRailsByLabel) {
   TempDir dir;
   OrinRails(dir);
@@ -106,11 +113,7 @@ TEST(TegraRails, EnergyIsPowerIntegratedOverTheRegion) {
   auto measurement = collector.Start(kCuda);
   ASSERT_THAT(measurement, IsOk());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  // VDD_IN: 5 W -> 10 W, replaced whole (a rewrite in place could be read half-written, which
-  // sysfs never is).
-  dir.WriteFile("ina3221/1-0040/hwmon/hwmon3/curr1_input.new", "2000\n");
-  std::filesystem::rename(dir.path() + "/ina3221/1-0040/hwmon/hwmon3/curr1_input.new",
-                          dir.path() + "/ina3221/1-0040/hwmon/hwmon3/curr1_input");
+  Replace(dir, "ina3221/1-0040/hwmon/hwmon3/curr1_input", "2000\n");  // VDD_IN: 5 W -> 10 W
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto metrics = (*measurement)->Stop();
   ASSERT_THAT(metrics, IsOk());
@@ -131,9 +134,7 @@ TEST(TegraRails, ARailLostMidMeasurementFailsIt) {
   ASSERT_THAT(collector.Init({kCpu}), IsOk());
   auto measurement = collector.Start(kCpu);
   ASSERT_THAT(measurement, IsOk());
-  dir.WriteFile("ina3221/1-0040/hwmon/hwmon3/in2_input.new", "gone\n");
-  std::filesystem::rename(dir.path() + "/ina3221/1-0040/hwmon/hwmon3/in2_input.new",
-                          dir.path() + "/ina3221/1-0040/hwmon/hwmon3/in2_input");
+  Replace(dir, "ina3221/1-0040/hwmon/hwmon3/in2_input", "gone\n");
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_THAT((*measurement)->Stop(),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("VDD_CPU_GPU_CV")));
