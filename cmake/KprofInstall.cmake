@@ -1,5 +1,8 @@
 # What `cmake --install` puts where, the CMake package downstream projects find with
-# find_package(kprof) (then link kprof::client), and the .deb that `make package` builds.
+# find_package(kprof) (then link kprof::client), and the .debs that `make package` builds. Two
+# components: `runtime` (the programs, the unit, the docs: what a device host needs, about
+# 3 MiB) and `dev` (headers, static libraries and the CMake package, for programs that link the
+# client library); `cmake --install BUILD --component runtime` installs the first alone.
 set_target_properties(kprof_core PROPERTIES EXPORT_NAME core)
 set_target_properties(kprof_proto PROPERTIES EXPORT_NAME proto)
 set_target_properties(kprof_grpc PROPERTIES EXPORT_NAME grpc)
@@ -7,24 +10,28 @@ set_target_properties(kprof_client PROPERTIES EXPORT_NAME client)
 set_target_properties(kprof_module_abi PROPERTIES EXPORT_NAME module_abi)
 set_target_properties(kprof_warnings PROPERTIES EXPORT_NAME warnings)
 
-install(TARGETS kprofd kprof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS kprofd-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/kprofd)
+install(TARGETS kprofd kprof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(TARGETS kprofd-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/kprofd
+  COMPONENT runtime)
 install(TARGETS kprof_client kprof_grpc kprof_proto kprof_core kprof_module_abi kprof_warnings
   EXPORT kprofTargets
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 
 # Headers: <kprof/module_abi.h>, <kprof/config.h> and the generated <kprof/v1/*.pb.h> under
 # include/; the library's own (core/, client/, proto/) under include/kprof/.
-install(DIRECTORY include/kprof DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/kprof DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(FILES ${PROJECT_BINARY_DIR}/generated/kprof/config.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof)
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof COMPONENT dev)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/kprof/v1 DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof
-  FILES_MATCHING PATTERN "*.pb.h")
-install(DIRECTORY core DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof FILES_MATCHING PATTERN "*.h")
-install(FILES client/kprof_client.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/client)
-install(FILES proto/wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/proto)
+  COMPONENT dev FILES_MATCHING PATTERN "*.pb.h")
+install(DIRECTORY core DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof COMPONENT dev
+  FILES_MATCHING PATTERN "*.h")
+install(FILES client/kprof_client.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/client
+  COMPONENT dev)
+install(FILES proto/wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/proto COMPONENT dev)
 
-install(EXPORT kprofTargets NAMESPACE kprof:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof)
+install(EXPORT kprofTargets NAMESPACE kprof:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof
+  COMPONENT dev)
 include(CMakePackageConfigHelpers)
 configure_package_config_file(cmake/kprofConfig.cmake.in
   ${PROJECT_BINARY_DIR}/kprofConfig.cmake
@@ -32,13 +39,13 @@ configure_package_config_file(cmake/kprofConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/kprofConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/kprofConfig.cmake ${PROJECT_BINARY_DIR}/kprofConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof)
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof COMPONENT dev)
 
 # The service: the unit where systemd looks for packaged units, and an example config.
-install(FILES deploy/kprofd.service DESTINATION lib/systemd/system)
+install(FILES deploy/kprofd.service DESTINATION lib/systemd/system COMPONENT runtime)
 install(FILES deploy/kprofd.conf DESTINATION ${CMAKE_INSTALL_DATADIR}/kprofd
-  RENAME kprofd.conf.example)
-install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
+  RENAME kprofd.conf.example COMPONENT runtime)
+install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME kprofd)
@@ -48,5 +55,15 @@ set(CPACK_PACKAGE_INSTALL_DIRECTORY /usr)
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+# Programs without their debug information, as Debian ships them: a third of the size, which
+# matters on a board's eMMC.
+set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+# kprofd (runtime) and kprofd-dev (dev), which needs the headers of what its libraries use.
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL runtime dev)
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME kprofd)
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME kprofd-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
+  "libgrpc++-dev, libprotobuf-dev, libabsl-dev, libssl-dev, libdlpack-dev, nlohmann-json3-dev")
 include(CPack)

@@ -49,6 +49,7 @@ struct Flags {
   std::string worker;
   int64_t max_queue = 64;
   absl::Duration job_timeout = absl::Seconds(60);
+  absl::Duration describe_timeout = absl::Seconds(20);
   uint64_t max_module_bytes = uint64_t{256} << 20;
   uint64_t max_cache_bytes = uint64_t{4} << 30;
   uint64_t max_argument_bytes = uint64_t{4} << 30;
@@ -75,6 +76,9 @@ void Declare(core::CommandLine& cl, Flags& f) {
                "$XDG_CACHE_HOME/kprofd)");
   cl.AddInt("max-queue", &f.max_queue, "N", "jobs that may wait per device (default 64)");
   cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
+  cl.AddDuration("describe-timeout", &f.describe_timeout, "DURATION",
+                 "longest the CPU's or the GPUs' description may take at start; a CUDA driver "
+                 "that does not answer by then leaves the daemon without GPUs (default 20s)");
   cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
              "largest module accepted (default 256 MiB)");
   cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",
@@ -232,6 +236,9 @@ absl::Status CheckLimits(const Flags& flags) {
   if (flags.job_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--job-timeout wants a positive duration");
   }
+  if (flags.describe_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--describe-timeout wants a positive duration");
+  }
   return absl::OkStatus();
 }
 
@@ -322,17 +329,22 @@ absl::Status Serve(const Flags& flags) {
   executors.emplace(worker.device,
                     std::make_unique<DeviceExecutor>(worker, static_cast<int>(flags.max_queue),
                                                      flags.job_timeout));
-  // Each GPU the driver reports gets its own queue and worker, which holds the device's
+  // What the host has, from a worker: the daemon itself never loads PAPI, the CUDA driver or
+  // NVML. Each GPU the driver reports gets its own queue and worker, which holds the device's
   // primary context.
-  absl::StatusOr<core::CudaInventory> cuda = core::CudaDevicesWithin(absl::Seconds(20));
-  if (cuda.ok()) {
-    for (const core::CudaDeviceInfo& gpu : cuda->devices) {
-      WorkerOptions gpu_worker = worker;
-      gpu_worker.device = {core::DeviceType::kCuda, gpu.id};
-      executors.emplace(gpu_worker.device,
-                        std::make_unique<DeviceExecutor>(
-                            gpu_worker, static_cast<int>(flags.max_queue), flags.job_timeout));
-    }
+  DescribedHost described = DescribeHost(worker, flags.describe_timeout);
+  if (!described.cpu.ok()) {
+    Log(LogSeverity::kWarning,
+        absl::StrCat("the host's collectors are unknown: ", described.cpu.message()));
+  }
+  if (!described.cuda.ok()) Log(LogSeverity::kWarning, std::string(described.cuda.message()));
+  for (const kprof::v1::DeviceInfo& info : described.host.devices()) {
+    if (info.type() != core::DeviceTypeName(core::DeviceType::kCuda)) continue;
+    WorkerOptions gpu_worker = worker;
+    gpu_worker.device = {core::DeviceType::kCuda, info.id()};
+    executors.emplace(gpu_worker.device,
+                      std::make_unique<DeviceExecutor>(
+                          gpu_worker, static_cast<int>(flags.max_queue), flags.job_timeout));
   }
 
   ServiceLimits limits;
@@ -340,7 +352,7 @@ absl::Status Serve(const Flags& flags) {
   limits.max_queue = static_cast<int>(flags.max_queue);
   limits.job_timeout = flags.job_timeout;
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
-  service.SetCudaDevices(std::move(cuda));
+  service.SetHost(std::move(described));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

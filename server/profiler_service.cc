@@ -8,17 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "core/collectors/collector_registry.h"
-#include "core/collectors/nvml_collector.h"
-#include "core/collectors/papi_collector.h"
-#include "core/collectors/perf_collector.h"
-#include "core/collectors/rapl_collector.h"
-#include "core/collectors/rusage_collector.h"
-#include "core/collectors/tegra.h"
-#include "core/cuda/cuda_devices.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
-#include "core/profiler.h"
+#include "core/placement.h"
 #include "core/sha256.h"
 #include "core/status_macros.h"
 #include "kprof/config.h"
@@ -48,18 +40,6 @@ void BuiltinInfo(ModuleInfo* out) {
   out->set_name(std::string(core::kBuiltinModuleName));
   out->set_format("builtin");
   for (const std::string& f : core::BuiltinModule().functions()) out->add_functions(f);
-}
-
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0 || line.rfind("Hardware", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
 }
 
 std::string HostName() {
@@ -171,12 +151,34 @@ ProfilerService::ProfilerService(ModuleRegistry* registry,
                                  ServiceLimits limits, std::optional<TokenAuth> auth)
     : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {}
 
-void ProfilerService::SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda) {
-  if (cuda.ok() && !cuda->devices.empty()) {
-    core::NvmlCollector probe;
-    nvml_ = probe.Init({});
+void ProfilerService::SetHost(DescribedHost host) {
+  for (kprof::v1::DeviceInfo& info : *host.host.mutable_devices()) {
+    devices_[info.device()] = std::move(info);
   }
-  cuda_ = std::move(cuda);
+  if (!host.cpu.ok()) {
+    // What the daemon knows without the worker; the collectors it could not ask about are
+    // listed with the reason.
+    const std::string why =
+        absl::StrCat("kprofd could not describe this host: ", host.cpu.message());
+    kprof::v1::DeviceInfo& cpu = devices_["cpu:0"];
+    cpu.set_device("cpu:0");
+    cpu.set_type("cpu");
+    cpu.set_name("cpu");
+    cpu.set_cpu_model("unknown");
+    cpu.set_cpus(static_cast<int32_t>(core::AllowedCpus().size()));
+    for (const char* name : {"perf", "papi"}) {
+      kprof::v1::CollectorInfo* collector = cpu.add_collectors();
+      collector->set_name(name);
+      collector->set_reason(why);
+    }
+  }
+  if (host.cuda.ok()) {
+    cuda_line_ = host.host.cuda();
+    cuda_unavailable_ = host.host.cuda_unavailable();
+  } else {
+    cuda_unavailable_ = std::string(host.cuda.message());
+  }
+  if (!cuda_unavailable_.empty()) cuda_line_ = "no CUDA devices: " + cuda_unavailable_;
 }
 
 absl::Status ProfilerService::Authenticate(const grpc::CallbackServerContext* context) const {
@@ -205,98 +207,13 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   response->set_host(HostName());
   for (const auto& [device, executor] : *executors_) {
     kprof::v1::DeviceInfo* info = response->add_devices();
-    info->set_device(core::DeviceSpec(device));
-    info->set_type(std::string(core::DeviceTypeName(device.type)));
-    info->set_id(device.id);
-    if (device.type == core::DeviceType::kCpu) {
-      info->set_name("cpu");
-      info->set_cpu_model(CpuModel());
-      info->set_cpus(core::AvailableCpus());
-    } else if (const absl::StatusOr<core::CudaInventory>& cuda = cuda_; cuda.ok()) {
-      for (const core::CudaDeviceInfo& d : cuda->devices) {
-        if (d.id != device.id) continue;
-        info->set_name(d.name);
-        info->set_compute_capability(absl::StrCat(d.compute_major, ".", d.compute_minor));
-        info->set_multiprocessors(d.multiprocessors);
-        info->set_memory_bytes(d.memory_bytes);
-        info->set_clock_mhz(d.clock_khz / 1000);
-        info->set_memory_clock_mhz(d.memory_clock_khz / 1000);
-        info->set_memory_bus_bits(d.memory_bus_bits);
-        info->set_l2_bytes(d.l2_bytes);
-        info->set_pci_bus_id(d.pci_bus_id);
-        info->set_peak_bandwidth_gbps(d.PeakBandwidthGBps());
-        info->set_driver_version(core::CudaVersionText(cuda->driver_version));
-      }
-    }
-    kprof::v1::CollectorInfo* rusage = info->add_collectors();
-    rusage->set_name("rusage");
-    rusage->set_available(true);
-    for (std::string_view m : {core::kUserTimeMetric, core::kSystemTimeMetric,
-                               core::kMinorFaultsMetric, core::kMajorFaultsMetric,
-                               core::kVoluntarySwitchesMetric, core::kInvoluntarySwitchesMetric}) {
-      rusage->add_metrics(std::string(m));
-    }
-    kprof::v1::CollectorInfo* perf = info->add_collectors();
-    perf->set_name("perf");
-    for (const std::string& event : core::PerfCollector::KnownEvents()) perf->add_metrics(event);
-    // Whether this host lets perf count at all, probed with the one event every kernel has.
-    const absl::Status probe = (*core::PerfCollector::Create({"task-clock"}))->Init({device});
-    perf->set_available(probe.ok());
-    if (!probe.ok()) perf->set_reason(std::string(probe.message()));
-    // PAPI: its preset events this host can count, and each component, enabled or why not.
-    kprof::v1::CollectorInfo* papi = info->add_collectors();
-    papi->set_name("papi");
-    const absl::Status papi_status = core::PapiStatus();
-    papi->set_available(papi_status.ok());
-    if (!papi_status.ok()) papi->set_reason(std::string(papi_status.message()));
-    for (const std::string& preset : core::PapiAvailablePresets()) papi->add_metrics(preset);
-    for (const core::PapiComponent& c : core::PapiComponents()) {
-      kprof::v1::CollectorComponent* component = papi->add_components();
-      component->set_name(c.name);
-      component->set_enabled(c.enabled);
-      component->set_reason(c.reason);
-    }
-    // RAPL is listed where the host has it at all; unavailable when it is not readable here.
-    if (device.type == core::DeviceType::kCpu) {
-      if (const std::vector<core::RaplDomain> domains = core::DiscoverRaplDomains();
-          !domains.empty()) {
-        kprof::v1::CollectorInfo* rapl = info->add_collectors();
-        rapl->set_name("rapl");
-        rapl->set_available(true);
-        for (const core::RaplDomain& d : domains) {
-          rapl->add_metrics(core::RaplEnergyMetric(d.name));
-          rapl->add_metrics(core::RaplPowerMetric(d.name));
-        }
-      } else if (core::HasRaplZones()) {
-        kprof::v1::CollectorInfo* rapl = info->add_collectors();
-        rapl->set_name("rapl");
-        rapl->set_available(false);
-        rapl->set_reason(core::RaplUnavailableReason());
-      }
-    }
-    // NVML measures GPUs; listed where the host has it (not on Jetson boards).
-    if (device.type == core::DeviceType::kCuda && nvml_.ok()) {
-      kprof::v1::CollectorInfo* nvml = info->add_collectors();
-      nvml->set_name("nvml");
-      nvml->set_available(true);
-      for (const char* m :
-           {"GPU energy (mJ)", "GPU power (W)", "SM clock before (MHz)", "SM clock after (MHz)",
-            "Memory clock before (MHz)", "Memory clock after (MHz)", "GPU temperature (C)",
-            "Throttle reasons"}) {
-        nvml->add_metrics(m);
-      }
-    }
-    // Jetson boards' INA3221 rails: listed where the board has them.
-    if (core::HasTegraRails()) {
-      kprof::v1::CollectorInfo* rails = info->add_collectors();
-      rails->set_name("rails");
-      const std::vector<core::TegraRail> found = core::DiscoverTegraRails();
-      rails->set_available(!found.empty());
-      if (found.empty()) rails->set_reason(core::TegraRailsUnavailableReason());
-      for (const core::TegraRail& r : found) {
-        rails->add_metrics(core::RailEnergyMetric(r.name));
-        rails->add_metrics(core::RailPowerMetric(r.name));
-      }
+    const std::string spec = core::DeviceSpec(device);
+    if (const auto described = devices_.find(spec); described != devices_.end()) {
+      *info = described->second;
+    } else {
+      info->set_device(spec);
+      info->set_type(std::string(core::DeviceTypeName(device.type)));
+      info->set_id(device.id);
     }
     const DeviceExecutor::Stats stats = executor->stats();
     info->set_queue_length(stats.queue_length);
@@ -304,19 +221,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_jobs_completed(stats.completed);
     info->set_jobs_failed(stats.failed);
   }
-  // CUDA devices the driver reports, or why there are none.
-  if (const absl::StatusOr<core::CudaInventory>& cuda = cuda_; cuda.ok()) {
-    std::vector<std::string> gpus;
-    for (const core::CudaDeviceInfo& d : cuda->devices) {
-      gpus.push_back(absl::StrCat("cuda:", d.id, " ", d.name, " (sm_", d.compute_major,
-                                  d.compute_minor, ", ", d.multiprocessors, " SMs, ",
-                                  d.memory_bytes >> 20, " MiB)"));
-    }
-    response->set_cuda(absl::StrCat("driver ", core::CudaVersionText(cuda->driver_version), ": ",
-                                    absl::StrJoin(gpus, "; ")));
-  } else {
-    response->set_cuda(absl::StrCat("no CUDA devices: ", std::string(cuda.status().message())));
-  }
+  response->set_cuda(cuda_line_);
   kprof::v1::Limits* limits = response->mutable_limits();
   limits->set_max_module_bytes(registry_->options().max_module_bytes);
   limits->set_max_cache_bytes(registry_->options().max_cache_bytes);
@@ -439,9 +344,8 @@ absl::StatusOr<DeviceExecutor*> ProfilerService::FindExecutor(const std::string&
   for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
   const std::string known = absl::StrJoin(present, ", ");
   if (device.type == core::DeviceType::kCuda) {
-    const absl::StatusOr<core::CudaInventory>& cuda = cuda_;
     const std::string why =
-        cuda.ok() ? "the CUDA driver reports no such device" : std::string(cuda.status().message());
+        cuda_unavailable_.empty() ? "the CUDA driver reports no such device" : cuda_unavailable_;
     return absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(device),
                                                       " is not available: ", why,
                                                       " (devices here: ", known, ")"));

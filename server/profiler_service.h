@@ -11,12 +11,12 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "core/cuda/cuda_devices.h"
 #include "core/device.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "server/device_executor.h"
 #include "server/module_registry.h"
 #include "server/token_auth.h"
+#include "server/worker_process.h"
 
 namespace kprof::server {
 
@@ -34,10 +34,11 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
                   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
                   ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
 
-  // The CUDA devices (each with an executor), or why there are none, looked up once before
-  // serving: GetInfo and jobs on cuda:N answer from it, never by calling into the driver on a
-  // gRPC thread. Whether NVML answers for them is probed here, once.
-  void SetCudaDevices(absl::StatusOr<core::CudaInventory> cuda);
+  // The host's devices and collectors, described by a worker once before serving
+  // (DescribeHost): GetInfo and jobs on cuda:N answer from it, and the daemon never loads
+  // PAPI, the CUDA driver or NVML itself. A part the worker could not describe is reported
+  // with the reason.
+  void SetHost(DescribedHost host);
 
   // From now on, measurements, uploads and batch streams are refused with UNAVAILABLE; open
   // batch streams stop reading and end once what they hold is answered.
@@ -122,9 +123,9 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   const ServiceLimits limits_;
   const std::optional<TokenAuth> auth_;
   std::atomic<bool> draining_{false};
-  absl::StatusOr<core::CudaInventory> cuda_ =
-      absl::FailedPreconditionError("CUDA devices were not looked up");
-  absl::Status nvml_ = absl::FailedPreconditionError("no CUDA devices");
+  std::map<std::string, kprof::v1::DeviceInfo> devices_;              // by "cpu:0", "cuda:1"
+  std::string cuda_line_;                                             // GetInfoResponse.cuda
+  std::string cuda_unavailable_ = "CUDA devices were not looked up";  // or "" when there are
   absl::Mutex uploads_mutex_;
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams
   std::set<BatchReactor*> batches_ ABSL_GUARDED_BY(uploads_mutex_);

@@ -10,6 +10,7 @@
 #include "core/status_macros.h"
 #include "kprof/config.h"
 #include "proto/wire.h"
+#include "server/host_description.h"
 
 #if KPROF_HAS_CUDA
 #include "core/cuda/cuda_module.h"
@@ -241,6 +242,9 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       *response->mutable_profile()->mutable_report() = wire::ToProto(report);
       return absl::OkStatus();
     }
+    case WorkerRequest::kDescribe:
+      *response->mutable_host() = request.describe().cuda() ? DescribeCuda() : DescribeCpu();
+      return absl::OkStatus();
     case WorkerRequest::JOB_NOT_SET:
       break;
   }

@@ -214,7 +214,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     kprof::worker::v1::WorkerResponse response = jobs.Run(request);
-    if (const std::string lost = ContextLost(*device); !lost.empty()) {
+    if (request.has_describe()) {
+      // The daemon's one-off question at start, on a worker it discards afterwards: the
+      // driver threads and NVML a CUDA description leaves behind are no job's leftovers.
+    } else if (const std::string lost = ContextLost(*device); !lost.empty()) {
       // A kernel faulted: every later CUDA call in this process would fail the same way.
       response.Clear();
       response.set_job_id(request.job_id());

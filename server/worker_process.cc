@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/status_macros.h"
 
 extern char** environ;
 
@@ -156,6 +157,40 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
     // An answer to an earlier job (abandoned after a deadline would have killed it, so this
     // cannot happen with one job at a time); skip it.
   }
+}
+
+DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout) {
+  options.device = {core::DeviceType::kCpu, 0};
+  options.max_data_bytes = 0;  // the CUDA driver reserves address space as it initialises
+  DescribedHost described;
+  std::unique_ptr<WorkerProcess> worker;
+  uint64_t job_id = 0;
+  const auto ask = [&](bool cuda) -> absl::Status {
+    if (worker == nullptr || !worker->alive()) {
+      KPROF_ASSIGN_OR_RETURN(worker, WorkerProcess::Spawn(options));
+    }
+    kprof::worker::v1::WorkerRequest request;
+    request.set_job_id(++job_id);
+    request.mutable_describe()->set_cuda(cuda);
+    absl::StatusOr<kprof::worker::v1::WorkerResponse> response = worker->Run(request, timeout);
+    if (absl::IsDeadlineExceeded(response.status())) {
+      return absl::DeadlineExceededError(
+          cuda ? absl::StrCat("the CUDA driver did not answer within ",
+                              absl::FormatDuration(timeout),
+                              " (cuInit hung: a GPU in a bad state?); restart kprofd to look again")
+               : absl::StrCat("the worker did not describe the CPU within ",
+                              absl::FormatDuration(timeout)));
+    }
+    if (!response.ok()) return response.status();
+    if (response->code() != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(response->code()), response->message());
+    }
+    described.host.MergeFrom(response->host());
+    return absl::OkStatus();
+  };
+  described.cpu = ask(false);
+  described.cuda = ask(true);
+  return described;
 }
 
 }  // namespace kprof::server

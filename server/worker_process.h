@@ -66,4 +66,15 @@ class WorkerProcess {
 // "killed by SIGSEGV (Segmentation fault)", "exited with status 3".
 std::string DescribeWaitStatus(int status);
 
+// The host's description (server/host_description.h), asked of a worker started for the
+// purpose and ended after: the CPU part, then the CUDA part, each given up on after `timeout`
+// (the worker is killed; a cuInit can hang on a GPU in a bad state). A part that fails is
+// missing from `host`, and `cpu` or `cuda` says why.
+struct DescribedHost {
+  kprof::worker::v1::HostDescription host;
+  absl::Status cpu;
+  absl::Status cuda;
+};
+DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout);
+
 }  // namespace kprof::server

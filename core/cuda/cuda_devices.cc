@@ -1,11 +1,6 @@
 #include "core/cuda/cuda_devices.h"
 
-#include <memory>
-#include <optional>
-#include <thread>
-
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "core/status_macros.h"
 #include "kprof/config.h"
 
@@ -14,29 +9,6 @@
 #endif
 
 namespace kprof::core {
-
-absl::StatusOr<CudaInventory> CudaDevicesWithin(absl::Duration timeout) {
-  struct Shared {
-    absl::Mutex mutex;
-    std::optional<absl::StatusOr<CudaInventory>> result ABSL_GUARDED_BY(mutex);
-  };
-  auto shared = std::make_shared<Shared>();
-  std::thread([shared] {
-    absl::StatusOr<CudaInventory> found = CudaDevices();
-    absl::MutexLock lock(&shared->mutex);
-    shared->result = std::move(found);
-  }).detach();
-  absl::MutexLock lock(&shared->mutex);
-  const auto done = [&shared]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(shared->mutex) {
-    return shared->result.has_value();
-  };
-  if (!shared->mutex.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the CUDA driver did not answer within ", absl::FormatDuration(timeout),
-                     " (cuInit hung: a GPU in a bad state?); restart kprofd to look again"));
-  }
-  return *shared->result;
-}
 
 std::string CudaVersionText(int version) {
   return absl::StrCat(version / 1000, ".", version % 1000 / 10);

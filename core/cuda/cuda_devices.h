@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 
 namespace kprof::core {
 
@@ -41,11 +40,6 @@ struct CudaInventory {
 // CUDA", "libcuda.so.1 not found (no NVIDIA driver on this host): ...", "cuInit(0):
 // CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
 absl::StatusOr<CudaInventory> CudaDevices();
-
-// CudaDevices, given up on after `timeout`: loading the driver and cuInit can hang (a GPU fallen
-// off the bus), and the daemon must start regardless. FAILED_PRECONDITION saying so then; the
-// lookup goes on in the background.
-absl::StatusOr<CudaInventory> CudaDevicesWithin(absl::Duration timeout);
 
 // The PCI bus id of cuda:`ordinal` ("0000:41:00.0"); FAILED_PRECONDITION without CUDA.
 absl::StatusOr<std::string> CudaPciBusId(int ordinal);

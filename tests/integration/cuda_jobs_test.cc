@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "module_files.h"
+#include "process_info.h"
 #include "status_matchers.h"
 
 namespace kprof {
@@ -137,7 +138,39 @@ TEST_F(CudaJobsTest, InfoDescribesTheGpu) {
   EXPECT_GT(gpu_.l2_bytes(), 0);
   EXPECT_FALSE(gpu_.pci_bus_id().empty());
   EXPECT_FALSE(gpu_.driver_version().empty());
+  // Described by a worker: the daemon itself loads neither the driver nor NVML.
+  EXPECT_THAT(::kprof::testing::MappedFiles(daemon_.pid(), "libcuda"), ::testing::IsEmpty());
+  EXPECT_THAT(::kprof::testing::MappedFiles(daemon_.pid(), "libnvidia-ml"), ::testing::IsEmpty());
 }
+
+#ifdef KPROF_FAKE_CUDA_DIR
+// A CUDA driver that never answers cuInit costs the daemon its GPUs, not its start: the worker
+// describing them is killed at --describe-timeout, and jobs on them say why.
+TEST(CudaDescribeTest, AHungDriverLeavesTheDaemonServingWithoutGpus) {
+  TempDir dir;
+  Daemon daemon;
+  daemon.set_env("LD_LIBRARY_PATH", KPROF_FAKE_CUDA_DIR);
+  daemon.set_env("KPROF_FAKE_CUDA_HANG_INIT", "1");
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--describe-timeout", "1s"}))
+      << "kprofd did not start, status " << daemon.exit_status();
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  auto info = (*client)->Info();
+  ASSERT_THAT(info, IsOk());
+  ASSERT_EQ(info->devices_size(), 1);
+  EXPECT_EQ(info->devices(0).device(), "cpu:0");
+  EXPECT_GE(info->devices(0).collectors_size(), 3);  // rusage, perf, papi: described before
+  const std::string hung = "the CUDA driver did not answer within 1s";
+  EXPECT_THAT(info->cuda(), HasSubstr(hung));
+  v1::TimeEvaluateRequest request;
+  request.set_device("cuda:0");
+  request.mutable_call()->set_module_id("builtin");
+  request.mutable_call()->set_function("nop");
+  EXPECT_THAT((*client)->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr(hung)));
+  EXPECT_THAT(::kprof::testing::ChildProcesses(daemon.pid()), ::testing::IsEmpty());
+}
+#endif
 
 // The same kernel from a cubin, a fatbin and PTX computes c = a + b, checked byte for byte.
 class CudaFormatsTest : public CudaJobsTest, public ::testing::WithParamInterface<const char*> {};

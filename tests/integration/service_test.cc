@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kprof/config.h"
 #include "module_files.h"
+#include "process_info.h"
 #include "proto/wire.h"
 #include "status_matchers.h"
 
@@ -110,6 +111,44 @@ TEST_F(ServiceTest, InfoDescribesTheHost) {
   } else {
     EXPECT_EQ(info->cuda(), "no CUDA devices: " + std::string(cuda.status().message()));
   }
+}
+
+// The host is described by a worker started for it, which is gone by the time calls are
+// served: the daemon itself never loads PAPI (nor libpfm's tables), the CUDA driver or NVML.
+TEST_F(ServiceTest, TheDaemonLoadsNoMeasurementLibraries) {
+  ASSERT_THAT(client_->Info(), IsOk());
+  for (const char* library : {"libpapi", "libpfm", "libcuda", "libnvidia-ml"}) {
+    EXPECT_THAT(::kprof::testing::MappedFiles(daemon_.pid(), library), IsEmpty()) << library;
+  }
+  EXPECT_THAT(::kprof::testing::ChildProcesses(daemon_.pid()), IsEmpty());
+}
+
+// A worker that cannot describe the host leaves the daemon serving, saying what it lacks.
+TEST_F(ServiceTest, AWorkerThatCannotDescribeTheHostIsNamedInInfo) {
+  Daemon broken;
+  ASSERT_TRUE(broken.Start(cache_.path() + "/broken", {"--worker", "/bin/false"}));
+  auto client = client::Client::Connect(broken.target());
+  ASSERT_THAT(client, IsOk());
+  auto info = (*client)->Info();
+  ASSERT_THAT(info, IsOk());
+  ASSERT_EQ(info->devices_size(), 1);
+  const v1::DeviceInfo& cpu = info->devices(0);
+  EXPECT_EQ(cpu.device(), "cpu:0");
+  EXPECT_GE(cpu.cpus(), 1);
+  ASSERT_EQ(cpu.collectors_size(), 2);
+  for (const auto& collector : cpu.collectors()) {
+    EXPECT_FALSE(collector.available()) << collector.name();
+    EXPECT_THAT(collector.reason(), HasSubstr("kprofd could not describe this host: worker "
+                                              "exited with status 1"));
+  }
+  EXPECT_THAT(info->cuda(), HasSubstr("no CUDA devices: worker exited with status 1"));
+}
+
+TEST_F(ServiceTest, ADescribeTimeoutMustBePositive) {
+  Daemon daemon;
+  EXPECT_FALSE(daemon.Start(cache_.path() + "/zero", {"--describe-timeout", "0s"}));
+  EXPECT_TRUE(WIFEXITED(daemon.exit_status()));
+  EXPECT_EQ(WEXITSTATUS(daemon.exit_status()), 1);
 }
 
 #if KPROF_HAS_PAPI

@@ -1,6 +1,7 @@
 // WorkerJobs, in this process: modules stay open between jobs, but only so many.
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -95,6 +96,39 @@ TEST_F(WorkerJobsTest, AJobMayNameMoreModulesThanTheLimit) {
   EXPECT_EQ(response.profile().report().calls_size(), 5);
   ASSERT_EQ(jobs.Run(Vadd(7)).code(), 0);  // then the idle ones close
   EXPECT_LE(jobs.modules_open(), 3u);
+}
+
+// The daemon's question at start: the CPU part lists cpu:0 and its collectors, the CUDA part
+// the GPUs or why there are none. Neither needs a module.
+TEST(WorkerDescribeTest, DescribesTheCpuAndTheGpusInTwoParts) {
+  WorkerJobs jobs(kCpu);
+  WorkerRequest request;
+  request.set_job_id(1);
+  request.mutable_describe();
+  const auto cpu = jobs.Run(request);
+  ASSERT_EQ(cpu.code(), 0) << cpu.message();
+  ASSERT_EQ(cpu.host().devices_size(), 1);
+  const auto& info = cpu.host().devices(0);
+  EXPECT_EQ(info.device(), "cpu:0");
+  EXPECT_EQ(info.type(), "cpu");
+  EXPECT_FALSE(info.cpu_model().empty());
+  EXPECT_GE(info.cpus(), 1);
+  std::vector<std::string> names;
+  for (const auto& c : info.collectors()) names.push_back(c.name());
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"rusage", "perf", "papi"}));
+  EXPECT_TRUE(cpu.host().cuda().empty());
+  EXPECT_TRUE(cpu.host().cuda_unavailable().empty());
+
+  request.set_job_id(2);
+  request.mutable_describe()->set_cuda(true);
+  const auto gpus = jobs.Run(request);
+  ASSERT_EQ(gpus.code(), 0) << gpus.message();
+  // Either GPUs with the driver's line, or none with the reason.
+  EXPECT_NE(gpus.host().devices_size() > 0, !gpus.host().cuda_unavailable().empty());
+  for (const auto& gpu : gpus.host().devices()) {
+    EXPECT_EQ(gpu.type(), "cuda");
+    EXPECT_THAT(gpus.host().cuda(), ::testing::HasSubstr(gpu.device()));
+  }
 }
 
 }  // namespace
