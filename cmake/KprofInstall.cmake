@@ -1,8 +1,9 @@
 # What `cmake --install` puts where, the CMake package downstream projects find with
 # find_package(kprof) (then link kprof::client), and the .debs that `make package` builds. Two
 # components: `runtime` (the programs, the unit, the docs: what a device host needs, about
-# 3 MiB) and `dev` (headers, static libraries and the CMake package, for programs that link the
-# client library); `cmake --install BUILD --component runtime` installs the first alone.
+# 3 MiB), `dev` (headers, static libraries and the CMake package, for programs that link the
+# client library) and `python` (the Python client, where grpc_python_plugin was found);
+# `cmake --install BUILD --component runtime` installs the first alone.
 set_target_properties(kprof_core PROPERTIES EXPORT_NAME core)
 set_target_properties(kprof_proto PROPERTIES EXPORT_NAME proto)
 set_target_properties(kprof_grpc PROPERTIES EXPORT_NAME grpc)
@@ -62,8 +63,20 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # kprofd (runtime) and kprofd-dev (dev), which needs the headers of what its libraries use.
 set(CPACK_DEB_COMPONENT_INSTALL ON)
 set(CPACK_COMPONENTS_ALL runtime dev)
+if(KPROF_HAS_PYTHON)
+  # The Python client (python/), for workstations: python3-kprof.
+  list(APPEND CPACK_COMPONENTS_ALL python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-kprof)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+  set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS "python3, python3-grpcio, python3-protobuf")
+endif()
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME kprofd)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME kprofd-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libgrpc++-dev, libprotobuf-dev, libabsl-dev, libssl-dev, libdlpack-dev, nlohmann-json3-dev")
+if(KPROF_HAS_PAPI)
+  # kprof::core names libpapi.so by path among its link dependencies.
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", libpapi-dev")
+endif()
 include(CPack)

@@ -77,8 +77,9 @@ void Declare(core::CommandLine& cl, Flags& f) {
   cl.AddInt("max-queue", &f.max_queue, "N", "jobs that may wait per device (default 64)");
   cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
   cl.AddDuration("describe-timeout", &f.describe_timeout, "DURATION",
-                 "longest the CPU's or the GPUs' description may take at start; a CUDA driver "
-                 "that does not answer by then leaves the daemon without GPUs (default 20s)");
+                 "longest the host's description (the CPU's, then the GPUs') may take at start; "
+                 "a CUDA driver that does not answer by then leaves the daemon without GPUs "
+                 "(default 20s)");
   cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
              "largest module accepted (default 256 MiB)");
   cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "core/collectors/rusage_collector.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
 #include "core/placement.h"
@@ -166,6 +167,14 @@ void ProfilerService::SetHost(DescribedHost host) {
     cpu.set_name("cpu");
     cpu.set_cpu_model("unknown");
     cpu.set_cpus(static_cast<int32_t>(core::AllowedCpus().size()));
+    kprof::v1::CollectorInfo* rusage = cpu.add_collectors();
+    rusage->set_name("rusage");
+    rusage->set_available(true);
+    for (std::string_view m : {core::kUserTimeMetric, core::kSystemTimeMetric,
+                               core::kMinorFaultsMetric, core::kMajorFaultsMetric,
+                               core::kVoluntarySwitchesMetric, core::kInvoluntarySwitchesMetric}) {
+      rusage->add_metrics(std::string(m));
+    }
     for (const char* name : {"perf", "papi"}) {
       kprof::v1::CollectorInfo* collector = cpu.add_collectors();
       collector->set_name(name);

@@ -7,13 +7,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "core/status_macros.h"
 
 extern char** environ;
 
@@ -127,11 +129,26 @@ std::string WorkerProcess::Reap(absl::Duration grace) {
 
 std::string WorkerProcess::KillAndReap() {
   kill(-pid_, SIGKILL);  // the whole group: whatever the function started goes too
+  // A process inside an uninterruptible kernel call (a GPU driver's, on a GPU fallen off the
+  // bus) dies only when that call returns, if ever: wait a while, then leave it to a thread.
+  const pid_t pid = std::exchange(pid_, -1);
+  const absl::Duration grace = absl::Seconds(5);
+  const absl::Time deadline = absl::Now() + grace;
   int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  while (true) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) return DescribeWaitStatus(status);
+    if (r < 0 && errno != EINTR) return "gone";
+    if (absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(2));
   }
-  pid_ = -1;
-  return DescribeWaitStatus(status);
+  std::thread([pid] {
+    int ignored = 0;
+    while (waitpid(pid, &ignored, 0) < 0 && errno == EINTR) {
+    }
+  }).detach();
+  return absl::StrCat("killed, but still not gone ", absl::FormatDuration(grace),
+                      " later (stuck in the kernel, as in a GPU driver's call)");
 }
 
 absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
@@ -162,28 +179,40 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
 DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout) {
   options.device = {core::DeviceType::kCpu, 0};
   options.max_data_bytes = 0;  // the CUDA driver reserves address space as it initialises
+  options.placement = {};      // the daemon's CPUs, at the daemon's priority
+  const absl::Time deadline = absl::Now() + timeout;
   DescribedHost described;
   std::unique_ptr<WorkerProcess> worker;
   uint64_t job_id = 0;
   const auto ask = [&](bool cuda) -> absl::Status {
+    const char* const part = cuda ? "the GPUs" : "the CPU";
     if (worker == nullptr || !worker->alive()) {
-      KPROF_ASSIGN_OR_RETURN(worker, WorkerProcess::Spawn(options));
+      absl::StatusOr<std::unique_ptr<WorkerProcess>> spawned = WorkerProcess::Spawn(options);
+      if (!spawned.ok()) return spawned.status();
+      worker = *std::move(spawned);
     }
     kprof::worker::v1::WorkerRequest request;
     request.set_job_id(++job_id);
     request.mutable_describe()->set_cuda(cuda);
-    absl::StatusOr<kprof::worker::v1::WorkerResponse> response = worker->Run(request, timeout);
+    absl::StatusOr<kprof::worker::v1::WorkerResponse> response =
+        worker->Run(request, std::max(deadline - absl::Now(), absl::Milliseconds(100)));
     if (absl::IsDeadlineExceeded(response.status())) {
       return absl::DeadlineExceededError(
           cuda ? absl::StrCat("the CUDA driver did not answer within ",
                               absl::FormatDuration(timeout),
-                              " (cuInit hung: a GPU in a bad state?); restart kprofd to look again")
+                              " (--describe-timeout; cuInit or NVML hung: a GPU in a bad state?); "
+                              "restart kprofd to look again")
                : absl::StrCat("the worker did not describe the CPU within ",
-                              absl::FormatDuration(timeout)));
+                              absl::FormatDuration(timeout), " (--describe-timeout)"));
     }
-    if (!response.ok()) return response.status();
+    if (!response.ok()) {
+      return absl::Status(
+          response.status().code(),
+          absl::StrCat("the worker describing ", part, ": ", response.status().message()));
+    }
     if (response->code() != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(response->code()), response->message());
+      return absl::Status(static_cast<absl::StatusCode>(response->code()),
+                          absl::StrCat("the worker describing ", part, ": ", response->message()));
     }
     described.host.MergeFrom(response->host());
     return absl::OkStatus();

@@ -67,9 +67,9 @@ class WorkerProcess {
 std::string DescribeWaitStatus(int status);
 
 // The host's description (server/host_description.h), asked of a worker started for the
-// purpose and ended after: the CPU part, then the CUDA part, each given up on after `timeout`
-// (the worker is killed; a cuInit can hang on a GPU in a bad state). A part that fails is
-// missing from `host`, and `cpu` or `cuda` says why.
+// purpose and ended after: the CPU part, then the CUDA part, both within `timeout` (past it the
+// worker is killed: a cuInit can hang on a GPU in a bad state). A part that fails is missing
+// from `host`, and `cpu` or `cuda` says why.
 struct DescribedHost {
   kprof::worker::v1::HostDescription host;
   absl::Status cpu;

@@ -530,11 +530,12 @@ std::string Output(const std::string& command) {
 
 double MiB(uintmax_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
-// What `cmake --install --strip` puts on a host against the shared libraries its programs load
-// (the Debian packages they depend on, resolved by ldd).
+// What `cmake --install --component runtime --strip` (the kprofd package) puts on a host against
+// the shared libraries its programs load (the Debian packages they depend on, resolved by ldd).
 void InstalledSize() {
   kprof::testing::TempDir prefix;
-  Output("cmake --install " KPROF_BUILD_DIR " --strip --prefix " + prefix.path() + " 2>&1");
+  Output("cmake --install " KPROF_BUILD_DIR " --component runtime --strip --prefix " +
+         prefix.path() + " 2>&1");
   uintmax_t programs = 0, total = 0;
   std::string binaries;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(prefix.path())) {
@@ -556,9 +557,11 @@ void InstalledSize() {
     const std::string path = line.substr(arrow + 3, line.find(" (", arrow) - arrow - 3);
     std::error_code error;
     const std::string real = std::filesystem::canonical(path, error);
-    if (!error && seen.insert(real).second) libraries += std::filesystem::file_size(real, error);
+    if (error || !seen.insert(real).second) continue;
+    const uintmax_t size = std::filesystem::file_size(real, error);
+    if (!error) libraries += size;
   }
-  Add("footprint", "installed files, stripped (programs)",
+  Add("footprint", "installed runtime, stripped (programs)",
       absl::StrFormat("%.1f MiB (%.1f)", MiB(total), MiB(programs)),
       absl::StrFormat("%zu shared libraries %.1f MiB", seen.size(), MiB(libraries)),
       static_cast<double>(total) / static_cast<double>(libraries));
@@ -600,7 +603,9 @@ void Footprint(const std::string& base) {
   // A job starts the CPU's worker, which stays for the next one.
   Must(client->TimeEvaluate(TimeRequest("builtin", "nop", {})), "nop");
   double worker = 0;
-  for (const pid_t child : kprof::testing::ChildProcesses(daemon.pid())) worker += RssMiB(child);
+  for (const pid_t child : kprof::testing::ChildProcesses(daemon.pid())) {
+    if (const double rss = RssMiB(child); !std::isnan(rss)) worker += rss;
+  }
   Add("footprint", "daemon + its CPU worker after a job",
       absl::StrFormat("%.1f MiB", RssMiB(daemon.pid()) + worker),
       absl::StrFormat("daemon idle %.1f MiB", idle), (RssMiB(daemon.pid()) + worker) / idle);
@@ -717,6 +722,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
   if (!only.empty() && only != "footprint") Fail("--only takes 'footprint'");
+  if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
   benchmark::Initialize(&benchmark_argc, argv);
   const std::string started =

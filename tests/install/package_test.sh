@@ -30,4 +30,15 @@ grep -q "Depends:.*libgrpc++-dev" <<<"$dev_info" || fail "no gRPC headers depend
 dpkg-deb -x "$dev" "$scratch/dev"
 [[ -f "$scratch/dev/usr/include/kprof/client/kprof_client.h" ]] || fail "no client header in -dev"
 [[ -f "$scratch/dev/usr/lib/cmake/kprof/kprofConfig.cmake" ]] || fail "no CMake package in -dev"
-echo "packages $(basename "$deb") $(basename "$dev"): 11 passed, 0 failed"
+# The Python client, where the build made it: importable from the unpacked tree.
+checks=11
+if python=$(ls "$scratch"/out/python3-kprof_*_all.deb 2>/dev/null); then
+  py_info=$(dpkg-deb --info "$python")
+  grep -q "Depends:.*python3-grpcio" <<<"$py_info" || fail "no grpcio dependency in: $py_info"
+  dpkg-deb -x "$python" "$scratch/python"
+  imported=$(PYTHONPATH="$scratch/python/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+    'import kprof, kprof.v1.kprof_pb2 as pb; print(kprof.connect.__name__, pb.GetInfoRequest.__name__)')
+  [[ "$imported" == "connect GetInfoRequest" ]] || fail "python3-kprof imports as: $imported"
+  checks=13
+fi
+echo "packages: $(cd "$scratch/out" && ls *.deb | tr '\n' ' ')$checks passed, 0 failed"

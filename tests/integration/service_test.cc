@@ -135,20 +135,30 @@ TEST_F(ServiceTest, AWorkerThatCannotDescribeTheHostIsNamedInInfo) {
   const v1::DeviceInfo& cpu = info->devices(0);
   EXPECT_EQ(cpu.device(), "cpu:0");
   EXPECT_GE(cpu.cpus(), 1);
-  ASSERT_EQ(cpu.collectors_size(), 2);
-  for (const auto& collector : cpu.collectors()) {
+  // rusage needs nothing from the host; perf and PAPI say why they are unknown.
+  ASSERT_EQ(cpu.collectors_size(), 3);
+  EXPECT_EQ(cpu.collectors(0).name(), "rusage");
+  EXPECT_TRUE(cpu.collectors(0).available());
+  EXPECT_EQ(cpu.collectors(0).metrics_size(), 6);
+  for (int i = 1; i < 3; ++i) {
+    const auto& collector = cpu.collectors(i);
     EXPECT_FALSE(collector.available()) << collector.name();
-    EXPECT_THAT(collector.reason(), HasSubstr("kprofd could not describe this host: worker "
-                                              "exited with status 1"));
+    EXPECT_THAT(collector.reason(),
+                HasSubstr("kprofd could not describe this host: the worker describing the CPU: "
+                          "worker exited with status 1"));
   }
-  EXPECT_THAT(info->cuda(), HasSubstr("no CUDA devices: worker exited with status 1"));
+  EXPECT_THAT(info->cuda(), HasSubstr("no CUDA devices: the worker describing the GPUs: worker "
+                                      "exited with status 1"));
 }
 
 TEST_F(ServiceTest, ADescribeTimeoutMustBePositive) {
   Daemon daemon;
+  const std::string log = cache_.path() + "/stderr";
+  daemon.set_stderr(log);
   EXPECT_FALSE(daemon.Start(cache_.path() + "/zero", {"--describe-timeout", "0s"}));
   EXPECT_TRUE(WIFEXITED(daemon.exit_status()));
   EXPECT_EQ(WEXITSTATUS(daemon.exit_status()), 1);
+  EXPECT_THAT(ReadFileBytes(log), HasSubstr("--describe-timeout wants a positive duration"));
 }
 
 #if KPROF_HAS_PAPI
