@@ -47,9 +47,7 @@ void AddCollectors(core::Device device, bool nvml, DeviceInfo* info) {
   CollectorInfo* rusage = info->add_collectors();
   rusage->set_name("rusage");
   rusage->set_available(true);
-  for (std::string_view m : {core::kUserTimeMetric, core::kSystemTimeMetric,
-                             core::kMinorFaultsMetric, core::kMajorFaultsMetric,
-                             core::kVoluntarySwitchesMetric, core::kInvoluntarySwitchesMetric}) {
+  for (std::string_view m : core::kRusageMetrics) {
     rusage->add_metrics(std::string(m));
   }
   CollectorInfo* perf = info->add_collectors();

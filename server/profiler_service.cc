@@ -170,9 +170,7 @@ void ProfilerService::SetHost(DescribedHost host) {
     kprof::v1::CollectorInfo* rusage = cpu.add_collectors();
     rusage->set_name("rusage");
     rusage->set_available(true);
-    for (std::string_view m : {core::kUserTimeMetric, core::kSystemTimeMetric,
-                               core::kMinorFaultsMetric, core::kMajorFaultsMetric,
-                               core::kVoluntarySwitchesMetric, core::kInvoluntarySwitchesMetric}) {
+    for (std::string_view m : core::kRusageMetrics) {
       rusage->add_metrics(std::string(m));
     }
     for (const char* name : {"perf", "papi"}) {

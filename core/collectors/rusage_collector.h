@@ -4,6 +4,9 @@
 // host thread that runs (or launches) the function.
 #pragma once
 
+#include <array>
+#include <string_view>
+
 #include "core/collectors/metric_collector.h"
 
 namespace kprof::core {
@@ -15,6 +18,9 @@ inline constexpr std::string_view kMinorFaultsMetric = "Minor Page Faults";
 inline constexpr std::string_view kMajorFaultsMetric = "Major Page Faults";
 inline constexpr std::string_view kVoluntarySwitchesMetric = "Voluntary Context Switches";
 inline constexpr std::string_view kInvoluntarySwitchesMetric = "Involuntary Context Switches";
+inline constexpr std::array<std::string_view, 6> kRusageMetrics = {
+    kUserTimeMetric,    kSystemTimeMetric,        kMinorFaultsMetric,
+    kMajorFaultsMetric, kVoluntarySwitchesMetric, kInvoluntarySwitchesMetric};
 
 class RusageCollector final : public MetricCollector {
  public:
