@@ -86,6 +86,41 @@ def _launch(call, launch):
     call.launch.shared_bytes = launch.get("shared_bytes", 0)
 
 
+def _time_request(module_id, function, args, device, number, repeat, launch, options):
+    request = kprof_pb2.TimeEvaluateRequest(device=device, number=number, repeat=repeat)
+    if options:
+        try:
+            json_format.ParseDict(options, request)
+        except json_format.ParseError as error:
+            raise ValueError(f"TimeEvaluate options: {error}") from None
+    request.call.module_id = module_id
+    request.call.function = function
+    request.call.args.extend(args)
+    _launch(request.call, launch)
+    return request
+
+
+def _batch_job(job, module_id):
+    """A BatchJob from a job dict (a `kprof batch` line), its module resolved by `module_id`."""
+    job = dict(job)
+    job_id = str(job.pop("id", ""))
+    module, function = job.pop("module"), job.pop("function")
+    args, launch = job.pop("args", ()), job.pop("launch", None)
+    device = job.pop("device", "cpu:0")
+    number, repeat = job.pop("number", 1), job.pop("repeat", 1)
+    request = _time_request(module_id(module), function, args, device, number, repeat, launch,
+                            job)
+    return kprof_pb2.BatchJob(id=job_id, time_evaluate=request)
+
+
+def _batch_result(update):
+    """The BatchResult of a DONE or FAILED update."""
+    if update.state == kprof_pb2.BatchUpdate.DONE:
+        return BatchResult(update.id, True, BenchmarkResult(update.time_evaluate))
+    return BatchResult(update.id, False, code=_CODES.get(update.code, grpc.StatusCode.UNKNOWN),
+                       message=update.message)
+
+
 class Client:
     """A client of the kprofd at `target` ("host:port"). TLS when `tls_ca` (PEM bytes or a
     path) is given; a bearer token on every call when `token` is."""
@@ -168,17 +203,8 @@ class Client:
             return _call(method, request, timeout=timeout, metadata=self._metadata)
 
     def _time_request(self, module, function, args, device, number, repeat, launch, options):
-        request = kprof_pb2.TimeEvaluateRequest(device=device, number=number, repeat=repeat)
-        if options:
-            try:
-                json_format.ParseDict(options, request)
-            except json_format.ParseError as error:
-                raise ValueError(f"TimeEvaluate options: {error}") from None
-        request.call.module_id = self._module_id(module)
-        request.call.function = function
-        request.call.args.extend(args)
-        _launch(request.call, launch)
-        return request
+        return _time_request(self._module_id(module), function, args, device, number, repeat,
+                             launch, options)
 
     def time_evaluate(self, module, function, args=(), device="cpu:0", number=1, repeat=1,
                       launch=None, timeout=None, **options):
@@ -229,17 +255,7 @@ class Client:
         job as each finishes. A job is a dict like a `kprof batch` line: "id", "module",
         "function", "args", "launch", and TimeEvaluateRequest fields by name. `progress`, when
         given, is called with each update's BatchProgress."""
-        requests = []
-        for job in jobs:
-            job = dict(job)
-            job_id = str(job.pop("id"))
-            module, function = job.pop("module"), job.pop("function")
-            args, launch = job.pop("args", ()), job.pop("launch", None)
-            device = job.pop("device", "cpu:0")
-            number, repeat = job.pop("number", 1), job.pop("repeat", 1)
-            request = self._time_request(module, function, args, device, number, repeat, launch,
-                                         job)
-            requests.append(kprof_pb2.BatchJob(id=job_id, time_evaluate=request))
+        requests = [_batch_job(job, self._module_id) for job in jobs]
 
         def messages():
             for i in range(0, len(requests), 64):
@@ -250,12 +266,8 @@ class Client:
             for update in stream:
                 if progress is not None:
                     progress(update.progress)
-                if update.state == kprof_pb2.BatchUpdate.DONE:
-                    yield BatchResult(update.id, True, BenchmarkResult(update.time_evaluate))
-                elif update.state == kprof_pb2.BatchUpdate.FAILED:
-                    yield BatchResult(update.id, False,
-                                      code=_CODES.get(update.code, grpc.StatusCode.UNKNOWN),
-                                      message=update.message)
+                if update.state in (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED):
+                    yield _batch_result(update)
         except grpc.RpcError as error:
             raise KprofError(error.code(), error.details()) from None
 
@@ -264,5 +276,10 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 def connect(target="127.0.0.1:9177", token=None, **kwargs):
-    """A Client of the daemon at `target`; the token may also come from $KPROF_TOKEN."""
-    return Client(target, token=token or os.environ.get("KPROF_TOKEN"), **kwargs)
+    """A Client of the daemon at `target`; the token may also come from $KPROF_TOKEN. A target
+    naming several daemons ("h1:9177,h2:9177", "ipv4:...", "dns:///name:9177") gives a Farm."""
+    token = token or os.environ.get("KPROF_TOKEN")
+    if "," in target or target.startswith(("dns:", "ipv4:", "ipv6:")):
+        from kprof.farm import Farm  # imported here: farm imports this module
+        return Farm(target, token=token, **kwargs)
+    return Client(target, token=token, **kwargs)

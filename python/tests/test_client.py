@@ -4,6 +4,7 @@
 import json
 import math
 import os
+import socket
 import subprocess
 import tempfile
 import time
@@ -18,21 +19,39 @@ KPROF = os.environ["KPROF_TEST_KPROF"]
 MODULES = os.environ["KPROF_TEST_MODULE_DIR"]
 
 
+def start_daemon(scratch):
+    """A kprofd on 127.0.0.1:0 with its files under `scratch`: (process, "127.0.0.1:port")."""
+    os.makedirs(scratch, exist_ok=True)
+    port_file = os.path.join(scratch, "port")
+    process = subprocess.Popen(
+        [KPROFD, "--listen", "127.0.0.1:0", "--port-file", port_file, "--cache-dir",
+         os.path.join(scratch, "cache")], stderr=subprocess.DEVNULL)
+    for _ in range(1000):
+        if os.path.exists(port_file) and open(port_file).read().strip():
+            break
+        assert process.poll() is None, "kprofd exited"
+        time.sleep(0.01)
+    return process, "127.0.0.1:" + open(port_file).read().strip()
+
+
 @pytest.fixture(scope="module")
 def daemon():
     with tempfile.TemporaryDirectory() as scratch:
-        port_file = os.path.join(scratch, "port")
-        process = subprocess.Popen(
-            [KPROFD, "--listen", "127.0.0.1:0", "--port-file", port_file, "--cache-dir",
-             os.path.join(scratch, "cache")], stderr=subprocess.DEVNULL)
-        for _ in range(1000):
-            if os.path.exists(port_file) and open(port_file).read().strip():
-                break
-            assert process.poll() is None, "kprofd exited"
-            time.sleep(0.01)
-        yield "127.0.0.1:" + open(port_file).read().strip()
+        process, target = start_daemon(scratch)
+        yield target
         process.terminate()
         assert process.wait(timeout=20) == 0
+
+
+@pytest.fixture()
+def three_daemons():
+    with tempfile.TemporaryDirectory() as scratch:
+        started = [start_daemon(os.path.join(scratch, str(i))) for i in range(3)]
+        yield started
+        for process, _ in started:
+            if process.poll() is None:
+                process.terminate()
+                process.wait(timeout=20)
 
 
 @pytest.fixture()
@@ -105,6 +124,79 @@ def test_a_batch_answers_every_job_once(client):
     assert all(seen[f"j{i}"].ok and len(seen[f"j{i}"].result.results) == 2 for i in range(60))
     assert not seen["bad"].ok and seen["bad"].code.name == "NOT_FOUND"
     assert progress[-1].done == 60 and progress[-1].failed == 1
+
+
+def test_targets_name_daemons_or_say_what_is_wrong():
+    assert kprof.resolve_target("h1:9177,h2:9178") == ["h1:9177", "h2:9178"]
+    assert kprof.resolve_target("ipv4:127.0.0.1:1,127.0.0.2:2") == ["127.0.0.1:1", "127.0.0.2:2"]
+    assert kprof.resolve_target("ipv6:[::1]:9177") == ["[::1]:9177"]
+    assert "127.0.0.1:9177" in kprof.resolve_target("dns:///localhost:9177")
+    assert "127.0.0.1:9177" in kprof.resolve_target("dns://8.8.8.8/localhost:9177")
+    for bad, says in [("h1", "is not HOST:PORT"), ("h1:9177,h2:x", "'h2:x' is not HOST:PORT"),
+                      ("dns://x", "is not dns:///HOST:PORT"),
+                      ("ipv4:not-an-address:1", "does not appear to be an IPv4 or IPv6"),
+                      ("dns:///no-such-host.invalid:1", "cannot resolve 'no-such-host.invalid'")]:
+        with pytest.raises(ValueError, match=says):
+            kprof.resolve_target(bad)
+
+
+def jobs_completed(target):
+    with kprof.connect(target) as c:
+        return sum(d.jobs_completed for d in c.info().devices)
+
+
+def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons):
+    targets = [target for _, target in three_daemons]
+    path = os.path.join(MODULES, "vector_add.so")
+    jobs = [{"id": f"v{i}", "module": path, "function": "vadd",
+             "args": ["float32[256]:zeros", "float32[256]:ones", "float32[256]:ones"]}
+            for i in range(150)]
+    jobs += [{"id": "gpu", "module": "builtin", "function": "nop", "device": "cuda:0"},
+             {"id": "v0", "module": "builtin", "function": "nop"}]
+    farm = kprof.connect(",".join(targets))
+    assert isinstance(farm, kprof.Farm)
+    progress = []
+    with farm:
+        results = list(farm.batch(jobs, progress=progress.append))
+        single = farm.time_evaluate("builtin", "spin_us", args=["float64:10"], repeat=2)
+    assert len(single.results) == 2
+    by_id = {}
+    for r in results:
+        assert r.id not in by_id or r.id == "v0", r.id
+        by_id.setdefault(r.id, []).append(r)
+    assert all(by_id[f"v{i}"][0].ok for i in range(1, 150))
+    # The duplicate id is refused, the first v0 runs.
+    assert sorted(r.ok for r in by_id["v0"]) == [False, True]
+    assert [r.code.name for r in by_id["v0"] if not r.ok] == ["INVALID_ARGUMENT"]
+    assert by_id["gpu"][0].code.name == "UNAVAILABLE"
+    assert "no live daemon has cuda:0" in by_id["gpu"][0].message
+    assert progress[-1].done == 150 and progress[-1].failed == 2
+    assert all(jobs_completed(t) > 0 for t in targets), "every daemon ran jobs"
+
+
+def test_a_daemon_killed_mid_batch_loses_no_job(three_daemons):
+    targets = [target for _, target in three_daemons]
+    jobs = [{"id": f"s{i}", "module": "builtin", "function": "spin_us",
+             "args": ["float64:2000"]} for i in range(300)]
+    seen = []
+    with kprof.Farm(",".join(targets)) as farm:
+        for r in farm.batch(jobs):
+            seen.append(r)
+            if len(seen) == 40:
+                three_daemons[1][0].kill()
+    assert three_daemons[1][0].wait(timeout=20) != 0
+    assert sorted(r.id for r in seen) == sorted(j["id"] for j in jobs)
+    assert all(r.ok for r in seen), [r for r in seen if not r.ok][:3]
+
+
+def test_a_farm_with_no_daemon_answering_says_so():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"127.0.0.1:{s.getsockname()[1]}"
+    with kprof.Farm(closed + "," + closed, timeout=5) as farm:
+        with pytest.raises(kprof.KprofError, match="no daemon answered") as error:
+            list(farm.batch([{"id": "a", "module": "builtin", "function": "nop"}]))
+    assert error.value.code.name == "UNAVAILABLE"
 
 
 def kprof_report(report_json, *args):

@@ -1,0 +1,309 @@
+"""Many kprofd daemons as one, for an autotuner's batches (the C++ client's kprof::client::Farm).
+
+    farm = kprof.connect("gpu1:9177,gpu2:9177")        # or "dns:///kprofd.lab:9177"
+    for r in farm.batch(jobs):                          # each job answered once
+        print(r.id, r.result.median if r.ok else r.message)
+
+Each job goes only to a daemon that has its device, at most `window` at a time per daemon, on
+one MeasureBatch stream per daemon. A module given as a path or bytes is uploaded to a daemon
+the first time one of its jobs goes there. A daemon lost mid-batch (its stream fails, or it
+shuts down) has its unfinished jobs sent to the others; no job is lost or answered twice.
+"""
+
+import hashlib
+import ipaddress
+import os
+import queue
+import socket
+import threading
+from collections import deque
+
+import grpc
+
+from kprof.client import (_MODULE_ID, BatchResult, Client, KprofError, _batch_job,
+                          _batch_result)
+from kprof.v1 import kprof_pb2
+
+
+def _split_host_port(address):
+    host, sep, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"'{address}' is not HOST:PORT (e.g. kprofd.lab:9177, [::1]:9177)")
+    return host, port
+
+
+def resolve_target(target):
+    """The daemons a target names, as "host:port" strings: "h1:9177,h2:9177" (or with an
+    "ipv4:"/"ipv6:" prefix) as listed; "dns:///name:9177" as every address the name has."""
+    rest = target
+    if rest.startswith("dns:"):
+        rest = rest[4:]
+        if rest.startswith("//"):  # dns://[authority]/host:port
+            slash = rest.find("/", 2)
+            if slash < 0:
+                raise ValueError(f"'{target}' is not dns:///HOST:PORT")
+            rest = rest[slash + 1:]
+        host, port = _split_host_port(rest)
+        try:
+            found = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+        except socket.gaierror as error:
+            raise ValueError(f"cannot resolve '{host}': {error.strerror}") from None
+        addresses = []
+        for family, _, _, _, sockaddr in found:
+            one = f"[{sockaddr[0]}]:{port}" if family == socket.AF_INET6 else \
+                f"{sockaddr[0]}:{port}"
+            if one not in addresses:
+                addresses.append(one)
+        return addresses
+    for scheme in ("ipv4:", "ipv6:"):
+        if rest.startswith(scheme):
+            rest = rest[len(scheme):]
+    addresses = [part.strip() for part in rest.split(",")]
+    for address in addresses:
+        host, _ = _split_host_port(address)
+        if target.startswith(("ipv4:", "ipv6:")):
+            ipaddress.ip_address(host)  # ValueError for a name where an address is due
+    return addresses
+
+
+class _Daemon:
+    """One daemon during a batch: its stream, the jobs it holds and the thread reading it."""
+
+    def __init__(self, address, client, devices):
+        self.address = address
+        self.client = client
+        self.devices = devices
+        self.uploaded = set()  # module ids it has been given in this farm
+        self.holding = set()   # indices of jobs sent, not yet answered
+        self.alive = True
+        self.closing = False
+        self.requests = None
+        self.stream = None
+        self.reader = None
+
+    def open(self, index, events):
+        self.requests = queue.Queue()
+
+        def messages():
+            while True:
+                message = self.requests.get()
+                if message is None:
+                    return
+                yield message
+
+        self.stream = self.client._stub.MeasureBatch(messages(), metadata=self.client._metadata)
+
+        def read():
+            try:
+                for update in self.stream:
+                    events.put((index, update, None))
+                events.put((index, None, None))
+            except grpc.RpcError as error:
+                events.put((index, None, error))
+
+        self.reader = threading.Thread(target=read, name=f"kprof-farm-{index}", daemon=True)
+        self.reader.start()
+
+    def send(self, job):
+        self.requests.put(kprof_pb2.BatchRequest(jobs=[job]))
+
+    def close(self):
+        if self.requests is not None:
+            self.requests.put(None)  # half-close: the daemon answers what it holds, then ends
+
+
+class Farm:
+    """The daemons `target` names (see resolve_target), each with a Client made with `token`
+    and the other keyword arguments of Client."""
+
+    def __init__(self, target, token=None, window=4, **kwargs):
+        self.addresses = resolve_target(target)
+        self._clients = [Client(a, token=token, **kwargs) for a in self.addresses]
+        self._window = max(1, int(window))
+        self._modules = {}  # id -> (bytes, name): uploaded to a daemon when a job needs them
+
+    def close(self):
+        for client in self._clients:
+            client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def info(self):
+        """Each daemon's GetInfo, by address; a KprofError in place of one that did not
+        answer."""
+        answers = {}
+        for address, client in zip(self.addresses, self._clients):
+            try:
+                answers[address] = client.info()
+            except KprofError as error:
+                answers[address] = error
+        return answers
+
+    def load_module(self, module, name=None):
+        """Keeps a module (a path, or its bytes) to upload where its jobs go; returns its id."""
+        if isinstance(module, (bytes, bytearray)):
+            data, name = bytes(module), name or "module"
+        else:
+            with open(module, "rb") as f:
+                data = f.read()
+            name = name or os.path.basename(module)
+        module_id = hashlib.sha256(data).hexdigest()
+        self._modules[module_id] = (data, name)
+        return module_id
+
+    def _module_id(self, module):
+        if isinstance(module, str) and (module == "builtin" or _MODULE_ID.match(module)):
+            return module
+        return self.load_module(module)
+
+    def time_evaluate(self, module, function, args=(), device="cpu:0", **options):
+        """One TimeEvaluate on whichever daemon has `device`; a BenchmarkResult, or KprofError."""
+        job = dict(options, id="time_evaluate", module=module, function=function, args=args,
+                   device=device)
+        for result in self.batch([job]):
+            if not result.ok:
+                raise KprofError(result.code, result.message)
+            return result.result
+        raise KprofError(grpc.StatusCode.INTERNAL, "the batch gave no answer")
+
+    def batch(self, jobs, progress=None):
+        """Runs TimeEvaluate jobs (dicts, as for Client.batch) over the daemons and yields a
+        BatchResult per job as each finishes. `progress`, when given, is called after each
+        with a BatchProgress of the whole farm (queued, done, failed). KprofError UNAVAILABLE
+        when no daemon answers GetInfo."""
+        daemons, unreachable = [], []
+        for address, client in zip(self.addresses, self._clients):
+            try:
+                info = client.info()
+            except KprofError as error:
+                unreachable.append(f"{address}: {error.message}")
+                continue
+            daemons.append(_Daemon(address, client, {d.device for d in info.devices}))
+        if not daemons:
+            raise KprofError(grpc.StatusCode.UNAVAILABLE,
+                             "no daemon answered: " + "; ".join(unreachable))
+
+        prepared, ready, seen = [], deque(), set()
+        finished, counts = set(), {"done": 0, "failed": 0}
+        for job in jobs:
+            job_id = str(job.get("id", ""))
+            if not job_id or len(job_id.encode()) > 256 or job_id in seen:
+                ready.append(BatchResult(job_id, False, code=grpc.StatusCode.INVALID_ARGUMENT,
+                                         message=f"job id '{job_id[:300]}' is empty, over 256 "
+                                                 "bytes, or used twice (ids must be unique)"))
+                counts["failed"] += 1
+                continue
+            seen.add(job_id)
+            prepared.append(_batch_job(job, self._module_id))
+        index_of = {job.id: j for j, job in enumerate(prepared)}
+
+        def deliver(result):
+            if result.id in finished:
+                return
+            finished.add(result.id)
+            counts["done" if result.ok else "failed"] += 1
+            ready.append(result)
+
+        def lose(daemon, why):
+            if not daemon.alive:
+                return
+            daemon.alive = False
+            if daemon.stream is not None:
+                daemon.stream.cancel()
+            daemon.close()
+            for j in daemon.holding:
+                if prepared[j].id not in finished:
+                    pending.appendleft(j)
+            daemon.holding.clear()
+            unreachable.append(f"{daemon.address}: {why}")
+
+        def place(j):
+            """Sends job j to the least loaded live daemon with its device; False when every
+            such daemon is full."""
+            job = prepared[j]
+            device = job.time_evaluate.device or "cpu:0"
+            able = [d for d in daemons if d.alive and device in d.devices]
+            if not able:
+                have = sorted({x for d in daemons if d.alive for x in d.devices})
+                deliver(BatchResult(job.id, False, code=grpc.StatusCode.UNAVAILABLE,
+                                    message=f"no live daemon has {device} (they have: "
+                                            f"{', '.join(have)}; lost: "
+                                            f"{'; '.join(unreachable) or 'none'})"))
+                return True
+            room = [d for d in able if len(d.holding) < self._window]
+            if not room:
+                return False
+            daemon = min(room, key=lambda d: len(d.holding))
+            module_id = job.time_evaluate.call.module_id
+            if module_id in self._modules and module_id not in daemon.uploaded:
+                data, name = self._modules[module_id]
+                try:
+                    daemon.client.load_module(data, name=name)
+                except KprofError as error:
+                    if error.code == grpc.StatusCode.UNAVAILABLE:
+                        pending.appendleft(j)
+                        lose(daemon, error.message)
+                    else:
+                        deliver(BatchResult(job.id, False, code=error.code,
+                                            message=error.message))
+                    return True
+                daemon.uploaded.add(module_id)
+            if daemon.stream is None:
+                daemon.open(daemons.index(daemon), events)
+            daemon.holding.add(j)
+            daemon.send(job)
+            return True
+
+        events = queue.Queue()
+        pending = deque(range(len(prepared)))
+        try:
+            while True:
+                unplaced = deque()
+                while pending:
+                    j = pending.popleft()
+                    if prepared[j].id not in finished and not place(j):
+                        unplaced.append(j)
+                pending = unplaced
+                while ready:
+                    result = ready.popleft()
+                    if progress is not None:
+                        progress(kprof_pb2.BatchProgress(
+                            queued=len(prepared) - len(finished), done=counts["done"],
+                            failed=counts["failed"]))
+                    yield result
+                if len(finished) >= len(prepared):
+                    return
+                index, update, error = events.get()
+                daemon = daemons[index]
+                if update is None:
+                    if daemon.alive and not daemon.closing:
+                        lose(daemon, error.details() if error is not None else
+                             "its stream ended")
+                    continue
+                if update.state not in (kprof_pb2.BatchUpdate.DONE,
+                                        kprof_pb2.BatchUpdate.FAILED):
+                    continue
+                j = index_of.get(update.id)
+                daemon.holding.discard(j)
+                # A daemon shutting down refuses what it has not started: another one runs it.
+                if update.state == kprof_pb2.BatchUpdate.FAILED and \
+                        update.code == grpc.StatusCode.UNAVAILABLE.value[0] and j is not None:
+                    pending.append(j)
+                    continue
+                deliver(_batch_result(update))
+        finally:
+            for daemon in daemons:
+                daemon.closing = True
+                if daemon.stream is not None and (not daemon.alive or len(finished) <
+                                                  len(prepared)):
+                    daemon.stream.cancel()  # abandoned early: nothing more is wanted
+                daemon.close()
+            for daemon in daemons:
+                if daemon.reader is not None:
+                    daemon.reader.join(timeout=10)
