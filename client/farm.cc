@@ -133,6 +133,7 @@ struct Daemon {
   std::set<size_t> holding;  // jobs sent, not yet finished
   bool alive = false;
   bool closing = false;
+  bool draining = false;  // it refused a job as shutting down: no new ones
 };
 
 // What reader threads hand to the dispatching thread.
@@ -247,7 +248,9 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       bool any = false;
       size_t best = daemons.size();
       for (size_t i = 0; i < daemons.size(); ++i) {
-        if (!daemons[i].alive || daemons[i].devices.count(device) == 0) continue;
+        if (!daemons[i].alive || daemons[i].draining || daemons[i].devices.count(device) == 0) {
+          continue;
+        }
         any = true;
         if (daemons[i].holding.size() < window &&
             (best == daemons.size() || daemons[i].holding.size() < daemons[best].holding.size())) {
@@ -318,11 +321,16 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
         continue;
       }
       if (j < jobs.size()) d.holding.erase(j);
-      // A daemon shutting down refuses what it has not started: another one runs it.
-      if (u.state() == BatchUpdate::FAILED &&
-          u.code() == static_cast<int32_t>(absl::StatusCode::kUnavailable) && j < jobs.size()) {
-        pending.push_back(j);
-        continue;
+      if (u.state() == BatchUpdate::FAILED) {
+        // From a daemon already given up on: the job was sent elsewhere.
+        if (j == jobs.size()) continue;
+        // A daemon shutting down refuses what it has not started: another one runs it, and
+        // this one gets no more.
+        if (u.code() == static_cast<int32_t>(absl::StatusCode::kUnavailable)) {
+          d.draining = true;
+          pending.push_back(j);
+          continue;
+        }
       }
       deliver(u);
     }

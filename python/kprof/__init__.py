@@ -10,14 +10,14 @@
     print(report.as_table())
     for r in daemon.batch([{"id": "k1", "module": "k1.so", "function": "gemm", "args": [...]}]):
         print(r.id, r.ok, r.result.mean if r.ok else r.message)
-    farm = kprof.connect("gpu1:9177,gpu2:9177")   # or "dns:///kprofd.lab:9177": a Farm
+    farm = kprof.farm("gpu1:9177,gpu2:9177")      # or "dns:///kprofd.lab:9177"
     for r in farm.batch(jobs):                     # spread over the daemons, each job once
         ...
 """
 
 from kprof.client import BatchResult, BenchmarkResult, Client, KprofError, connect
-from kprof.farm import Farm, resolve_target
+from kprof.farm import Farm, farm, resolve_target
 from kprof.report import Count, Duration, Percent, Ratio, Report
 
 __all__ = ["BatchResult", "BenchmarkResult", "Client", "Count", "Duration", "Farm",
-           "KprofError", "Percent", "Ratio", "Report", "connect", "resolve_target"]
+           "KprofError", "Percent", "Ratio", "Report", "connect", "farm", "resolve_target"]

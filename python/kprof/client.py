@@ -103,7 +103,9 @@ def _time_request(module_id, function, args, device, number, repeat, launch, opt
 def _batch_job(job, module_id):
     """A BatchJob from a job dict (a `kprof batch` line), its module resolved by `module_id`."""
     job = dict(job)
-    job_id = str(job.pop("id", ""))
+    if not str(job.get("id", "")):
+        raise ValueError(f"a batch job without an 'id': {job!r}")
+    job_id = str(job.pop("id"))
     module, function = job.pop("module"), job.pop("function")
     args, launch = job.pop("args", ()), job.pop("launch", None)
     device = job.pop("device", "cpu:0")
@@ -276,10 +278,5 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 def connect(target="127.0.0.1:9177", token=None, **kwargs):
-    """A Client of the daemon at `target`; the token may also come from $KPROF_TOKEN. A target
-    naming several daemons ("h1:9177,h2:9177", "ipv4:...", "dns:///name:9177") gives a Farm."""
-    token = token or os.environ.get("KPROF_TOKEN")
-    if "," in target or target.startswith(("dns:", "ipv4:", "ipv6:")):
-        from kprof.farm import Farm  # imported here: farm imports this module
-        return Farm(target, token=token, **kwargs)
-    return Client(target, token=token, **kwargs)
+    """A Client of the daemon at `target`; the token may also come from $KPROF_TOKEN."""
+    return Client(target, token=token or os.environ.get("KPROF_TOKEN"), **kwargs)

@@ -1,6 +1,6 @@
 """Many kprofd daemons as one, for an autotuner's batches (the C++ client's kprof::client::Farm).
 
-    farm = kprof.connect("gpu1:9177,gpu2:9177")        # or "dns:///kprofd.lab:9177"
+    farm = kprof.farm("gpu1:9177,gpu2:9177")           # or "dns:///kprofd.lab:9177"
     for r in farm.batch(jobs):                          # each job answered once
         print(r.id, r.result.median if r.ok else r.message)
 
@@ -10,6 +10,7 @@ the first time one of its jobs goes there. A daemon lost mid-batch (its stream f
 shuts down) has its unfinished jobs sent to the others; no job is lost or answered twice.
 """
 
+import contextlib
 import hashlib
 import ipaddress
 import os
@@ -50,6 +51,8 @@ def resolve_target(target):
             found = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
         except socket.gaierror as error:
             raise ValueError(f"cannot resolve '{host}': {error.strerror}") from None
+        if not found:
+            raise ValueError(f"'{host}' has no address")
         addresses = []
         for family, _, _, _, sockaddr in found:
             one = f"[{sockaddr[0]}]:{port}" if family == socket.AF_INET6 else \
@@ -63,9 +66,23 @@ def resolve_target(target):
     addresses = [part.strip() for part in rest.split(",")]
     for address in addresses:
         host, _ = _split_host_port(address)
-        if target.startswith(("ipv4:", "ipv6:")):
-            ipaddress.ip_address(host)  # ValueError for a name where an address is due
+        for scheme, kind in (("ipv4:", ipaddress.IPv4Address), ("ipv6:", ipaddress.IPv6Address)):
+            if target.startswith(scheme):
+                try:
+                    kind(host)
+                except ValueError:
+                    raise ValueError(f"'{address}' in '{target}' is not an {scheme[:4]} "
+                                     "address and port") from None
     return addresses
+
+
+def _device_spec(device):
+    """"cpu:0" for "cpu", as the daemons name devices ("cuda" is "cuda:0")."""
+    kind, _, index = (device or "cpu:0").partition(":")
+    try:
+        return f"{kind}:{int(index) if index else 0}"
+    except ValueError:
+        return device  # not a device name: the daemon says so
 
 
 class _Daemon:
@@ -75,10 +92,11 @@ class _Daemon:
         self.address = address
         self.client = client
         self.devices = devices
-        self.uploaded = set()  # module ids it has been given in this farm
+        self.uploaded = set()  # module ids it holds (asked, or uploaded, in this batch)
+        self.refused = {}      # module id -> the KprofError of its refused upload
         self.holding = set()   # indices of jobs sent, not yet answered
         self.alive = True
-        self.closing = False
+        self.draining = False  # it refused a job as shutting down: no new ones
         self.requests = None
         self.stream = None
         self.reader = None
@@ -96,12 +114,16 @@ class _Daemon:
         self.stream = self.client._stub.MeasureBatch(messages(), metadata=self.client._metadata)
 
         def read():
+            error = None
             try:
                 for update in self.stream:
                     events.put((index, update, None))
-                events.put((index, None, None))
-            except grpc.RpcError as error:
-                events.put((index, None, error))
+            except grpc.RpcError as failed:
+                error = failed.details() or failed.code().name
+            except Exception as failed:  # pylint: disable=broad-except
+                error = repr(failed)
+            finally:  # always an end, or the batch would wait for it forever
+                events.put((index, None, error or "its stream ended"))
 
         self.reader = threading.Thread(target=read, name=f"kprof-farm-{index}", daemon=True)
         self.reader.start()
@@ -163,13 +185,16 @@ class Farm:
         return self.load_module(module)
 
     def time_evaluate(self, module, function, args=(), device="cpu:0", **options):
-        """One TimeEvaluate on whichever daemon has `device`; a BenchmarkResult, or KprofError."""
+        """One TimeEvaluate on whichever daemon has `device`; a BenchmarkResult, or KprofError.
+        Options are TimeEvaluateRequest's fields by name; each daemon's --job-timeout bounds
+        the job."""
         job = dict(options, id="time_evaluate", module=module, function=function, args=args,
                    device=device)
-        for result in self.batch([job]):
-            if not result.ok:
-                raise KprofError(result.code, result.message)
-            return result.result
+        with contextlib.closing(self.batch([job])) as results:
+            for result in results:
+                if not result.ok:
+                    raise KprofError(result.code, result.message)
+                return result.result
         raise KprofError(grpc.StatusCode.INTERNAL, "the batch gave no answer")
 
     def batch(self, jobs, progress=None):
@@ -189,26 +214,34 @@ class Farm:
             raise KprofError(grpc.StatusCode.UNAVAILABLE,
                              "no daemon answered: " + "; ".join(unreachable))
 
-        prepared, ready, seen = [], deque(), set()
-        finished, counts = set(), {"done": 0, "failed": 0}
+        prepared, ready, seen, paths = [], deque(), set(), {}
+
+        def module_id(module):  # a path is read and hashed once per batch
+            if isinstance(module, str) and module in paths:
+                return paths[module]
+            found = self._module_id(module)
+            if isinstance(module, str):
+                paths[module] = found
+            return found
+
+        total = 0
         for job in jobs:
+            total += 1
             job_id = str(job.get("id", ""))
             if not job_id or len(job_id.encode()) > 256 or job_id in seen:
                 ready.append(BatchResult(job_id, False, code=grpc.StatusCode.INVALID_ARGUMENT,
                                          message=f"job id '{job_id[:300]}' is empty, over 256 "
                                                  "bytes, or used twice (ids must be unique)"))
-                counts["failed"] += 1
                 continue
             seen.add(job_id)
-            prepared.append(_batch_job(job, self._module_id))
+            prepared.append(_batch_job(job, module_id))
+        finished, counts = set(), {"done": 0, "failed": 0}  # counts: as yielded
         index_of = {job.id: j for j, job in enumerate(prepared)}
 
         def deliver(result):
-            if result.id in finished:
-                return
-            finished.add(result.id)
-            counts["done" if result.ok else "failed"] += 1
-            ready.append(result)
+            if result.id not in finished:
+                finished.add(result.id)
+                ready.append(result)
 
         def lose(daemon, why):
             if not daemon.alive:
@@ -227,8 +260,8 @@ class Farm:
             """Sends job j to the least loaded live daemon with its device; False when every
             such daemon is full."""
             job = prepared[j]
-            device = job.time_evaluate.device or "cpu:0"
-            able = [d for d in daemons if d.alive and device in d.devices]
+            device = _device_spec(job.time_evaluate.device)
+            able = [d for d in daemons if d.alive and not d.draining and device in d.devices]
             if not able:
                 have = sorted({x for d in daemons if d.alive for x in d.devices})
                 deliver(BatchResult(job.id, False, code=grpc.StatusCode.UNAVAILABLE,
@@ -240,20 +273,25 @@ class Farm:
             if not room:
                 return False
             daemon = min(room, key=lambda d: len(d.holding))
-            module_id = job.time_evaluate.call.module_id
-            if module_id in self._modules and module_id not in daemon.uploaded:
-                data, name = self._modules[module_id]
+            module = job.time_evaluate.call.module_id
+            if module in self._modules and module not in daemon.uploaded:
+                data, name = self._modules[module]
+                refused = daemon.refused.get(module)
                 try:
+                    if refused is not None:
+                        raise refused
                     daemon.client.load_module(data, name=name)
                 except KprofError as error:
-                    if error.code == grpc.StatusCode.UNAVAILABLE:
+                    if error.code in (grpc.StatusCode.UNAVAILABLE,
+                                      grpc.StatusCode.DEADLINE_EXCEEDED):
                         pending.appendleft(j)
                         lose(daemon, error.message)
-                    else:
+                    else:  # the module itself is refused: so are its other jobs here
+                        daemon.refused[module] = error
                         deliver(BatchResult(job.id, False, code=error.code,
                                             message=error.message))
                     return True
-                daemon.uploaded.add(module_id)
+                daemon.uploaded.add(module)
             if daemon.stream is None:
                 daemon.open(daemons.index(daemon), events)
             daemon.holding.add(j)
@@ -272,34 +310,37 @@ class Farm:
                 pending = unplaced
                 while ready:
                     result = ready.popleft()
+                    counts["done" if result.ok else "failed"] += 1
                     if progress is not None:
                         progress(kprof_pb2.BatchProgress(
-                            queued=len(prepared) - len(finished), done=counts["done"],
-                            failed=counts["failed"]))
+                            queued=total - counts["done"] - counts["failed"],
+                            done=counts["done"], failed=counts["failed"]))
                     yield result
                 if len(finished) >= len(prepared):
                     return
                 index, update, error = events.get()
                 daemon = daemons[index]
                 if update is None:
-                    if daemon.alive and not daemon.closing:
-                        lose(daemon, error.details() if error is not None else
-                             "its stream ended")
+                    lose(daemon, error)
                     continue
                 if update.state not in (kprof_pb2.BatchUpdate.DONE,
                                         kprof_pb2.BatchUpdate.FAILED):
                     continue
                 j = index_of.get(update.id)
+                held = j in daemon.holding
                 daemon.holding.discard(j)
-                # A daemon shutting down refuses what it has not started: another one runs it.
-                if update.state == kprof_pb2.BatchUpdate.FAILED and \
-                        update.code == grpc.StatusCode.UNAVAILABLE.value[0] and j is not None:
-                    pending.append(j)
-                    continue
+                if update.state == kprof_pb2.BatchUpdate.FAILED:
+                    if not held:
+                        continue  # from a daemon already given up on: the job went elsewhere
+                    # A daemon shutting down refuses what it has not started: another one
+                    # runs it, and this one gets no more.
+                    if update.code == grpc.StatusCode.UNAVAILABLE.value[0]:
+                        daemon.draining = True
+                        pending.append(j)
+                        continue
                 deliver(_batch_result(update))
         finally:
             for daemon in daemons:
-                daemon.closing = True
                 if daemon.stream is not None and (not daemon.alive or len(finished) <
                                                   len(prepared)):
                     daemon.stream.cancel()  # abandoned early: nothing more is wanted
@@ -307,3 +348,8 @@ class Farm:
             for daemon in daemons:
                 if daemon.reader is not None:
                     daemon.reader.join(timeout=10)
+
+
+def farm(target, token=None, **kwargs):
+    """A Farm of the daemons `target` names; the token may also come from $KPROF_TOKEN."""
+    return Farm(target, token=token or os.environ.get("KPROF_TOKEN"), **kwargs)

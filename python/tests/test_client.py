@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -126,7 +127,7 @@ def test_a_batch_answers_every_job_once(client):
     assert progress[-1].done == 60 and progress[-1].failed == 1
 
 
-def test_targets_name_daemons_or_say_what_is_wrong():
+def test_targets_name_daemons_or_say_what_is_wrong(monkeypatch):
     assert kprof.resolve_target("h1:9177,h2:9178") == ["h1:9177", "h2:9178"]
     assert kprof.resolve_target("ipv4:127.0.0.1:1,127.0.0.2:2") == ["127.0.0.1:1", "127.0.0.2:2"]
     assert kprof.resolve_target("ipv6:[::1]:9177") == ["[::1]:9177"]
@@ -134,10 +135,16 @@ def test_targets_name_daemons_or_say_what_is_wrong():
     assert "127.0.0.1:9177" in kprof.resolve_target("dns://8.8.8.8/localhost:9177")
     for bad, says in [("h1", "is not HOST:PORT"), ("h1:9177,h2:x", "'h2:x' is not HOST:PORT"),
                       ("dns://x", "is not dns:///HOST:PORT"),
-                      ("ipv4:not-an-address:1", "does not appear to be an IPv4 or IPv6"),
-                      ("dns:///no-such-host.invalid:1", "cannot resolve 'no-such-host.invalid'")]:
+                      ("ipv4:not-an-address:1", "'not-an-address:1' in .* is not an ipv4"),
+                      ("ipv4:[::1]:1", "is not an ipv4"), ("ipv6:127.0.0.1:1", "is not an ipv6")]:
         with pytest.raises(ValueError, match=says):
             kprof.resolve_target(bad)
+
+    def unknown(*_args, **_kwargs):  # the resolver's answer for a name it does not know
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    monkeypatch.setattr(socket, "getaddrinfo", unknown)
+    with pytest.raises(ValueError, match="cannot resolve 'nowhere': Name or service not known"):
+        kprof.resolve_target("dns:///nowhere:9177")
 
 
 def jobs_completed(target):
@@ -151,9 +158,10 @@ def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons)
     jobs = [{"id": f"v{i}", "module": path, "function": "vadd",
              "args": ["float32[256]:zeros", "float32[256]:ones", "float32[256]:ones"]}
             for i in range(150)]
-    jobs += [{"id": "gpu", "module": "builtin", "function": "nop", "device": "cuda:0"},
-             {"id": "v0", "module": "builtin", "function": "nop"}]
-    farm = kprof.connect(",".join(targets))
+    jobs += [{"id": "gpu", "module": "builtin", "function": "nop", "device": "cuda:63"},
+             {"id": "v0", "module": "builtin", "function": "nop"},
+             {"id": "alias", "module": "builtin", "function": "nop", "device": "cpu"}]
+    farm = kprof.farm(",".join(targets))
     assert isinstance(farm, kprof.Farm)
     progress = []
     with farm:
@@ -165,28 +173,62 @@ def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons)
         assert r.id not in by_id or r.id == "v0", r.id
         by_id.setdefault(r.id, []).append(r)
     assert all(by_id[f"v{i}"][0].ok for i in range(1, 150))
+    assert by_id["alias"][0].ok, by_id["alias"][0]
     # The duplicate id is refused, the first v0 runs.
     assert sorted(r.ok for r in by_id["v0"]) == [False, True]
     assert [r.code.name for r in by_id["v0"] if not r.ok] == ["INVALID_ARGUMENT"]
     assert by_id["gpu"][0].code.name == "UNAVAILABLE"
-    assert "no live daemon has cuda:0" in by_id["gpu"][0].message
-    assert progress[-1].done == 150 and progress[-1].failed == 2
+    assert "no live daemon has cuda:63" in by_id["gpu"][0].message
+    assert progress[-1].done == 151 and progress[-1].failed == 2
+    assert progress[-1].queued == 0
     assert all(jobs_completed(t) > 0 for t in targets), "every daemon ran jobs"
 
 
-def test_a_daemon_killed_mid_batch_loses_no_job(three_daemons):
-    targets = [target for _, target in three_daemons]
+def run_within(seconds, work):
+    """work() in a thread, failing the test if it takes longer than `seconds` (a batch that
+    waits forever must fail, not hang the suite)."""
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = work()
+        except Exception as error:  # pylint: disable=broad-except
+            outcome["error"] = error
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def farm_batch_stopping_one(daemons, stop, after):
+    """A batch of 300 short spins over `daemons`, calling `stop` once `after` results are in."""
     jobs = [{"id": f"s{i}", "module": "builtin", "function": "spin_us",
              "args": ["float64:2000"]} for i in range(300)]
-    seen = []
-    with kprof.Farm(",".join(targets)) as farm:
-        for r in farm.batch(jobs):
-            seen.append(r)
-            if len(seen) == 40:
-                three_daemons[1][0].kill()
-    assert three_daemons[1][0].wait(timeout=20) != 0
+
+    def work():
+        seen = []
+        with kprof.Farm(",".join(target for _, target in daemons)) as farm:
+            for r in farm.batch(jobs):
+                seen.append(r)
+                if len(seen) == after:
+                    stop()
+        return seen
+    seen = run_within(120, work)
     assert sorted(r.id for r in seen) == sorted(j["id"] for j in jobs)
     assert all(r.ok for r in seen), [r for r in seen if not r.ok][:3]
+
+
+def test_a_daemon_killed_mid_batch_loses_no_job(three_daemons):
+    farm_batch_stopping_one(three_daemons, three_daemons[1][0].kill, after=40)
+    assert three_daemons[1][0].wait(timeout=20) != 0
+
+
+def test_a_daemon_shutting_down_mid_batch_hands_its_jobs_on(three_daemons):
+    farm_batch_stopping_one(three_daemons, three_daemons[2][0].terminate, after=40)
+    assert three_daemons[2][0].wait(timeout=20) == 0
 
 
 def test_a_farm_with_no_daemon_answering_says_so():
