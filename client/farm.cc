@@ -126,8 +126,9 @@ namespace {
 struct Daemon {
   std::string address;
   Client* client = nullptr;
-  std::set<std::string> devices;   // "cpu:0", "cuda:1"
-  std::set<std::string> uploaded;  // module ids it holds
+  std::set<std::string> devices;                // "cpu:0", "cuda:1"
+  std::set<std::string> uploaded;               // module ids it holds
+  std::map<std::string, absl::Status> refused;  // module ids whose upload it refused, and why
   std::unique_ptr<Client::BatchStream> batch;
   std::thread reader;
   std::set<size_t> holding;  // jobs sent, not yet finished
@@ -275,14 +276,19 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       // The job's module, where this farm has its bytes and the daemon has not had them yet.
       const std::string& module = CallOf(job).module_id();
       if (const auto m = modules_.find(module); m != modules_.end() && !d.uploaded.count(module)) {
-        absl::StatusOr<kprof::v1::ModuleInfo> loaded =
-            d.client->LoadModule(m->second.bytes, m->second.name, m->second.format);
+        // A module the daemon refused is not sent again for each of its jobs.
+        const auto refused = d.refused.find(module);
+        const absl::Status loaded =
+            refused != d.refused.end()
+                ? refused->second
+                : d.client->LoadModule(m->second.bytes, m->second.name, m->second.format).status();
         if (!loaded.ok()) {
-          if (absl::IsUnavailable(loaded.status())) {
+          if (absl::IsUnavailable(loaded) || absl::IsDeadlineExceeded(loaded)) {
             pending.push_front(j);
-            lose(best, std::string(loaded.status().message()));
+            lose(best, std::string(loaded.message()));
           } else {
-            deliver(Failed(job.id(), loaded.status()));  // the module itself is refused
+            d.refused.emplace(module, loaded);
+            deliver(Failed(job.id(), loaded));  // the module itself is refused
           }
           continue;
         }

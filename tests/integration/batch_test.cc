@@ -317,6 +317,83 @@ TEST(FarmTest, ADaemonLostMidBatchLosesNoJob) {
   for (const auto& [id, count] : finals) EXPECT_EQ(count, 1) << id;
 }
 
+// A daemon told to stop mid-batch answers what it runs and refuses the rest: those go to the
+// others, and it gets nothing new. Every job is answered once, and OK.
+TEST(FarmTest, ADaemonStoppingMidBatchHandsItsJobsOn) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Daemon>> daemons;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 3; ++i) {
+    daemons.push_back(std::make_unique<Daemon>());
+    ASSERT_TRUE(daemons.back()->Start(dir.path() + "/cache" + std::to_string(i)));
+    addresses.push_back(daemons.back()->target());
+  }
+  auto farm = client::Farm::Connect(absl::StrJoin(addresses, ","));
+  ASSERT_THAT(farm, IsOk());
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 300; ++i) {
+    v1::BatchJob job;
+    job.set_id("t" + std::to_string(i));
+    job.mutable_time_evaluate()->mutable_call()->set_module_id("builtin");
+    job.mutable_time_evaluate()->mutable_call()->set_function("spin_us");
+    job.mutable_time_evaluate()->mutable_call()->add_args("float64:2000");
+    jobs.push_back(job);
+  }
+  std::map<std::string, int> finals;
+  ASSERT_THAT((*farm)->MeasureBatch(jobs,
+                                    [&](const v1::BatchUpdate& u) {
+                                      if (u.state() != v1::BatchUpdate::DONE &&
+                                          u.state() != v1::BatchUpdate::FAILED) {
+                                        return;
+                                      }
+                                      EXPECT_EQ(u.state(), v1::BatchUpdate::DONE)
+                                          << u.id() << ": " << u.message();
+                                      if (finals.size() == 40) kill(daemons[2]->pid(), SIGTERM);
+                                      ++finals[u.id()];
+                                    }),
+              IsOk());
+  ASSERT_EQ(finals.size(), 300u);
+  for (const auto& [id, count] : finals) EXPECT_EQ(count, 1) << id;
+  EXPECT_EQ(daemons[2]->Stop(), 0);
+}
+
+// A module a daemon refuses fails each of its jobs with the daemon's reason; the others run.
+TEST(FarmTest, ARefusedModuleFailsEachOfItsJobsWithTheReason) {
+  TempDir dir;
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
+  auto farm = client::Farm::Connect(daemon.target());
+  ASSERT_THAT(farm, IsOk());
+  const std::string junk = (*farm)->AddModule("not an ELF file at all", "junk.so", "auto");
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 6; ++i) {
+    v1::BatchJob job;
+    job.set_id("r" + std::to_string(i));
+    job.mutable_time_evaluate()->mutable_call()->set_module_id(i < 4 ? junk : "builtin");
+    job.mutable_time_evaluate()->mutable_call()->set_function("nop");
+    jobs.push_back(job);
+  }
+  std::map<std::string, v1::BatchUpdate> finals;
+  ASSERT_THAT((*farm)->MeasureBatch(jobs,
+                                    [&](const v1::BatchUpdate& u) {
+                                      if (u.state() == v1::BatchUpdate::DONE ||
+                                          u.state() == v1::BatchUpdate::FAILED) {
+                                        finals[u.id()] = u;
+                                      }
+                                    }),
+              IsOk());
+  ASSERT_EQ(finals.size(), 6u);
+  for (int i = 0; i < 4; ++i) {
+    const v1::BatchUpdate& u = finals.at("r" + std::to_string(i));
+    EXPECT_EQ(u.state(), v1::BatchUpdate::FAILED);
+    EXPECT_EQ(u.code(), static_cast<int>(absl::StatusCode::kInvalidArgument)) << u.message();
+    EXPECT_EQ(u.message(), finals.at("r0").message());
+    EXPECT_FALSE(u.message().empty());
+  }
+  EXPECT_EQ(finals.at("r4").state(), v1::BatchUpdate::DONE) << finals.at("r4").message();
+  EXPECT_EQ(finals.at("r5").state(), v1::BatchUpdate::DONE) << finals.at("r5").message();
+}
+
 // A daemon draining (finishing its last job before it stops) takes nothing new: the farm's jobs
 // all run on the other.
 TEST(FarmTest, ADrainingDaemonGetsNoNewJobs) {
