@@ -61,16 +61,33 @@ class ProfilerService::BatchReactor final
     Kick();
   }
 
+  // Keeps the reactor from being deleted until Unpin; false when it is already being deleted.
+  // Called under the service's lock, so that a reactor in its set is still there.
+  bool Pin() {
+    absl::MutexLock lock(&mutex_);
+    if (Unused()) return false;  // its last user is on the way to Delete
+    ++pins_;
+    return true;
+  }
+
+  void Unpin() {
+    bool last = false;
+    {
+      absl::MutexLock lock(&mutex_);
+      --pins_;
+      last = Unused();
+    }
+    if (last) Delete();
+  }
+
   // The daemon is shutting down: no more reading; the stream ends UNAVAILABLE once what it
-  // holds is answered.
-  // Called under the service's lock, so it must not delete the reactor (which takes that lock
-  // to unregister): a reactor whose last use this was is left for the process's exit.
+  // holds is answered. On a pinned reactor.
   void Drain() {
     {
       absl::MutexLock lock(&mutex_);
       draining_ = true;
     }
-    Kick(/*may_delete=*/false);
+    Kick();
   }
 
   void OnReadDone(bool ok) override {
@@ -141,7 +158,7 @@ class ProfilerService::BatchReactor final
   };
 
   bool Unused() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return done_ && in_executor_.empty() && !kicking_;
+    return done_ && in_executor_.empty() && !kicking_ && pins_ == 0;
   }
 
   void Delete() {
@@ -275,7 +292,7 @@ class ProfilerService::BatchReactor final
   }
 
   // Lets one thread at a time turn the state into gRPC operations.
-  void Kick(bool may_delete = true) {
+  void Kick() {
     {
       absl::MutexLock lock(&mutex_);
       if (kicking_ || done_) {
@@ -326,7 +343,7 @@ class ProfilerService::BatchReactor final
         }
         if (!read && write == nullptr && !finish && cancel.empty() && !again_) {
           kicking_ = false;
-          if (Unused() && may_delete) break;
+          if (Unused()) break;
           return;
         }
       }
@@ -449,6 +466,7 @@ class ProfilerService::BatchReactor final
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
   bool kicking_ ABSL_GUARDED_BY(mutex_) = false;
   bool again_ ABSL_GUARDED_BY(mutex_) = false;
+  int pins_ ABSL_GUARDED_BY(mutex_) = 0;  // StartDraining's hold on it
 };
 
 grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate>* ProfilerService::MeasureBatch(
@@ -478,10 +496,19 @@ void ProfilerService::Unregister(BatchReactor* reactor) {
 }
 
 void ProfilerService::StartDraining() {
-  absl::MutexLock lock(&uploads_mutex_);
-  draining_ = true;
-  // A reactor leaves the set (under this lock) before it is deleted, and Drain never deletes.
-  for (BatchReactor* batch : batches_) batch->Drain();
+  // Each open stream is pinned under the lock (a reactor leaves the set, under it, before it is
+  // deleted), then drained without it: draining may end the stream, and the one who sees it
+  // end deletes it, which takes the lock to unregister it.
+  std::vector<BatchReactor*> open;
+  {
+    absl::MutexLock lock(&uploads_mutex_);
+    draining_ = true;
+    for (BatchReactor* batch : batches_) {
+      if (batch->Pin()) open.push_back(batch);
+    }
+  }
+  for (BatchReactor* batch : open) batch->Drain();
+  for (BatchReactor* batch : open) batch->Unpin();
 }
 
 }  // namespace kprof::server
