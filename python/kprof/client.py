@@ -86,6 +86,17 @@ def _launch(call, launch):
     call.launch.shared_bytes = launch.get("shared_bytes", 0)
 
 
+def _module_bytes(module, name=None):
+    """A module's bytes, name and id (the SHA-256 of its bytes), from a path or the bytes."""
+    if isinstance(module, (bytes, bytearray)):
+        data, name = bytes(module), name or "module"
+    else:
+        with open(module, "rb") as f:
+            data = f.read()
+        name = name or os.path.basename(module)
+    return data, name, hashlib.sha256(data).hexdigest()
+
+
 def _time_request(module_id, function, args, device, number, repeat, launch, options):
     request = kprof_pb2.TimeEvaluateRequest(device=device, number=number, repeat=repeat)
     if options:
@@ -162,13 +173,7 @@ class Client:
 
     def load_module(self, module, name=None, format="auto"):
         """Uploads a module (a path, or its bytes) unless the daemon holds it; returns its id."""
-        if isinstance(module, (bytes, bytearray)):
-            data, name = bytes(module), name or "module"
-        else:
-            with open(module, "rb") as f:
-                data = f.read()
-            name = name or os.path.basename(module)
-        module_id = hashlib.sha256(data).hexdigest()
+        data, name, module_id = _module_bytes(module, name)
         held = _call(self._stub.HasModule, kprof_pb2.HasModuleRequest(id=module_id),
                      timeout=self._timeout, metadata=self._metadata)
         if not held.present:

@@ -11,7 +11,6 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 """
 
 import contextlib
-import hashlib
 import ipaddress
 import os
 import queue
@@ -22,7 +21,7 @@ from collections import deque
 import grpc
 
 from kprof.client import (_MODULE_ID, BatchResult, Client, KprofError, _batch_job,
-                          _batch_result)
+                          _batch_result, _module_bytes)
 from kprof.v1 import kprof_pb2
 
 
@@ -169,13 +168,7 @@ class Farm:
 
     def load_module(self, module, name=None):
         """Keeps a module (a path, or its bytes) to upload where its jobs go; returns its id."""
-        if isinstance(module, (bytes, bytearray)):
-            data, name = bytes(module), name or "module"
-        else:
-            with open(module, "rb") as f:
-                data = f.read()
-            name = name or os.path.basename(module)
-        module_id = hashlib.sha256(data).hexdigest()
+        data, name, module_id = _module_bytes(module, name)
         self._modules[module_id] = (data, name)
         return module_id
 

@@ -39,6 +39,18 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
 
+// A TimeEvaluate job of a builtin function with one argument.
+v1::BatchJob BuiltinJob(const std::string& id, const std::string& function,
+                        const std::string& arg) {
+  v1::BatchJob job;
+  job.set_id(id);
+  v1::TimeEvaluateRequest* r = job.mutable_time_evaluate();
+  r->mutable_call()->set_module_id("builtin");
+  r->mutable_call()->set_function(function);
+  r->mutable_call()->add_args(arg);
+  return job;
+}
+
 class BatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,13 +61,8 @@ class BatchTest : public ::testing::Test {
   }
 
   static v1::BatchJob Spin(const std::string& id, const std::string& function = "spin_us") {
-    v1::BatchJob job;
-    job.set_id(id);
-    v1::TimeEvaluateRequest* r = job.mutable_time_evaluate();
-    r->mutable_call()->set_module_id("builtin");
-    r->mutable_call()->set_function(function);
-    r->mutable_call()->add_args("float64:5");
-    r->set_repeat(2);
+    v1::BatchJob job = BuiltinJob(id, function, "float64:5");
+    job.mutable_time_evaluate()->set_repeat(2);
     return job;
   }
 
@@ -332,12 +339,7 @@ TEST(FarmTest, ADaemonStoppingMidBatchHandsItsJobsOn) {
   ASSERT_THAT(farm, IsOk());
   std::vector<v1::BatchJob> jobs;
   for (int i = 0; i < 300; ++i) {
-    v1::BatchJob job;
-    job.set_id("t" + std::to_string(i));
-    job.mutable_time_evaluate()->mutable_call()->set_module_id("builtin");
-    job.mutable_time_evaluate()->mutable_call()->set_function("spin_us");
-    job.mutable_time_evaluate()->mutable_call()->add_args("float64:2000");
-    jobs.push_back(job);
+    jobs.push_back(BuiltinJob("t" + std::to_string(i), "spin_us", "float64:2000"));
   }
   std::map<std::string, int> finals;
   ASSERT_THAT((*farm)->MeasureBatch(jobs,
@@ -416,12 +418,7 @@ TEST(FarmTest, ADrainingDaemonGetsNoNewJobs) {
   ASSERT_THAT(farm, IsOk());
   std::vector<v1::BatchJob> jobs;
   for (int i = 0; i < 20; ++i) {
-    v1::BatchJob job;
-    job.set_id("d" + std::to_string(i));
-    job.mutable_time_evaluate()->mutable_call()->set_module_id("builtin");
-    job.mutable_time_evaluate()->mutable_call()->set_function("spin_us");
-    job.mutable_time_evaluate()->mutable_call()->add_args("float64:100");
-    jobs.push_back(job);
+    jobs.push_back(BuiltinJob("d" + std::to_string(i), "spin_us", "float64:100"));
   }
   int done = 0;
   ASSERT_THAT((*farm)->MeasureBatch(jobs,
