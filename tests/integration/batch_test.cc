@@ -273,17 +273,25 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   EXPECT_EQ(malformed, 2);
 }
 
+// `n` daemons with caches under `dir`; fewer when one did not start.
+std::vector<std::unique_ptr<Daemon>> StartDaemons(int n, const std::string& dir) {
+  std::vector<std::unique_ptr<Daemon>> daemons;
+  for (int i = 0; i < n; ++i) {
+    auto daemon = std::make_unique<Daemon>();
+    if (!daemon->Start(dir + "/cache" + std::to_string(i))) break;
+    daemons.push_back(std::move(daemon));
+  }
+  return daemons;
+}
+
 // Three daemons, a thousand jobs, one daemon killed mid-batch: every job answered exactly once,
 // the lost daemon's unfinished jobs run by the others, its module uploaded to them as needed.
 TEST(FarmTest, ADaemonLostMidBatchLosesNoJob) {
   TempDir dir;
-  std::vector<std::unique_ptr<Daemon>> daemons;
+  std::vector<std::unique_ptr<Daemon>> daemons = StartDaemons(3, dir.path());
+  ASSERT_EQ(daemons.size(), 3u);
   std::vector<std::string> addresses;
-  for (int i = 0; i < 3; ++i) {
-    daemons.push_back(std::make_unique<Daemon>());
-    ASSERT_TRUE(daemons.back()->Start(dir.path() + "/cache" + std::to_string(i)));
-    addresses.push_back(daemons.back()->target());
-  }
+  for (const auto& d : daemons) addresses.push_back(d->target());
   auto farm = client::Farm::Connect("ipv4:" + absl::StrJoin(addresses, ","));
   ASSERT_THAT(farm, IsOk());
   ASSERT_EQ((*farm)->daemons().size(), 3u);
@@ -328,13 +336,10 @@ TEST(FarmTest, ADaemonLostMidBatchLosesNoJob) {
 // others, and it gets nothing new. Every job is answered once, and OK.
 TEST(FarmTest, ADaemonStoppingMidBatchHandsItsJobsOn) {
   TempDir dir;
-  std::vector<std::unique_ptr<Daemon>> daemons;
+  std::vector<std::unique_ptr<Daemon>> daemons = StartDaemons(3, dir.path());
+  ASSERT_EQ(daemons.size(), 3u);
   std::vector<std::string> addresses;
-  for (int i = 0; i < 3; ++i) {
-    daemons.push_back(std::make_unique<Daemon>());
-    ASSERT_TRUE(daemons.back()->Start(dir.path() + "/cache" + std::to_string(i)));
-    addresses.push_back(daemons.back()->target());
-  }
+  for (const auto& d : daemons) addresses.push_back(d->target());
   auto farm = client::Farm::Connect(absl::StrJoin(addresses, ","));
   ASSERT_THAT(farm, IsOk());
   std::vector<v1::BatchJob> jobs;
