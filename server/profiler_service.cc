@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
