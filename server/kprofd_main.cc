@@ -1,8 +1,14 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
+#include <netdb.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
@@ -28,6 +34,7 @@
 #include "core/loopback.h"
 #include "core/read_file.h"
 #include "core/status_macros.h"
+#include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -54,6 +61,7 @@ struct Flags {
   uint64_t max_cache_bytes = uint64_t{4} << 30;
   uint64_t max_argument_bytes = uint64_t{4} << 30;
   uint64_t max_modules = 10000;
+  uint64_t worker_open_modules = 64;
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
   std::string pin_cpus, worker_priority;
   bool insecure_allow_unauthenticated = false;
@@ -88,6 +96,9 @@ void Declare(core::CommandLine& cl, Flags& f) {
              "arguments of one job together (default 4 GiB)");
   cl.AddUint("max-modules", &f.max_modules, "N",
              "modules held at once before the least recently used are evicted (default 10000)");
+  cl.AddUint("worker-open-modules", &f.worker_open_modules, "N",
+             "modules a worker keeps loaded between jobs, closing the least recently used "
+             "beyond them (default 64)");
   cl.AddUint("worker-memory-limit", &f.worker_memory_limit, "BYTES",
              "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
   cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
@@ -230,6 +241,41 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags
   return grpc::SslServerCredentials(options);
 }
 
+// Why `listen` ("HOST:PORT") cannot be bound, found by binding it here: "port in use" when
+// another process serves it, else the system's reason; empty when it could be bound after all.
+std::string WhyCannotListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return "no port (accepted: HOST:PORT, e.g. 127.0.0.1:9177)";
+  std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int error = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
+                                    &found);
+      error != 0) {
+    return absl::StrCat("cannot resolve '", host, "': ", gai_strerror(error));
+  }
+  std::string why;
+  for (const addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
+    const int probe = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (probe < 0) continue;
+    const int on = 1;  // as gRPC binds: a port left in TIME_WAIT is not "in use"
+    setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(probe, a->ai_addr, a->ai_addrlen) != 0) {
+      why = errno == EADDRINUSE ? "port in use: another kprofd, or another program, serves it"
+                                : std::strerror(errno);
+    }
+    close(probe);
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
 absl::Status CheckLimits(const Flags& flags) {
   if (flags.max_queue < 1 || flags.max_queue > 1'000'000) {
     return absl::InvalidArgumentError("--max-queue wants 1 to 1000000");
@@ -239,6 +285,11 @@ absl::Status CheckLimits(const Flags& flags) {
   }
   if (flags.describe_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--describe-timeout wants a positive duration");
+  }
+  if (flags.worker_open_modules < 1 || flags.worker_open_modules > 100'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--worker-open-modules ",
+                                                   flags.worker_open_modules,
+                                                   " is out of range (accepted: 1 to 100000)"));
   }
   return absl::OkStatus();
 }
@@ -321,6 +372,7 @@ absl::Status Serve(const Flags& flags) {
   if (char resolved[PATH_MAX]; realpath(registry_options.cache_dir.c_str(), resolved) != nullptr) {
     worker.unwritable.emplace_back(resolved);
   }
+  worker.max_open_modules = flags.worker_open_modules;
   worker.max_data_bytes =
       flags.worker_memory_limit > 0
           ? flags.worker_memory_limit
@@ -359,12 +411,17 @@ absl::Status Serve(const Flags& flags) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
+  // gRPC binds with SO_REUSEPORT by default, and a second daemon on a port then shares its
+  // clients with the first at random; one daemon per port.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(flags.listen, credentials, &port);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen));
+    const std::string why = WhyCannotListen(flags.listen);
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", flags.listen, why.empty() ? "" : ": ", why));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("", true);

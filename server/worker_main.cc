@@ -141,6 +141,7 @@ int main(int argc, char** argv) {
   std::string device_text;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;
+  uint64_t max_open_modules = kprof::server::kMaxOpenModules;
   pid_t parent = 0;
   kprof::server::SandboxPaths sandbox;
   kprof::core::Placement placement;
@@ -157,6 +158,9 @@ int main(int argc, char** argv) {
       parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
     } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
       max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--open-modules") == 0 && i + 1 < argc) {
+      max_open_modules = std::strtoull(argv[++i], nullptr, 10);
+      if (max_open_modules == 0) return Usage("--open-modules wants a positive count");
     } else if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
       absl::StatusOr<std::vector<int>> cpus = kprof::core::ParseCpuList(argv[++i]);
       if (!cpus.ok()) return Usage(std::string(cpus.status().message()).c_str());
@@ -204,7 +208,7 @@ int main(int argc, char** argv) {
   const int baseline_threads = CountThreads(skip_cuda);
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
-  kprof::server::WorkerJobs jobs(*device);
+  kprof::server::WorkerJobs jobs(*device, max_open_modules);
   while (true) {
     kprof::worker::v1::WorkerRequest request;
     const absl::Status read = channel.Read(&request);

@@ -67,6 +67,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   const std::string device = core::DeviceSpec(options.device);
   const std::string frame = std::to_string(options.max_frame_bytes);
   const std::string data = std::to_string(options.max_data_bytes);
+  const std::string open_modules = std::to_string(options.max_open_modules);
   const std::string parent = std::to_string(getpid());
   std::vector<std::string> sandbox;
   for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
@@ -85,6 +86,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
                              const_cast<char*>(frame.c_str()),
                              const_cast<char*>("--max-data-bytes"),
                              const_cast<char*>(data.c_str()),
+                             const_cast<char*>("--open-modules"),
+                             const_cast<char*>(open_modules.c_str()),
                              const_cast<char*>("--parent-pid"),
                              const_cast<char*>(parent.c_str())};
   for (std::string& s : sandbox) argv.push_back(s.data());

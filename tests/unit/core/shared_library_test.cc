@@ -1,5 +1,6 @@
 #include "core/modules/shared_library.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -99,6 +100,101 @@ TEST(SharedLibraryModule, LoadsFromASealedMemfd) {
   auto fails = (*module)->GetFunction("fails");
   ASSERT_THAT(fails, IsOk());
   EXPECT_EQ(fails->function(nullptr, 0), 7);
+}
+
+// What `candidate` of a loaded candidate module answers: whose code the module runs.
+int32_t Candidate(const SharedLibraryModule& module) {
+  absl::StatusOr<ModuleFunction> candidate = module.GetFunction("candidate");
+  if (!candidate.ok()) return -1;
+  return candidate->function(nullptr, 0);
+}
+
+// Candidates export the same entry points. Each loaded while the others stay loaded, in an
+// interleaved order, each a file opened and closed again (so the next one gets the same
+// descriptor number): every module runs its own code.
+TEST(SharedLibraryModule, CandidatesSharingEntryPointsEachRunTheirOwnCode) {
+  std::vector<std::unique_ptr<SharedLibraryModule>> open;
+  std::vector<int32_t> expected;
+  for (int k : {3, 1, 6, 2, 5, 4}) {
+    auto module = SharedLibraryModule::OpenFile(TestModulePath("candidate_" + std::to_string(k)));
+    ASSERT_THAT(module, IsOk()) << "candidate " << k;
+    EXPECT_EQ(Candidate(**module), k);
+    open.push_back(*std::move(module));
+    expected.push_back(k);
+  }
+  for (const char* other : {"candidate_libm", "candidate_saxpy"}) {
+    auto module = SharedLibraryModule::OpenFile(TestModulePath(other));
+    ASSERT_THAT(module, IsOk()) << other;
+    EXPECT_THAT((*module)->functions(), ::testing::Contains("candidate"));
+    open.push_back(*std::move(module));
+  }
+  EXPECT_EQ(Candidate(*open[6]), 25);
+  EXPECT_EQ(Candidate(*open[7]), 35);
+  EXPECT_THAT(open[7]->GetFunction("my_saxpy"), IsOk());
+  EXPECT_THAT(open[7]->GetFunction("gemm"), StatusIs(absl::StatusCode::kNotFound));
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_EQ(Candidate(*open[i]), expected[i]);
+}
+
+// The same from sealed memfds, each closed by the caller once the module is loaded.
+TEST(SharedLibraryModule, CandidatesFromMemfdsEachRunTheirOwnCode) {
+  std::vector<std::unique_ptr<SharedLibraryModule>> open;
+  for (int k = 1; k <= 6; ++k) {
+    const std::string bytes = ReadFileBytes(TestModulePath("candidate_" + std::to_string(k)));
+    const int fd = memfd_create("kprof-module", MFD_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    auto module = SharedLibraryModule::OpenDescriptor(fd);
+    close(fd);
+    ASSERT_THAT(module, IsOk());
+    open.push_back(*std::move(module));
+  }
+  for (int k = 1; k <= 6; ++k) EXPECT_EQ(Candidate(*open[static_cast<size_t>(k - 1)]), k);
+}
+
+// A module the loader cannot unload keeps its name after it is closed: a later module never
+// gets its image, and it loads again as itself.
+TEST(SharedLibraryModule, AnImageThatOutlivesItsModuleIsNeverHandedToAnother) {
+  for (int round = 0; round < 3; ++round) {
+    {
+      auto sticky = SharedLibraryModule::OpenFile(TestModulePath("candidate_nodelete"));
+      ASSERT_THAT(sticky, IsOk());
+      EXPECT_EQ(Candidate(**sticky), 45);
+    }
+    for (int k : {2, 5}) {
+      auto module = SharedLibraryModule::OpenFile(TestModulePath("candidate_" + std::to_string(k)));
+      ASSERT_THAT(module, IsOk());
+      EXPECT_EQ(Candidate(**module), k) << "round " << round;
+    }
+  }
+}
+
+// Two loads of one file at once are two images, each with its own state.
+TEST(SharedLibraryModule, TheSameFileTwiceAtOnceIsTwoImages) {
+  auto first = SharedLibraryModule::OpenFile(TestModulePath("candidate_1"));
+  auto second = SharedLibraryModule::OpenFile(TestModulePath("candidate_1"));
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(second, IsOk());
+  const auto calls = [](const SharedLibraryModule& module) {
+    return module.GetFunction("calls")->function(nullptr, 0);
+  };
+  EXPECT_EQ(calls(**first), 1);
+  EXPECT_EQ(calls(**first), 2);
+  EXPECT_EQ(calls(**second), 1);
+  EXPECT_EQ(Candidate(**second), 1);
+}
+
+// A name taken by a load this class did not make (a dlopen of a /proc path whose descriptor was
+// then closed) is passed over: the next module still runs its own code.
+TEST(SharedLibraryModule, ANameHeldByAForeignLoadIsPassedOver) {
+  const int fd = open(TestModulePath("candidate_3").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* foreign = dlopen(("/proc/self/fd/" + std::to_string(fd)).c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(foreign, nullptr) << dlerror();
+  close(fd);  // the next descriptor opened gets its number, and the loader still holds its name
+  auto module = SharedLibraryModule::OpenFile(TestModulePath("candidate_4"));
+  ASSERT_THAT(module, IsOk());
+  EXPECT_EQ(Candidate(**module), 4);
+  dlclose(foreign);
 }
 
 }  // namespace

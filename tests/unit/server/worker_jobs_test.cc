@@ -1,5 +1,6 @@
 // WorkerJobs, in this process: modules stay open between jobs, but only so many.
 #include <filesystem>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,46 @@ TEST_F(WorkerJobsTest, AJobMayNameMoreModulesThanTheLimit) {
   EXPECT_EQ(response.profile().report().calls_size(), 5);
   ASSERT_EQ(jobs.Run(Vadd(7)).code(), 0);  // then the idle ones close
   EXPECT_LE(jobs.modules_open(), 3u);
+}
+
+// An autotuner's candidates through one worker that keeps two of them open: each exports gemm
+// and spins its own k ms; interleaved, closed by the LRU and opened again, every job measures
+// its own candidate.
+TEST_F(WorkerJobsTest, CandidatesSharingAnEntryPointEachMeasureTheirOwnCost) {
+  WorkerJobs jobs(kCpu, /*max_open_modules=*/2);
+  const auto time = [&](const std::string& name, const std::string& function, uint64_t job) {
+    WorkerRequest request;
+    request.set_job_id(job);
+    auto* file = request.add_modules();
+    file->set_id(name);
+    file->set_path(TestModulePath(name));
+    auto* r = request.mutable_time_evaluate();
+    r->mutable_call()->set_module_id(name);
+    r->mutable_call()->set_function(function);
+    r->set_number(1);
+    r->set_repeat(5);
+    return jobs.Run(request);
+  };
+  uint64_t job = 0;
+  for (int k : {3, 1, 6, 2, 5, 4, 1, 6, 3, 4, 2, 5}) {
+    const auto response = time("candidate_" + std::to_string(k), "gemm", ++job);
+    ASSERT_EQ(response.code(), 0) << response.message();
+    // The fastest repeat: a busy host only makes repeats longer, and a spin never ends early.
+    const double fastest = response.time_evaluate().statistics().min();
+    EXPECT_GE(fastest, k * 1e-3 * 0.995) << "candidate_" << k << " in job " << job;
+    EXPECT_LE(fastest, k * 1e-3 * 1.05) << "candidate_" << k << " in job " << job;
+    EXPECT_LE(jobs.modules_open(), 3u);
+  }
+  for (const auto& [name, function, seconds] :
+       {std::tuple{"candidate_libm", "gemm", 2.5e-3}, std::tuple{"candidate_saxpy", "my_saxpy", 3.5e-3},
+        std::tuple{"candidate_nodelete", "gemm", 4.5e-3}, std::tuple{"candidate_2", "gemm", 2e-3},
+        std::tuple{"candidate_libm", "gemm", 2.5e-3}}) {
+    const auto response = time(name, function, ++job);
+    ASSERT_EQ(response.code(), 0) << name << ": " << response.message();
+    const double fastest = response.time_evaluate().statistics().min();
+    EXPECT_GE(fastest, seconds * 0.995) << name;
+    EXPECT_LE(fastest, seconds * 1.05) << name;
+  }
 }
 
 // The daemon's question at start: the CPU part lists cpu:0 and its collectors, the CUDA part
