@@ -41,6 +41,19 @@ namespace {
 
 using core::ReadFile;
 
+// A usage error: INVALID_ARGUMENT, marked so that kprof exits 2 for it (1 for failed work).
+constexpr char kUsagePayload[] = "kprof.dev/usage-error";
+
+absl::Status UsageError(absl::string_view message) {
+  absl::Status status = absl::InvalidArgumentError(message);
+  status.SetPayload(kUsagePayload, absl::Cord("2"));
+  return status;
+}
+
+bool IsUsageError(const absl::Status& status) {
+  return status.GetPayload(kUsagePayload).has_value();
+}
+
 using Json = nlohmann::ordered_json;
 
 constexpr char kUsage[] =
@@ -148,7 +161,7 @@ absl::Status SetLaunch(const core::CommandLine& cl, const Options& o,
                        kprof::v1::FunctionCall* call) {
   if (!cl.Given("grid") && !cl.Given("block") && !cl.Given("shared-bytes")) return absl::OkStatus();
   if (!cl.Given("grid") || !cl.Given("block")) {
-    return absl::InvalidArgumentError("a kernel launch needs both --grid and --block");
+    return UsageError("a kernel launch needs both --grid and --block");
   }
   kprof::v1::LaunchConfig* launch = call->mutable_launch();
   for (const auto& [name, text, dims] : {std::tuple{"grid", &o.grid, launch->mutable_grid()},
@@ -156,7 +169,7 @@ absl::Status SetLaunch(const core::CommandLine& cl, const Options& o,
     for (const absl::string_view part : absl::StrSplit(absl::string_view(*text), ',')) {
       int64_t value = 0;
       if (!absl::SimpleAtoi(part, &value)) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " '", *text,
+        return UsageError(absl::StrCat("--", name, " '", *text,
                                                        "': dimensions are integers, e.g. 256 or "
                                                        "64,64"));
       }
@@ -356,7 +369,7 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
 
 absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
                   const std::vector<std::string>& words) {
-  if (words.size() != 3) return absl::InvalidArgumentError("usage: kprof time MODULE FUNCTION ...");
+  if (words.size() != 3) return UsageError("usage: kprof time MODULE FUNCTION ...");
   kprof::v1::TimeEvaluateRequest request;
   KPROF_ASSIGN_OR_RETURN(std::string id, ResolveModule(client, words[1], o.module_format));
   request.mutable_call()->set_module_id(id);
@@ -499,7 +512,7 @@ absl::Status Profile(Client& client, const core::CommandLine& cl, const Options&
   kprof::v1::Report report;
   if (!o.sequence.empty()) {
     if (words.size() != 1) {
-      return absl::InvalidArgumentError("kprof profile --sequence FILE takes no MODULE FUNCTION");
+      return UsageError("kprof profile --sequence FILE takes no MODULE FUNCTION");
     }
     kprof::v1::ProfileRequest request;
     KPROF_RETURN_IF_ERROR(ReadSequence(client, o, &request));
@@ -512,7 +525,7 @@ absl::Status Profile(Client& client, const core::CommandLine& cl, const Options&
     report = r.report();
   } else {
     if (words.size() != 3) {
-      return absl::InvalidArgumentError(
+      return UsageError(
           "usage: kprof profile MODULE FUNCTION ... or kprof profile --sequence FILE.json");
     }
     kprof::v1::ProfileFunctionRequest request;
@@ -536,7 +549,7 @@ absl::Status Profile(Client& client, const core::CommandLine& cl, const Options&
 }
 
 absl::Status Report(const Options& o, const std::vector<std::string>& words) {
-  if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof report FILE.json");
+  if (words.size() != 2) return UsageError("usage: kprof report FILE.json");
   KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(words[1]));
   KPROF_ASSIGN_OR_RETURN(core::Report report, core::ReportFromJson(text));
   PrintReport(report, o);
@@ -598,7 +611,7 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
 absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>& words,
                    int* exit_code) {
   if (words.size() != 2) {
-    return absl::InvalidArgumentError("usage: kprof batch JOBS.jsonl (- reads standard input)");
+    return UsageError("usage: kprof batch JOBS.jsonl (- reads standard input)");
   }
   std::ifstream file;
   if (words[1] != "-") {
@@ -722,7 +735,7 @@ absl::Status Credentials(Options& o, ClientOptions* client) {
     }
   }
   if (o.tls_cert.empty() != o.tls_key.empty()) {
-    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+    return UsageError("--tls-cert and --tls-key go together");
   }
   client->tls = !o.tls_ca.empty() || !o.tls_cert.empty();
   if (!o.tls_ca.empty()) {
@@ -740,7 +753,10 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   core::CommandLine cl("kprof");
   Declare(cl, o);
   std::vector<std::string> words;
-  KPROF_RETURN_IF_ERROR(cl.Parse(std::vector<std::string>(argv + 1, argv + argc), &words));
+  if (absl::Status parsed = cl.Parse(std::vector<std::string>(argv + 1, argv + argc), &words);
+      !parsed.ok()) {
+    return UsageError(parsed.message());
+  }
   if (o.help) {
     std::printf("%s\noptions:\n%s", kUsage, cl.Help().c_str());
     return absl::OkStatus();
@@ -750,13 +766,10 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     return absl::OkStatus();
   }
   if (o.format != "table" && o.format != "json" && o.format != "csv") {
-    return absl::InvalidArgumentError(
+    return UsageError(
         absl::StrCat("--format '", o.format, "' is not one of table, json, csv"));
   }
-  if (words.empty()) {
-    *exit_code = 2;
-    return absl::InvalidArgumentError("no command (kprof --help lists them)");
-  }
+  if (words.empty()) return UsageError("no command (kprof --help lists them)");
   const std::string& command = words[0];
   if (command == "report") return Report(o, words);
 
@@ -778,18 +791,17 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   if (command == "time") return Time(*client, cl, o, words);
   if (command == "profile") return Profile(*client, cl, o, words);
   if (command == "load") {
-    if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof load FILE");
+    if (words.size() != 2) return UsageError("usage: kprof load FILE");
     KPROF_ASSIGN_OR_RETURN(kprof::v1::ModuleInfo m,
                            client->LoadModuleFile(words[1], o.module_format));
     std::printf("%s\n", m.id().c_str());
     return absl::OkStatus();
   }
   if (command == "unload") {
-    if (words.size() != 2) return absl::InvalidArgumentError("usage: kprof unload ID");
+    if (words.size() != 2) return UsageError("usage: kprof unload ID");
     return client->UnloadModule(words[1]);
   }
-  *exit_code = 2;
-  return absl::InvalidArgumentError(
+  return UsageError(
       absl::StrCat("unknown command '", command,
                    "' (accepted: info, load, modules, unload, time, profile, "
                    "batch, report)"));
@@ -802,8 +814,10 @@ int main(int argc, char** argv) {
   int exit_code = 1;
   const absl::Status status = kprof::client::Run(argc, argv, &exit_code);
   if (!status.ok()) {
-    std::fprintf(stderr, "kprof: %s\n", status.ToString().c_str());
-    return exit_code;
+    // The code and message alone: a usage error's mark is not for the person reading.
+    std::fprintf(stderr, "kprof: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
+                 std::string(status.message()).c_str());
+    return kprof::client::IsUsageError(status) ? 2 : exit_code;
   }
   return 0;
 }

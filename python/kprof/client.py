@@ -3,7 +3,6 @@
 import hashlib
 import os
 import re
-import statistics
 
 import grpc
 from google.protobuf import json_format
@@ -282,6 +281,43 @@ class Client:
 _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
-def connect(target="127.0.0.1:9177", token=None, **kwargs):
-    """A Client of the daemon at `target`; the token may also come from $KPROF_TOKEN."""
-    return Client(target, token=token or os.environ.get("KPROF_TOKEN"), **kwargs)
+DEFAULT_TARGET = "127.0.0.1:9177"
+
+
+def default_target(target=None):
+    """`target`, else $KPROF_TARGET, else 127.0.0.1:9177: as the kprof CLI chooses."""
+    return target or os.environ.get("KPROF_TARGET") or DEFAULT_TARGET
+
+
+def token_from_file(path):
+    """The first token in a token file: its first line that is neither blank nor a # comment."""
+    try:
+        with open(path, encoding="utf-8") as lines:
+            for line in lines:
+                token = line.strip()
+                if token and not token.startswith("#"):
+                    return token
+    except OSError as error:
+        raise KprofError(grpc.StatusCode.INVALID_ARGUMENT,
+                         f"cannot read the token file '{path}': {error.strerror}") from None
+    raise KprofError(grpc.StatusCode.INVALID_ARGUMENT, f"the token file '{path}' holds no token")
+
+
+def default_token(token=None, token_file=None):
+    """`token`, else the first token in `token_file`, else $KPROF_TOKEN, else the first token in
+    $KPROF_TOKEN_FILE (the CLI's variable); None when none is given."""
+    if token:
+        return token
+    if token_file:
+        return token_from_file(token_file)
+    if os.environ.get("KPROF_TOKEN"):
+        return os.environ["KPROF_TOKEN"]
+    if os.environ.get("KPROF_TOKEN_FILE"):
+        return token_from_file(os.environ["KPROF_TOKEN_FILE"])
+    return None
+
+
+def connect(target=None, token=None, token_file=None, **kwargs):
+    """A Client of the daemon at `target` (default $KPROF_TARGET, else 127.0.0.1:9177), with the
+    token given, read from `token_file`, or from $KPROF_TOKEN or $KPROF_TOKEN_FILE."""
+    return Client(default_target(target), token=default_token(token, token_file), **kwargs)

@@ -12,7 +12,6 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 
 import contextlib
 import ipaddress
-import os
 import queue
 import socket
 import threading
@@ -21,7 +20,7 @@ from collections import deque
 import grpc
 
 from kprof.client import (_MODULE_ID, BatchResult, Client, KprofError, _batch_job,
-                          _batch_result, _module_bytes)
+                          _batch_result, _module_bytes, default_target, default_token)
 from kprof.v1 import kprof_pb2
 
 
@@ -343,6 +342,7 @@ class Farm:
                     daemon.reader.join(timeout=10)
 
 
-def farm(target, token=None, **kwargs):
-    """A Farm of the daemons `target` names; the token may also come from $KPROF_TOKEN."""
-    return Farm(target, token=token or os.environ.get("KPROF_TOKEN"), **kwargs)
+def farm(target=None, token=None, token_file=None, **kwargs):
+    """A Farm of the daemons `target` names (default $KPROF_TARGET, else 127.0.0.1:9177), with
+    the token given, read from `token_file`, or from $KPROF_TOKEN or $KPROF_TOKEN_FILE."""
+    return Farm(default_target(target), token=default_token(token, token_file), **kwargs)

@@ -20,13 +20,13 @@ KPROF = os.environ["KPROF_TEST_KPROF"]
 MODULES = os.environ["KPROF_TEST_MODULE_DIR"]
 
 
-def start_daemon(scratch):
+def start_daemon(scratch, *extra):
     """A kprofd on 127.0.0.1:0 with its files under `scratch`: (process, "127.0.0.1:port")."""
     os.makedirs(scratch, exist_ok=True)
     port_file = os.path.join(scratch, "port")
     process = subprocess.Popen(
         [KPROFD, "--listen", "127.0.0.1:0", "--port-file", port_file, "--cache-dir",
-         os.path.join(scratch, "cache")], stderr=subprocess.DEVNULL)
+         os.path.join(scratch, "cache"), *extra], stderr=subprocess.DEVNULL)
     for _ in range(1000):
         if os.path.exists(port_file) and open(port_file).read().strip():
             break
@@ -145,6 +145,41 @@ def test_targets_name_daemons_or_say_what_is_wrong(monkeypatch):
     monkeypatch.setattr(socket, "getaddrinfo", unknown)
     with pytest.raises(ValueError, match="cannot resolve 'nowhere': Name or service not known"):
         kprof.resolve_target("dns:///nowhere:9177")
+
+
+def test_target_and_token_come_from_the_clis_environment(monkeypatch):
+    """$KPROF_TARGET and $KPROF_TOKEN_FILE mean to the Python client what they mean to kprof."""
+    with tempfile.TemporaryDirectory() as scratch:
+        tokens = os.path.join(scratch, "tokens")
+        with open(tokens, "w") as out:
+            out.write("# the lab's tokens\n\nsecret-one\nsecret-two\n")
+        process, target = start_daemon(scratch, "--token-file", tokens)
+        try:
+            monkeypatch.delenv("KPROF_TOKEN", raising=False)
+            monkeypatch.delenv("KPROF_TOKEN_FILE", raising=False)
+            monkeypatch.setenv("KPROF_TARGET", target)
+            with kprof.connect() as anonymous:
+                with pytest.raises(kprof.KprofError) as refused:
+                    anonymous.info()
+                assert refused.value.code.name == "UNAUTHENTICATED"
+            monkeypatch.setenv("KPROF_TOKEN_FILE", tokens)
+            with kprof.connect() as daemon:
+                assert daemon.info().devices[0].device == "cpu:0"
+            with kprof.farm() as farm:
+                result = farm.time_evaluate("builtin", "spin_us", args=["float64:5"], repeat=2)
+            assert len(result.results) == 2
+            with kprof.connect(target, token_file=tokens) as daemon:
+                assert daemon.info().devices[0].device == "cpu:0"
+            empty = os.path.join(scratch, "empty")
+            with open(empty, "w") as out:
+                out.write("# nothing yet\n")
+            with pytest.raises(kprof.KprofError, match="the token file '.*empty' holds no token"):
+                kprof.connect(token_file=empty)
+            with pytest.raises(kprof.KprofError, match="cannot read the token file '/nowhere'"):
+                kprof.connect(token_file="/nowhere")
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
 
 
 def jobs_completed(target):

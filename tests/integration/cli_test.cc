@@ -4,10 +4,13 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -142,8 +145,33 @@ TEST_F(CliTest, ErrorsAreOneLineWithTheCodesName) {
   EXPECT_EQ(usage.exit_code, 2);
   EXPECT_THAT(usage.err, HasSubstr("kprof: INVALID_ARGUMENT: unknown command 'frobnicate'"));
   const Result option = Kprof("info --bogus");
-  EXPECT_NE(option.exit_code, 0);
+  EXPECT_EQ(option.exit_code, 2);
   EXPECT_THAT(option.err, HasSubstr("unknown option '--bogus'"));
+}
+
+// Every usage error exits 2, one line naming what was wrong; failed work exits 1.
+TEST_F(CliTest, UsageErrorsExitTwo) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"", "no command"},
+           {"time", "usage: kprof time MODULE FUNCTION"},
+           {"time builtin", "usage: kprof time MODULE FUNCTION"},
+           {"profile builtin", "usage: kprof profile MODULE FUNCTION"},
+           {"profile --sequence x.json builtin spin_us", "takes no MODULE FUNCTION"},
+           {"report", "usage: kprof report FILE.json"},
+           {"batch", "usage: kprof batch JOBS.jsonl"},
+           {"load", "usage: kprof load FILE"},
+           {"unload", "usage: kprof unload ID"},
+           {"--format xml info", "--format 'xml' is not one of table, json, csv"},
+           {"--timeout", "--timeout"},
+           {"time builtin spin_us --grid 4", "needs both --grid and --block"},
+           {"time builtin spin_us --grid x --block 1", "dimensions are integers"},
+           {"--tls-cert c.pem info", "--tls-cert and --tls-key go together"}}) {
+    const Result r = Kprof(args);
+    EXPECT_EQ(r.exit_code, 2) << "kprof " << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(says)) << "kprof " << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "kprof " << args << ": " << r.err;
+  }
+  EXPECT_EQ(Kprof("unload 0123").exit_code, 1);  // a request the daemon refused
 }
 
 TEST_F(CliTest, InfoInEveryFormat) {
