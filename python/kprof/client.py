@@ -97,7 +97,13 @@ def _module_bytes(module, name=None):
 
 
 def _time_request(module_id, function, args, device, number, repeat, launch, options):
-    request = kprof_pb2.TimeEvaluateRequest(device=device, number=number, repeat=repeat)
+    """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None), so that the
+    daemon's defaults hold otherwise — with max_relative_stddev, up to 10000 repeats."""
+    request = kprof_pb2.TimeEvaluateRequest(device=device)
+    if number is not None:
+        request.number = number
+    if repeat is not None:
+        request.repeat = repeat
     if options:
         try:
             json_format.ParseDict(options, request)
@@ -119,7 +125,7 @@ def _batch_job(job, module_id):
     module, function = job.pop("module"), job.pop("function")
     args, launch = job.pop("args", ()), job.pop("launch", None)
     device = job.pop("device", "cpu:0")
-    number, repeat = job.pop("number", 1), job.pop("repeat", 1)
+    number, repeat = job.pop("number", None), job.pop("repeat", None)
     request = _time_request(module_id(module), function, args, device, number, repeat, launch,
                             job)
     return kprof_pb2.BatchJob(id=job_id, time_evaluate=request)
@@ -212,20 +218,23 @@ class Client:
         return _time_request(self._module_id(module), function, args, device, number, repeat,
                              launch, options)
 
-    def time_evaluate(self, module, function, args=(), device="cpu:0", number=1, repeat=1,
+    def time_evaluate(self, module, function, args=(), device="cpu:0", number=None, repeat=None,
                       launch=None, timeout=None, **options):
         """Times `function` of `module` (a path, bytes, an id or "builtin"). Options are
         TimeEvaluateRequest's fields by name: min_repeat_ms, max_relative_stddev, checksums,
-        cache_flush_bytes, outlier_filter..."""
+        cache_flush_bytes, outlier_filter, seed... `number` and `repeat` default to the
+        daemon's: 1 and 1, or with max_relative_stddev up to 10000 repeats."""
         request = self._time_request(module, function, args, device, number, repeat, launch,
                                      options)
         return BenchmarkResult(self._with_reupload(self._stub.TimeEvaluate, request,
                                                    timeout or self._timeout))
 
     def profile_function(self, module, function, args=(), device="cpu:0", warmup=0, number=1,
-                         collectors=(), launch=None, timeout=None):
-        """Profiles `number` calls under `collectors` ("rusage", "perf:task-clock", ...)."""
-        request = kprof_pb2.ProfileFunctionRequest(device=device, warmup=warmup, number=number)
+                         collectors=(), launch=None, timeout=None, seed=0):
+        """Profiles `number` calls under `collectors` ("rusage", "perf:task-clock", ...); `seed`
+        chooses the random argument data, as in time_evaluate."""
+        request = kprof_pb2.ProfileFunctionRequest(device=device, warmup=warmup, number=number,
+                                                   seed=seed)
         request.call.module_id = self._module_id(module)
         request.call.function = function
         request.call.args.extend(args)
@@ -237,10 +246,11 @@ class Client:
                                        timeout or self._timeout)
         return Report.from_proto(response.report)
 
-    def profile(self, calls, device="cpu:0", repeat=1, warmup=0, collectors=(), timeout=None):
+    def profile(self, calls, device="cpu:0", repeat=1, warmup=0, collectors=(), timeout=None,
+                seed=0):
         """Profiles a sequence of calls, each (module, function, args) or a dict with those keys
-        and optionally "launch"."""
-        request = kprof_pb2.ProfileRequest(device=device, repeat=repeat, warmup=warmup)
+        and optionally "launch"; call i's random data comes from `seed` + i."""
+        request = kprof_pb2.ProfileRequest(device=device, repeat=repeat, warmup=warmup, seed=seed)
         for call in calls:
             if isinstance(call, dict):
                 module, function = call["module"], call["function"]

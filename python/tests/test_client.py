@@ -72,6 +72,39 @@ def test_time_evaluate_reads_like_tvms_benchmark_result(client):
     assert "mean (ms)" in str(result)
 
 
+def test_convergence_needs_no_repeat_count(client):
+    """Without `repeat`, max_relative_stddev converges within the daemon's 10000 repeats, as the
+    CLI's --max-rel-stddev does; unary and in a batch."""
+    result = client.time_evaluate("builtin", "spin_us", args=["float64:50"],
+                                  max_relative_stddev=0.5, min_repeats=4)
+    assert result.raw.converged
+    assert len(result.results) >= 4
+    [answer] = list(client.batch([{"id": "c", "module": "builtin", "function": "spin_us",
+                                   "args": ["float64:50"], "max_relative_stddev": 0.5,
+                                   "min_repeats": 4}]))
+    assert answer.ok, answer.message
+    assert answer.result.raw.converged
+    assert len(answer.result.results) >= 4
+    # And a fixed count still means that count.
+    assert len(client.time_evaluate("builtin", "spin_us", args=["float64:5"]).results) == 1
+
+
+def test_profiles_take_a_seed(client):
+    """profile() and profile_function() send the seed that chooses the random data."""
+    sent = []
+    for name in ("ProfileFunction", "Profile"):
+        real = getattr(client._stub, name)
+
+        def spy(request, *args, real=real, **kwargs):
+            sent.append(request)
+            return real(request, *args, **kwargs)
+        setattr(client._stub, name, spy)
+    client.profile_function("builtin", "copy", args=["float32[8]", "float32[8]:random"], seed=7)
+    client.profile([("builtin", "copy", ["float32[8]", "float32[8]:random"])], seed=9)
+    client.profile_function("builtin", "copy", args=["float32[8]", "float32[8]:random"])
+    assert [r.seed for r in sent] == [7, 9, 0]
+
+
 def test_modules_upload_once_and_options_pass_by_name(client):
     path = os.path.join(MODULES, "vector_add.so")
     module_id = client.load_module(path)
