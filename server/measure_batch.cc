@@ -13,6 +13,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "server/grpc_status.h"
 #include "server/profiler_service.h"
 
@@ -149,6 +151,7 @@ class ProfilerService::BatchReactor final
   struct Waiting {
     std::string id;
     BatchJob job;
+    absl::Time received;  // when the stream read it: its queue wait starts here
   };
   struct InExecutor {
     std::string id;
@@ -266,7 +269,7 @@ class ProfilerService::BatchReactor final
     }
     Update(id, BatchUpdate::QUEUED);
     waiting_[core::DeviceSpec((*executor)->device())].push_back(
-        Waiting{std::move(id), std::move(job)});
+        Waiting{std::move(id), std::move(job), absl::Now()});
     ++waiting_count_;
   }
 
@@ -378,13 +381,17 @@ class ProfilerService::BatchReactor final
     DeviceExecutor* executor = job->executor;
     const std::string id = waiting.id;
     const std::string what = job->what;
+    // The job waited in this stream before it reached the device's queue: that is queue wait
+    // too (the executor counts from its own queue on).
+    const absl::Duration held = absl::Now() - waiting.received;
     // Past the shared queue's bound if need be: this stream holds at most
     // kInExecutorPerDevice there, so a queue full of other clients' jobs delays it, never
     // fails it.
     const absl::Status submitted = executor->Submit(
         std::move(job->request), deadline_,
-        [this, job_id, id, what, time](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
-                                       JobTiming timing) {
+        [this, job_id, id, what, time, held](
+            absl::StatusOr<kprof::worker::v1::WorkerResponse> result, JobTiming timing) {
+          timing.queue_wait += held;
           Finished(job_id, id, ResultStatus(result, what), result, timing, time);
         },
         std::move(job->pin), [this, job_id, id] { Started(job_id, id); },

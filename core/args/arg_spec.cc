@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/args/data_type.h"
 
 namespace kprof::core {
@@ -38,6 +39,14 @@ class SpecParser {
       if (absl::Status s = ParseInit(spec); !s.ok()) return s;
     }
     if (absl::Status s = ComputeSize(spec); !s.ok()) return s;
+    // arange stores 0 .. n-1: in a float type, the last must be finite.
+    if (spec.init == ArgInit::kArange && IsFloat(spec.dtype) && spec.num_elements > 0 &&
+        !FitsFloatType(spec.dtype, static_cast<double>(spec.num_elements - 1))) {
+      return Error(type_name.size(),
+                   absl::StrCat("arange reaches ", spec.num_elements - 1, ", beyond the range of ",
+                                DataTypeName(spec.dtype), " (accepted: values up to ",
+                                absl::StrFormat("%.6g", LargestFinite(spec.dtype)), ")"));
+    }
     return spec;
   }
 
@@ -45,6 +54,12 @@ class SpecParser {
   bool Peek(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
   void SkipSpaces() {
     while (Peek(' ')) ++pos_;
+  }
+
+  // "-65504 to 65504, or inf and -inf": what a float type stores.
+  static std::string FloatRange(DLDataType type) {
+    const std::string largest = absl::StrFormat("%.6g", LargestFinite(type));
+    return absl::StrCat("-", largest, " to ", largest, ", or inf and -inf");
   }
 
   absl::Status Error(size_t at, std::string_view what) const {
@@ -137,8 +152,10 @@ class SpecParser {
           std::isspace(static_cast<unsigned char>(value[0]))) {
         return Error(at, absl::StrCat("'", value, "' is not a number"));
       }
-      if (errno == ERANGE && std::isinf(spec.fill.real)) {
-        return Error(at, absl::StrCat("'", value, "' is beyond the range of float64"));
+      if ((errno == ERANGE && std::isinf(spec.fill.real)) ||
+          (std::isfinite(spec.fill.real) && !FitsFloatType(spec.dtype, spec.fill.real))) {
+        return Error(at, absl::StrCat("'", value, "' is beyond the range of ", type,
+                                      " (accepted: ", FloatRange(spec.dtype), ")"));
       }
       return absl::OkStatus();
     }

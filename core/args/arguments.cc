@@ -19,10 +19,10 @@ void StoreNumber(DLDataType type, double real, uint64_t integer, bool use_real, 
     const uint8_t b = use_real ? real != 0 : integer != 0;
     std::memcpy(out, &b, 1);
   } else if (type.code == kDLBfloat) {
-    const uint16_t h = FloatToBfloat16(static_cast<float>(as_float()));
+    const uint16_t h = DoubleToBfloat16(as_float());  // rounded once, from the exact value
     std::memcpy(out, &h, 2);
   } else if (IsFloat(type) && type.bits == 16) {
-    const uint16_t h = FloatToHalf(static_cast<float>(as_float()));
+    const uint16_t h = DoubleToHalf(as_float());
     std::memcpy(out, &h, 2);
   } else if (IsFloat(type) && type.bits == 32) {
     const auto f = static_cast<float>(as_float());

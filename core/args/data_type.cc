@@ -1,6 +1,8 @@
 #include "core/args/data_type.h"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "kprof/module_abi.h"
@@ -55,42 +57,79 @@ bool IsSigned(DLDataType type) { return type.code == kDLInt; }
 bool IsUnsigned(DLDataType type) { return type.code == kDLUInt; }
 bool IsBool(DLDataType type) { return type.code == KPROF_DL_BOOL; }
 
-uint16_t FloatToHalf(float value, bool toward_zero) {
-  uint32_t x;
+namespace {
+
+// `value` in a binary format of 1 + exponent_bits + mantissa_bits bits (at most 16), rounded
+// once from the double's exact value.
+uint16_t ToNarrowFloat(double value, int exponent_bits, int mantissa_bits, bool toward_zero) {
+  uint64_t x;
   std::memcpy(&x, &value, sizeof x);
-  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t exponent = (x >> 23) & 0xFFu;
-  uint32_t mantissa = x & 0x7FFFFFu;
-  if (exponent == 0xFF) {  // inf stays inf; NaN stays a quiet NaN
-    return static_cast<uint16_t>(sign | 0x7C00u | (mantissa != 0 ? 0x200u : 0u));
+  const auto sign = static_cast<uint32_t>((x >> 63) << (exponent_bits + mantissa_bits));
+  const uint32_t all_ones = (1u << exponent_bits) - 1;
+  const uint32_t infinity = sign | (all_ones << mantissa_bits);
+  const uint32_t largest = infinity - 1;
+  const auto exponent = static_cast<int32_t>((x >> 52) & 0x7FF);
+  const uint64_t fraction = x & ((uint64_t{1} << 52) - 1);
+  if (exponent == 0x7FF) {  // inf stays inf; NaN stays a quiet NaN
+    return static_cast<uint16_t>(infinity | (fraction != 0 ? 1u << (mantissa_bits - 1) : 0u));
   }
-  const int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
-  if (e >= 31) return static_cast<uint16_t>(sign | (toward_zero ? 0x7BFFu : 0x7C00u));
-  if (e <= 0) {  // a half subnormal, or zero
-    if (e < -10) return sign;
-    mantissa |= 0x800000u;
-    const auto shift = static_cast<uint32_t>(14 - e);
-    uint32_t half = mantissa >> shift;
-    const uint32_t rest = mantissa & ((1u << shift) - 1);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (!toward_zero && (rest > halfway || (rest == halfway && (half & 1u)))) ++half;
-    return static_cast<uint16_t>(sign | half);
+  if (exponent == 0) return static_cast<uint16_t>(sign);  // zero, or far below the smallest
+  const int32_t bias = static_cast<int32_t>(all_ones >> 1);
+  const int32_t e = exponent - 1023 + bias;  // the biased exponent in the narrow format
+  if (e >= static_cast<int32_t>(all_ones)) {
+    return static_cast<uint16_t>(toward_zero ? largest : infinity);
   }
-  uint32_t half = sign | (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
-  const uint32_t rest = mantissa & 0x1FFFu;
-  // A carry out of the mantissa correctly bumps the exponent (up to infinity).
-  if (!toward_zero && (rest > 0x1000u || (rest == 0x1000u && (half & 1u)))) ++half;
-  return static_cast<uint16_t>(half);
+  // The 53-bit significand, shifted down to the narrow format's; a subnormal loses more bits.
+  const uint64_t significand = fraction | (uint64_t{1} << 52);
+  const int shift = 52 - mantissa_bits + (e <= 0 ? 1 - e : 0);
+  if (shift >= 64) return static_cast<uint16_t>(sign);
+  uint64_t kept = significand >> shift;
+  const uint64_t rest = significand & ((uint64_t{1} << shift) - 1);
+  const uint64_t halfway = uint64_t{1} << (shift - 1);
+  if (!toward_zero && (rest > halfway || (rest == halfway && (kept & 1u)))) ++kept;
+  // For normals, the implicit bit becomes the exponent's lowest; a carry out of the mantissa
+  // bumps the exponent (up to infinity), and a subnormal rounding up becomes the least normal.
+  const uint64_t bits = e <= 0 ? kept
+                               : (static_cast<uint64_t>(e - 1) << mantissa_bits) + kept;
+  return static_cast<uint16_t>(sign | static_cast<uint32_t>(bits));
 }
 
-uint16_t FloatToBfloat16(float value, bool toward_zero) {
-  uint32_t x;
-  std::memcpy(&x, &value, sizeof x);
-  if ((x & 0x7F800000u) == 0x7F800000u && (x & 0x7FFFFFu) != 0) {
-    return static_cast<uint16_t>((x >> 16) | 0x40u);  // a quiet NaN
+}  // namespace
+
+uint16_t DoubleToHalf(double value, bool toward_zero) {
+  return ToNarrowFloat(value, 5, 10, toward_zero);
+}
+
+uint16_t DoubleToBfloat16(double value, bool toward_zero) {
+  return ToNarrowFloat(value, 8, 7, toward_zero);
+}
+
+double LargestFinite(DLDataType type) {
+  if (type.code == kDLBfloat && type.bits == 16) return 0x1.FEp127;
+  if (type.code != kDLFloat) return 0;
+  switch (type.bits) {
+    case 16:
+      return 65504;
+    case 32:
+      return std::numeric_limits<float>::max();
+    case 64:
+      return std::numeric_limits<double>::max();
+    default:
+      return 0;
   }
-  if (!toward_zero) x += 0x7FFFu + ((x >> 16) & 1u);
-  return static_cast<uint16_t>(x >> 16);
+}
+
+bool FitsFloatType(DLDataType type, double value) {
+  if (!std::isfinite(value)) return false;
+  if (type.code == kDLBfloat) return (DoubleToBfloat16(value) & 0x7F80u) != 0x7F80u;
+  switch (type.bits) {
+    case 16:
+      return (DoubleToHalf(value) & 0x7C00u) != 0x7C00u;
+    case 32:
+      return std::isfinite(static_cast<float>(value));
+    default:
+      return true;
+  }
 }
 
 }  // namespace kprof::core

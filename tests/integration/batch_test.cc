@@ -2,6 +2,7 @@
 // once, failures among them, progress, a crash, a client that goes away; and `kprof batch`.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -175,6 +176,33 @@ TEST_F(BatchTest, ShutdownEndsOpenStreamsAfterAnsweringThem) {
   EXPECT_EQ(finished.error_code(), grpc::StatusCode::UNAVAILABLE) << finished.error_message();
   EXPECT_THAT(finished.error_message(), HasSubstr("shutting down"));
   EXPECT_EQ(daemon_.Stop(), 0);
+}
+
+// A job's queue wait runs from when the daemon received it: twelve 40 ms jobs on one stream,
+// the last waits for the eleven before it, not only for the one ahead of it in the device queue.
+TEST_F(BatchTest, QueueWaitCountsTheTimeInTheStream) {
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 12; ++i) {
+    v1::BatchJob job = BuiltinJob("s" + std::to_string(i), "sleep_us", "float64:40000");
+    job.mutable_time_evaluate()->set_repeat(1);
+    jobs.push_back(job);
+  }
+  absl::Status status;
+  const auto updates = Run(jobs, &status);
+  ASSERT_THAT(status, IsOk());
+  double longest_wait = 0, executions = 0, longest_execution = 0;
+  for (const v1::BatchJob& job : jobs) {
+    const v1::BatchUpdate& last = updates.at(job.id()).back();
+    ASSERT_EQ(last.state(), v1::BatchUpdate::DONE) << job.id() << ": " << last.message();
+    const v1::JobTiming& timing = last.time_evaluate().timing();
+    EXPECT_GE(timing.execution_seconds(), 0.04) << job.id();
+    longest_wait = std::max(longest_wait, timing.queue_wait_seconds());
+    executions += timing.execution_seconds();
+    longest_execution = std::max(longest_execution, timing.execution_seconds());
+  }
+  // All were received at once, so the last to run waited for every other one.
+  EXPECT_GE(longest_wait, 0.9 * (executions - longest_execution));
+  EXPECT_GE(longest_wait, 0.4);
 }
 
 TEST_F(BatchTest, ACrashFailsItsJobOnly) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -35,9 +36,13 @@ class Daemon {
   bool Start(const std::string& cache_dir, const std::vector<std::string>& extra = {}) {
     cache_dir_ = cache_dir;
     port_file_ = temp_.path() + "/port";
+    // A launcher may run kprofd as another user, who must be able to write the port file.
+    if (!launcher_.empty()) chmod(temp_.path().c_str(), 0777);
     std::remove(port_file_.c_str());
-    std::vector<std::string> args = {KprofdPath(), "--listen",    listen_,   "--port-file",
-                                     port_file_,   "--cache-dir", cache_dir_};
+    const std::string program = program_.empty() ? KprofdPath() : program_;
+    std::vector<std::string> args = launcher_;
+    args.insert(args.end(), {program, "--listen", listen_, "--port-file", port_file_,
+                             "--cache-dir", cache_dir_});
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -60,7 +65,7 @@ class Daemon {
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);
     const int spawned =
-        posix_spawn(&pid_, KprofdPath(), &actions, nullptr, argv.data(), envp.data());
+        posix_spawn(&pid_, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     if (spawned != 0) return false;
     for (int i = 0; i < 1000; ++i) {  // up to 10 s
@@ -104,6 +109,10 @@ class Daemon {
   void set_env(const std::string& name, const std::string& value) {
     env_.push_back(name + "=" + value);
   }
+  // Before Start: the kprofd to run (default KprofdPath()), and a program that runs it, with
+  // its options (e.g. {"/usr/bin/setpriv", "--reuid=65534", ...}), which must exec it in place.
+  void set_program(std::string program) { program_ = std::move(program); }
+  void set_launcher(std::vector<std::string> launcher) { launcher_ = std::move(launcher); }
 
   std::string target() const { return "127.0.0.1:" + std::to_string(port_); }
   int port() const { return port_; }
@@ -112,7 +121,8 @@ class Daemon {
 
  private:
   TempDir temp_;
-  std::string cache_dir_, port_file_, listen_ = "127.0.0.1:0", stderr_path_;
+  std::string cache_dir_, port_file_, listen_ = "127.0.0.1:0", stderr_path_, program_;
+  std::vector<std::string> launcher_;
   std::vector<std::string> env_;
   pid_t pid_ = -1;
   int port_ = 0;

@@ -51,6 +51,12 @@ TEST(ParseArgSpec, ScalarsAreZeroDimensional) {
   EXPECT_TRUE(ParseArgSpec("float64[]:ones")->shape.empty());
   EXPECT_EQ(ParseArgSpec("float16")->num_bytes, 2u);
   EXPECT_EQ(ParseArgSpec("float32:-inf")->fill.real, -INFINITY);
+  // At the edge of a type's range: values that round to its largest finite one, and infinity
+  // when asked for by name.
+  EXPECT_THAT(ParseArgSpec("float16:65519"), IsOk());
+  EXPECT_THAT(ParseArgSpec("float16:-inf"), IsOk());
+  EXPECT_THAT(ParseArgSpec("float16[65505]:arange"), IsOk());
+  EXPECT_THAT(ParseArgSpec("float32:3.4028234e38"), IsOk());
 }
 
 TEST(ParseArgSpec, EveryDataType) {
@@ -89,6 +95,15 @@ TEST(ParseArgSpec, MalformedSpecsQuoteTheSpecAndTheColumn) {
       {"float32[4]:fill:abc", "'abc' is not a number"},
       {"float32:2.5x", "'2.5x' is not a number"},
       {"float64:1e999", "beyond the range of float64"},
+      {"float32:1e40",
+       "column 9: '1e40' is beyond the range of float32 (accepted: -3.40282e+38 to 3.40282e+38, "
+       "or inf and -inf)"},
+      {"float16:70000", "'70000' is beyond the range of float16 (accepted: -65504 to 65504"},
+      {"float16[2]:fill:-65520", "'-65520' is beyond the range of float16"},
+      {"bfloat16:-1e39", "'-1e39' is beyond the range of bfloat16 (accepted: -3.38953e+38"},
+      {"float16[70000]:arange",
+       "column 8: arange reaches 69999, beyond the range of float16 (accepted: values up to "
+       "65504)"},
       {"int8:300", "column 6: '300' does not fit int8 (accepted: -128 to 127)"},
       {"uint8[2]:fill:-1", "'-1' is not a non-negative integer"},
       {"uint16:65536", "does not fit uint16 (accepted: 0 to 65535)"},

@@ -106,6 +106,52 @@ TEST(FloatConversions, HalfAndBfloat16Round) {
   EXPECT_EQ(FloatToBfloat16(1.01171875f), 0x3F82);  // a tie rounds to even, upwards
 }
 
+// From a double, rounded once: a value just past a tie goes to the nearer neighbour, where a
+// detour through float would land on the tie and round to even.
+TEST(FloatConversions, DoublesRoundOnceToTheNearest) {
+  EXPECT_EQ(DoubleToHalf(2049.0), 0x6800);             // a tie: to even, 2048
+  EXPECT_EQ(DoubleToHalf(2049.0000001), 0x6801);       // 2050 is nearer
+  EXPECT_EQ(DoubleToHalf(2048.9999999), 0x6800);
+  EXPECT_EQ(DoubleToBfloat16(1.00390625), 0x3F80);     // a tie: to even, 1.0
+  EXPECT_EQ(DoubleToBfloat16(1.0039062500000002), 0x3F81);  // 1.0078125 is nearer
+  EXPECT_EQ(DoubleToBfloat16(16908287.0), 0x4B81);     // 16908288
+  EXPECT_EQ(DoubleToBfloat16(16777217.0), 0x4B80);     // 16777216
+  EXPECT_EQ(DoubleToHalf(-0.0), 0x8000);
+  EXPECT_EQ(DoubleToHalf(65519.99), 0x7BFF);           // 65504
+  EXPECT_EQ(DoubleToHalf(65520.0), 0x7C00);            // a tie with infinity rounds to it
+  EXPECT_EQ(DoubleToHalf(1e300, /*toward_zero=*/true), 0x7BFF);
+  EXPECT_EQ(DoubleToHalf(-1e300), 0xFC00);
+  // Subnormals: the smallest, a tie below it, just past that tie, and the carry to a normal.
+  EXPECT_EQ(DoubleToHalf(std::ldexp(1.0, -24)), 0x0001);
+  EXPECT_EQ(DoubleToHalf(std::ldexp(1.0, -25)), 0x0000);
+  EXPECT_EQ(DoubleToHalf(std::ldexp(1.0, -25) * 1.0000001), 0x0001);
+  EXPECT_EQ(DoubleToHalf(std::ldexp(1023.5, -24)), 0x0400);  // rounds up to the least normal
+  EXPECT_EQ(DoubleToHalf(1e-300), 0x0000);
+  EXPECT_EQ(DoubleToBfloat16(std::ldexp(1.0, -133)), 0x0001);  // bfloat16's smallest subnormal
+  EXPECT_EQ(DoubleToBfloat16(INFINITY), 0x7F80);
+  EXPECT_EQ(DoubleToBfloat16(NAN) & 0x7FC0, 0x7FC0);
+  // Every float16 converts back to itself.
+  for (uint32_t h = 0; h < 0x7C00; ++h) {
+    const int exponent = static_cast<int>(h >> 10);
+    const double mantissa = static_cast<double>(h & 0x3FF);
+    const double value = exponent == 0 ? std::ldexp(mantissa, -24)
+                                       : std::ldexp(1024 + mantissa, exponent - 25);
+    ASSERT_EQ(DoubleToHalf(value), h) << value;
+  }
+}
+
+// Values are stored as asked: a fill and an arange in float16 and bfloat16 round once.
+TEST(InitializeHostBytes, HalfPrecisionValuesRoundOnce) {
+  EXPECT_THAT(Bytes("float16:2049.0000001"), ElementsAre(0x01, 0x68));
+  EXPECT_THAT(Bytes("bfloat16:1.0039062500000002"), ElementsAre(0x81, 0x3F));
+  const ArgSpec spec = *ParseArgSpec("bfloat16[16908288]:arange");
+  std::vector<uint16_t> values(16908288);
+  InitializeHostBytes(spec, 0, 0, values.data());
+  EXPECT_EQ(values[16908287], 0x4B81);  // 16908288, the nearest to 16908287
+  EXPECT_EQ(values[16777217], 0x4B80);  // a tie: to even, 16777216
+  EXPECT_EQ(values[256], 0x4380);       // 256, exact
+}
+
 TEST(Arguments, AllocatesTensorsOnTheDevice) {
   auto args =
       Arguments::Allocate({*ParseArgSpec("float32[2,3]:ones"), *ParseArgSpec("int64:7")}, 0, kCpu);
