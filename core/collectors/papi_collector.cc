@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cctype>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +41,16 @@ const absl::Status& Initialised() {
     if (const int error = PAPI_thread_init(&ThreadId); error != PAPI_OK) {
       status = absl::FailedPreconditionError(
           absl::StrCat("PAPI thread support failed: ", PAPI_strerror(error)));
+      return;
+    }
+    // Every domain the kernel lets this process count, for every event set made from now on:
+    // PAPI's default is user mode only, where what the kernel does for the thread reads 0.
+    // (PAPI_set_opt(PAPI_DOMAIN) on a set refuses perf_event's software events.)
+    const int domain = PerfCountsTheKernel() ? PAPI_DOM_USER | PAPI_DOM_KERNEL : PAPI_DOM_USER;
+    if (const int error = PAPI_set_domain(domain); error != PAPI_OK) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat("PAPI cannot count in kernel mode here: PAPI_set_domain: ",
+                       PAPI_strerror(error)));
     }
   });
   return status;
@@ -83,12 +95,32 @@ absl::Status EventError(const std::string& event, std::string_view call, int err
 
 using Counts = std::vector<long long>;  // NOLINT(google-runtime-int): PAPI's type
 
+// perf's software events that the kernel takes in kernel mode, by libpfm4's names and aliases
+// for them (the part after "perf::", before any ":modifier", upper-cased).
+bool IsKernelSidePerfEvent(const std::string& event) {
+  if (event.rfind("perf::", 0) != 0) return false;
+  std::string name = event.substr(6, event.find(':', 6) - 6);
+  for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  static constexpr std::string_view kNames[] = {
+      "CONTEXT-SWITCHES",    "CS",           "PERF_COUNT_SW_CONTEXT_SWITCHES",
+      "PAGE-FAULTS",         "FAULTS",       "PERF_COUNT_SW_PAGE_FAULTS",
+      "MINOR-FAULTS",        "MAJOR-FAULTS", "PERF_COUNT_SW_PAGE_FAULTS_MIN",
+      "PERF_COUNT_SW_PAGE_FAULTS_MAJ",       "CPU-MIGRATIONS",
+      "MIGRATIONS",          "PERF_COUNT_SW_CPU_MIGRATIONS"};
+  return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
+}
+
 // One region: the event set's readings at its start; the set runs while any region does, so
 // regions may nest (the profiler's device totals around each call's row).
 class PapiMeasurement final : public MetricCollector::Measurement {
  public:
-  PapiMeasurement(int event_set, const std::vector<std::string>* events, int* active, Counts start)
-      : event_set_(event_set), events_(events), active_(active), start_(std::move(start)) {}
+  PapiMeasurement(int event_set, const std::vector<std::string>* events, int* active, Counts start,
+                  std::string domain)
+      : event_set_(event_set),
+        events_(events),
+        active_(active),
+        start_(std::move(start)),
+        domain_(std::move(domain)) {}
   ~PapiMeasurement() override {
     if (!stopped_) Release();
   }
@@ -105,6 +137,7 @@ class PapiMeasurement final : public MetricCollector::Measurement {
     for (size_t i = 0; i < events_->size(); ++i) {
       metrics[(*events_)[i]] = Count{static_cast<int64_t>(now[i] - start_[i])};
     }
+    metrics[std::string(kPapiDomainMetric)] = domain_;
     return metrics;
   }
 
@@ -120,6 +153,7 @@ class PapiMeasurement final : public MetricCollector::Measurement {
   const std::vector<std::string>* events_;
   int* active_;
   Counts start_;
+  std::string domain_;
   bool stopped_ = false;
 };
 
@@ -198,22 +232,37 @@ absl::Status PapiCollector::Init(const std::vector<Device>& devices) {
   bool cpu = false;
   for (const Device& d : devices) cpu = cpu || d.type == DeviceType::kCpu;
   if (!cpu || event_set_ != PAPI_NULL) return absl::OkStatus();
+  kernel_ = PerfCountsTheKernel();
   if (const int error = PAPI_create_eventset(&event_set_); error != PAPI_OK) {
     event_set_ = PAPI_NULL;
     return absl::FailedPreconditionError(
         absl::StrCat("PAPI_create_eventset: ", PAPI_strerror(error)));
   }
   absl::Status status;
+  std::vector<int> codes;
   for (const std::string& event : events_) {
     int code = PAPI_NULL;
     if (const int error = PAPI_event_name_to_code(event.c_str(), &code); error != PAPI_OK) {
       status = EventError(event, "PAPI_event_name_to_code", error, DisabledCpuComponents());
       break;
     }
-    if (const int error = PAPI_add_event(event_set_, code); error != PAPI_OK) {
-      status = EventError(event, "PAPI_add_event", error,
-                          ComponentReason(PAPI_get_event_component(code)));
+    // PAPI counts in user mode unless told otherwise, where these read 0.
+    if (!kernel_ && IsKernelSidePerfEvent(event)) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "PAPI event '", event,
+          "' cannot be counted as asked: the kernel takes it in kernel mode, which "
+          "perf_event_paranoid keeps this process from counting (set "
+          "kernel.perf_event_paranoid to 1 or less, or give kprofd CAP_PERFMON); "
+          "collector perf counts it from the thread's accounting (perf:context-switches, "
+          "page-faults, minor-faults, major-faults, cpu-migrations)"));
       break;
+    }
+    codes.push_back(code);
+  }
+  for (size_t i = 0; status.ok() && i < codes.size(); ++i) {
+    if (const int error = PAPI_add_event(event_set_, codes[i]); error != PAPI_OK) {
+      status = EventError(events_[i], "PAPI_add_event", error,
+                          ComponentReason(PAPI_get_event_component(codes[i])));
     }
   }
   if (!status.ok()) {  // no half-built set for a later Init to take as ready
@@ -245,7 +294,9 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> PapiCollector::Sta
     if (--active_ == 0) PAPI_stop(event_set_, start.data());
     return absl::InternalError(absl::StrCat("PAPI_read: ", PAPI_strerror(error)));
   }
-  return std::make_unique<PapiMeasurement>(event_set_, &events_, &active_, std::move(start));
+  return std::make_unique<PapiMeasurement>(
+      event_set_, &events_, &active_, std::move(start),
+      kernel_ ? "user and kernel" : "user (perf_event_paranoid excludes the kernel)");
 #else
   (void)device;
   return PapiStatus();

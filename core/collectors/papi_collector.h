@@ -7,6 +7,12 @@
 // know — is FAILED_PRECONDITION at Init naming the event, PAPI's error and the component's
 // reason ("component perf_event disabled: ..."), never a crash or a zero.
 //
+// Events count in user and kernel mode where the kernel allows it (root, CAP_PERFMON,
+// perf_event_paranoid <= 1; PAPI's own default is user mode only), else in user mode, where
+// perf's kernel-side software events (perf::CONTEXT-SWITCHES, perf::PAGE-FAULTS...) would read
+// 0 and are refused at Init, naming the event and the perf collector that counts them. "papi
+// domain" says which domain was counted.
+//
 // Built only with KPROF_WITH_PAPI (kprof/config.h: KPROF_HAS_PAPI); otherwise every use says
 // the build has no PAPI.
 #pragma once
@@ -35,6 +41,9 @@ std::vector<PapiComponent> PapiComponents();
 // count them), by name.
 std::vector<std::string> PapiAvailablePresets();
 
+// The metric saying which domain the events counted: "user and kernel", or "user (...)".
+inline constexpr std::string_view kPapiDomainMetric = "papi domain";
+
 class PapiCollector final : public MetricCollector {
  public:
   // INVALID_ARGUMENT without events or with more than 32; FAILED_PRECONDITION when the build
@@ -58,6 +67,7 @@ class PapiCollector final : public MetricCollector {
   std::vector<std::string> events_;
   int event_set_ = -1;  // PAPI_NULL until Init
   int active_ = 0;      // regions measuring; the event set runs while there are any
+  bool kernel_ = false;  // counting in kernel mode too (PerfCountsTheKernel)
 };
 
 }  // namespace kprof::core

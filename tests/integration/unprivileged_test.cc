@@ -9,7 +9,9 @@
 #include <string>
 #include <variant>
 
+#include "absl/strings/match.h"
 #include "client/kprof_client.h"
+#include "core/collectors/papi_collector.h"
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rusage_collector.h"
 #include "daemon.h"
@@ -142,6 +144,41 @@ TEST_F(UnprivilegedTest, FaultsTakenInTheKernelCount) {
   EXPECT_GE(CountOf(m, "page-faults"), 2000);
   EXPECT_GE(CountOf(m, "minor-faults"), 2000);
   ExpectDomain(m, "page-faults, minor-faults");
+}
+
+// Through PAPI: task-clock counts in user mode, and a kernel-side event is refused by name
+// rather than read as 0 (PAPI's perf_event component counts user mode unless told otherwise).
+TEST_F(UnprivilegedTest, PapiCountsTheDomainItMayOrRefuses) {
+  const auto profile = [&](const std::string& event) {
+    v1::ProfileFunctionRequest request;
+    request.mutable_call()->set_module_id(module_);
+    request.mutable_call()->set_function("sleeps");
+    request.mutable_call()->add_args("float64:5");
+    auto* papi = request.add_collectors();
+    papi->set_name("papi");
+    papi->add_options(event);
+    return client_->ProfileFunction(request);
+  };
+  auto switches = profile("perf::CONTEXT-SWITCHES");
+  if (kernel_counted_) {
+    ASSERT_THAT(switches, IsOk());
+  } else {
+    EXPECT_THAT(switches, ::kprof::testing::StatusIs(
+                              absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("PAPI event 'perf::CONTEXT-SWITCHES' cannot be counted as "
+                                        "asked")));
+  }
+  auto clock = profile("perf::TASK-CLOCK");
+  if (!clock.ok() && absl::StrContains(clock.status().message(), "perf_event")) {
+    GTEST_SKIP() << "PAPI's perf_event component is not here: " << clock.status();
+  }
+  ASSERT_THAT(clock, IsOk());
+  auto report = wire::FromProto(clock->report());
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->calls.size(), 1u);
+  EXPECT_GT(CountOf(report->calls[0], "perf::TASK-CLOCK"), 0);
+  EXPECT_EQ(std::get<std::string>(report->calls[0].at(std::string(core::kPapiDomainMetric))),
+            kernel_counted_ ? "user and kernel" : "user (perf_event_paranoid excludes the kernel)");
 }
 
 }  // namespace

@@ -58,6 +58,30 @@ TEST(PapiCollector, ComponentsSayWhetherEnabledAndWhyNot) {
   }
 }
 
+// A switch happens in kernel mode: PAPI counts it where this process may count the kernel
+// (its default domain, user mode, reads 0), and refuses it, naming it, where it may not.
+TEST(PapiCollector, KernelSideSoftwareEventsCountOrAreRefused) {
+  auto papi = PapiCollector::Create({"perf::CONTEXT-SWITCHES"});
+  ASSERT_THAT(papi, IsOk());
+  const absl::Status init = (*papi)->Init({kCpu});
+  if (!PerfCountsTheKernel()) {
+    EXPECT_THAT(init, StatusIs(absl::StatusCode::kFailedPrecondition,
+                               HasSubstr("'perf::CONTEXT-SWITCHES' cannot be counted as asked")));
+    return;
+  }
+  if (!init.ok()) GTEST_SKIP() << "PAPI's perf_event component is not here: " << init;
+  auto measurement = (*papi)->Start(kCpu);
+  ASSERT_THAT(measurement, IsOk());
+  for (int i = 0; i < 5; ++i) {
+    const timespec ms = {0, 1'000'000};
+    nanosleep(&ms, nullptr);
+  }
+  auto metrics = (*measurement)->Stop();
+  ASSERT_THAT(metrics, IsOk());
+  EXPECT_GE(std::get<Count>(metrics->at("perf::CONTEXT-SWITCHES")).value, 5);
+  EXPECT_EQ(std::get<std::string>(metrics->at(std::string(kPapiDomainMetric))), "user and kernel");
+}
+
 // Software events count through PAPI's perf_event component everywhere, VMs included: the
 // counting path itself, end to end.
 TEST(PapiCollector, CountsTaskClockOfASpin) {
