@@ -244,6 +244,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Flags
 // Why `listen` ("HOST:PORT") cannot be bound, found by binding it here: "port in use" when
 // another process serves it, else the system's reason; empty when it could be bound after all.
 std::string WhyCannotListen(const std::string& listen) {
+  if (listen.rfind("unix:", 0) == 0 || listen.find("://") != std::string::npos) return "";
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return "no port (accepted: HOST:PORT, e.g. 127.0.0.1:9177)";
   std::string host = listen.substr(0, colon);

@@ -360,6 +360,9 @@ class ProfilerService::BatchReactor final
 
   absl::Status Submit(const std::string& device, Waiting& waiting)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    // The job waited in this stream before it reached the device's queue: that is queue wait
+    // too (the executor counts from its own queue on).
+    const absl::Duration held = absl::Now() - waiting.received;
     kprof::worker::v1::WorkerRequest request;
     std::vector<const kprof::v1::FunctionCall*> calls;
     const bool time = waiting.job.has_time_evaluate();
@@ -381,9 +384,6 @@ class ProfilerService::BatchReactor final
     DeviceExecutor* executor = job->executor;
     const std::string id = waiting.id;
     const std::string what = job->what;
-    // The job waited in this stream before it reached the device's queue: that is queue wait
-    // too (the executor counts from its own queue on).
-    const absl::Duration held = absl::Now() - waiting.received;
     // Past the shared queue's bound if need be: this stream holds at most
     // kInExecutorPerDevice there, so a queue full of other clients' jobs delays it, never
     // fails it.

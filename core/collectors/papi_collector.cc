@@ -25,6 +25,9 @@ constexpr size_t kMaxEventName = 1024;  // PAPI_HUGE_STR_LEN
 
 unsigned long ThreadId() { return static_cast<unsigned long>(pthread_self()); }  // NOLINT
 
+// Whether PAPI's event sets count kernel mode too (set once, by Initialised).
+bool papi_counts_kernel = false;
+
 // PAPI_library_init and PAPI_thread_init, once per process; the result is kept.
 const absl::Status& Initialised() {
   static std::once_flag once;
@@ -45,12 +48,14 @@ const absl::Status& Initialised() {
     }
     // Every domain the kernel lets this process count, for every event set made from now on:
     // PAPI's default is user mode only, where what the kernel does for the thread reads 0.
-    // (PAPI_set_opt(PAPI_DOMAIN) on a set refuses perf_event's software events.)
-    const int domain = PerfCountsTheKernel() ? PAPI_DOM_USER | PAPI_DOM_KERNEL : PAPI_DOM_USER;
-    if (const int error = PAPI_set_domain(domain); error != PAPI_OK) {
-      status = absl::FailedPreconditionError(
-          absl::StrCat("PAPI cannot count in kernel mode here: PAPI_set_domain: ",
-                       PAPI_strerror(error)));
+    // (PAPI_set_opt(PAPI_DOMAIN) on a set refuses perf_event's software events.) PAPI may
+    // offer less than the kernel allows (it judges by perf_event_paranoid and the uid, not
+    // CAP_PERFMON): then user mode, said as such.
+    const PAPI_component_info_t* cpu = PAPI_get_component_info(0);
+    const int available = cpu != nullptr ? cpu->available_domains : PAPI_DOM_USER;
+    if (PerfCountsTheKernel() && (available & PAPI_DOM_KERNEL) != 0 &&
+        PAPI_set_domain(PAPI_DOM_USER | PAPI_DOM_KERNEL) == PAPI_OK) {
+      papi_counts_kernel = true;
     }
   });
   return status;
@@ -98,8 +103,9 @@ using Counts = std::vector<long long>;  // NOLINT(google-runtime-int): PAPI's ty
 // perf's software events that the kernel takes in kernel mode, by libpfm4's names and aliases
 // for them (the part after "perf::", before any ":modifier", upper-cased).
 bool IsKernelSidePerfEvent(const std::string& event) {
-  if (event.rfind("perf::", 0) != 0) return false;
-  std::string name = event.substr(6, event.find(':', 6) - 6);
+  // libpfm4 also finds perf's events without their "perf::" prefix.
+  const size_t start = event.rfind("perf::", 0) == 0 ? 6 : 0;
+  std::string name = event.substr(start, event.find(':', start) - start);
   for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   static constexpr std::string_view kNames[] = {
       "CONTEXT-SWITCHES",    "CS",           "PERF_COUNT_SW_CONTEXT_SWITCHES",
@@ -232,7 +238,7 @@ absl::Status PapiCollector::Init(const std::vector<Device>& devices) {
   bool cpu = false;
   for (const Device& d : devices) cpu = cpu || d.type == DeviceType::kCpu;
   if (!cpu || event_set_ != PAPI_NULL) return absl::OkStatus();
-  kernel_ = PerfCountsTheKernel();
+  kernel_ = papi_counts_kernel;
   if (const int error = PAPI_create_eventset(&event_set_); error != PAPI_OK) {
     event_set_ = PAPI_NULL;
     return absl::FailedPreconditionError(

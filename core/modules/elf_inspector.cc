@@ -207,6 +207,42 @@ absl::StatusOr<std::pair<bool, std::vector<std::string>>> Symbols(const Bytes& b
   return std::pair{present, std::vector<std::string>(names.begin(), names.end())};
 }
 
+// DT_SONAME and DT_NEEDED, from the dynamic section and the string table it links to.
+absl::Status ReadDependencies(const Bytes& bytes, const Elf64_Ehdr& header,
+                              SharedLibraryInfo& info) {
+  constexpr size_t kMaxNeeded = 1024;
+  for (uint16_t i = 0; i < header.e_shnum; ++i) {
+    KPROF_READ(section, bytes, Elf64_Shdr, header.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr),
+               "a section header");
+    if (section.sh_type != SHT_DYNAMIC) continue;
+    if (!bytes.Contains(section.sh_offset, section.sh_size) || section.sh_link >= header.e_shnum) {
+      return Invalid("malformed: the dynamic section lies past the end of the file");
+    }
+    KPROF_READ(strings, bytes, Elf64_Shdr,
+               header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr),
+               "the dynamic string table's header");
+    if (!bytes.Contains(strings.sh_offset, strings.sh_size)) {
+      return Invalid("truncated: the dynamic string table lies past the end of the file");
+    }
+    for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= section.sh_size; off += sizeof(Elf64_Dyn)) {
+      KPROF_READ(dyn, bytes, Elf64_Dyn, section.sh_offset + off, "a dynamic entry");
+      if (dyn.d_tag == DT_NULL) break;
+      if (dyn.d_tag != DT_NEEDED && dyn.d_tag != DT_SONAME) continue;
+      auto name = bytes.String(strings.sh_offset, strings.sh_size, dyn.d_un.d_val);
+      if (!name.ok()) return name.status();
+      if (dyn.d_tag == DT_SONAME) {
+        info.soname = std::string(*name);
+      } else if (info.needed.size() < kMaxNeeded) {
+        info.needed.emplace_back(*name);
+      } else {
+        return Invalid(absl::StrCat("more than ", kMaxNeeded, " needed libraries"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSectionHeaders(const Bytes& bytes, const Elf64_Ehdr& header) {
   if (header.e_shnum == 0) return Invalid("no section headers, so no symbol table");
   if (header.e_shentsize != sizeof(Elf64_Shdr)) {
@@ -276,6 +312,19 @@ absl::StatusOr<SharedLibraryInfo> InspectSharedLibrary(std::string_view raw) {
   if (info.functions.empty()) {
     return Invalid("a shared object that exports no functions (mark them KPROF_EXPORT)");
   }
+  auto unique = Symbols(bytes, header, SHT_DYNSYM, [](const Elf64_Sym& symbol) {
+    return ELF64_ST_BIND(symbol.st_info) == STB_GNU_UNIQUE && symbol.st_shndx != SHN_UNDEF;
+  });
+  if (!unique.ok()) return unique.status();
+  if (!unique->second.empty()) {
+    return Invalid(absl::StrCat(
+        "defines ", unique->second.size(), unique->second.size() == 1 ? " symbol" : " symbols",
+        " of GNU-unique binding (e.g. '", unique->second.front(),
+        "'), which the dynamic loader shares between every module defining them: two "
+        "candidates would share that state. Build it with -fno-gnu-unique (or "
+        "-fvisibility=hidden)"));
+  }
+  if (absl::Status s = ReadDependencies(bytes, header, info); !s.ok()) return s;
   return info;
 }
 

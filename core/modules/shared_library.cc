@@ -9,11 +9,24 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <list>
+#include <set>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "core/modules/elf_inspector.h"
 
 namespace kprof::core {
+
+// An image the loader kept after its module closed, by the bytes it was loaded from and the
+// descriptor whose name it answers to.
+struct RetainedImage {
+  std::string bytes;
+  int fd = -1;
+  bool in_use = false;  // a module took it again
+};
+
 namespace {
 
 // Reads the whole of `fd` from offset 0 (pread: the descriptor's offset is left alone).
@@ -43,6 +56,12 @@ constexpr unsigned kMfdExec = 0x0010U;
 absl::StatusOr<int> SealedCopy(const std::string& bytes) {
   int fd = memfd_create("kprof-module", MFD_CLOEXEC | MFD_ALLOW_SEALING | kMfdExec);
   if (fd < 0 && errno == EINVAL) fd = memfd_create("kprof-module", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 && errno == EACCES) {
+    return absl::FailedPreconditionError(
+        "cannot make the module's image file: this host refuses executable memfds "
+        "(vm.memfd_noexec = 2); kprofd-worker loads modules from one (accepted: "
+        "vm.memfd_noexec 0 or 1)");
+  }
   if (fd < 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot make the module's image file (memfd): ", std::strerror(errno)));
@@ -88,12 +107,75 @@ void* HeldUnder(const std::string& path) {
 // How many descriptor numbers a load passes over, looking for a name no image holds.
 constexpr int kMaxNameTries = 16;
 
+// Keeps descriptor number `fd` open for good, on a placeholder ("/", O_PATH) rather than the
+// file it held: an image the loader keeps answers to its name.
+void Reserve(int fd) {
+  const int placeholder = open("/", O_PATH | O_CLOEXEC);
+  if (placeholder < 0) return;  // then `fd` itself stays open: reserved all the same
+  dup3(placeholder, fd, O_CLOEXEC);
+  close(placeholder);
+}
+
+// What this process knows of the module images it loaded: the SONAMEs of those still loaded
+// (a later module needing one would be linked to that module's code), and the images the
+// loader kept after their module closed (nodelete), for a later load of the same bytes.
+struct Images {
+  absl::Mutex mutex;
+  std::multiset<std::string> sonames ABSL_GUARDED_BY(mutex);
+  std::list<RetainedImage> retained ABSL_GUARDED_BY(mutex);
+};
+Images& LoadedImages() {
+  static Images* const images = new Images();
+  return *images;
+}
+
+// A module's dependencies must be the host's libraries: not another module (by the SONAME it
+// declared, which the loader matches whatever RTLD_LOCAL says), nor a descriptor's name.
+absl::Status CheckDependencies(const SharedLibraryInfo& info) {
+  Images& images = LoadedImages();
+  absl::MutexLock lock(&images.mutex);
+  for (const std::string& needed : info.needed) {
+    if (needed.rfind("/proc/", 0) == 0 || needed.rfind("/dev/fd/", 0) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the module needs '", needed, "', a descriptor's name (accepted: the host's libraries)"));
+    }
+    if (images.sonames.count(needed) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the module needs '", needed,
+          "', the SONAME of another module loaded in this worker: it would run that module's "
+          "code (accepted: the host's libraries)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::Load(
     const std::string& bytes) {
   absl::StatusOr<SharedLibraryInfo> info = InspectSharedLibrary(bytes);
   if (!info.ok()) return info.status();
+  if (absl::Status s = CheckDependencies(*info); !s.ok()) return s;
+
+  // The same bytes as an image the loader kept after its module closed: that image is this
+  // module (and a new copy of it would be kept as well, one more for every load).
+  {
+    Images& images = LoadedImages();
+    absl::MutexLock lock(&images.mutex);
+    for (RetainedImage& r : images.retained) {
+      if (r.in_use || r.bytes != bytes) continue;
+      const std::string path = ProcPath(r.fd);
+      void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (handle == nullptr) break;
+      if (LoadedName(handle) != path) {
+        dlclose(handle);
+        break;
+      }
+      r.in_use = true;
+      return std::unique_ptr<SharedLibraryModule>(
+          new SharedLibraryModule(handle, r.fd, std::move(info->functions), &r));
+    }
+  }
 
   // The loader knows an image by the name it was opened by, and answers a dlopen of a name it
   // holds with that image, whatever file the name leads to now; and by the file's inode. So the
@@ -108,13 +190,14 @@ absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::Load(
   // a descriptor number is passed over, and kept open so that it stays that image's.
   for (int tries = 0; void* held = HeldUnder(path); ++tries) {
     dlclose(held);
-    const int next = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (next < 0 || tries + 1 == kMaxNameTries) {
-      if (next >= 0) close(next);
+    const int moved = fcntl(fd, F_DUPFD_CLOEXEC, 3);  // the memfd, under another number
+    Reserve(fd);
+    if (moved < 0 || tries + 1 == kMaxNameTries) {
+      if (moved >= 0) close(moved);
       return absl::ResourceExhaustedError(
           absl::StrCat("no free name for the module: the loader holds an image named ", path));
     }
-    fd = next;
+    fd = moved;
     path = ProcPath(fd);
   }
 
@@ -133,8 +216,13 @@ absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::Load(
     return absl::InternalError(absl::StrCat("the loader gave the module the image loaded as '",
                                             loaded_name, "', not a new one from ", path));
   }
+  if (!info->soname.empty()) {
+    Images& images = LoadedImages();
+    absl::MutexLock lock(&images.mutex);
+    images.sonames.insert(info->soname);
+  }
   return std::unique_ptr<SharedLibraryModule>(
-      new SharedLibraryModule(handle, fd, std::move(info->functions)));
+      new SharedLibraryModule(handle, fd, std::move(info->functions), nullptr, info->soname));
 }
 
 absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::OpenDescriptor(int fd) {
@@ -157,13 +245,28 @@ absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::OpenFi
 
 SharedLibraryModule::~SharedLibraryModule() {
   dlclose(handle_);
-  // An image the loader keeps after dlclose (linked nodelete, or holding a unique symbol)
-  // still answers to its name: the descriptor stays open so that no later module is given it.
+  Images& images = LoadedImages();
+  absl::MutexLock lock(&images.mutex);
+  if (retained_ != nullptr) {  // a kept image, kept on
+    retained_->in_use = false;
+    return;
+  }
+  // An image the loader keeps after dlclose (linked nodelete) still answers to its name, and
+  // still declares its SONAME: its descriptor stays open so that no later module is given it,
+  // and a later load of the same bytes takes it again.
   if (void* still = HeldUnder(ProcPath(fd_)); still != nullptr) {
     dlclose(still);
+    if (absl::StatusOr<std::string> bytes = ReadAll(fd_); bytes.ok()) {
+      images.retained.push_back(RetainedImage{*std::move(bytes), fd_, false});
+    }
     return;
   }
   close(fd_);
+  if (!soname_.empty()) {
+    if (auto it = images.sonames.find(soname_); it != images.sonames.end()) {
+      images.sonames.erase(it);
+    }
+  }
 }
 
 absl::StatusOr<ModuleFunction> SharedLibraryModule::GetFunction(std::string_view name) const {

@@ -11,6 +11,8 @@
 
 namespace kprof::core {
 
+struct RetainedImage;  // an image the loader kept after its module closed
+
 class SharedLibraryModule final : public Module {
  public:
   // Loads the module whose bytes are readable through `fd` (not closed here). The bytes are
@@ -31,12 +33,19 @@ class SharedLibraryModule final : public Module {
   absl::StatusOr<ModuleFunction> GetFunction(std::string_view name) const override;
 
  private:
-  SharedLibraryModule(void* handle, int fd, std::vector<std::string> functions)
-      : handle_(handle), fd_(fd), functions_(std::move(functions)) {}
+  SharedLibraryModule(void* handle, int fd, std::vector<std::string> functions,
+                      RetainedImage* retained, std::string soname = {})
+      : handle_(handle),
+        fd_(fd),
+        functions_(std::move(functions)),
+        retained_(retained),
+        soname_(std::move(soname)) {}
 
   void* handle_;
   int fd_;  // the image's memfd, by whose /proc name the loader knows it; open while it is loaded
   std::vector<std::string> functions_;
+  RetainedImage* retained_;  // the kept image this module took again, or null
+  std::string soname_;
 };
 
 }  // namespace kprof::core

@@ -159,6 +159,8 @@ TEST(SharedLibraryModule, AnImageThatOutlivesItsModuleIsNeverHandedToAnother) {
       auto sticky = SharedLibraryModule::OpenFile(TestModulePath("candidate_nodelete"));
       ASSERT_THAT(sticky, IsOk());
       EXPECT_EQ(Candidate(**sticky), 45);
+      // Loaded again, the kept image is taken again, not copied anew: its state goes on.
+      EXPECT_EQ((*sticky)->GetFunction("calls")->function(nullptr, 0), round + 1);
     }
     for (int k : {2, 5}) {
       auto module = SharedLibraryModule::OpenFile(TestModulePath("candidate_" + std::to_string(k)));
@@ -166,6 +168,27 @@ TEST(SharedLibraryModule, AnImageThatOutlivesItsModuleIsNeverHandedToAnother) {
       EXPECT_EQ(Candidate(**module), k) << "round " << round;
     }
   }
+}
+
+// C++ state of GNU-unique binding is shared by the loader between every module defining it:
+// refused at inspection, with the flag that avoids it.
+TEST(SharedLibraryModule, GnuUniqueStateIsRefused) {
+  EXPECT_THAT(SharedLibraryModule::OpenFile(TestModulePath("gnu_unique")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::AllOf(HasSubstr("defines 1 symbol of GNU-unique binding"),
+                                        HasSubstr("-fno-gnu-unique"))));
+}
+
+// A module needing another loaded module's SONAME would be linked to that module's code.
+TEST(SharedLibraryModule, ADependencyOnAnotherModulesSonameIsRefused) {
+  auto provider = SharedLibraryModule::OpenFile(TestModulePath("soname_provider"));
+  ASSERT_THAT(provider, IsOk());
+  EXPECT_THAT(SharedLibraryModule::OpenFile(TestModulePath("soname_consumer")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("needs 'soname_provider.so', the SONAME of another module")));
+  provider->reset();
+  // With the provider closed, the name is the host's to resolve again.
+  EXPECT_THAT(SharedLibraryModule::OpenFile(TestModulePath("soname_consumer")), IsOk());
 }
 
 // Two loads of one file at once are two images, each with its own state.
