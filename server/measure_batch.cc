@@ -15,7 +15,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/modules/builtin_module.h"
 #include "server/grpc_status.h"
+#include "server/module_registry.h"
 #include "server/profiler_service.h"
 
 namespace kprof::server {
@@ -152,6 +154,9 @@ class ProfilerService::BatchReactor final
     std::string id;
     BatchJob job;
     absl::Time received;  // when the stream read it: its queue wait starts here
+    // Its module, kept from eviction from the moment the stream accepted the job: a module
+    // evicted under queued jobs would fail them all as unknown.
+    std::shared_ptr<void> module_pin;
   };
   struct InExecutor {
     std::string id;
@@ -267,9 +272,24 @@ class ProfilerService::BatchReactor final
       Fail(id, executor.status());
       return;
     }
+    const std::string& module = job.has_time_evaluate() ? job.time_evaluate().call().module_id()
+                                                        : job.profile_function().call().module_id();
+    std::shared_ptr<void> pin;
+    if (!module.empty() && module != core::kBuiltinModuleName) {
+      std::vector<StoredModule> modules;
+      absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> acquired =
+          service_->registry_->Acquire({module}, &modules);
+      if (!acquired.ok()) {
+        // An unknown module: the job may come again under its id once the module is uploaded.
+        ids_.erase(IdHash(id));
+        Fail(id, acquired.status());
+        return;
+      }
+      pin = *std::move(acquired);
+    }
     Update(id, BatchUpdate::QUEUED);
     waiting_[core::DeviceSpec((*executor)->device())].push_back(
-        Waiting{std::move(id), std::move(job), absl::Now()});
+        Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin)});
     ++waiting_count_;
   }
 

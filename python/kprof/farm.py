@@ -13,6 +13,7 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 import contextlib
 import ipaddress
 import queue
+import re
 import socket
 import threading
 from collections import deque
@@ -22,6 +23,17 @@ import grpc
 from kprof.client import (_MODULE_ID, BatchResult, Client, KprofError, _batch_job,
                           _batch_result, _module_bytes, default_target, default_token)
 from kprof.v1 import kprof_pb2
+
+
+_MAX_REUPLOADS = 3  # times one job is sent again after its daemon evicted its module
+
+
+def _unknown_module(update):
+    """The module id a FAILED update says the daemon does not hold, or None."""
+    if update.code != grpc.StatusCode.NOT_FOUND.value[0]:
+        return None
+    match = re.search(r"unknown module ([0-9a-f]{64})", update.message)
+    return match.group(1) if match else None
 
 
 def _split_host_port(address):
@@ -292,6 +304,7 @@ class Farm:
 
         events = queue.Queue()
         pending = deque(range(len(prepared)))
+        reuploads = {}  # job -> times sent again after its daemon lost its module
         try:
             while True:
                 unplaced = deque()
@@ -328,6 +341,14 @@ class Farm:
                     # runs it, and this one gets no more.
                     if update.code == grpc.StatusCode.UNAVAILABLE.value[0]:
                         daemon.draining = True
+                        pending.append(j)
+                        continue
+                    # A module the daemon evicted since it was uploaded there: upload it
+                    # again and send the job again (the daemon takes its id again then).
+                    module = _unknown_module(update)
+                    if module in self._modules and reuploads.get(j, 0) < _MAX_REUPLOADS:
+                        reuploads[j] = reuploads.get(j, 0) + 1
+                        daemon.uploaded.discard(module)
                         pending.append(j)
                         continue
                 deliver(_batch_result(update))

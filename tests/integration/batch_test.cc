@@ -155,6 +155,77 @@ TEST_F(BatchTest, AmbiguousIdsEndTheStream) {
   EXPECT_EQ(updates.at("fine").back().state(), v1::BatchUpdate::DONE);
 }
 
+// A job whose module the daemon does not hold fails NOT_FOUND, and may come again under its id
+// once the module is uploaded (as a farm does after an eviction).
+TEST_F(BatchTest, AJobRefusedForAnUnknownModuleMayComeAgain) {
+  const std::string bytes = ::kprof::testing::ReadFileBytes(TestModulePath("vector_add"));
+  const std::string id = client::ModuleId(bytes);
+  auto channel = grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->MeasureBatch(&context);
+  v1::BatchRequest request;
+  v1::BatchJob job;
+  job.set_id("again");
+  v1::FunctionCall* call = job.mutable_time_evaluate()->mutable_call();
+  call->set_module_id(id);
+  call->set_function("vadd");
+  for (const char* a : {"float32[4]", "float32[4]:ones", "float32[4]:ones"}) call->add_args(a);
+  *request.add_jobs() = job;
+  ASSERT_TRUE(stream->Write(request));
+  v1::BatchUpdate update;
+  bool failed = false;
+  while (!failed && stream->Read(&update)) failed = update.state() == v1::BatchUpdate::FAILED;
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(update.code(), static_cast<int>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(update.message(), HasSubstr("unknown module " + id));
+  ASSERT_THAT(client_->LoadModule(bytes, "vector_add.so"), IsOk());
+  ASSERT_TRUE(stream->Write(request));
+  bool done = false;
+  while (!done && stream->Read(&update)) done = update.state() == v1::BatchUpdate::DONE;
+  EXPECT_TRUE(done) << update.message();
+  stream->WritesDone();
+  while (stream->Read(&update)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+}
+
+// A job waiting in its stream keeps its module: it can be neither unloaded nor evicted.
+TEST_F(BatchTest, QueuedJobsKeepTheirModule) {
+  auto module = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(module, IsOk());
+  auto channel = grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->MeasureBatch(&context);
+  v1::BatchRequest request;
+  // Two long jobs fill the stream's places in the device queue; the third waits in the stream.
+  for (const char* id : {"long1", "long2"}) {
+    *request.add_jobs() = BuiltinJob(id, "sleep_us", "float64:300000");
+  }
+  v1::BatchJob vadd;
+  vadd.set_id("vadd");
+  v1::FunctionCall* call = vadd.mutable_time_evaluate()->mutable_call();
+  call->set_module_id(module->id());
+  call->set_function("vadd");
+  for (const char* a : {"float32[4]", "float32[4]:ones", "float32[4]:ones"}) call->add_args(a);
+  *request.add_jobs() = vadd;
+  ASSERT_TRUE(stream->Write(request));
+  v1::BatchUpdate update;
+  bool queued = false;
+  while (!queued && stream->Read(&update)) {
+    queued = update.id() == "vadd" && update.state() == v1::BatchUpdate::QUEUED;
+  }
+  ASSERT_TRUE(queued);
+  EXPECT_THAT(client_->UnloadModule(module->id()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("in use")));
+  stream->WritesDone();
+  std::map<std::string, v1::BatchUpdate> last;
+  while (stream->Read(&update)) last[update.id()] = update;
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(last["vadd"].state(), v1::BatchUpdate::DONE) << last["vadd"].message();
+}
+
 // A daemon shutting down ends open batch streams UNAVAILABLE once what they hold is answered.
 TEST_F(BatchTest, ShutdownEndsOpenStreamsAfterAnsweringThem) {
   auto channel = grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials());

@@ -20,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "cli.h"
+#include "module_files.h"
 #include "client/farm.h"
 #include "client/kprof_client.h"
 #include "daemon.h"
@@ -45,6 +46,35 @@ int Rounds() {
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Distinct modules: vector_add.so with a few bytes of its own appended (the loader reads only
+// what the headers name), so each has an id of its own. The batches use the first few, the
+// uploaders the rest: more than the daemon holds (evictions, and uploads again, while jobs
+// run), but never more in use at once than it holds (no job refused for a full cache).
+constexpr int kModules = 3;
+constexpr int kUploadModules = 8;
+constexpr int kHeldModules = 8;
+
+std::string ModuleVariant(const std::string& dir, int i) {
+  const std::string path = dir + "/m" + std::to_string(i) + ".so";
+  std::ofstream out(path, std::ios::binary);
+  out << ::kprof::testing::ReadFileBytes(::kprof::testing::TestModulePath("vector_add"))
+      << "variant " << i;
+  return path;
+}
+
+// A vadd of module `id`.
+v1::BatchJob Vadd(const std::string& id, const std::string& module_id) {
+  v1::BatchJob job;
+  job.set_id(id);
+  v1::TimeEvaluateRequest* r = job.mutable_time_evaluate();
+  r->mutable_call()->set_module_id(module_id);
+  r->mutable_call()->set_function("vadd");
+  for (const char* a : {"float32[64]:zeros", "float32[64]:ones", "float32[64]:ones"}) {
+    r->mutable_call()->add_args(a);
+  }
+  return job;
 }
 
 v1::BatchJob Spin(const std::string& id) {
@@ -74,8 +104,15 @@ std::string PythonBatch(const std::string& target, int n, bool farm, const std::
   const std::string script = dir + (farm ? "/farm.py" : "/stream.py");
   std::ofstream(script) << "import sys, kprof\n"
                            "target, n, farm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == '1'\n"
-                           "jobs = [{'id': f'p{i}', 'module': 'builtin', 'function': 'spin_us',\n"
-                           "         'args': ['float64:200'], 'repeat': 2} for i in range(n)]\n"
+                           "def job(i):\n"
+                           "    if i % 3:\n"
+                           "        return {'id': f'p{i}', 'module': 'builtin', 'function': 'spin_us',\n"
+                           "                'args': ['float64:200'], 'repeat': 2}\n"
+                           "    return {'id': f'p{i}', 'module': '" + dir + "/m' + str(i % " +
+                                std::to_string(kModules) + ") + '.so',\n"
+                           "            'function': 'vadd', 'args': ['float32[64]', 'float32[64]:ones',\n"
+                           "            'float32[64]:ones']}\n"
+                           "jobs = [job(i) for i in range(n)]\n"
                            "with (kprof.farm(target) if farm else kprof.connect(target)) as c:\n"
                            "    results = list(c.batch(jobs))\n"
                            "bad = [r for r in results if not r.ok]\n"
@@ -89,14 +126,27 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
   TempDir dir;
   Daemon first;
   first.set_stderr(dir.path() + "/first.err");
-  ASSERT_TRUE(first.Start(dir.path() + "/cache-first"));
+  // Fewer modules held than the batches use: evictions, and uploads again, while jobs run.
+  ASSERT_TRUE(first.Start(dir.path() + "/cache-first",
+                          {"--max-modules", std::to_string(kHeldModules)}));
+  std::vector<std::string> variants, uploaded;
+  for (int i = 0; i < kModules; ++i) variants.push_back(ModuleVariant(dir.path(), i));
+  for (int i = 0; i < kUploadModules; ++i) {
+    uploaded.push_back(ModuleVariant(dir.path(), kModules + i));
+  }
   auto unary_client = client::Client::Connect(first.target());
   ASSERT_THAT(unary_client, IsOk());
   std::ofstream jobs_file(dir.path() + "/jobs.jsonl");
   for (int i = 0; i < 300; ++i) {
-    jobs_file << "{\"id\": \"c" << i
-              << "\", \"module\": \"builtin\", \"function\": \"spin_us\", \"args\": "
-                 "[\"float64:200\"], \"repeat\": 2}\n";
+    if (i % 3 == 0) {
+      jobs_file << "{\"id\": \"c" << i << "\", \"module\": \"" << variants[i % kModules]
+                << "\", \"function\": \"vadd\", \"args\": [\"float32[64]\", "
+                   "\"float32[64]:ones\", \"float32[64]:ones\"]}\n";
+    } else {
+      jobs_file << "{\"id\": \"c" << i
+                << "\", \"module\": \"builtin\", \"function\": \"spin_us\", \"args\": "
+                   "[\"float64:200\"], \"repeat\": 2}\n";
+    }
   }
   jobs_file.close();
 
@@ -117,14 +167,27 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
     work.emplace_back([&] {
       auto farm = client::Farm::Connect(farm_target);
       if (!farm.ok()) return fail("farm: " + std::string(farm.status().message()));
+      std::vector<std::string> ids;
+      for (const std::string& path : variants) {
+        auto id = (*farm)->AddModuleFile(path);
+        if (!id.ok()) return fail("farm module: " + std::string(id.status().message()));
+        ids.push_back(*id);
+      }
       std::vector<v1::BatchJob> jobs;
-      for (int i = 0; i < 600; ++i) jobs.push_back(Spin("f" + std::to_string(i)));
+      for (int i = 0; i < 600; ++i) {
+        const std::string id = "f" + std::to_string(i);
+        jobs.push_back(i % 3 == 0 ? Vadd(id, ids[static_cast<size_t>(i) % ids.size()]) : Spin(id));
+      }
+      std::string first_failure;
       const absl::Status status = (*farm)->MeasureBatch(jobs, [&](const v1::BatchUpdate& u) {
         farm_done += u.state() == v1::BatchUpdate::DONE;
+        if (u.state() == v1::BatchUpdate::FAILED && first_failure.empty()) {
+          first_failure = u.id() + ": " + u.message();
+        }
       });
       if (!status.ok() || farm_done != 600) {
         fail("C++ farm: " + status.ToString() + ", " + std::to_string(farm_done) +
-             " of 600 done");
+             " of 600 done; " + first_failure);
       }
     });
     // The CLI's farm batch over both.
@@ -147,6 +210,23 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
         fail("Python stream: " + out);
       }
     });
+    // Uploads of the same bytes from four clients at once, then a job on them.
+    for (int u = 0; u < 4; ++u) {
+      work.emplace_back([&, u] {
+        auto client = client::Client::Connect(first.target());
+        if (!client.ok()) return fail("uploader: " + std::string(client.status().message()));
+        for (int i = 0; i < kUploadModules; ++i) {
+          const std::string& path = uploaded[static_cast<size_t>((i + 2 * u) % kUploadModules)];
+          auto module = (*client)->LoadModuleFile(path);
+          if (!module.ok()) return fail("upload: " + module.status().ToString());
+          v1::TimeEvaluateRequest r = Vadd("u", module->id()).time_evaluate();
+          // The module may be evicted before the job: the client uploads it again.
+          if (auto answer = (*client)->TimeEvaluate(r); !answer.ok()) {
+            return fail("job after upload: " + answer.status().ToString());
+          }
+        }
+      });
+    }
     // Unary calls on the first.
     work.emplace_back([&] {
       for (int i = 0; i < 60; ++i) {
