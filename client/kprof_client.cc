@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -169,26 +173,48 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& 
   return LoadModule(*std::move(bytes), path.substr(path.rfind('/') + 1), format);
 }
 
-template <typename Response, typename Call>
-absl::StatusOr<Response> Client::WithReupload(Call call) {
-  Response response;
-  absl::Status status = call(&response);
-  if (!absl::IsNotFound(status) || status.message().find("unknown module ") == std::string::npos) {
-    if (!status.ok()) return status;
-    return response;
-  }
-  // "unknown module ID ...": upload it again if this client has its bytes, then retry once.
-  std::string id(status.message().substr(status.message().find("unknown module ") + 15, 64));
+namespace {
+
+// The module a NOT_FOUND error says the daemon does not hold ("unknown module ID ..."), or "".
+std::string UnknownModule(int code, const std::string& message) {
+  constexpr std::string_view kUnknown = "unknown module ";
+  if (code != static_cast<int>(absl::StatusCode::kNotFound)) return "";
+  const size_t at = message.find(kUnknown);
+  if (at == std::string::npos || message.size() < at + kUnknown.size() + 64) return "";
+  return message.substr(at + kUnknown.size(), 64);
+}
+
+// How often one batch job is sent again after its daemon evicted its module.
+constexpr int kMaxResends = 3;
+
+}  // namespace
+
+absl::Status Client::Reupload(const std::string& id) {
   Uploaded module;
   {
     absl::MutexLock lock(&mutex_);
     const auto it = uploaded_.find(id);
-    if (it == uploaded_.end()) return status;
+    if (it == uploaded_.end()) return absl::NotFoundError("this client never uploaded " + id);
     module = it->second;
   }
-  if (auto uploaded = Upload(module.bytes, id, module.name, module.format); !uploaded.ok()) {
-    return uploaded.status();
+  return Upload(module.bytes, id, module.name, module.format).status();
+}
+
+template <typename Response, typename Call>
+absl::StatusOr<Response> Client::WithReupload(Call call) {
+  Response response;
+  absl::Status status = call(&response);
+  const std::string id = UnknownModule(static_cast<int>(status.code()), std::string(status.message()));
+  if (id.empty()) {
+    if (!status.ok()) return status;
+    return response;
   }
+  // Upload it again if this client has its bytes, then retry once.
+  {
+    absl::MutexLock lock(&mutex_);
+    if (uploaded_.find(id) == uploaded_.end()) return status;
+  }
+  if (absl::Status uploaded = Reupload(id); !uploaded.ok()) return uploaded;
   response.Clear();
   status = call(&response);
   if (!status.ok()) return status;
@@ -245,24 +271,72 @@ absl::Status Client::MeasureBatch(
   std::shared_ptr<grpc::ClientReaderWriter<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>>
       stream = stub_->MeasureBatch(&context);
   const size_t per_message = std::max<size_t>(jobs_per_message, 1);
-  std::thread writer([&stream, &jobs, per_message] {
+  // The writer keeps the stream open until every job has its answer: a job whose module the
+  // daemon evicted before the job arrived is sent again once the module is uploaded again.
+  std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<size_t> resend;  // guarded by mutex, and so are the two below
+  bool reads_over = false;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < jobs.size(); ++i) index.emplace(jobs[i].id(), i);
+  size_t unanswered = index.size();
+  std::thread writer([&] {
     kprof::v1::BatchRequest message;
     size_t bytes = 0;
-    for (size_t i = 0; i < jobs.size(); ++i) {
+    bool open = true;
+    for (size_t i = 0; open && i < jobs.size(); ++i) {
       *message.add_jobs() = jobs[i];
       bytes += jobs[i].ByteSizeLong();
       // Well under the daemon's 16 MiB message limit, however large the jobs.
       if (message.jobs_size() == static_cast<int>(per_message) || bytes > (4 << 20) ||
           i + 1 == jobs.size()) {
-        if (!stream->Write(message)) break;  // the stream ended; Finish says why
+        open = stream->Write(message);  // false: the stream ended; Finish says why
         message.Clear();
         bytes = 0;
       }
     }
+    std::unique_lock<std::mutex> lock(mutex);
+    while (open) {
+      wake.wait(lock, [&] { return !resend.empty() || reads_over || unanswered == 0; });
+      if (resend.empty()) break;
+      kprof::v1::BatchRequest again;
+      *again.add_jobs() = jobs[resend.front()];
+      resend.pop_front();
+      lock.unlock();
+      open = stream->Write(again);
+      lock.lock();
+    }
+    lock.unlock();
     stream->WritesDone();
   });
+  std::map<std::string, int> resent;
   kprof::v1::BatchUpdate update;
-  while (stream->Read(&update)) on_update(update);
+  while (stream->Read(&update)) {
+    const bool final = update.state() == kprof::v1::BatchUpdate::DONE ||
+                       update.state() == kprof::v1::BatchUpdate::FAILED;
+    const auto job = index.find(update.id());
+    if (final && job != index.end() && update.state() == kprof::v1::BatchUpdate::FAILED) {
+      const std::string module = UnknownModule(update.code(), update.message());
+      if (!module.empty() && resent[update.id()] < kMaxResends && Reupload(module).ok()) {
+        ++resent[update.id()];
+        std::lock_guard<std::mutex> lock(mutex);
+        resend.push_back(job->second);
+        wake.notify_one();
+        continue;
+      }
+    }
+    if (final && job != index.end()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (unanswered > 0) --unanswered;
+      wake.notify_one();
+    }
+    on_update(update);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    reads_over = true;
+    wake.notify_one();
+  }
   // Reads end once the daemon has sent its status; the writer's next Write then fails at once,
   // so it is never left blocked (and cancelling here would replace the daemon's status).
   writer.join();

@@ -80,7 +80,10 @@ class Client {
   // Sends `jobs` on one MeasureBatch stream (a writer thread sends them in messages of
   // `jobs_per_message` while this thread reads) and calls `on_update` with each update as it
   // arrives, in this thread. Jobs' own failures come as FAILED updates; the status is the
-  // stream's (OK once every job has its result). `timeout` 0: no deadline on the stream.
+  // stream's (OK once every job has its result). A job refused because the daemon evicted its
+  // module (one this client uploaded) is sent again after the module, up to three times, on
+  // the same stream: the stream stays open until every job has its answer. `timeout` 0: no
+  // deadline on the stream.
   absl::Status MeasureBatch(const std::vector<kprof::v1::BatchJob>& jobs,
                             const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
                             absl::Duration timeout = {}, size_t jobs_per_message = 64);
@@ -105,6 +108,8 @@ class Client {
   // module again and retries once.
   template <typename Response, typename Call>
   absl::StatusOr<Response> WithReupload(Call call);
+  // Uploads again a module this client uploaded (NOT_FOUND when it never did).
+  absl::Status Reupload(const std::string& id);
 
   std::unique_ptr<kprof::v1::Profiler::Stub> stub_;
   ClientOptions options_;

@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import queue
 import re
 
 import grpc
@@ -270,22 +271,66 @@ class Client:
         """Runs many TimeEvaluate jobs on one MeasureBatch stream and yields a BatchResult per
         job as each finishes. A job is a dict like a `kprof batch` line: "id", "module",
         "function", "args", "launch", and TimeEvaluateRequest fields by name. `progress`, when
-        given, is called with each update's BatchProgress."""
+        given, is called with each update's BatchProgress. A job whose module the daemon
+        evicted before the job arrived is sent again after the module is, up to three times."""
         requests = [_batch_job(job, self._module_id) for job in jobs]
+        by_id = {request.id: request for request in requests}
+        outbox = queue.Queue()
+        for i in range(0, len(requests), 64):
+            outbox.put(kprof_pb2.BatchRequest(jobs=requests[i:i + 64]))
+        unanswered = len(by_id)
+        if not unanswered:
+            outbox.put(None)
 
-        def messages():
-            for i in range(0, len(requests), 64):
-                yield kprof_pb2.BatchRequest(jobs=requests[i:i + 64])
+        def messages():  # open until every job has its answer, so that one can be sent again
+            while True:
+                message = outbox.get()
+                if message is None:
+                    return
+                yield message
 
+        resent = {}
         stream = self._stub.MeasureBatch(messages(), metadata=self._metadata)
         try:
             for update in stream:
                 if progress is not None:
                     progress(update.progress)
-                if update.state in (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED):
-                    yield _batch_result(update)
+                if update.state not in (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED):
+                    continue
+                module = _unknown_module(update)
+                if module in self._modules and update.id in by_id and \
+                        resent.get(update.id, 0) < _MAX_RESENDS:
+                    resent[update.id] = resent.get(update.id, 0) + 1
+                    data, name, format = self._modules[module]
+                    try:
+                        self._upload(data, module, name, format)
+                        outbox.put(kprof_pb2.BatchRequest(jobs=[by_id[update.id]]))
+                        continue
+                    except KprofError:
+                        pass  # refused again (a full cache): the job's answer stands
+                unanswered -= 1
+                if unanswered == 0:
+                    outbox.put(None)
+                yield _batch_result(update)
         except grpc.RpcError as error:
             raise KprofError(error.code(), error.details()) from None
+        finally:
+            if unanswered:
+                stream.cancel()  # abandoned early: nothing more is wanted
+            outbox.put(None)
+
+
+_MAX_RESENDS = 3  # times one batch job is sent again after its daemon evicted its module
+
+
+def _unknown_module(update):
+    """The module id a FAILED update says the daemon does not hold ("unknown module ID"), or
+    None."""
+    if update.state != kprof_pb2.BatchUpdate.FAILED or \
+            update.code != grpc.StatusCode.NOT_FOUND.value[0]:
+        return None
+    match = re.search(r"unknown module ([0-9a-f]{64})", update.message)
+    return match.group(1) if match else None
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}

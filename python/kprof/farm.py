@@ -13,27 +13,16 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 import contextlib
 import ipaddress
 import queue
-import re
 import socket
 import threading
 from collections import deque
 
 import grpc
 
-from kprof.client import (_MODULE_ID, BatchResult, Client, KprofError, _batch_job,
-                          _batch_result, _module_bytes, default_target, default_token)
+from kprof.client import (_MAX_RESENDS, _MODULE_ID, BatchResult, Client, KprofError,
+                          _batch_job, _batch_result, _module_bytes, _unknown_module,
+                          default_target, default_token)
 from kprof.v1 import kprof_pb2
-
-
-_MAX_REUPLOADS = 3  # times one job is sent again after its daemon evicted its module
-
-
-def _unknown_module(update):
-    """The module id a FAILED update says the daemon does not hold, or None."""
-    if update.code != grpc.StatusCode.NOT_FOUND.value[0]:
-        return None
-    match = re.search(r"unknown module ([0-9a-f]{64})", update.message)
-    return match.group(1) if match else None
 
 
 def _split_host_port(address):
@@ -346,7 +335,7 @@ class Farm:
                     # A module the daemon evicted since it was uploaded there: upload it
                     # again and send the job again (the daemon takes its id again then).
                     module = _unknown_module(update)
-                    if module in self._modules and reuploads.get(j, 0) < _MAX_REUPLOADS:
+                    if module in self._modules and reuploads.get(j, 0) < _MAX_RESENDS:
                         reuploads[j] = reuploads.get(j, 0) + 1
                         daemon.uploaded.discard(module)
                         pending.append(j)

@@ -89,6 +89,22 @@ def test_convergence_needs_no_repeat_count(client):
     assert len(client.time_evaluate("builtin", "spin_us", args=["float64:5"]).results) == 1
 
 
+def test_a_batch_sends_again_a_job_whose_module_was_evicted(client):
+    """A job whose module the daemon no longer holds is answered once the client has uploaded
+    the module again and sent the job again, on the same stream."""
+    from kprof.v1 import kprof_pb2
+    module_id = client.load_module(os.path.join(MODULES, "vector_add.so"))
+    client._stub.UnloadModule(kprof_pb2.UnloadModuleRequest(id=module_id))
+    assert not client._stub.HasModule(kprof_pb2.HasModuleRequest(id=module_id)).present
+    results = list(client.batch([
+        {"id": "evicted", "module": module_id, "function": "vadd",
+         "args": ["float32[4]", "float32[4]:ones", "float32[4]:ones"]},
+        {"id": "builtin", "module": "builtin", "function": "spin_us", "args": ["float64:5"]}]))
+    assert sorted(r.id for r in results) == ["builtin", "evicted"]
+    assert all(r.ok for r in results), [r.message for r in results]
+    assert client._stub.HasModule(kprof_pb2.HasModuleRequest(id=module_id)).present
+
+
 def test_profiles_take_a_seed(client):
     """profile() and profile_function() send the seed that chooses the random data."""
     sent = []

@@ -190,6 +190,30 @@ TEST_F(BatchTest, AJobRefusedForAnUnknownModuleMayComeAgain) {
   EXPECT_TRUE(stream->Finish().ok());
 }
 
+// The client sends again, on the same stream, a job whose module the daemon no longer holds,
+// once it has uploaded the module again.
+TEST_F(BatchTest, TheClientSendsAgainAJobWhoseModuleWasEvicted) {
+  auto module = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(module, IsOk());
+  ASSERT_THAT(client_->UnloadModule(module->id()), IsOk());
+  v1::BatchJob vadd;
+  vadd.set_id("evicted");
+  v1::FunctionCall* call = vadd.mutable_time_evaluate()->mutable_call();
+  call->set_module_id(module->id());
+  call->set_function("vadd");
+  for (const char* a : {"float32[4]", "float32[4]:ones", "float32[4]:ones"}) call->add_args(a);
+  absl::Status status;
+  const auto updates = Run({vadd, Spin("spin")}, &status);
+  ASSERT_THAT(status, IsOk());
+  for (const char* id : {"evicted", "spin"}) {
+    ASSERT_EQ(updates.count(id), 1u) << id;
+    EXPECT_EQ(Finals(updates.at(id)), 1) << id;
+    EXPECT_EQ(updates.at(id).back().state(), v1::BatchUpdate::DONE)
+        << id << ": " << updates.at(id).back().message();
+  }
+  EXPECT_THAT(client_->HasModule(module->id()), IsOkAndHolds(true));
+}
+
 // A job waiting in its stream keeps its module: it can be neither unloaded nor evicted.
 TEST_F(BatchTest, QueuedJobsKeepTheirModule) {
   auto module = client_->LoadModuleFile(TestModulePath("vector_add"));
