@@ -13,6 +13,7 @@
 #include <set>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/modules/elf_inspector.h"
@@ -205,9 +206,11 @@ absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::Load(
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
+    std::string why = error != nullptr ? error : "dlopen failed";
+    // The loader names the image by its descriptor, which means nothing to the module's author.
+    if (absl::StartsWith(why, path + ": ")) why = why.substr(path.size() + 2);
     close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot load the module: ", error != nullptr ? error : "dlopen failed"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot load the module: ", why));
   }
   if (const std::string loaded_name = LoadedName(handle); loaded_name != path) {
     // Not a new image: never run it as this module.

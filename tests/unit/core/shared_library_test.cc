@@ -67,6 +67,10 @@ TEST(SharedLibraryModule, UndefinedSymbolIsInvalidArgumentWithDlerror) {
   EXPECT_THAT(SharedLibraryModule::OpenFile(TestModulePath("undefined_symbol")),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("undefined symbol: kprof_test_symbol_nobody_defines")));
+  // Without the descriptor's name, which means nothing to the module's author.
+  EXPECT_THAT(SharedLibraryModule::OpenFile(TestModulePath("undefined_symbol")),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::Not(HasSubstr("/proc/self/fd/"))));
 }
 
 TEST(SharedLibraryModule, ModuleExportingNothingIsInvalid) {
