@@ -35,14 +35,14 @@ struct Candidate {
   double seconds;
 };
 
-// candidate_1..6 spin k ms in gemm; beside them one needing libm, one the loader never
+// candidate_1..6 take 2k ms in gemm; beside them one needing libm, one the loader never
 // unloads, both exporting gemm too, and one exporting my_saxpy.
 std::vector<Candidate> Candidates() {
   std::vector<Candidate> all;
-  for (int k = 1; k <= 6; ++k) all.push_back({"candidate_" + std::to_string(k), "gemm", k * 1e-3});
-  all.push_back({"candidate_libm", "gemm", 2.5e-3});
-  all.push_back({"candidate_nodelete", "gemm", 4.5e-3});
-  all.push_back({"candidate_saxpy", "my_saxpy", 3.5e-3});
+  for (int k = 1; k <= 6; ++k) all.push_back({"candidate_" + std::to_string(k), "gemm", k * 2e-3});
+  all.push_back({"candidate_libm", "gemm", 5e-3});
+  all.push_back({"candidate_nodelete", "gemm", 9e-3});
+  all.push_back({"candidate_saxpy", "my_saxpy", 7e-3});
   return all;
 }
 
@@ -63,10 +63,11 @@ v1::TimeEvaluateRequest Timing(const std::string& module_id, const std::string& 
   return r;
 }
 
-// A spin on the wall clock never ends early, and a busy host only makes a repeat longer: the
-// fastest repeat is the candidate's cost, to within 5% (a neighbour is at least 10% away).
+// A sleep to a deadline never ends early, and a busy host only makes a repeat longer (by a
+// wake-up): the fastest repeat is the candidate's cost, to within 10% (the nearest neighbour
+// is 11% away).
 bool IsItsOwnCost(double fastest, double seconds) {
-  return fastest >= seconds * 0.995 && fastest <= seconds * 1.05;
+  return fastest >= seconds * 0.995 && fastest <= seconds * 1.10;
 }
 
 void ExpectItsOwnCost(double fastest, const Candidate& c, const std::string& where) {
@@ -176,7 +177,7 @@ TEST_F(AutotuneTest, TwoClientsAtOnceEachGetTheirOwnCandidatesTimes) {
 // The report a new user met: `kprof time` of one candidate, then of another with the same
 // entry point, on one daemon.
 TEST_F(AutotuneTest, TheCliTimesEachCandidateFileAsItself) {
-  for (int k : {1, 5, 2}) {
+  for (int k : {1, 5, 2}) {  // 2, 10 and 4 ms
     const auto result = ::kprof::testing::RunKprof(
         daemon_.target(),
         "time " + TestModulePath("candidate_" + std::to_string(k)) +
@@ -184,7 +185,7 @@ TEST_F(AutotuneTest, TheCliTimesEachCandidateFileAsItself) {
         dir_.path());
     ASSERT_EQ(result.exit_code, 0) << result.err;
     const double fastest = nlohmann::json::parse(result.out)["min"].get<double>();
-    EXPECT_TRUE(IsItsOwnCost(fastest, k * 1e-3)) << "candidate_" << k << ": " << fastest << " s";
+    EXPECT_TRUE(IsItsOwnCost(fastest, k * 2e-3)) << "candidate_" << k << ": " << fastest << " s";
   }
 }
 

@@ -100,7 +100,7 @@ TEST_F(WorkerJobsTest, AJobMayNameMoreModulesThanTheLimit) {
 }
 
 // An autotuner's candidates through one worker that keeps two of them open: each exports gemm
-// and spins its own k ms; interleaved, closed by the LRU and opened again, every job measures
+// and takes its own 2k ms; interleaved, closed by the LRU and opened again, every job measures
 // its own candidate.
 TEST_F(WorkerJobsTest, CandidatesSharingAnEntryPointEachMeasureTheirOwnCost) {
   WorkerJobs jobs(kCpu, /*max_open_modules=*/2);
@@ -121,21 +121,22 @@ TEST_F(WorkerJobsTest, CandidatesSharingAnEntryPointEachMeasureTheirOwnCost) {
   for (int k : {3, 1, 6, 2, 5, 4, 1, 6, 3, 4, 2, 5}) {
     const auto response = time("candidate_" + std::to_string(k), "gemm", ++job);
     ASSERT_EQ(response.code(), 0) << response.message();
-    // The fastest repeat: a busy host only makes repeats longer, and a spin never ends early.
+    // The fastest repeat: a busy host only makes repeats longer, and a sleep to a deadline
+    // never ends early; the nearest neighbour is 11% away.
     const double fastest = response.time_evaluate().statistics().min();
-    EXPECT_GE(fastest, k * 1e-3 * 0.995) << "candidate_" << k << " in job " << job;
-    EXPECT_LE(fastest, k * 1e-3 * 1.05) << "candidate_" << k << " in job " << job;
+    EXPECT_GE(fastest, k * 2e-3 * 0.995) << "candidate_" << k << " in job " << job;
+    EXPECT_LE(fastest, k * 2e-3 * 1.10) << "candidate_" << k << " in job " << job;
     EXPECT_LE(jobs.modules_open(), 3u);
   }
   for (const auto& [name, function, seconds] :
-       {std::tuple{"candidate_libm", "gemm", 2.5e-3}, std::tuple{"candidate_saxpy", "my_saxpy", 3.5e-3},
-        std::tuple{"candidate_nodelete", "gemm", 4.5e-3}, std::tuple{"candidate_2", "gemm", 2e-3},
-        std::tuple{"candidate_libm", "gemm", 2.5e-3}}) {
+       {std::tuple{"candidate_libm", "gemm", 5e-3}, std::tuple{"candidate_saxpy", "my_saxpy", 7e-3},
+        std::tuple{"candidate_nodelete", "gemm", 9e-3}, std::tuple{"candidate_2", "gemm", 4e-3},
+        std::tuple{"candidate_libm", "gemm", 5e-3}}) {
     const auto response = time(name, function, ++job);
     ASSERT_EQ(response.code(), 0) << name << ": " << response.message();
     const double fastest = response.time_evaluate().statistics().min();
     EXPECT_GE(fastest, seconds * 0.995) << name;
-    EXPECT_LE(fastest, seconds * 1.05) << name;
+    EXPECT_LE(fastest, seconds * 1.10) << name;
   }
 }
 
