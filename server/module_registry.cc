@@ -183,6 +183,11 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::str
     return absl::InvalidArgumentError(
         absl::StrCat("module name of ", name.size(), " bytes (limit ", kMaxName, ")"));
   }
+  if (!core::IsPrintableUtf8(name)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("module name ", core::QuoteBytes(name),
+                     " is not printable UTF-8 (accepted: UTF-8 without control characters)"));
+  }
   if (!core::IsModuleFormat(format)) {
     return absl::InvalidArgumentError(
         absl::StrCat("module format '", format,

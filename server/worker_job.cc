@@ -22,6 +22,9 @@ namespace {
 using kprof::worker::v1::WorkerRequest;
 using kprof::worker::v1::WorkerResponse;
 
+// The longest min_repeat_ms or cooldown_interval_ms a request may give: an hour.
+constexpr int64_t kMaxOptionMs = 3'600'000;
+
 absl::Status CheckDevice(const std::string& requested, core::Device mine) {
   KPROF_ASSIGN_OR_RETURN(core::Device device,
                          core::ParseDevice(requested.empty() ? "cpu:0" : requested));
@@ -170,6 +173,15 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
       core::TimeJob time;
       if (r.has_number()) time.options.number = r.number();
       if (r.has_repeat()) time.options.repeat = r.repeat();
+      // Durations in ms from the wire: finite, and at most an hour (NaN and 1e308 would run
+      // until the job timeout).
+      for (const auto& [what, ms] : {std::pair{"min_repeat_ms", r.min_repeat_ms()},
+                                     std::pair{"cooldown_interval_ms", r.cooldown_interval_ms()}}) {
+        if (!(ms >= 0 && ms <= static_cast<double>(kMaxOptionMs))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, " = ", ms, " is out of range (accepted: 0 to ", kMaxOptionMs, ")"));
+        }
+      }
       time.options.min_repeat = absl::Milliseconds(r.min_repeat_ms());
       if (r.has_limit_zero_time_iterations()) {
         time.options.limit_zero_time_iterations = r.limit_zero_time_iterations();

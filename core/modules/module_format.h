@@ -21,8 +21,16 @@ struct ModuleDescription {
 
 // `declared`: "" or "auto" (decide from the bytes), or one of the formats, which the bytes must
 // then be. INVALID_ARGUMENT for an unknown format, a mismatch ("declared cubin, but the bytes
-// are PTX"), and what the inspection of the format finds wrong.
+// are PTX"), what the inspection of the format finds wrong, and a function name that is not
+// printable UTF-8.
 absl::StatusOr<ModuleDescription> DescribeModule(std::string_view bytes, std::string_view declared);
+
+// Whether `text` is UTF-8 without control characters (below U+0020, U+007F..U+009F): what
+// a name must be to travel in the protocol's strings and to be printed as it is.
+bool IsPrintableUtf8(std::string_view text);
+
+// "'na\x1bme'": `text` quoted, with bytes beyond printable ASCII as \xHH, for messages.
+std::string QuoteBytes(std::string_view text);
 
 // Whether `format` is one DescribeModule takes (so an upload's header can be refused early).
 bool IsModuleFormat(std::string_view format);

@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -31,6 +32,7 @@ using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
+using ::testing::AllOf;
 using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
@@ -282,6 +284,46 @@ TEST_F(ServiceTest, UploadErrorsHaveTheirCodes) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("starts with its header")));
   EXPECT_THAT(client_->LoadModule("this is not a module", "text.so"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not an ELF file")));
+  // Names go into the protocol's strings and onto terminals: printable UTF-8 only.
+  for (const std::string& name : {std::string("m\x1b[31m.so"), std::string("two\nlines.so")}) {
+    v1::ModuleHeader control = header;
+    control.set_name(name);
+    EXPECT_THAT(RawUpload(daemon_.target(), control, bytes),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("is not printable UTF-8")))
+        << name;
+  }
+  std::string bad_export = bytes;
+  for (size_t at = bad_export.find(std::string("vadd\0", 5)); at != std::string::npos;
+       at = bad_export.find(std::string("vadd\0", 5), at + 1)) {
+    bad_export[at + 1] = '\xff';
+  }
+  EXPECT_THAT(client_->LoadModule(bad_export, "bad.so"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("exports the name 'v\\xffdd', which is not printable UTF-8")));
+  // Nothing of them was kept: the daemon lists its modules as before.
+  EXPECT_THAT(client_->ListModules(), IsOk());
+}
+
+// Durations given in milliseconds must be finite and at most an hour: NaN and 1e308 would run
+// until the job timeout.
+TEST_F(ServiceTest, NonFiniteOrHugeMillisecondsAreRefused) {
+  for (const double ms : {std::nan(""), std::numeric_limits<double>::infinity(), 1e308, -1.0}) {
+    for (const bool cooldown : {false, true}) {
+      v1::TimeEvaluateRequest r;
+      r.mutable_call()->set_module_id("builtin");
+      r.mutable_call()->set_function("nop");
+      if (cooldown) {
+        r.set_cooldown_interval_ms(ms);
+      } else {
+        r.set_min_repeat_ms(ms);
+      }
+      EXPECT_THAT(client_->TimeEvaluate(r),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           AllOf(HasSubstr(cooldown ? "cooldown_interval_ms = " : "min_repeat_ms = "),
+                                 HasSubstr("is out of range (accepted: 0 to 3600000)"))))
+          << ms;
+    }
+  }
 }
 
 #ifdef KPROF_TEST_CUDA_IMAGES
