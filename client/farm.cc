@@ -155,18 +155,6 @@ const kprof::v1::FunctionCall& CallOf(const BatchJob& job) {
   return job.has_profile_function() ? job.profile_function().call() : job.time_evaluate().call();
 }
 
-// The module a FAILED update says the daemon does not hold ("unknown module ID"), or "".
-std::string UnknownModule(const BatchUpdate& update) {
-  if (update.code() != static_cast<int32_t>(absl::StatusCode::kNotFound)) return "";
-  constexpr std::string_view kUnknown = "unknown module ";
-  const size_t at = update.message().find(kUnknown);
-  if (at == std::string::npos || update.message().size() < at + kUnknown.size() + 64) return "";
-  return update.message().substr(at + kUnknown.size(), 64);
-}
-
-// How often one job is sent again after its daemon had lost its module (evicted it).
-constexpr int kMaxReuploads = 3;
-
 BatchUpdate Failed(const std::string& id, const absl::Status& status) {
   BatchUpdate update;
   update.set_id(id);
@@ -352,8 +340,8 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
         }
         // A module the daemon evicted since this farm uploaded it: upload it again, and send
         // the job again (the daemon takes its id again after such a refusal).
-        if (const std::string module = UnknownModule(u);
-            !module.empty() && modules_.count(module) > 0 && reuploads[j]++ < kMaxReuploads) {
+        if (const std::string module = UnknownModule(u.code(), u.message());
+            !module.empty() && modules_.count(module) > 0 && reuploads[j]++ < kMaxResends) {
           d.uploaded.erase(module);
           pending.push_back(j);
           continue;

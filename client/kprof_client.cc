@@ -173,21 +173,13 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& 
   return LoadModule(*std::move(bytes), path.substr(path.rfind('/') + 1), format);
 }
 
-namespace {
-
-// The module a NOT_FOUND error says the daemon does not hold ("unknown module ID ..."), or "".
-std::string UnknownModule(int code, const std::string& message) {
+std::string UnknownModule(int code, std::string_view message) {
   constexpr std::string_view kUnknown = "unknown module ";
   if (code != static_cast<int>(absl::StatusCode::kNotFound)) return "";
   const size_t at = message.find(kUnknown);
-  if (at == std::string::npos || message.size() < at + kUnknown.size() + 64) return "";
-  return message.substr(at + kUnknown.size(), 64);
+  if (at == std::string_view::npos || message.size() < at + kUnknown.size() + 64) return "";
+  return std::string(message.substr(at + kUnknown.size(), 64));
 }
-
-// How often one batch job is sent again after its daemon evicted its module.
-constexpr int kMaxResends = 3;
-
-}  // namespace
 
 absl::Status Client::Reupload(const std::string& id) {
   Uploaded module;

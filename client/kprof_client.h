@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -130,6 +131,13 @@ class Client {
 
 // The daemon's status as an absl::Status: same code, same message.
 absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The module an error (code and message) says the daemon does not hold, "unknown module ID"
+// (NOT_FOUND), or "". What a client answers by uploading the module again.
+std::string UnknownModule(int code, std::string_view message);
+
+// How often one batch job is sent again after its daemon evicted its module.
+inline constexpr int kMaxResends = 3;
 
 // Lowercase hex SHA-256 of `bytes`: a module's id.
 std::string ModuleId(const std::string& bytes);
