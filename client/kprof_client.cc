@@ -4,9 +4,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <mutex>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -196,7 +196,8 @@ template <typename Response, typename Call>
 absl::StatusOr<Response> Client::WithReupload(Call call) {
   Response response;
   absl::Status status = call(&response);
-  const std::string id = UnknownModule(static_cast<int>(status.code()), std::string(status.message()));
+  const std::string id =
+      UnknownModule(static_cast<int>(status.code()), std::string(status.message()));
   if (id.empty()) {
     if (!status.ok()) return status;
     return response;

@@ -170,8 +170,8 @@ absl::Status SetLaunch(const core::CommandLine& cl, const Options& o,
       int64_t value = 0;
       if (!absl::SimpleAtoi(part, &value)) {
         return UsageError(absl::StrCat("--", name, " '", *text,
-                                                       "': dimensions are integers, e.g. 256 or "
-                                                       "64,64"));
+                                       "': dimensions are integers, e.g. 256 or "
+                                       "64,64"));
       }
       dims->Add(value);
     }
@@ -766,8 +766,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     return absl::OkStatus();
   }
   if (o.format != "table" && o.format != "json" && o.format != "csv") {
-    return UsageError(
-        absl::StrCat("--format '", o.format, "' is not one of table, json, csv"));
+    return UsageError(absl::StrCat("--format '", o.format, "' is not one of table, json, csv"));
   }
   if (words.empty()) return UsageError("no command (kprof --help lists them)");
   const std::string& command = words[0];
@@ -801,10 +800,9 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     if (words.size() != 2) return UsageError("usage: kprof unload ID");
     return client->UnloadModule(words[1]);
   }
-  return UsageError(
-      absl::StrCat("unknown command '", command,
-                   "' (accepted: info, load, modules, unload, time, profile, "
-                   "batch, report)"));
+  return UsageError(absl::StrCat("unknown command '", command,
+                                 "' (accepted: info, load, modules, unload, time, profile, "
+                                 "batch, report)"));
 }
 
 }  // namespace

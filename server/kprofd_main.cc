@@ -7,14 +7,13 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -256,8 +255,8 @@ std::string WhyCannotListen(const std::string& listen) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* found = nullptr;
-  if (const int error = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints,
-                                    &found);
+  if (const int error =
+          getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
       error != 0) {
     return absl::StrCat("cannot resolve '", host, "': ", gai_strerror(error));
   }

@@ -22,9 +22,9 @@ struct WorkerOptions {
   std::string executable;  // path of kprofd-worker
   core::Device device;
   size_t max_frame_bytes = 64 << 20;
-  uint64_t max_data_bytes = 0;  // RLIMIT_DATA of the worker; 0: none
+  uint64_t max_data_bytes = 0;     // RLIMIT_DATA of the worker; 0: none
   uint64_t max_open_modules = 64;  // modules kept loaded between jobs (WorkerJobs)
-  core::Placement placement;    // CPUs and priority the worker gives itself
+  core::Placement placement;       // CPUs and priority the worker gives itself
   // Landlock: paths the worker may not read (the token file, the TLS key) or write (the cache).
   std::vector<std::string> unreadable;
   std::vector<std::string> unwritable;

@@ -89,8 +89,7 @@ uint16_t ToNarrowFloat(double value, int exponent_bits, int mantissa_bits, bool 
   if (!toward_zero && (rest > halfway || (rest == halfway && (kept & 1u)))) ++kept;
   // For normals, the implicit bit becomes the exponent's lowest; a carry out of the mantissa
   // bumps the exponent (up to infinity), and a subnormal rounding up becomes the least normal.
-  const uint64_t bits = e <= 0 ? kept
-                               : (static_cast<uint64_t>(e - 1) << mantissa_bits) + kept;
+  const uint64_t bits = e <= 0 ? kept : (static_cast<uint64_t>(e - 1) << mantissa_bits) + kept;
   return static_cast<uint16_t>(sign | static_cast<uint32_t>(bits));
 }
 

@@ -107,12 +107,19 @@ bool IsKernelSidePerfEvent(const std::string& event) {
   const size_t start = event.rfind("perf::", 0) == 0 ? 6 : 0;
   std::string name = event.substr(start, event.find(':', start) - start);
   for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  static constexpr std::string_view kNames[] = {
-      "CONTEXT-SWITCHES",    "CS",           "PERF_COUNT_SW_CONTEXT_SWITCHES",
-      "PAGE-FAULTS",         "FAULTS",       "PERF_COUNT_SW_PAGE_FAULTS",
-      "MINOR-FAULTS",        "MAJOR-FAULTS", "PERF_COUNT_SW_PAGE_FAULTS_MIN",
-      "PERF_COUNT_SW_PAGE_FAULTS_MAJ",       "CPU-MIGRATIONS",
-      "MIGRATIONS",          "PERF_COUNT_SW_CPU_MIGRATIONS"};
+  static constexpr std::string_view kNames[] = {"CONTEXT-SWITCHES",
+                                                "CS",
+                                                "PERF_COUNT_SW_CONTEXT_SWITCHES",
+                                                "PAGE-FAULTS",
+                                                "FAULTS",
+                                                "PERF_COUNT_SW_PAGE_FAULTS",
+                                                "MINOR-FAULTS",
+                                                "MAJOR-FAULTS",
+                                                "PERF_COUNT_SW_PAGE_FAULTS_MIN",
+                                                "PERF_COUNT_SW_PAGE_FAULTS_MAJ",
+                                                "CPU-MIGRATIONS",
+                                                "MIGRATIONS",
+                                                "PERF_COUNT_SW_CPU_MIGRATIONS"};
   return std::find(std::begin(kNames), std::end(kNames), name) != std::end(kNames);
 }
 

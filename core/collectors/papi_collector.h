@@ -65,8 +65,8 @@ class PapiCollector final : public MetricCollector {
   explicit PapiCollector(std::vector<std::string> events) : events_(std::move(events)) {}
 
   std::vector<std::string> events_;
-  int event_set_ = -1;  // PAPI_NULL until Init
-  int active_ = 0;      // regions measuring; the event set runs while there are any
+  int event_set_ = -1;   // PAPI_NULL until Init
+  int active_ = 0;       // regions measuring; the event set runs while there are any
   bool kernel_ = false;  // counting in kernel mode too (PerfCountsTheKernel)
 };
 

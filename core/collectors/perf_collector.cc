@@ -271,7 +271,8 @@ bool PerfCollector::Accounted(const Event& e) {
 
 absl::Status PerfCollector::Init(const std::vector<Device>&) {
   bool migrations = false;
-  for (const Event& e : events_) migrations |= Accounted(e) && e.config == PERF_COUNT_SW_CPU_MIGRATIONS;
+  for (const Event& e : events_)
+    migrations |= Accounted(e) && e.config == PERF_COUNT_SW_CPU_MIGRATIONS;
   if (absl::StatusOr<ThreadAccounting> a = ReadThreadAccounting(migrations); !a.ok()) {
     return a.status();
   }

@@ -81,8 +81,8 @@ absl::StatusOr<int> SealedCopy(const std::string& bytes) {
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     const int error = errno;
     close(fd);
-    return absl::InternalError(absl::StrCat("cannot seal the module's image file: ",
-                                            std::strerror(error)));
+    return absl::InternalError(
+        absl::StrCat("cannot seal the module's image file: ", std::strerror(error)));
   }
   return fd;
 }

@@ -71,9 +71,8 @@ bool IsItsOwnCost(double fastest, double seconds) {
 }
 
 void ExpectItsOwnCost(double fastest, const Candidate& c, const std::string& where) {
-  EXPECT_TRUE(IsItsOwnCost(fastest, c.seconds))
-      << c.name << " (" << where << "): fastest repeat " << fastest << " s, costs " << c.seconds
-      << " s";
+  EXPECT_TRUE(IsItsOwnCost(fastest, c.seconds)) << c.name << " (" << where << "): fastest repeat "
+                                                << fastest << " s, costs " << c.seconds << " s";
 }
 
 class AutotuneTest : public ::testing::Test {
@@ -129,8 +128,8 @@ TEST_F(AutotuneTest, OneBatchMeasuresEachCandidateAsItself) {
   ASSERT_EQ(done.size(), jobs.size());
   for (const auto& [id, update] : done) {
     const Candidate& c = candidates_[candidate_of.at(id)];
-    ASSERT_EQ(update.state(), v1::BatchUpdate::DONE) << id << " " << c.name << ": "
-                                                     << update.message();
+    ASSERT_EQ(update.state(), v1::BatchUpdate::DONE)
+        << id << " " << c.name << ": " << update.message();
     ExpectItsOwnCost(update.time_evaluate().statistics().min(), c, id);
   }
 }
@@ -178,11 +177,11 @@ TEST_F(AutotuneTest, TwoClientsAtOnceEachGetTheirOwnCandidatesTimes) {
 // entry point, on one daemon.
 TEST_F(AutotuneTest, TheCliTimesEachCandidateFileAsItself) {
   for (int k : {1, 5, 2}) {  // 2, 10 and 4 ms
-    const auto result = ::kprof::testing::RunKprof(
-        daemon_.target(),
-        "time " + TestModulePath("candidate_" + std::to_string(k)) +
-            " gemm --number 1 --repeat 5 --format json",
-        dir_.path());
+    const auto result =
+        ::kprof::testing::RunKprof(daemon_.target(),
+                                   "time " + TestModulePath("candidate_" + std::to_string(k)) +
+                                       " gemm --number 1 --repeat 5 --format json",
+                                   dir_.path());
     ASSERT_EQ(result.exit_code, 0) << result.err;
     const double fastest = nlohmann::json::parse(result.out)["min"].get<double>();
     EXPECT_TRUE(IsItsOwnCost(fastest, k * 2e-3)) << "candidate_" << k << ": " << fastest << " s";

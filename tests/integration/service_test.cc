@@ -317,10 +317,11 @@ TEST_F(ServiceTest, NonFiniteOrHugeMillisecondsAreRefused) {
       } else {
         r.set_min_repeat_ms(ms);
       }
-      EXPECT_THAT(client_->TimeEvaluate(r),
-                  StatusIs(absl::StatusCode::kInvalidArgument,
-                           AllOf(HasSubstr(cooldown ? "cooldown_interval_ms = " : "min_repeat_ms = "),
-                                 HasSubstr("is out of range (accepted: 0 to 3600000)"))))
+      EXPECT_THAT(
+          client_->TimeEvaluate(r),
+          StatusIs(absl::StatusCode::kInvalidArgument,
+                   AllOf(HasSubstr(cooldown ? "cooldown_interval_ms = " : "min_repeat_ms = "),
+                         HasSubstr("is out of range (accepted: 0 to 3600000)"))))
           << ms;
     }
   }

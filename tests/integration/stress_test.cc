@@ -20,7 +20,6 @@
 
 #include "absl/strings/match.h"
 #include "cli.h"
-#include "module_files.h"
 #include "client/farm.h"
 #include "client/kprof_client.h"
 #include "daemon.h"
@@ -28,6 +27,7 @@
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
 #include "kprof/v1/kprof.grpc.pb.h"
+#include "module_files.h"
 #include "status_matchers.h"
 
 namespace kprof {
@@ -102,22 +102,24 @@ int Shell(const std::string& command, std::string* out) {
 // A Python batch of `n` jobs: over a farm (`farm`) or one daemon's stream.
 std::string PythonBatch(const std::string& target, int n, bool farm, const std::string& dir) {
   const std::string script = dir + (farm ? "/farm.py" : "/stream.py");
-  std::ofstream(script) << "import sys, kprof\n"
-                           "target, n, farm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == '1'\n"
-                           "def job(i):\n"
-                           "    if i % 3:\n"
-                           "        return {'id': f'p{i}', 'module': 'builtin', 'function': 'spin_us',\n"
-                           "                'args': ['float64:200'], 'repeat': 2}\n"
-                           "    return {'id': f'p{i}', 'module': '" + dir + "/m' + str(i % " +
-                                std::to_string(kModules) + ") + '.so',\n"
-                           "            'function': 'vadd', 'args': ['float32[64]', 'float32[64]:ones',\n"
-                           "            'float32[64]:ones']}\n"
-                           "jobs = [job(i) for i in range(n)]\n"
-                           "with (kprof.farm(target) if farm else kprof.connect(target)) as c:\n"
-                           "    results = list(c.batch(jobs))\n"
-                           "bad = [r for r in results if not r.ok]\n"
-                           "print(len(results), len(bad), bad[:1] and bad[0].message)\n"
-                           "sys.exit(0 if len(results) == n and not bad else 1)\n";
+  std::ofstream(script)
+      << "import sys, kprof\n"
+         "target, n, farm = sys.argv[1], int(sys.argv[2]), sys.argv[3] == '1'\n"
+         "def job(i):\n"
+         "    if i % 3:\n"
+         "        return {'id': f'p{i}', 'module': 'builtin', 'function': 'spin_us',\n"
+         "                'args': ['float64:200'], 'repeat': 2}\n"
+         "    return {'id': f'p{i}', 'module': '" +
+             dir + "/m' + str(i % " + std::to_string(kModules) +
+             ") + '.so',\n"
+             "            'function': 'vadd', 'args': ['float32[64]', 'float32[64]:ones',\n"
+             "            'float32[64]:ones']}\n"
+             "jobs = [job(i) for i in range(n)]\n"
+             "with (kprof.farm(target) if farm else kprof.connect(target)) as c:\n"
+             "    results = list(c.batch(jobs))\n"
+             "bad = [r for r in results if not r.ok]\n"
+             "print(len(results), len(bad), bad[:1] and bad[0].message)\n"
+             "sys.exit(0 if len(results) == n and not bad else 1)\n";
   return "PYTHONPATH=" KPROF_PYTHON_DIR " /usr/bin/python3 " + script + " '" + target + "' " +
          std::to_string(n) + (farm ? " 1" : " 0") + " 2>&1";
 }
@@ -127,8 +129,8 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
   Daemon first;
   first.set_stderr(dir.path() + "/first.err");
   // Fewer modules held than the batches use: evictions, and uploads again, while jobs run.
-  ASSERT_TRUE(first.Start(dir.path() + "/cache-first",
-                          {"--max-modules", std::to_string(kHeldModules)}));
+  ASSERT_TRUE(
+      first.Start(dir.path() + "/cache-first", {"--max-modules", std::to_string(kHeldModules)}));
   std::vector<std::string> variants, uploaded;
   for (int i = 0; i < kModules; ++i) variants.push_back(ModuleVariant(dir.path(), i));
   for (int i = 0; i < kUploadModules; ++i) {
@@ -195,7 +197,8 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
       const auto r = ::kprof::testing::RunKprof(
           farm_target, "batch " + dir.path() + "/jobs.jsonl > " + dir.path() + "/cli.out",
           dir.path());
-      if (r.exit_code != 0) fail("kprof batch exited " + std::to_string(r.exit_code) + ": " + r.err);
+      if (r.exit_code != 0)
+        fail("kprof batch exited " + std::to_string(r.exit_code) + ": " + r.err);
     });
     // A Python farm batch over both, and a 200-job Python stream on the first.
     work.emplace_back([&] {
@@ -270,7 +273,8 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
     for (std::thread& t : work) t.join();
     EXPECT_THAT(failures, ::testing::IsEmpty());
     // The first serves on.
-    ASSERT_EQ(kill(first.pid(), 0), 0) << "the first daemon died: " << ReadAll(dir.path() + "/first.err");
+    ASSERT_EQ(kill(first.pid(), 0), 0)
+        << "the first daemon died: " << ReadAll(dir.path() + "/first.err");
     ASSERT_THAT((*unary_client)->Info(), IsOk());
   }
   const int status = first.Stop();

@@ -52,8 +52,8 @@ class UnprivilegedTest : public ::testing::Test {
     }
     daemon_.set_program((bin / "kprofd").string());
     if (geteuid() == 0) {
-      daemon_.set_launcher({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534",
-                            "--clear-groups", "--inh-caps=-all"});
+      daemon_.set_launcher({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            "--inh-caps=-all"});
     }
     daemon_.set_stderr(dir_.path() + "/kprofd.err");
     ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache")) << "status " << daemon_.exit_status();
@@ -126,8 +126,8 @@ TEST_F(UnprivilegedTest, TheDaemonRunsAsAnUnprivilegedUser) {
 TEST_F(UnprivilegedTest, ContextSwitchesCount) {
   const core::MetricMap m =
       Profile("sleeps", "float64:5", 4, {"context-switches", "cpu-migrations", "task-clock"});
-  const int64_t rusage = CountOf(m, core::kVoluntarySwitchesMetric) +
-                         CountOf(m, core::kInvoluntarySwitchesMetric);
+  const int64_t rusage =
+      CountOf(m, core::kVoluntarySwitchesMetric) + CountOf(m, core::kInvoluntarySwitchesMetric);
   EXPECT_GE(rusage, 20);
   EXPECT_GE(CountOf(m, "context-switches"), 20);
   EXPECT_GE(CountOf(m, "context-switches"), rusage * 9 / 10);

@@ -41,8 +41,8 @@ class Daemon {
     std::remove(port_file_.c_str());
     const std::string program = program_.empty() ? KprofdPath() : program_;
     std::vector<std::string> args = launcher_;
-    args.insert(args.end(), {program, "--listen", listen_, "--port-file", port_file_,
-                             "--cache-dir", cache_dir_});
+    args.insert(args.end(), {program, "--listen", listen_, "--port-file", port_file_, "--cache-dir",
+                             cache_dir_});
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

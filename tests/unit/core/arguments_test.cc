@@ -109,16 +109,16 @@ TEST(FloatConversions, HalfAndBfloat16Round) {
 // From a double, rounded once: a value just past a tie goes to the nearer neighbour, where a
 // detour through float would land on the tie and round to even.
 TEST(FloatConversions, DoublesRoundOnceToTheNearest) {
-  EXPECT_EQ(DoubleToHalf(2049.0), 0x6800);             // a tie: to even, 2048
-  EXPECT_EQ(DoubleToHalf(2049.0000001), 0x6801);       // 2050 is nearer
+  EXPECT_EQ(DoubleToHalf(2049.0), 0x6800);        // a tie: to even, 2048
+  EXPECT_EQ(DoubleToHalf(2049.0000001), 0x6801);  // 2050 is nearer
   EXPECT_EQ(DoubleToHalf(2048.9999999), 0x6800);
-  EXPECT_EQ(DoubleToBfloat16(1.00390625), 0x3F80);     // a tie: to even, 1.0
+  EXPECT_EQ(DoubleToBfloat16(1.00390625), 0x3F80);          // a tie: to even, 1.0
   EXPECT_EQ(DoubleToBfloat16(1.0039062500000002), 0x3F81);  // 1.0078125 is nearer
-  EXPECT_EQ(DoubleToBfloat16(16908287.0), 0x4B81);     // 16908288
-  EXPECT_EQ(DoubleToBfloat16(16777217.0), 0x4B80);     // 16777216
+  EXPECT_EQ(DoubleToBfloat16(16908287.0), 0x4B81);          // 16908288
+  EXPECT_EQ(DoubleToBfloat16(16777217.0), 0x4B80);          // 16777216
   EXPECT_EQ(DoubleToHalf(-0.0), 0x8000);
-  EXPECT_EQ(DoubleToHalf(65519.99), 0x7BFF);           // 65504
-  EXPECT_EQ(DoubleToHalf(65520.0), 0x7C00);            // a tie with infinity rounds to it
+  EXPECT_EQ(DoubleToHalf(65519.99), 0x7BFF);  // 65504
+  EXPECT_EQ(DoubleToHalf(65520.0), 0x7C00);   // a tie with infinity rounds to it
   EXPECT_EQ(DoubleToHalf(1e300, /*toward_zero=*/true), 0x7BFF);
   EXPECT_EQ(DoubleToHalf(-1e300), 0xFC00);
   // Subnormals: the smallest, a tie below it, just past that tie, and the carry to a normal.
@@ -134,8 +134,8 @@ TEST(FloatConversions, DoublesRoundOnceToTheNearest) {
   for (uint32_t h = 0; h < 0x7C00; ++h) {
     const int exponent = static_cast<int>(h >> 10);
     const double mantissa = static_cast<double>(h & 0x3FF);
-    const double value = exponent == 0 ? std::ldexp(mantissa, -24)
-                                       : std::ldexp(1024 + mantissa, exponent - 25);
+    const double value =
+        exponent == 0 ? std::ldexp(mantissa, -24) : std::ldexp(1024 + mantissa, exponent - 25);
     ASSERT_EQ(DoubleToHalf(value), h) << value;
   }
 }

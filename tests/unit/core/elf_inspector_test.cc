@@ -150,11 +150,14 @@ TEST(InspectSharedLibrary, MutatedModulesNeverCrash) {
 }
 
 TEST(IsPrintableUtf8, TakesUtf8WithoutControlCharacters) {
-  for (const char* good : {"vadd", "_Z4gemmPfS_", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", ""}) {
+  for (const char* good :
+       {"vadd", "_Z4gemmPfS_", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", ""}) {
     EXPECT_TRUE(IsPrintableUtf8(good)) << good;
   }
-  for (const char* bad : {"v\xff" "dd", "a\x1b[31m", "two\nlines", "\x7f", "\xc3", "\xc0\xaf",
-                          "\xed\xa0\x80", "\xc2\x85", "\xf4\x90\x80\x80"}) {
+  for (const char* bad : {"v\xff"
+                          "dd",
+                          "a\x1b[31m", "two\nlines", "\x7f", "\xc3", "\xc0\xaf", "\xed\xa0\x80",
+                          "\xc2\x85", "\xf4\x90\x80\x80"}) {
     EXPECT_FALSE(IsPrintableUtf8(bad)) << QuoteBytes(bad);
   }
   EXPECT_EQ(QuoteBytes("a\x1b\\"), "'a\\x1b\\x5c'");

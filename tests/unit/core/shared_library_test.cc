@@ -68,9 +68,9 @@ TEST(SharedLibraryModule, UndefinedSymbolIsInvalidArgumentWithDlerror) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("undefined symbol: kprof_test_symbol_nobody_defines")));
   // Without the descriptor's name, which means nothing to the module's author.
-  EXPECT_THAT(SharedLibraryModule::OpenFile(TestModulePath("undefined_symbol")),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       ::testing::Not(HasSubstr("/proc/self/fd/"))));
+  EXPECT_THAT(
+      SharedLibraryModule::OpenFile(TestModulePath("undefined_symbol")),
+      StatusIs(absl::StatusCode::kInvalidArgument, ::testing::Not(HasSubstr("/proc/self/fd/"))));
 }
 
 TEST(SharedLibraryModule, ModuleExportingNothingIsInvalid) {

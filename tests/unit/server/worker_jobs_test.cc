@@ -1,7 +1,7 @@
 // WorkerJobs, in this process: modules stay open between jobs, but only so many.
 #include <filesystem>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gmock/gmock.h"
