@@ -314,7 +314,7 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> PerfCollector::Sta
     before = *now;
   }
   return std::make_unique<PerfMeasurement>(std::move(names), std::move(fds), std::move(accounted),
-                                           migrations, before, Domain());
+                                           migrations, before, domain_);
 }
 
 }  // namespace kprof::core

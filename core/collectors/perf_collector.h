@@ -69,12 +69,14 @@ class PerfCollector final : public MetricCollector {
     uint32_t type;
     uint64_t config;
   };
-  explicit PerfCollector(std::vector<Event> events) : events_(std::move(events)) {}
+  explicit PerfCollector(std::vector<Event> events)
+      : events_(std::move(events)), domain_(Domain()) {}
   // Whether `e` is read from the thread's accounting rather than counted by perf.
   static bool Accounted(const Event& e);
   std::string Domain() const;
 
   std::vector<Event> events_;
+  std::string domain_;  // kPerfDomainMetric's value, the same for every measurement
 };
 
 }  // namespace kprof::core

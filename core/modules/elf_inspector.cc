@@ -154,6 +154,22 @@ absl::StatusOr<bool> IsPositionIndependentExecutable(const Bytes& bytes, const E
   return false;
 }
 
+// The header of the string table `section` links to, checked: the table must exist and lie
+// within the file. `table` names `section` in errors.
+absl::StatusOr<Elf64_Shdr> LinkedStrings(const Bytes& bytes, const Elf64_Ehdr& header,
+                                         const Elf64_Shdr& section, const char* table) {
+  if (section.sh_link >= header.e_shnum) {
+    return Invalid(absl::StrCat("malformed: the ", table, " links to no string table"));
+  }
+  const uint64_t at = header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr);
+  auto strings = bytes.Read<Elf64_Shdr>(at, "a string table's header");
+  if (!strings.ok()) return strings.status();
+  if (!bytes.Contains(strings->sh_offset, strings->sh_size)) {
+    return Invalid("truncated: a string table lies past the end of the file");
+  }
+  return *strings;
+}
+
 // The names of the symbols `keep` accepts in the sections of `type` (SHT_DYNSYM, SHT_SYMTAB),
 // and whether there was such a section at all.
 template <typename Keep>
@@ -179,15 +195,9 @@ absl::StatusOr<std::pair<bool, std::vector<std::string>>> Symbols(const Bytes& b
     if (!bytes.Contains(section.sh_offset, section.sh_size)) {
       return Invalid(absl::StrCat("truncated: the ", table, " lies past the end of the file"));
     }
-    if (section.sh_link >= header.e_shnum) {
-      return Invalid(absl::StrCat("malformed: the ", table, " links to no string table"));
-    }
-    KPROF_READ(strings, bytes, Elf64_Shdr,
-               header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr),
-               "a string table's header");
-    if (!bytes.Contains(strings.sh_offset, strings.sh_size)) {
-      return Invalid("truncated: a string table lies past the end of the file");
-    }
+    absl::StatusOr<Elf64_Shdr> linked = LinkedStrings(bytes, header, section, table);
+    if (!linked.ok()) return linked.status();
+    const Elf64_Shdr& strings = *linked;
     for (uint64_t off = 0; off + sizeof(Elf64_Sym) <= section.sh_size; off += sizeof(Elf64_Sym)) {
       KPROF_READ(symbol, bytes, Elf64_Sym, section.sh_offset + off, "a symbol");
       if (!keep(symbol)) continue;
@@ -215,15 +225,12 @@ absl::Status ReadDependencies(const Bytes& bytes, const Elf64_Ehdr& header,
     KPROF_READ(section, bytes, Elf64_Shdr, header.e_shoff + uint64_t{i} * sizeof(Elf64_Shdr),
                "a section header");
     if (section.sh_type != SHT_DYNAMIC) continue;
-    if (!bytes.Contains(section.sh_offset, section.sh_size) || section.sh_link >= header.e_shnum) {
-      return Invalid("malformed: the dynamic section lies past the end of the file");
+    if (!bytes.Contains(section.sh_offset, section.sh_size)) {
+      return Invalid("truncated: the dynamic section lies past the end of the file");
     }
-    KPROF_READ(strings, bytes, Elf64_Shdr,
-               header.e_shoff + uint64_t{section.sh_link} * sizeof(Elf64_Shdr),
-               "the dynamic string table's header");
-    if (!bytes.Contains(strings.sh_offset, strings.sh_size)) {
-      return Invalid("truncated: the dynamic string table lies past the end of the file");
-    }
+    absl::StatusOr<Elf64_Shdr> linked = LinkedStrings(bytes, header, section, "dynamic section");
+    if (!linked.ok()) return linked.status();
+    const Elf64_Shdr& strings = *linked;
     for (uint64_t off = 0; off + sizeof(Elf64_Dyn) <= section.sh_size; off += sizeof(Elf64_Dyn)) {
       KPROF_READ(dyn, bytes, Elf64_Dyn, section.sh_offset + off, "a dynamic entry");
       if (dyn.d_tag == DT_NULL) break;
