@@ -1,14 +1,15 @@
 # The README's two commands, for a fresh Debian 12 machine (as root, or with sudo):
 #   make demo   install what is missing, build, run the main job
 #   make test   install what is missing, build, run every test
-# Other targets: build, bench (benchmarks), test-asan (the suite under ASan and UBSan), release,
+# Other targets: build, bench (benchmarks), test-asan (the suite under ASan and UBSan),
+# test-tsan (the suite under TSan), release,
 # format, clean.
 
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan test-arm64 bench fuzz package gpu-bundle release format clean
+.PHONY: all deps build demo test test-asan test-tsan test-arm64 bench fuzz package gpu-bundle release format clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -68,6 +69,11 @@ package: build
 
 test-asan:
 	$(MAKE) test PRESET=asan
+
+# ThreadSanitizer over Debian's uninstrumented Abseil and gRPC: tests/tsan makes their locks and
+# completion queues visible to it and suppresses only what stays inside those libraries.
+test-tsan:
+	$(MAKE) test PRESET=tsan
 
 release:
 	$(MAKE) build PRESET=release
