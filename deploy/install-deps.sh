@@ -35,6 +35,7 @@ packages=(
   openssl             # the TLS tests make their certificates
   libsystemd-dev      # sd_notify: READY, STOPPING and the watchdog under systemd
   libpapi-dev         # the PAPI hardware-counter collector
+  libseccomp-dev      # the worker's syscall filter
   systemd             # systemd-analyze, which checks the unit file in the tests
 )
 fuzz_packages=(

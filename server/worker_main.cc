@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,6 +74,21 @@ int CountThreads(bool skip_cuda) {
   return threads;
 }
 
+// The job socket as the worker started with it: a function that put something else on
+// descriptor 3 (dup2 of a socketpair) would have the next answer, and every later request,
+// go through whoever holds the other end.
+struct SocketIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const SocketIdentity& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+SocketIdentity JobSocketIdentity() {
+  struct stat st {};
+  if (fstat(kJobSocket, &st) != 0) return {};
+  return {st.st_dev, st.st_ino};
+}
+
 // Why the worker is no longer fit for the next job, or "" when it is.
 std::string Disturbance(int baseline_threads, bool skip_cuda) {
   std::vector<std::string> closed;
@@ -126,6 +142,13 @@ std::string ContextLost(kprof::core::Device device) {
   return "";
 #endif
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+// LeakSanitizer's exit-time check stops the process with ptrace from a clone() without
+// CLONE_THREAD, both of which the syscall filter denies: the worker's leaks go unchecked in
+// sanitizer builds (the code it runs is leak-checked in the unit tests, outside a worker).
+extern "C" int __lsan_is_turned_off() { return 1; }
+#endif
 
 int Usage(const char* why) {
   std::fprintf(stderr,
@@ -204,8 +227,14 @@ int main(int argc, char** argv) {
     (void)kprof::core::CudaManifest(device->id);
   }
 #endif
+  // Last: everything above may do what the filter denies to the functions it runs.
+  if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); !s.ok()) {
+    std::fprintf(stderr, "kprofd-worker: running without its syscall filter: %s\n",
+                 s.ToString().c_str());
+  }
   const bool skip_cuda = device->type == kprof::core::DeviceType::kCuda;
   const int baseline_threads = CountThreads(skip_cuda);
+  const SocketIdentity job_socket = JobSocketIdentity();
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device, max_open_modules);
@@ -218,6 +247,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     kprof::worker::v1::WorkerResponse response = jobs.Run(request);
+    if (!(JobSocketIdentity() == job_socket)) {
+      // Nothing can be said on the socket any more: the daemon sees the worker end and fails
+      // the job; the next one gets a fresh worker.
+      std::fprintf(stderr, "kprofd-worker: %s replaced the job socket; exiting\n",
+                   kprof::server::WorkerJobs::Describe(request).c_str());
+      return 1;
+    }
     if (request.has_describe()) {
       // The daemon's one-off question at start, on a worker it discards afterwards: the
       // driver threads and NVML a CUDA description leaves behind are no job's leftovers.

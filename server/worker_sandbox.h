@@ -20,3 +20,19 @@ struct SandboxPaths {
 absl::Status ApplyWorkerSandbox(const SandboxPaths& paths);
 
 }  // namespace kprof::server
+
+namespace kprof::server {
+
+// A seccomp filter for the rest of this process's life, installed once the worker is set up:
+// the calls a measured function has no business making fail with EPERM (clone3 with ENOSYS, so
+// that the C library falls back to clone, which is filtered by its flags). Denied: new
+// processes (fork, vfork, clone without CLONE_THREAD) and exec; signals, ptrace, rlimits,
+// priorities and perf events aimed at another process; what a later job would inherit (rlimit
+// changes, alarms and timers, signal handlers, the working directory, the umask, CPU affinity,
+// priority and scheduling class); new sessions and process groups; mounts, namespaces,
+// keyrings, BPF, kernel modules, clocks, reboot and swap; file mode and owner changes; and
+// Internet and packet sockets. What a filter cannot see (the job socket replaced, threads left
+// running) the worker checks at the end of each job.
+absl::Status ApplyWorkerSyscallFilter();
+
+}  // namespace kprof::server

@@ -39,8 +39,8 @@ namespace {
 template <typename F>
 F Real(const char* rest, bool is_const = false) {
   const std::string ns = KPROF_TSAN_STR(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string name = std::string(is_const ? "_ZNK4absl" : "_ZN4absl") +
-                           std::to_string(ns.size()) + ns + rest;
+  const std::string name =
+      std::string(is_const ? "_ZNK4absl" : "_ZN4absl") + std::to_string(ns.size()) + ns + rest;
   void* symbol = dlsym(RTLD_NEXT, name.c_str());
   if (symbol == nullptr) {
     std::fprintf(stderr, "kprof tsan annotations: %s not found in Abseil: %s\n", name.c_str(),
@@ -50,7 +50,7 @@ F Real(const char* rest, bool is_const = false) {
   return reinterpret_cast<F>(symbol);
 }
 
-#define KPROF_REAL(type, rest, ...)                            \
+#define KPROF_REAL(type, rest, ...)                         \
   static const auto real = Real<type>(rest, ##__VA_ARGS__); \
   (void)0
 
@@ -181,8 +181,7 @@ bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, Duration timeout) {
 }
 
 bool Mutex::ReaderLockWhenWithDeadline(const Condition& cond, Time deadline) {
-  KPROF_REAL(MutexCondDeadlineFn,
-             "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
+  KPROF_REAL(MutexCondDeadlineFn, "5Mutex26ReaderLockWhenWithDeadlineERKNS0_9ConditionENS0_4TimeE");
   bool met = false;
   Locked(this, kRead, [&] { return met = real(this, cond, deadline), true; });
   return met;
@@ -338,8 +337,8 @@ grpc_event grpc_completion_queue_next(grpc_completion_queue* cq, gpr_timespec de
   return Completed(real(cq, deadline, reserved));
 }
 
-grpc_event grpc_completion_queue_pluck(grpc_completion_queue* cq, void* tag,
-                                       gpr_timespec deadline, void* reserved) {
+grpc_event grpc_completion_queue_pluck(grpc_completion_queue* cq, void* tag, gpr_timespec deadline,
+                                       void* reserved) {
   static const auto real =
       RealC<decltype(&grpc_completion_queue_pluck)>("grpc_completion_queue_pluck");
   return Completed(real(cq, tag, deadline, reserved));

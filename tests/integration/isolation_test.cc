@@ -1,0 +1,212 @@
+// Hostile modules against a real daemon: one client runs each attack of tests/modules/attacks.c
+// and the sandbox must refuse it, while a victim's job — from that client and from another —
+// runs on a healthy worker, measures its known cost, and the daemon stays alive, unstopped,
+// with its limits and priority as they were and its module cache untouched.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "emulation.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::ReadFileBytes;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::HasSubstr;
+
+constexpr char kAttackerToken[] = "token-of-the-attacking-client";
+constexpr char kVictimToken[] = "token-of-the-victim-client";
+
+// One field of /proc/PID/stat after the command name (1-based from the state, field 3).
+std::string StatField(pid_t pid, int field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  std::istringstream rest(line.substr(line.rfind(')') + 2));
+  std::string value;
+  for (int i = 3; i <= field; ++i) rest >> value;
+  return value;
+}
+
+std::string LimitsLine(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/limits");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) == 0) return line;
+  }
+  return "";
+}
+
+// Every file of the cache with its size and mode.
+std::map<std::string, std::pair<off_t, mode_t>> CacheFiles(const std::string& dir) {
+  std::map<std::string, std::pair<off_t, mode_t>> files;
+  std::vector<std::string> pending = {dir};
+  while (!pending.empty()) {
+    const std::string path = pending.back();
+    pending.pop_back();
+    DIR* d = opendir(path.c_str());
+    if (d == nullptr) continue;
+    while (dirent* entry = readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      struct stat st {};
+      if (lstat((path + "/" + name).c_str(), &st) != 0) continue;
+      if (S_ISDIR(st.st_mode)) {
+        pending.push_back(path + "/" + name);
+      } else {
+        files[path + "/" + name] = {st.st_size, st.st_mode};
+      }
+    }
+    closedir(d);
+  }
+  return files;
+}
+
+class IsolationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_.path() + "/tokens") << kAttackerToken << "\n" << kVictimToken << "\n";
+    daemon_.set_stderr(dir_.path() + "/kprofd.log");
+    ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--token-file", dir_.path() + "/tokens"}))
+        << Log();
+    attacker_ = Connect(kAttackerToken);
+    victim_ = Connect(kVictimToken);
+    auto attacks = attacker_->LoadModuleFile(TestModulePath("attacks"));
+    ASSERT_THAT(attacks, IsOk());
+    attacks_ = attacks->id();
+    // The victim's kernel costs 4 ms (a sleep to a deadline): its fastest repeat says whether
+    // it ran as itself on a healthy worker.
+    for (client::Client* client : {attacker_.get(), victim_.get()}) {
+      auto kernel = client->LoadModuleFile(TestModulePath("candidate_2"));
+      ASSERT_THAT(kernel, IsOk());
+      kernel_ = kernel->id();
+    }
+  }
+
+  std::unique_ptr<client::Client> Connect(const std::string& token) {
+    client::ClientOptions options;
+    options.bearer_token = token;
+    options.timeout = absl::Seconds(30);
+    auto connected = client::Client::Connect(daemon_.target(), options);
+    EXPECT_THAT(connected, IsOk());
+    return connected.ok() ? *std::move(connected) : nullptr;
+  }
+
+  std::string Log() const { return ReadFileBytes(dir_.path() + "/kprofd.log"); }
+
+  absl::Status Attack(const std::string& function) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(attacks_);
+    request.mutable_call()->set_function(function);
+    request.set_number(1);
+    request.set_repeat(1);
+    return attacker_->TimeEvaluate(request).status();
+  }
+
+  // The victim's job, from `client`: ok, and measured at its own cost.
+  void ExpectVictimMeasuredRight(client::Client* client, const std::string& after) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(kernel_);
+    request.mutable_call()->set_function("gemm");
+    request.set_number(1);
+    request.set_repeat(3);
+    auto response = client->TimeEvaluate(request);
+    ASSERT_THAT(response, IsOk()) << "after " << after;
+    EXPECT_GE(response->statistics().min(), 4e-3 * 0.995) << "after " << after;
+    EXPECT_LE(response->statistics().min(), 4e-3 * 1.10) << "after " << after;
+  }
+
+  void ExpectDaemonUntouched(const std::string& after) {
+    ASSERT_EQ(kill(daemon_.pid(), 0), 0) << "after " << after;
+    EXPECT_NE(StatField(daemon_.pid(), 3), "T") << "the daemon was stopped by " << after;
+    EXPECT_EQ(StatField(daemon_.pid(), 19), nice_) << "the daemon was reniced by " << after;
+    EXPECT_EQ(LimitsLine(daemon_.pid(), "Max open files"), nofile_)
+        << "the daemon's limits changed by " << after;
+  }
+
+  TempDir dir_;
+  Daemon daemon_;
+  std::unique_ptr<client::Client> attacker_, victim_;
+  std::string attacks_, kernel_;
+  std::string nice_, nofile_;
+};
+
+TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
+  KPROF_SKIP_UNDER_EMULATION("does not pass seccomp filters through");
+  nice_ = StatField(daemon_.pid(), 19);
+  nofile_ = LimitsLine(daemon_.pid(), "Max open files");
+  ASSERT_FALSE(nofile_.empty());
+  const std::string cache = dir_.path() + "/cache";
+  const auto cache_before = CacheFiles(cache);
+  ASSERT_FALSE(cache_before.empty());
+
+  const std::string eperm = std::to_string(EPERM);
+  // Function, and the errno its attack is refused with.
+  const std::pair<const char*, std::string> attacks[] = {
+      {"forks_a_proxy", eperm},
+      {"clones_a_process", eperm},
+      {"execs", eperm},
+      {"stops_the_daemon", eperm},
+      {"terminates_the_daemon", eperm},
+      {"signals_its_group", eperm},
+      {"queues_a_signal_to_the_daemon", eperm},
+      {"limits_the_daemon", eperm},
+      {"renices_the_daemon", eperm},
+      {"traces_the_daemon", eperm},
+      {"sets_an_alarm", eperm},
+      {"creates_a_timer", eperm},
+      {"lowers_a_limit", eperm},
+      {"ignores_sigterm", eperm},
+      {"changes_directory", eperm},
+      {"changes_umask", eperm},
+      {"unpins_itself", eperm},
+      {"starts_a_session", eperm},
+      {"opens_a_tcp_socket", eperm},
+      {"chmods_the_cache", eperm},
+      // Landlock's truncate right (kernel 6.2) refuses truncate(2) and O_TRUNC alike.
+      {"truncates_the_cache", std::to_string(EACCES)},
+  };
+  for (const auto& [function, refused] : attacks) {
+    EXPECT_THAT(Attack(function),
+                StatusIs(absl::StatusCode::kAborted,
+                         HasSubstr("function '" + std::string(function) + "' returned " + refused)))
+        << Log();
+    ExpectVictimMeasuredRight(victim_.get(), function);
+    ExpectVictimMeasuredRight(attacker_.get(), function);
+    ExpectDaemonUntouched(function);
+  }
+  EXPECT_EQ(CacheFiles(cache), cache_before);
+}
+
+TEST_F(IsolationTest, AReplacedJobSocketEndsTheWorkerAndTheNextJobRunsOnAFreshOne) {
+  KPROF_SKIP_UNDER_EMULATION("does not pass seccomp filters through");
+  nice_ = StatField(daemon_.pid(), 19);
+  nofile_ = LimitsLine(daemon_.pid(), "Max open files");
+  EXPECT_THAT(Attack("replaces_the_job_socket"),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("function 'replaces_the_job_socket' crashed")));
+  ExpectVictimMeasuredRight(victim_.get(), "replaces_the_job_socket");
+  ExpectVictimMeasuredRight(attacker_.get(), "replaces_the_job_socket");
+  ExpectDaemonUntouched("replaces_the_job_socket");
+  EXPECT_THAT(Log(), HasSubstr("replaced the job socket"));
+}
+
+}  // namespace
+}  // namespace kprof

@@ -1,0 +1,247 @@
+/* Hostile functions, for the isolation tests: each tries one way to reach beyond its own job —
+ * another process, the daemon, a later job, the module cache, the network. A function returns
+ * the errno of the call the worker's sandbox refused (EPERM is 1, EACCES 13), or 0 when the
+ * attack went through, which the tests count as a failure of the sandbox. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <kprof/module_abi.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define UNUSED (void)args, (void)num_args
+#define REFUSED(call) ((call) == -1 ? errno : 0)
+
+/* The job socket proxy of the forging attack: a grandchild in a session of its own keeps the
+ * worker's job socket and reads what the daemon sends to later jobs. */
+KPROF_EXPORT int32_t forks_a_proxy(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const pid_t child = fork();
+  if (child == -1) return errno;
+  if (child == 0) {
+    setsid();
+    if (fork() == 0) {
+      char buffer[4096];
+      while (read(3, buffer, sizeof buffer) > 0) {
+      }
+      _exit(0);
+    }
+    _exit(0);
+  }
+  waitpid(child, NULL, 0);
+  return 0;
+}
+
+/* A process started some other way than fork: clone without CLONE_THREAD, and exec. */
+KPROF_EXPORT int32_t clones_a_process(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const long child = syscall(SYS_clone, (unsigned long)SIGCHLD, 0, 0, 0, 0);
+  if (child == -1) return errno;
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  return 0;
+}
+
+KPROF_EXPORT int32_t execs(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  char* const argv[] = {"/bin/true", NULL};
+  char* const envp[] = {NULL};
+  return REFUSED(execve("/bin/true", argv, envp));
+}
+
+/* The daemon's front is the worker's parent. */
+KPROF_EXPORT int32_t stops_the_daemon(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(kill(getppid(), SIGSTOP));
+}
+
+KPROF_EXPORT int32_t terminates_the_daemon(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(kill(getppid(), SIGTERM));
+}
+
+KPROF_EXPORT int32_t signals_its_group(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(kill(0, SIGTERM));
+}
+
+KPROF_EXPORT int32_t queues_a_signal_to_the_daemon(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  union sigval value = {0};
+  return REFUSED(sigqueue(getppid(), SIGTERM, value));
+}
+
+KPROF_EXPORT int32_t limits_the_daemon(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const struct rlimit few = {24, 24};
+  return REFUSED(prlimit(getppid(), RLIMIT_NOFILE, &few, NULL));
+}
+
+KPROF_EXPORT int32_t renices_the_daemon(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(setpriority(PRIO_PROCESS, (id_t)getppid(), 19));
+}
+
+KPROF_EXPORT int32_t traces_the_daemon(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(ptrace(PTRACE_ATTACH, getppid(), 0, 0));
+}
+
+/* What would change the next job's worker. */
+KPROF_EXPORT int32_t sets_an_alarm(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const struct itimerval later = {{0, 0}, {2, 0}};
+  const int refused = REFUSED(setitimer(ITIMER_REAL, &later, NULL));
+  if (refused == 0) return 0;
+  return REFUSED(syscall(SYS_alarm, 2));
+}
+
+KPROF_EXPORT int32_t creates_a_timer(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  timer_t timer;
+  return REFUSED(syscall(SYS_timer_create, CLOCK_MONOTONIC, NULL, &timer));
+}
+
+KPROF_EXPORT int32_t lowers_a_limit(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const struct rlimit small = {1 << 20, 1 << 20};
+  return REFUSED(setrlimit(RLIMIT_AS, &small));
+}
+
+KPROF_EXPORT int32_t ignores_sigterm(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  struct sigaction ignore;
+  memset(&ignore, 0, sizeof ignore);
+  ignore.sa_handler = SIG_IGN;
+  return REFUSED(sigaction(SIGTERM, &ignore, NULL));
+}
+
+KPROF_EXPORT int32_t changes_directory(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(chdir("/"));
+}
+
+KPROF_EXPORT int32_t changes_umask(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(syscall(SYS_umask, 0777));
+}
+
+KPROF_EXPORT int32_t unpins_itself(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &all);
+  return REFUSED(sched_setaffinity(0, sizeof all, &all));
+}
+
+KPROF_EXPORT int32_t starts_a_session(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return REFUSED(setsid());
+}
+
+KPROF_EXPORT int32_t opens_a_tcp_socket(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd == -1) return errno;
+  close(fd);
+  return 0;
+}
+
+/* The module cache, found the way an attacker would: the worker's --no-write argument. Every
+ * file in it is chmod'ed and truncated; the first refusal's errno is the answer. */
+static int cache_dir(char* out, size_t size) {
+  char cmdline[8192];
+  const int fd = open("/proc/self/cmdline", O_RDONLY);
+  if (fd < 0) return -1;
+  const ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
+  close(fd);
+  if (n <= 0) return -1;
+  cmdline[n] = 0;
+  for (const char* arg = cmdline; arg < cmdline + n; arg += strlen(arg) + 1) {
+    if (strcmp(arg, "--no-write") == 0 && arg + strlen(arg) + 1 < cmdline + n) {
+      snprintf(out, size, "%s", arg + strlen(arg) + 1);
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* The first refusal's errno over the regular files of DIR, 0 as soon as one gives way, -1
+ * when there are none. */
+static int32_t on_files(const char* dir_path, int (*attack)(const char*)) {
+  DIR* dir = opendir(dir_path);
+  if (dir == NULL) return -1;
+  int32_t answer = -1;
+  char path[8192];
+  for (struct dirent* entry; (entry = readdir(dir)) != NULL;) {
+    if (entry->d_type != DT_REG) continue;
+    snprintf(path, sizeof path, "%s/%s", dir_path, entry->d_name);
+    const int refused = attack(path) == -1 ? errno : 0;
+    if (refused == 0) {
+      answer = 0;
+      break;
+    }
+    if (answer == -1) answer = refused;
+  }
+  closedir(dir);
+  return answer;
+}
+
+/* The cache's own files (its lock) and the modules in it. */
+static int32_t on_cache_files(int (*attack)(const char*)) {
+  char dir_path[4096];
+  char modules[4200];
+  if (cache_dir(dir_path, sizeof dir_path) != 0) return -1;
+  snprintf(modules, sizeof modules, "%s/modules", dir_path);
+  const int32_t top = on_files(dir_path, attack);
+  if (top == 0) return 0;
+  const int32_t inside = on_files(modules, attack);
+  return inside == -1 ? top : inside == 0 ? 0 : top == -1 ? inside : top;
+}
+
+static int make_writable(const char* path) { return chmod(path, 0666); }
+static int empty(const char* path) { return truncate(path, 0); }
+static int empty_through_open(const char* path) {
+  const int fd = open(path, O_WRONLY | O_TRUNC);
+  if (fd >= 0) close(fd);
+  return fd >= 0 ? 0 : -1;
+}
+
+KPROF_EXPORT int32_t chmods_the_cache(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return on_cache_files(make_writable);
+}
+
+KPROF_EXPORT int32_t truncates_the_cache(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const int32_t truncated = on_cache_files(empty);
+  return truncated == 0 ? 0 : on_cache_files(empty_through_open);
+}
+
+/* The job socket replaced by one end of a socketpair: whatever the worker writes next would go
+ * to whoever holds the other end. */
+KPROF_EXPORT int32_t replaces_the_job_socket(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) != 0) return errno;
+  dup2(pair[0], 3);
+  close(pair[0]);
+  return 0;
+}
