@@ -61,6 +61,8 @@ struct Flags {
   uint64_t max_argument_bytes = uint64_t{4} << 30;
   uint64_t max_modules = 10000;
   uint64_t worker_open_modules = 64;
+  int64_t workers_per_device = 4;
+  absl::Duration worker_idle_timeout = absl::Minutes(5);
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
   std::string pin_cpus, worker_priority;
   bool insecure_allow_unauthenticated = false;
@@ -95,6 +97,11 @@ void Declare(core::CommandLine& cl, Flags& f) {
              "arguments of one job together (default 4 GiB)");
   cl.AddUint("max-modules", &f.max_modules, "N",
              "modules held at once before the least recently used are evicted (default 10000)");
+  cl.AddInt("workers-per-device", &f.workers_per_device, "N",
+            "worker processes a device keeps, one per client (a token's label, a client "
+            "certificate's subject, or 'local'); past it the one idle longest ends (default 4)");
+  cl.AddDuration("worker-idle-timeout", &f.worker_idle_timeout, "DURATION",
+                 "a client's worker that has had no job this long ends (default 5m)");
   cl.AddUint("worker-open-modules", &f.worker_open_modules, "N",
              "modules a worker keeps loaded between jobs, closing the least recently used "
              "beyond them (default 64)");
@@ -286,6 +293,12 @@ absl::Status CheckLimits(const Flags& flags) {
   if (flags.describe_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--describe-timeout wants a positive duration");
   }
+  if (flags.workers_per_device < 1 || flags.workers_per_device > 256) {
+    return absl::InvalidArgumentError("--workers-per-device wants 1 to 256");
+  }
+  if (flags.worker_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--worker-idle-timeout wants a positive duration");
+  }
   if (flags.worker_open_modules < 1 || flags.worker_open_modules > 100'000) {
     return absl::InvalidArgumentError(absl::StrCat("--worker-open-modules ",
                                                    flags.worker_open_modules,
@@ -379,9 +392,10 @@ absl::Status Serve(const Flags& flags) {
           : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 4 * 3;
   std::map<core::Device, std::unique_ptr<DeviceExecutor>> executors;
   worker.device = {core::DeviceType::kCpu, 0};
+  const WorkerPool pool{static_cast<int>(flags.workers_per_device), flags.worker_idle_timeout};
   executors.emplace(worker.device,
                     std::make_unique<DeviceExecutor>(worker, static_cast<int>(flags.max_queue),
-                                                     flags.job_timeout));
+                                                     flags.job_timeout, pool));
   // What the host has, from a worker: the daemon itself never loads PAPI, the CUDA driver or
   // NVML. Each GPU the driver reports gets its own queue and worker, which holds the device's
   // primary context.
@@ -397,7 +411,7 @@ absl::Status Serve(const Flags& flags) {
     gpu_worker.device = {core::DeviceType::kCuda, info.id()};
     executors.emplace(gpu_worker.device,
                       std::make_unique<DeviceExecutor>(
-                          gpu_worker, static_cast<int>(flags.max_queue), flags.job_timeout));
+                          gpu_worker, static_cast<int>(flags.max_queue), flags.job_timeout, pool));
   }
 
   ServiceLimits limits;

@@ -50,7 +50,7 @@ class ProfilerService::BatchReactor final
     : public grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate> {
  public:
   BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context)
-      : service_(service), deadline_(Deadline(context)) {}
+      : service_(service), client_(service->ClientOf(context)), deadline_(Deadline(context)) {}
 
   // After the service has registered (or refused) the stream.
   void Begin(const absl::Status& refused) {
@@ -408,7 +408,7 @@ class ProfilerService::BatchReactor final
     // kInExecutorPerDevice there, so a queue full of other clients' jobs delays it, never
     // fails it.
     const absl::Status submitted = executor->Submit(
-        std::move(job->request), deadline_,
+        std::move(job->request), client_, deadline_,
         [this, job_id, id, what, time, held](
             absl::StatusOr<kprof::worker::v1::WorkerResponse> result, JobTiming timing) {
           timing.queue_wait += held;
@@ -467,6 +467,7 @@ class ProfilerService::BatchReactor final
   }
 
   ProfilerService* const service_;
+  const std::string client_;  // who sent the stream (ProfilerService::Authenticate)
   const absl::Time deadline_;
   kprof::v1::BatchRequest incoming_;  // touched by the read in flight only
 
@@ -499,7 +500,7 @@ class ProfilerService::BatchReactor final
 grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate>* ProfilerService::MeasureBatch(
     grpc::CallbackServerContext* context) {
   auto* reactor = new BatchReactor(this, context);
-  absl::Status admitted = Authenticate(context);
+  absl::Status admitted = Authenticate(context).status();
   {
     // Counted like an upload, under the lock StartDraining takes: a stream either is known to
     // the drain, or is refused.

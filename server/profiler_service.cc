@@ -13,6 +13,7 @@
 #include "core/placement.h"
 #include "core/sha256.h"
 #include "core/status_macros.h"
+#include "grpcpp/security/auth_context.h"
 #include "kprof/config.h"
 #include "server/grpc_status.h"
 
@@ -187,20 +188,36 @@ void ProfilerService::SetHost(DescribedHost host) {
   if (!cuda_unavailable_.empty()) cuda_line_ = "no CUDA devices: " + cuda_unavailable_;
 }
 
-absl::Status ProfilerService::Authenticate(const grpc::CallbackServerContext* context) const {
-  if (!auth_.has_value()) return absl::OkStatus();
-  const auto& metadata = context->client_metadata();
-  const auto it = metadata.find("authorization");
-  if (it == metadata.end()) return auth_->Check(nullptr);
-  const std::string_view value(it->second.data(), it->second.size());
-  return auth_->Check(&value);
+absl::StatusOr<std::string> ProfilerService::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (auth_.has_value()) {
+    const auto& metadata = context->client_metadata();
+    const auto it = metadata.find("authorization");
+    if (it == metadata.end()) return auth_->Check(nullptr);
+    const std::string_view value(it->second.data(), it->second.size());
+    return auth_->Check(&value);
+  }
+  // Without tokens: the subject of a verified client certificate (mutual TLS), or "local",
+  // one client for whoever reaches a loopback-only daemon.
+  if (const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+      auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& subject : auth->FindPropertyValues("x509_subject_name")) {
+      return std::string(subject.data(), subject.size());
+    }
+  }
+  return std::string(kLocalClient);
+}
+
+std::string ProfilerService::ClientOf(const grpc::CallbackServerContext* context) const {
+  absl::StatusOr<std::string> client = Authenticate(context);
+  return client.ok() ? *std::move(client) : std::string(kLocalClient);
 }
 
 grpc::ServerUnaryReactor* ProfilerService::Refuse(grpc::CallbackServerContext* context) const {
-  const absl::Status status = Authenticate(context);
-  if (status.ok()) return nullptr;
+  const absl::StatusOr<std::string> client = Authenticate(context);
+  if (client.ok()) return nullptr;
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  reactor->Finish(ToGrpcStatus(client.status()));
   return reactor;
 }
 
@@ -226,6 +243,8 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_busy(stats.busy);
     info->set_jobs_completed(stats.completed);
     info->set_jobs_failed(stats.failed);
+    info->set_workers(stats.workers);
+    info->set_workers_started(stats.workers_started);
   }
   response->set_cuda(cuda_line_);
   kprof::v1::Limits* limits = response->mutable_limits();
@@ -259,7 +278,7 @@ grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext
 
 grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
     grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) {
-  absl::Status admitted = Authenticate(context);
+  absl::Status admitted = Authenticate(context).status();
   if (admitted.ok()) {
     // Checked and counted under one lock, which StartDraining takes too: an upload either
     // counts before draining begins, and is waited for, or is refused.
@@ -453,7 +472,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   }
   reactor->Watch(job->executor, job->request.job_id());
   const absl::Status submitted = job->executor->Submit(
-      std::move(job->request), Deadline(context),
+      std::move(job->request), ClientOf(context), Deadline(context),
       [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
                                         JobTiming timing) {
         const absl::Status status = ResultStatus(result, what);

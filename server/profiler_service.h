@@ -20,6 +20,10 @@
 
 namespace kprof::server {
 
+// The one client of a daemon that takes no credentials (loopback only): whoever reaches it
+// can already run code as its user.
+inline constexpr std::string_view kLocalClient = "local";
+
 struct ServiceLimits {
   uint64_t max_argument_bytes = uint64_t{4} << 30;
   int max_queue = 64;
@@ -91,7 +95,11 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
 
   static void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out);
 
-  absl::Status Authenticate(const grpc::CallbackServerContext* context) const;
+  // Who the caller is (see TokenAuth): a token's label, a client certificate's subject, or
+  // kLocalClient; UNAUTHENTICATED when the daemon wants a token the call lacks.
+  absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext* context) const;
+  // The caller of a call already authenticated.
+  std::string ClientOf(const grpc::CallbackServerContext* context) const;
   // A reactor already finished with UNAUTHENTICATED, or nullptr when the call may proceed.
   grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
 

@@ -25,19 +25,45 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read the token file '", path, "'"));
   TokenAuth auth;
   std::string line;
-  while (std::getline(in, line)) {
-    const std::string token(absl::StripAsciiWhitespace(line));
-    if (token.empty() || token[0] == '#') continue;
-    auth.digests_.push_back(Digest(token));
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text(absl::StripAsciiWhitespace(line));
+    if (text.empty() || text[0] == '#') continue;
+    const size_t space = text.find_first_of(" \t");
+    const std::string token = text.substr(0, space);
+    std::string label = space == std::string::npos
+                            ? std::string()
+                            : std::string(absl::StripAsciiWhitespace(text.substr(space)));
+    for (const char c : label) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the token file '", path, "', line ", number,
+                         ": a label may not hold control characters (a line is: TOKEN [LABEL])"));
+      }
+    }
+    if (label.size() > kMaxLabelBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "', line ", number,
+                                                     ": the label is ", label.size(),
+                                                     " bytes; at most ", kMaxLabelBytes));
+    }
+    Token entry{Digest(token), std::move(label)};
+    if (entry.label.empty()) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      for (int i = 0; i < 4; ++i) {
+        const auto byte = static_cast<unsigned char>(entry.digest[i]);
+        entry.label += kHex[byte >> 4];
+        entry.label += kHex[byte & 15];
+      }
+    }
+    auth.tokens_.push_back(std::move(entry));
   }
-  if (auth.digests_.empty()) {
+  if (auth.tokens_.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("the token file '", path, "' holds no token (one per line)"));
   }
   return auth;
 }
 
-absl::Status TokenAuth::Check(const std::string_view* authorization) const {
+absl::StatusOr<std::string> TokenAuth::Check(const std::string_view* authorization) const {
   if (authorization == nullptr) {
     return absl::UnauthenticatedError(
         "no credentials: this kprofd wants 'authorization: Bearer <token>' (kprof --token-file)");
@@ -47,12 +73,14 @@ absl::Status TokenAuth::Check(const std::string_view* authorization) const {
     return absl::UnauthenticatedError("the authorization header is not 'Bearer <token>'");
   }
   const std::string digest = Digest(authorization->substr(kBearer.size()));
-  bool known = false;
-  for (const std::string& expected : digests_) {  // no early exit: time does not tell which
-    known |= CRYPTO_memcmp(expected.data(), digest.data(), digest.size()) == 0;
+  const Token* known = nullptr;
+  for (const Token& expected : tokens_) {  // no early exit: time does not tell which
+    if (CRYPTO_memcmp(expected.digest.data(), digest.data(), digest.size()) == 0) {
+      known = &expected;
+    }
   }
-  if (!known) return absl::UnauthenticatedError("wrong bearer token");
-  return absl::OkStatus();
+  if (known == nullptr) return absl::UnauthenticatedError("wrong bearer token");
+  return known->label;
 }
 
 }  // namespace kprof::server

@@ -13,20 +13,31 @@
 
 namespace kprof::server {
 
+// Who a client is: the label of the token it presented. A line of the token file is a token,
+// optionally followed by whitespace and the label of whoever holds it ("s3cret alice"); a
+// token without one is labelled by its digest's first 8 hex digits. Several tokens may share a
+// label (one client rotating its tokens).
 class TokenAuth {
  public:
   // Reads one token per line from `path` (blank lines and # comments skipped).
-  // INVALID_ARGUMENT when the file holds no token; NOT_FOUND when it cannot be read.
+  // INVALID_ARGUMENT when the file holds no token, or a label is not printable or longer than
+  // kMaxLabelBytes; NOT_FOUND when it cannot be read.
   static absl::StatusOr<TokenAuth> FromFile(const std::string& path);
 
-  // OK when `authorization` (the header's value, absent: nullptr) carries a known token;
-  // UNAUTHENTICATED otherwise, saying what is expected.
-  absl::Status Check(const std::string_view* authorization) const;
+  // The label of the known token `authorization` carries (the header's value, absent:
+  // nullptr); UNAUTHENTICATED otherwise, saying what is expected.
+  absl::StatusOr<std::string> Check(const std::string_view* authorization) const;
 
-  size_t size() const { return digests_.size(); }
+  size_t size() const { return tokens_.size(); }
+
+  static constexpr size_t kMaxLabelBytes = 64;
 
  private:
-  std::vector<std::string> digests_;  // raw 32-byte SHA-256 digests
+  struct Token {
+    std::string digest;  // raw 32-byte SHA-256 digest
+    std::string label;
+  };
+  std::vector<Token> tokens_;
 };
 
 }  // namespace kprof::server

@@ -6,11 +6,14 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/kprof_client.h"
@@ -206,6 +209,135 @@ TEST_F(IsolationTest, AReplacedJobSocketEndsTheWorkerAndTheNextJobRunsOnAFreshOn
   ExpectVictimMeasuredRight(attacker_.get(), "replaces_the_job_socket");
   ExpectDaemonUntouched("replaces_the_job_socket");
   EXPECT_THAT(Log(), HasSubstr("replaced the job socket"));
+}
+
+// Jobs of one client in a worker of its own: what one client's function leaves in its process
+// (here, an environment variable no check looks at) is never seen by another client's job.
+class ClientWorkersTest : public ::testing::Test {
+ protected:
+  void Start(int clients, std::vector<std::string> extra = {}) {
+    std::ofstream tokens(dir_.path() + "/tokens");
+    tokens << "# token, then the client's label\n";
+    for (int i = 0; i < clients; ++i) tokens << "token-" << i << " client-" << i << "\n";
+    tokens.close();
+    extra.insert(extra.end(), {"--token-file", dir_.path() + "/tokens"});
+    ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", extra));
+    for (int i = 0; i < clients; ++i) {
+      client::ClientOptions options;
+      options.bearer_token = "token-" + std::to_string(i);
+      auto connected = client::Client::Connect(daemon_.target(), options);
+      ASSERT_THAT(connected, IsOk());
+      clients_.push_back(*std::move(connected));
+      auto attacks = clients_.back()->LoadModuleFile(TestModulePath("attacks"));
+      ASSERT_THAT(attacks, IsOk());
+      attacks_ = attacks->id();
+    }
+  }
+
+  absl::Status Run(int client, const std::string& function) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(attacks_);
+    request.mutable_call()->set_function(function);
+    request.set_number(1);
+    request.set_repeat(1);
+    return clients_[client]->TimeEvaluate(request).status();
+  }
+
+  v1::DeviceInfo Cpu() {
+    auto info = clients_[0]->Info();
+    EXPECT_THAT(info, IsOk());
+    return info.ok() ? info->devices(0) : v1::DeviceInfo();
+  }
+
+  TempDir dir_;
+  Daemon daemon_;
+  std::vector<std::unique_ptr<client::Client>> clients_;
+  std::string attacks_;
+};
+
+TEST_F(ClientWorkersTest, StateOneClientLeavesIsNeverSeenByAnother) {
+  Start(2);
+  ASSERT_THAT(Run(0, "plants_state"), IsOk());
+  EXPECT_THAT(Run(1, "sees_planted_state"), IsOk());
+  // The state is there, in the planter's own worker: the test could see it.
+  EXPECT_THAT(Run(0, "sees_planted_state"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("returned 42")));
+  EXPECT_THAT(Run(1, "sees_planted_state"), IsOk());
+  EXPECT_EQ(Cpu().workers(), 2);
+  EXPECT_EQ(Cpu().workers_started(), 2);
+}
+
+TEST_F(ClientWorkersTest, WorkersAreBoundedAndTheOneIdleLongestEnds) {
+  Start(3, {"--workers-per-device", "2"});
+  ASSERT_THAT(Run(0, "plants_state"), IsOk());
+  ASSERT_THAT(Run(1, "sees_planted_state"), IsOk());
+  EXPECT_EQ(Cpu().workers(), 2);
+  // A third client: client 0's worker, idle longest, ends; client 1's is kept.
+  ASSERT_THAT(Run(2, "sees_planted_state"), IsOk());
+  EXPECT_EQ(Cpu().workers(), 2);
+  EXPECT_EQ(Cpu().workers_started(), 3);
+  ASSERT_THAT(Run(1, "sees_planted_state"), IsOk());
+  EXPECT_EQ(Cpu().workers_started(), 3) << "client 1's worker was kept for its next job";
+  // Client 0 comes back to a fresh worker, without what it planted.
+  EXPECT_THAT(Run(0, "sees_planted_state"), IsOk());
+  EXPECT_EQ(Cpu().workers_started(), 4);
+}
+
+TEST_F(ClientWorkersTest, AWorkerWithoutJobsEndsAfterTheIdleTimeout) {
+  Start(1, {"--worker-idle-timeout", "1s"});
+  ASSERT_THAT(Run(0, "sees_planted_state"), IsOk());
+  bool ended = false;
+  for (int i = 0; i < 300 && !ended; ++i) {
+    ended = Cpu().workers() == 0;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(ended) << "the idle worker still runs after 15 s";
+  EXPECT_THAT(Run(0, "sees_planted_state"), IsOk());
+  EXPECT_EQ(Cpu().workers_started(), 2);
+}
+
+// The queue takes clients in turn: a client with one job waits for the running job and at
+// most one more, not for everything another client queued before it.
+TEST_F(ClientWorkersTest, TheQueueTakesClientsInTurn) {
+  Start(2);
+  std::string kernel;
+  for (auto& client : clients_) {
+    auto module = client->LoadModuleFile(TestModulePath("candidate_6"));  // 12 ms
+    ASSERT_THAT(module, IsOk());
+    kernel = module->id();
+  }
+  const auto timing = [&](int client) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(kernel);
+    request.mutable_call()->set_function("gemm");
+    request.set_number(1);
+    request.set_repeat(4);  // about 50 ms a job
+    return clients_[client]->TimeEvaluate(request);
+  };
+  constexpr int kFlood = 8;
+  std::atomic<int> flood_done{0};
+  std::vector<std::thread> flood;
+  for (int i = 0; i < kFlood; ++i) {
+    flood.emplace_back([&] {
+      EXPECT_THAT(timing(0), IsOk());
+      ++flood_done;
+    });
+  }
+  // Client 0's jobs queued behind its running one.
+  bool queued = false;
+  for (int i = 0; i < 400 && !queued; ++i) {
+    queued = Cpu().queue_length() >= kFlood - 2;
+    if (!queued) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(queued);
+  auto mine = timing(1);
+  const int flood_done_then = flood_done.load();
+  for (std::thread& t : flood) t.join();
+  ASSERT_THAT(mine, IsOk());
+  // First come, first served would have it wait for all of them (about 350 ms or more).
+  EXPECT_LE(flood_done_then, 3) << "client 1 waited for " << flood_done_then
+                                << " of client 0's jobs";
+  EXPECT_LT(mine->timing().queue_wait_seconds(), 0.25);
 }
 
 }  // namespace
