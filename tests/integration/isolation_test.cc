@@ -5,15 +5,18 @@
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "client/kprof_client.h"
@@ -338,6 +341,27 @@ TEST_F(ClientWorkersTest, TheQueueTakesClientsInTurn) {
   EXPECT_LE(flood_done_then, 3) << "client 1 waited for " << flood_done_then
                                 << " of client 0's jobs";
   EXPECT_LT(mine->timing().queue_wait_seconds(), 0.25);
+}
+
+// `kprofd --check-config` on a token file: its exit code and what it printed.
+std::pair<int, std::string> CheckTokenFile(const TempDir& dir, const std::string& contents) {
+  std::ofstream(dir.path() + "/tokens") << contents;
+  const std::string command = std::string(testing::KprofdPath()) + " --token-file " + dir.path() +
+                              "/tokens --cache-dir " + dir.path() + "/cache --check-config > " +
+                              dir.path() + "/out 2>&1";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFileBytes(dir.path() + "/out")};
+}
+
+TEST(TokenLabels, ALabelIsPrintableAndShortOrTheDaemonRefusesToStart) {
+  TempDir dir;
+  EXPECT_EQ(CheckTokenFile(dir, "# token, label\nabc alice\ndef\nghi  bob the builder\n").first, 0);
+  auto [code, out] = CheckTokenFile(dir, "abc alice\ndef bad\x1b[31mlabel\n");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("line 2: a label may not hold control characters"));
+  std::tie(code, out) = CheckTokenFile(dir, "abc " + std::string(65, 'x') + "\n");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("line 1: the label is 65 bytes; at most 64"));
 }
 
 }  // namespace
