@@ -278,7 +278,7 @@ class ProfilerService::BatchReactor final
     if (!module.empty() && module != core::kBuiltinModuleName) {
       std::vector<StoredModule> modules;
       absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> acquired =
-          service_->registry_->Acquire({module}, &modules);
+          service_->registry_->Acquire(client_, {module}, &modules);
       if (!acquired.ok()) {
         // An unknown module: the job may come again under its id once the module is uploaded.
         ids_.erase(IdHash(id));
@@ -398,7 +398,8 @@ class ProfilerService::BatchReactor final
       *request.mutable_profile_function() = waiting.job.profile_function();
       calls.push_back(&waiting.job.profile_function().call());
     }
-    absl::StatusOr<PreparedJob> job = service_->PrepareJob(device, calls, std::move(request));
+    absl::StatusOr<PreparedJob> job =
+        service_->PrepareJob(client_, device, calls, std::move(request));
     if (!job.ok()) return job.status();
     const uint64_t job_id = job->request.job_id();
     DeviceExecutor* executor = job->executor;

@@ -138,6 +138,10 @@ absl::Status ModuleRegistry::Rescan() {
     if (absl::StatusOr<std::string> text = core::ReadFile(path + ".meta"); text.ok()) {
       meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     }
+    nlohmann::json holders;
+    if (absl::StatusOr<std::string> text = core::ReadFile(path + ".holders"); text.ok()) {
+      holders = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    }
     const std::string format =
         meta.is_object() && meta.value("format", nlohmann::json()).is_string()
             ? meta["format"].get<std::string>()
@@ -152,6 +156,7 @@ absl::Status ModuleRegistry::Rescan() {
                     info.ok() ? "its hash does not match" : std::string(info.status().message())));
       unlink(path.c_str());
       unlink((path + ".meta").c_str());
+      unlink((path + ".holders").c_str());
       continue;
     }
     Entry entry;
@@ -163,6 +168,11 @@ absl::Status ModuleRegistry::Rescan() {
     entry.module.path = path;
     if (meta.is_object() && meta.value("name", nlohmann::json()).is_string()) {
       entry.module.name = meta["name"].get<std::string>();
+    }
+    if (holders.is_array()) {
+      for (const nlohmann::json& holder : holders) {
+        if (holder.is_string()) entry.holders.insert(holder.get<std::string>());
+      }
     }
     entry.last_used = ++clock_;
     total_bytes_ += entry.module.size_bytes;
@@ -206,8 +216,9 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::str
 }
 
 absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
-    const std::string& name, const std::string& format, const std::string& bytes,
-    uint64_t declared_size, const std::string& declared_sha256, const std::string& actual_sha256) {
+    const std::string& client, const std::string& name, const std::string& format,
+    const std::string& bytes, uint64_t declared_size, const std::string& declared_sha256,
+    const std::string& actual_sha256) {
   KPROF_RETURN_IF_ERROR(CheckHeader(name, format, declared_size, declared_sha256));
   if (bytes.size() != declared_size) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -224,6 +235,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
           absl::StrCat("declared ", format, ", but the bytes are ", entry.module.format));
     }
     entry.last_used = ++clock_;
+    Hold(entry, client);
     return StoreResult{entry.module, true};
   };
   {
@@ -265,8 +277,31 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   entry.last_used = ++clock_;
   total_bytes_ += bytes.size();
   StoredModule stored = entry.module;
-  entries_.emplace(actual_sha256, std::move(entry));
+  Hold(entries_.emplace(actual_sha256, std::move(entry)).first->second, client);
   return StoreResult{std::move(stored), false};
+}
+
+void ModuleRegistry::Hold(Entry& entry, const std::string& client) {
+  if (entry.holders.insert(client).second) SaveHolders(entry);
+}
+
+void ModuleRegistry::SaveHolders(const Entry& entry) {
+  const nlohmann::json holders(entry.holders);
+  absl::StatusOr<std::string> temp = WriteTemporary(
+      ModulesDir(), holders.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (!temp.ok() || !Commit(*temp, entry.module.path + ".holders").ok()) {
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat("module ", entry.module.id,
+                           ": its holders are not recorded, and will not be after a restart"));
+  }
+}
+
+void ModuleRegistry::Remove(std::map<std::string, Entry>::iterator it) {
+  for (const char* suffix : {"", ".meta", ".holders"}) {
+    unlink((it->second.module.path + suffix).c_str());
+  }
+  total_bytes_ -= it->second.module.size_bytes;
+  entries_.erase(it);
 }
 
 absl::Status ModuleRegistry::MakeRoom(uint64_t bytes) {
@@ -287,50 +322,57 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes) {
     }
     core::Log(core::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
                                                      victim->second.module.name, ") to make room"));
-    unlink(victim->second.module.path.c_str());
-    unlink((victim->second.module.path + ".meta").c_str());
-    total_bytes_ -= victim->second.module.size_bytes;
-    entries_.erase(victim);
+    Remove(victim);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<StoredModule> ModuleRegistry::Find(const std::string& id) {
+absl::StatusOr<StoredModule> ModuleRegistry::Find(const std::string& client,
+                                                  const std::string& id) {
   absl::MutexLock lock(&mutex_);
   const auto it = entries_.find(id);
-  if (it == entries_.end()) {
+  if (it == entries_.end() || it->second.holders.count(client) == 0) {
     return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
   }
   return it->second.module;
 }
 
-std::vector<StoredModule> ModuleRegistry::List() {
+std::vector<StoredModule> ModuleRegistry::List(const std::string& client) {
   absl::MutexLock lock(&mutex_);
   std::vector<StoredModule> modules;
-  for (const auto& [id, entry] : entries_) modules.push_back(entry.module);
+  for (const auto& [id, entry] : entries_) {
+    if (entry.holders.count(client) > 0) modules.push_back(entry.module);
+  }
   return modules;
 }
 
-absl::Status ModuleRegistry::Unload(const std::string& id) {
+absl::Status ModuleRegistry::Unload(const std::string& client, const std::string& id) {
   absl::MutexLock lock(&mutex_);
   const auto it = entries_.find(id);
-  if (it == entries_.end()) return absl::NotFoundError(absl::StrCat("unknown module ", id));
-  if (it->second.pins > 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("module ", id, " is in use by ", it->second.pins, " job(s)"));
+  if (it == entries_.end() || it->second.holders.count(client) == 0) {
+    return absl::NotFoundError(absl::StrCat("unknown module ", id));
   }
-  unlink(it->second.module.path.c_str());
-  unlink((it->second.module.path + ".meta").c_str());
-  total_bytes_ -= it->second.module.size_bytes;
-  entries_.erase(it);
+  Entry& entry = it->second;
+  if (entry.holders.size() > 1) {  // others still hold it
+    entry.holders.erase(client);
+    SaveHolders(entry);
+    return absl::OkStatus();
+  }
+  if (entry.pins > 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("module ", id, " is in use by ", entry.pins, " job(s)"));
+  }
+  Remove(it);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
-    const std::vector<std::string>& ids, std::vector<StoredModule>* modules) {
+    const std::string& client, const std::vector<std::string>& ids,
+    std::vector<StoredModule>* modules) {
   absl::MutexLock lock(&mutex_);
   for (const std::string& id : ids) {
-    if (entries_.count(id) == 0) {
+    const auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.holders.count(client) == 0) {
       return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
     }
   }

@@ -6,11 +6,18 @@
 // registry re-registers what it finds (verifying each hash), so modules survive a restart. The
 // directory is locked against a second daemon. The cache is bounded: storing past the limit
 // evicts the least recently used modules that no job is using.
+//
+// Modules have holders: the clients (ProfilerService::Authenticate) that uploaded them. Bytes
+// several clients upload are stored once, but a client sees, runs and unloads only what it
+// holds; unloading drops its hold, and the module goes with its last holder. Holders are kept
+// in CACHE_DIR/modules/ID.holders and survive a restart; a module stored before holders were
+// recorded has none until a client uploads its bytes again (which writes nothing but the hold).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,21 +62,28 @@ class ModuleRegistry {
   // Stores `bytes` (whose SHA-256 the caller computed as they arrived) after checking them
   // against the declared size and hash and reading their format and exports. Bytes already
   // held are not written again.
-  absl::StatusOr<StoreResult> Store(const std::string& name, const std::string& format,
-                                    const std::string& bytes, uint64_t declared_size,
-                                    const std::string& declared_sha256,
+  // `client` holds the module afterwards. `already_held`: the bytes were there (for `client`
+  // or another), and were not written again.
+  absl::StatusOr<StoreResult> Store(const std::string& client, const std::string& name,
+                                    const std::string& format, const std::string& bytes,
+                                    uint64_t declared_size, const std::string& declared_sha256,
                                     const std::string& actual_sha256);
 
-  absl::StatusOr<StoredModule> Find(const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
-  std::vector<StoredModule> List() ABSL_LOCKS_EXCLUDED(mutex_);
+  // The module `id` if `client` holds it; NOT_FOUND ("unknown module") otherwise.
+  absl::StatusOr<StoredModule> Find(const std::string& client, const std::string& id)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // The modules `client` holds.
+  std::vector<StoredModule> List(const std::string& client) ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // NOT_FOUND when absent; FAILED_PRECONDITION while a job uses it.
-  absl::Status Unload(const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Drops `client`'s hold; the module goes with its last holder. NOT_FOUND when `client` does
+  // not hold it; FAILED_PRECONDITION when it is the last holder and a job uses the module.
+  absl::Status Unload(const std::string& client, const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Marks modules in use by a job (not evictable) until the returned handle is destroyed, and
-  // returns them. NOT_FOUND naming the first id not held.
+  // returns them. NOT_FOUND naming the first id `client` does not hold.
   class Pin;
-  absl::StatusOr<std::shared_ptr<Pin>> Acquire(const std::vector<std::string>& ids,
+  absl::StatusOr<std::shared_ptr<Pin>> Acquire(const std::string& client,
+                                               const std::vector<std::string>& ids,
                                                std::vector<StoredModule>* modules)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -81,12 +95,18 @@ class ModuleRegistry {
     StoredModule module;
     uint64_t last_used = 0;
     int pins = 0;
+    std::set<std::string> holders;
   };
 
   ModuleRegistry(RegistryOptions options, int lock_fd)
       : options_(std::move(options)), lock_fd_(lock_fd) {}
   absl::Status Rescan();
   absl::Status MakeRoom(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Adds `client` to the entry's holders, recording them on disk when that is new.
+  void Hold(Entry& entry, const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void SaveHolders(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Removes the module's files and entry.
+  void Remove(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Release(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
   std::string ModulesDir() const { return options_.cache_dir + "/modules"; }
 

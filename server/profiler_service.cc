@@ -60,13 +60,14 @@ class ProfilerService::UploadReactor final
   // An admitted upload was counted in `uploads` (under `mutex`) by the service, and is
   // uncounted when it ends.
   UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response,
-                const absl::Status& admitted, absl::Mutex* mutex, int* uploads)
+                const absl::StatusOr<std::string>& admitted, absl::Mutex* mutex, int* uploads)
       : registry_(registry),
+        client_(admitted.ok() ? *admitted : std::string()),
         response_(response),
         mutex_(mutex),
         uploads_(admitted.ok() ? uploads : nullptr) {
     if (!admitted.ok()) {
-      Finish(ToGrpcStatus(admitted));
+      Finish(ToGrpcStatus(admitted.status()));
       return;
     }
     StartRead(&message_);
@@ -120,8 +121,8 @@ class ProfilerService::UploadReactor final
       return;
     }
     const std::string hex = hash_.HexDigest();
-    auto stored = registry_->Store(header_.name(), header_.format(), bytes_, header_.size_bytes(),
-                                   header_.sha256(), hex);
+    auto stored = registry_->Store(client_, header_.name(), header_.format(), bytes_,
+                                   header_.size_bytes(), header_.sha256(), hex);
     if (!stored.ok()) {
       Finish(ToGrpcStatus(stored.status()));
       return;
@@ -132,6 +133,7 @@ class ProfilerService::UploadReactor final
   }
 
   ModuleRegistry* registry_;
+  const std::string client_;  // who uploads: the module's new holder
   kprof::v1::LoadModuleResponse* response_;
   absl::Mutex* mutex_;
   int* uploads_;
@@ -254,7 +256,9 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   limits->set_max_queue(limits_.max_queue);
   limits->set_job_timeout_seconds(Seconds(limits_.job_timeout));
   BuiltinInfo(response->add_modules());
-  for (const StoredModule& m : registry_->List()) ToProto(m, response->add_modules());
+  for (const StoredModule& m : registry_->List(ClientOf(context))) {
+    ToProto(m, response->add_modules());
+  }
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -267,7 +271,7 @@ grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext
   if (request->id() == core::kBuiltinModuleName) {
     response->set_present(true);
     BuiltinInfo(response->mutable_module());
-  } else if (auto found = registry_->Find(request->id()); found.ok()) {
+  } else if (auto found = registry_->Find(ClientOf(context), request->id()); found.ok()) {
     response->set_present(true);
     ToProto(*found, response->mutable_module());
   }
@@ -278,7 +282,7 @@ grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext
 
 grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
     grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) {
-  absl::Status admitted = Authenticate(context).status();
+  absl::StatusOr<std::string> admitted = Authenticate(context);
   if (admitted.ok()) {
     // Checked and counted under one lock, which StartDraining takes too: an upload either
     // counts before draining begins, and is waited for, or is refused.
@@ -304,7 +308,9 @@ grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerConte
                                                        kprof::v1::ListModulesResponse* response) {
   if (auto* refused = Refuse(context)) return refused;
   BuiltinInfo(response->add_modules());
-  for (const StoredModule& m : registry_->List()) ToProto(m, response->add_modules());
+  for (const StoredModule& m : registry_->List(ClientOf(context))) {
+    ToProto(m, response->add_modules());
+  }
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -319,7 +325,7 @@ grpc::ServerUnaryReactor* ProfilerService::UnloadModule(
     reactor->Finish(ToGrpcStatus(
         absl::FailedPreconditionError("the builtin module is part of kprofd and stays")));
   } else {
-    reactor->Finish(ToGrpcStatus(registry_->Unload(request->id())));
+    reactor->Finish(ToGrpcStatus(registry_->Unload(ClientOf(context), request->id())));
   }
   return reactor;
 }
@@ -380,7 +386,8 @@ absl::StatusOr<DeviceExecutor*> ProfilerService::FindExecutor(const std::string&
 }
 
 absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
-    const std::string& device_text, const std::vector<const kprof::v1::FunctionCall*>& calls,
+    const std::string& client, const std::string& device_text,
+    const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request) {
   if (draining_) return absl::UnavailableError("kprofd is shutting down");
   KPROF_ASSIGN_OR_RETURN(DeviceExecutor* const executor, FindExecutor(device_text));
@@ -405,7 +412,7 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
     }
   }
   std::vector<StoredModule> modules;
-  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<void> pin, registry_->Acquire(ids, &modules));
+  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<void> pin, registry_->Acquire(client, ids, &modules));
   size_t next = 0;
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id() == core::kBuiltinModuleName) continue;
@@ -465,14 +472,15 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request, Fill fill) {
   auto* reactor = new JobReactor();
-  absl::StatusOr<PreparedJob> job = PrepareJob(device_text, calls, std::move(request));
+  const std::string client = ClientOf(context);
+  absl::StatusOr<PreparedJob> job = PrepareJob(client, device_text, calls, std::move(request));
   if (!job.ok()) {
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
   }
   reactor->Watch(job->executor, job->request.job_id());
   const absl::Status submitted = job->executor->Submit(
-      std::move(job->request), ClientOf(context), Deadline(context),
+      std::move(job->request), client, Deadline(context),
       [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
                                         JobTiming timing) {
         const absl::Status status = ResultStatus(result, what);

@@ -103,15 +103,15 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   // A reactor already finished with UNAUTHENTICATED, or nullptr when the call may proceed.
   grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
 
-  // A measurement checked and ready for its device's executor: the modules it names are
-  // pinned (by `pin`) and listed in `request`, which has its job id.
+  // A measurement checked and ready for its device's executor: the modules it names (which
+  // `client` must hold) are pinned (by `pin`) and listed in `request`, which has its job id.
   struct PreparedJob {
     DeviceExecutor* executor = nullptr;
     std::shared_ptr<void> pin;
     kprof::worker::v1::WorkerRequest request;
     std::string what;  // "function 'f'", for messages
   };
-  absl::StatusOr<PreparedJob> PrepareJob(const std::string& device_text,
+  absl::StatusOr<PreparedJob> PrepareJob(const std::string& client, const std::string& device_text,
                                          const std::vector<const kprof::v1::FunctionCall*>& calls,
                                          kprof::worker::v1::WorkerRequest request);
   // The job's outcome as a status: the worker's code, or how the worker failed.

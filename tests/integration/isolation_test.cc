@@ -32,6 +32,7 @@ namespace {
 
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
+using ::kprof::testing::IsOkAndHolds;
 using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
@@ -341,6 +342,64 @@ TEST_F(ClientWorkersTest, TheQueueTakesClientsInTurn) {
   EXPECT_LE(flood_done_then, 3) << "client 1 waited for " << flood_done_then
                                 << " of client 0's jobs";
   EXPECT_LT(mine->timing().queue_wait_seconds(), 0.25);
+}
+
+// Modules have holders: a client sees, runs and unloads only what it uploaded; bytes two
+// clients upload are stored once; holds survive a restart.
+TEST_F(ClientWorkersTest, AClientSeesRunsAndUnloadsOnlyTheModulesItHolds) {
+  Start(2);  // both hold the attacks module
+  auto mine = clients_[0]->LoadModuleFile(TestModulePath("candidate_1"));
+  ASSERT_THAT(mine, IsOk());
+  const std::string id = mine->id();
+  const auto run = [&](int client) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(id);
+    request.mutable_call()->set_function("gemm");
+    request.set_number(1);
+    request.set_repeat(1);
+    return clients_[client]->TimeEvaluate(request).status();
+  };
+  const auto lists = [&](int client) {
+    auto modules = clients_[client]->ListModules();
+    EXPECT_THAT(modules, IsOk());
+    for (const v1::ModuleInfo& m : modules.ok() ? *modules : std::vector<v1::ModuleInfo>()) {
+      if (m.id() == id) return true;
+    }
+    return false;
+  };
+  EXPECT_THAT(run(0), IsOk());
+  EXPECT_TRUE(lists(0));
+  EXPECT_FALSE(lists(1));
+  EXPECT_THAT(clients_[1]->HasModule(id), IsOkAndHolds(false));
+  EXPECT_THAT(run(1), StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown module")));
+  EXPECT_THAT(clients_[1]->UnloadModule(id), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(run(0), IsOk()) << "another client's unload took the module away";
+
+  // The same bytes from the other client: one copy, two holders.
+  ASSERT_THAT(clients_[1]->LoadModuleFile(TestModulePath("candidate_1")), IsOk());
+  EXPECT_THAT(run(1), IsOk());
+  EXPECT_TRUE(std::ifstream(dir_.path() + "/cache/modules/" + id).good());
+  EXPECT_THAT(clients_[0]->UnloadModule(id), IsOk());
+  EXPECT_FALSE(lists(0));
+  // (Not a run: the client library uploads again the modules it uploaded itself.)
+  EXPECT_THAT(clients_[0]->HasModule(id), IsOkAndHolds(false));
+  EXPECT_THAT(run(1), IsOk()) << "client 0's unload dropped only its own hold";
+
+  // Holds are on disk: after a restart, client 1 still runs it and client 0 still cannot.
+  daemon_.Stop();
+  ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--token-file", dir_.path() + "/tokens"}));
+  for (int i = 0; i < 2; ++i) {
+    client::ClientOptions options;
+    options.bearer_token = "token-" + std::to_string(i);
+    auto connected = client::Client::Connect(daemon_.target(), options);
+    ASSERT_THAT(connected, IsOk());
+    clients_[i] = *std::move(connected);
+  }
+  EXPECT_THAT(run(1), IsOk());
+  EXPECT_THAT(run(0), StatusIs(absl::StatusCode::kNotFound));
+  // The last holder's unload removes the bytes.
+  EXPECT_THAT(clients_[1]->UnloadModule(id), IsOk());
+  EXPECT_FALSE(std::ifstream(dir_.path() + "/cache/modules/" + id).good());
 }
 
 // `kprofd --check-config` on a token file: its exit code and what it printed.
