@@ -272,6 +272,7 @@ absl::Status Info(Client& client, const Options& o) {
     }
   }
   std::printf("\ncuda: %s\n", info.cuda().c_str());
+  if (!info.isolation().empty()) std::printf("isolation: %s\n", info.isolation().c_str());
   const auto& l = info.limits();
   std::printf(
       "\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "

@@ -66,6 +66,7 @@ struct Flags {
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
   std::string pin_cpus, worker_priority;
   bool insecure_allow_unauthenticated = false;
+  bool require_isolation = false;
   std::string token_file, tls_cert, tls_key, tls_client_ca;
   bool check_config = false;
   bool help = false;
@@ -120,6 +121,9 @@ void Declare(core::CommandLine& cl, Flags& f) {
   cl.AddString("tls-key", &f.tls_key, "FILE", "the private key of --tls-cert (PEM)");
   cl.AddString("tls-client-ca", &f.tls_client_ca, "FILE",
                "require client certificates signed by this CA (mutual TLS)");
+  cl.AddFlag("require-isolation", &f.require_isolation,
+             "refuse to start unless workers get both their Landlock rules and their syscall "
+             "filter (by default a kernel without them is logged and served anyway)");
   cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
              "allow listening beyond loopback without TLS and authentication (dangerous: "
              "whoever reaches the port runs code here)");
@@ -405,6 +409,19 @@ absl::Status Serve(const Flags& flags) {
         absl::StrCat("the host's collectors are unknown: ", described.cpu.message()));
   }
   if (!described.cuda.ok()) Log(LogSeverity::kWarning, std::string(described.cuda.message()));
+  if (described.cpu.ok()) {
+    described.host.set_isolation("one worker per client; " + described.host.isolation());
+  } else {
+    described.host.set_isolation("unknown: no worker described the host");
+  }
+  Log(described.host.isolated() ? LogSeverity::kInfo : LogSeverity::kWarning,
+      "worker isolation: " + described.host.isolation());
+  if (flags.require_isolation && !described.host.isolated()) {
+    return absl::FailedPreconditionError(
+        "--require-isolation: workers would run without part of their sandbox (worker "
+        "isolation: " +
+        described.host.isolation() + ")");
+  }
   for (const kprof::v1::DeviceInfo& info : described.host.devices()) {
     if (info.type() != core::DeviceTypeName(core::DeviceType::kCuda)) continue;
     WorkerOptions gpu_worker = worker;

@@ -188,6 +188,7 @@ void ProfilerService::SetHost(DescribedHost host) {
     cuda_unavailable_ = std::string(host.cuda.message());
   }
   if (!cuda_unavailable_.empty()) cuda_line_ = "no CUDA devices: " + cuda_unavailable_;
+  isolation_ = host.host.isolation();
 }
 
 absl::StatusOr<std::string> ProfilerService::Authenticate(
@@ -249,6 +250,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_workers_started(stats.workers_started);
   }
   response->set_cuda(cuda_line_);
+  response->set_isolation(isolation_);
   kprof::v1::Limits* limits = response->mutable_limits();
   limits->set_max_module_bytes(registry_->options().max_module_bytes);
   limits->set_max_cache_bytes(registry_->options().max_cache_bytes);

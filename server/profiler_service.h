@@ -133,6 +133,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   std::atomic<bool> draining_{false};
   std::map<std::string, kprof::v1::DeviceInfo> devices_;              // by "cpu:0", "cuda:1"
   std::string cuda_line_;                                             // GetInfoResponse.cuda
+  std::string isolation_;                                             // GetInfoResponse.isolation
   std::string cuda_unavailable_ = "CUDA devices were not looked up";  // or "" when there are
   absl::Mutex uploads_mutex_;
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams

@@ -256,6 +256,10 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
     }
     case WorkerRequest::kDescribe:
       *response->mutable_host() = request.describe().cuda() ? DescribeCuda() : DescribeCpu();
+      if (!request.describe().cuda()) {
+        response->mutable_host()->set_isolation(isolation_);
+        response->mutable_host()->set_isolated(isolated_);
+      }
       return absl::OkStatus();
     case WorkerRequest::JOB_NOT_SET:
       break;

@@ -27,6 +27,12 @@ class WorkerJobs {
   kprof::worker::v1::WorkerResponse Run(const kprof::worker::v1::WorkerRequest& request);
 
   size_t modules_open() const { return modules_.size(); }
+
+  // How this worker is sandboxed, for the host's description.
+  void set_isolation(std::string isolation, bool isolated) {
+    isolation_ = std::move(isolation);
+    isolated_ = isolated;
+  }
   bool is_open(const std::string& id) const { return modules_.count(id) > 0; }
 
   // What the job ran, for messages: "function 'f'" or "the profiled sequence".
@@ -40,6 +46,9 @@ class WorkerJobs {
 
   // Closes the least recently used modules beyond the limit, except those `request` names.
   void CloseIdleModules(const kprof::worker::v1::WorkerRequest& request);
+
+  std::string isolation_ = "not sandboxed";
+  bool isolated_ = false;
 
   struct OpenModule {
     std::unique_ptr<core::Module> module;

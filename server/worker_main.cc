@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/device.h"
 #include "core/placement.h"
@@ -214,9 +215,15 @@ int main(int argc, char** argv) {
   // Not for a GPU's worker: the driver maps device memory and its own bookkeeping into the
   // process, and device allocations are bounded by the argument limit anyway.
   if (device->type == kprof::core::DeviceType::kCpu) LimitData(max_data_bytes);
-  if (const absl::Status s = kprof::server::ApplyWorkerSandbox(sandbox); !s.ok()) {
+  std::vector<std::string> isolation;
+  bool isolated = true;
+  if (absl::StatusOr<std::string> s = kprof::server::ApplyWorkerSandbox(sandbox); s.ok()) {
+    isolation.push_back(*std::move(s));
+  } else {
+    isolation.push_back(absl::StrCat("no Landlock (", s.status().message(), ")"));
+    isolated = false;
     std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",
-                 s.ToString().c_str());
+                 s.status().ToString().c_str());
   }
 #if KPROF_HAS_CUDA
   // The driver starts threads of its own as it initialises; they are part of a CUDA worker's
@@ -228,7 +235,11 @@ int main(int argc, char** argv) {
   }
 #endif
   // Last: everything above may do what the filter denies to the functions it runs.
-  if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); !s.ok()) {
+  if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); s.ok()) {
+    isolation.push_back("seccomp filter");
+  } else {
+    isolation.push_back(absl::StrCat("no seccomp filter (", s.message(), ")"));
+    isolated = false;
     std::fprintf(stderr, "kprofd-worker: running without its syscall filter: %s\n",
                  s.ToString().c_str());
   }
@@ -238,6 +249,7 @@ int main(int argc, char** argv) {
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device, max_open_modules);
+  jobs.set_isolation(absl::StrJoin(isolation, "; "), isolated);
   while (true) {
     kprof::worker::v1::WorkerRequest request;
     const absl::Status read = channel.Read(&request);

@@ -123,7 +123,7 @@ class Ruleset {
 
 }  // namespace
 
-absl::Status ApplyWorkerSandbox(const SandboxPaths& paths) {
+absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
   const long abi =
       syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   if (abi < 1) {
@@ -154,7 +154,8 @@ absl::Status ApplyWorkerSandbox(const SandboxPaths& paths) {
       syscall(SYS_landlock_restrict_self, ruleset.fd(), 0) != 0) {
     return absl::InternalError(absl::StrCat("landlock_restrict_self: ", std::strerror(errno)));
   }
-  return absl::OkStatus();
+  return absl::StrCat("Landlock ABI ", abi, ": files", abi >= 3 ? " (with truncation)" : "",
+                      abi >= 4 ? ", TCP" : "", abi >= 6 ? ", signals, abstract sockets" : "");
 }
 
 namespace {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace kprof::server {
 
@@ -15,9 +16,10 @@ struct SandboxPaths {
   std::vector<std::string> unwritable;  // e.g. the module cache, even when it lies under /tmp
 };
 
-// Restricts this process and its future children for good. UNIMPLEMENTED where the kernel has
-// no Landlock (the caller logs it and goes on: the unit's sandbox still applies).
-absl::Status ApplyWorkerSandbox(const SandboxPaths& paths);
+// Restricts this process and its future children for good, and says how ("Landlock ABI 7:
+// files, TCP, signals, abstract sockets"). UNIMPLEMENTED where the kernel has no Landlock (the
+// caller logs it and goes on: the unit's sandbox still applies).
+absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths);
 
 }  // namespace kprof::server
 

@@ -402,6 +402,45 @@ TEST_F(ClientWorkersTest, AClientSeesRunsAndUnloadsOnlyTheModulesItHolds) {
   EXPECT_FALSE(std::ifstream(dir_.path() + "/cache/modules/" + id).good());
 }
 
+TEST(Isolation, GetInfoSaysHowWorkersAreSandboxed) {
+  KPROF_SKIP_UNDER_EMULATION("does not pass Landlock and seccomp through");
+  TempDir dir;
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  auto info = (*client)->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_THAT(info->isolation(), HasSubstr("one worker per client; Landlock ABI "));
+  EXPECT_THAT(info->isolation(), HasSubstr("; seccomp filter"));
+}
+
+// On a kernel that offers neither (as JetPack's or qemu-user's may not), the daemon serves and
+// says what is missing; with --require-isolation it refuses to start.
+TEST(Isolation, WithoutLandlockAndSeccompTheDaemonSaysSoOrRefuses) {
+  KPROF_SKIP_UNDER_EMULATION("does not pass seccomp filters through");
+  TempDir dir;
+  Daemon daemon;
+  daemon.set_launcher({KPROF_WITHOUT_SANDBOX_PATH});
+  daemon.set_stderr(dir.path() + "/log");
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache")) << ReadFileBytes(dir.path() + "/log");
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  auto info = (*client)->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_THAT(info->isolation(), HasSubstr("no Landlock ("));
+  EXPECT_THAT(info->isolation(), HasSubstr("no seccomp filter ("));
+  EXPECT_THAT(ReadFileBytes(dir.path() + "/log"), HasSubstr("warning worker isolation: "));
+  daemon.Stop();
+
+  Daemon strict;
+  strict.set_launcher({KPROF_WITHOUT_SANDBOX_PATH});
+  strict.set_stderr(dir.path() + "/strict.log");
+  EXPECT_FALSE(strict.Start(dir.path() + "/cache2", {"--require-isolation"}));
+  EXPECT_THAT(ReadFileBytes(dir.path() + "/strict.log"),
+              HasSubstr("--require-isolation: workers would run without part of their sandbox"));
+}
+
 // `kprofd --check-config` on a token file: its exit code and what it printed.
 std::pair<int, std::string> CheckTokenFile(const TempDir& dir, const std::string& contents) {
   std::ofstream(dir.path() + "/tokens") << contents;
