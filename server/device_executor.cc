@@ -26,10 +26,13 @@ absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, st
                                     bool beyond_bound) {
   absl::MutexLock lock(&mutex_);
   if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
-  if (!beyond_bound && queued_ >= max_queue_) {
+  // The bound is each client's: one client's flood never fills the queue for the others.
+  const auto mine = queues_.find(client);
+  const int waiting = mine == queues_.end() ? 0 : static_cast<int>(mine->second.size());
+  if (!beyond_bound && waiting >= max_queue_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
-                     queued_, " jobs waiting, limit ", max_queue_, "); retry later"));
+                     waiting, " jobs waiting, limit ", max_queue_, " per client); retry later"));
   }
   std::deque<Job>& queue = queues_[client];
   if (queue.empty()) turns_.push_back(client);
@@ -153,13 +156,16 @@ void DeviceExecutor::RetireIdleWorkers() {
 }
 
 absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const Job& job) {
-  const absl::Duration left = job.deadline - absl::Now();
-  if (left <= absl::ZeroDuration()) {
+  if (job.deadline <= absl::Now()) {
     return absl::DeadlineExceededError("the request's deadline passed while the job waited");
   }
   absl::StatusOr<WorkerProcess*> found = WorkerFor(job.client);
   if (!found.ok()) return found.status();
   WorkerProcess* worker = *found;
+  const absl::Duration left = job.deadline - absl::Now();  // after a worker's start, if any
+  if (left <= absl::ZeroDuration()) {
+    return absl::DeadlineExceededError("the request's deadline passed while its worker started");
+  }
   const absl::Duration timeout = std::min(left, job_timeout_);
   {
     absl::MutexLock lock(&mutex_);

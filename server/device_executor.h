@@ -5,7 +5,8 @@
 // runs at a time, so measurements never overlap; the queue takes the clients in turn, a job
 // each. Workers start on their client's first job and stay for the next, up to
 // `max_workers` per device (past it, the one idle longest is stopped) and for `idle_timeout`
-// without a job. A bounded queue: past `max_queue` waiting jobs, Submit refuses at once.
+// without a job. A bounded queue: past `max_queue` waiting jobs of one client, Submit refuses
+// that client's next at once.
 #pragma once
 
 #include <cstdint>

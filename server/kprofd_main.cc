@@ -40,6 +40,7 @@
 #include "grpcpp/server_builder.h"
 #include "kprof/config.h"
 #include "server/profiler_service.h"
+#include "server/reflection_auth.h"
 
 namespace kprof::server {
 namespace {
@@ -84,7 +85,8 @@ void Declare(core::CommandLine& cl, Flags& f) {
   cl.AddString("cache-dir", &f.cache_dir, "DIR",
                "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
                "$XDG_CACHE_HOME/kprofd)");
-  cl.AddInt("max-queue", &f.max_queue, "N", "jobs that may wait per device (default 64)");
+  cl.AddInt("max-queue", &f.max_queue, "N",
+            "jobs of one client that may wait per device (default 64)");
   cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
   cl.AddDuration("describe-timeout", &f.describe_timeout, "DURATION",
                  "longest the host's description (the CPU's, then the GPUs') may take at start; "
@@ -447,6 +449,7 @@ absl::Status Serve(const Flags& flags) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(flags.listen, credentials, &port);
   builder.RegisterService(&service);
+  builder.experimental().SetInterceptorCreators(ReflectionAuthInterceptors(service.auth()));
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -235,8 +235,10 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
           absl::StrCat("declared ", format, ", but the bytes are ", entry.module.format));
     }
     entry.last_used = ++clock_;
+    // Held already by this client; that another holds the bytes is not this client's to know.
+    const bool mine = entry.holders.count(client) > 0;
     Hold(entry, client);
-    return StoreResult{entry.module, true};
+    return StoreResult{entry.module, mine};
   };
   {
     absl::MutexLock lock(&mutex_);

@@ -62,8 +62,8 @@ class ModuleRegistry {
   // Stores `bytes` (whose SHA-256 the caller computed as they arrived) after checking them
   // against the declared size and hash and reading their format and exports. Bytes already
   // held are not written again.
-  // `client` holds the module afterwards. `already_held`: the bytes were there (for `client`
-  // or another), and were not written again.
+  // `client` holds the module afterwards. `already_held`: `client` held it before. Bytes
+  // another client holds are not written again either.
   absl::StatusOr<StoreResult> Store(const std::string& client, const std::string& name,
                                     const std::string& format, const std::string& bytes,
                                     uint64_t declared_size, const std::string& declared_sha256,

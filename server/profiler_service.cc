@@ -13,6 +13,7 @@
 #include "core/placement.h"
 #include "core/sha256.h"
 #include "core/status_macros.h"
+#include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 #include "kprof/config.h"
 #include "server/grpc_status.h"
@@ -204,16 +205,19 @@ absl::StatusOr<std::string> ProfilerService::Authenticate(
   // one client for whoever reaches a loopback-only daemon.
   if (const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
       auth != nullptr && auth->IsPeerAuthenticated()) {
-    for (const grpc::string_ref& subject : auth->FindPropertyValues("x509_subject_name")) {
-      return std::string(subject.data(), subject.size());
+    for (const grpc::string_ref& subject :
+         auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+      if (subject.size() > 0) return std::string(subject.data(), subject.size());
     }
+    return absl::UnauthenticatedError("the client certificate has no subject to name it by");
   }
   return std::string(kLocalClient);
 }
 
 std::string ProfilerService::ClientOf(const grpc::CallbackServerContext* context) const {
   absl::StatusOr<std::string> client = Authenticate(context);
-  return client.ok() ? *std::move(client) : std::string(kLocalClient);
+  // Only for calls Refuse let through; a failure here names no one rather than "local".
+  return client.ok() ? *std::move(client) : std::string("unauthenticated");
 }
 
 grpc::ServerUnaryReactor* ProfilerService::Refuse(grpc::CallbackServerContext* context) const {

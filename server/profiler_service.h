@@ -44,6 +44,9 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   // with the reason.
   void SetHost(DescribedHost host);
 
+  // The tokens calls need, or null when they need none.
+  const TokenAuth* auth() const { return auth_.has_value() ? &*auth_ : nullptr; }
+
   // From now on, measurements, uploads and batch streams are refused with UNAVAILABLE; open
   // batch streams stop reading and end once what they hold is answered.
   void StartDraining();

@@ -46,6 +46,13 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
                                                      " bytes; at most ", kMaxLabelBytes));
     }
     Token entry{Digest(token), std::move(label)};
+    for (const Token& earlier : auth.tokens_) {
+      if (earlier.digest == entry.digest) {
+        return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "', line ", number,
+                                                       ": this token is listed already"));
+      }
+    }
+    entry.explicit_label = !entry.label.empty();
     if (entry.label.empty()) {
       static constexpr char kHex[] = "0123456789abcdef";
       for (int i = 0; i < 4; ++i) {
@@ -55,6 +62,17 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
       }
     }
     auth.tokens_.push_back(std::move(entry));
+  }
+  // A label that spells another token's digest label would make two clients one.
+  for (const Token& named : auth.tokens_) {
+    for (const Token& unnamed : auth.tokens_) {
+      if (named.explicit_label && !unnamed.explicit_label && named.label == unnamed.label) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the token file '", path, "': the label '", named.label,
+                         "' is also the label of a token without one (its digest's first 8 hex "
+                         "digits); choose another"));
+      }
+    }
   }
   if (auth.tokens_.empty()) {
     return absl::InvalidArgumentError(

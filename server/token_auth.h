@@ -36,6 +36,7 @@ class TokenAuth {
   struct Token {
     std::string digest;  // raw 32-byte SHA-256 digest
     std::string label;
+    bool explicit_label = false;  // given in the file, not made from the digest
   };
   std::vector<Token> tokens_;
 };

@@ -175,6 +175,13 @@ class Filter {
   void Deny(const char* name, uint32_t action, Args... args) {
     const int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) return;  // not a syscall here (e.g. no alarm on arm64)
+    DenyNumber(nr, name, action, args...);
+  }
+
+  // For a syscall newer than libseccomp's tables (numbered alike on every architecture since
+  // Linux 5.1).
+  template <typename... Args>
+  void DenyNumber(int nr, const char* name, uint32_t action, Args... args) {
     const scmp_arg_cmp cmps[] = {args..., scmp_arg_cmp{}};
     const int rc = seccomp_rule_add_array(ctx_, action, nr, sizeof...(Args), cmps);
     if (rc != 0 && error_.empty()) {
@@ -192,6 +199,11 @@ class Filter {
 absl::Status ApplyWorkerSyscallFilter() {
   Filter filter;
   if (filter.ctx() == nullptr) return absl::InternalError("seccomp_init failed");
+  // Every thread of the worker, not only this one: a GPU worker's driver has started threads
+  // of its own by now, and a function could make one of them do what this one may not.
+  if (const int rc = seccomp_attr_set(filter.ctx(), SCMP_FLTATR_CTL_TSYNC, 1); rc != 0) {
+    return absl::InternalError(absl::StrCat("seccomp TSYNC: ", std::strerror(-rc)));
+  }
   const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
   const auto self = static_cast<scmp_datum_t>(getpid());
 
@@ -230,74 +242,45 @@ absl::Status ApplyWorkerSyscallFilter() {
   }
   filter.Deny("rt_sigaction", eperm, SCMP_A1(SCMP_CMP_NE, 0));
 
-  // The worker's identity and what lies outside the process.
-  for (const char* name : {"setsid",
-                           "setpgid",
-                           "setuid",
-                           "setgid",
-                           "setreuid",
-                           "setregid",
-                           "setresuid",
-                           "setresgid",
-                           "setfsuid",
-                           "setfsgid",
-                           "setgroups",
-                           "capset",
-                           "mount",
-                           "umount2",
-                           "pivot_root",
-                           "chroot",
-                           "unshare",
-                           "setns",
-                           "fsopen",
-                           "fsmount",
-                           "fspick",
-                           "move_mount",
-                           "open_tree",
-                           "mount_setattr",
-                           "keyctl",
-                           "add_key",
-                           "request_key",
-                           "bpf",
-                           "init_module",
-                           "finit_module",
-                           "delete_module",
-                           "kexec_load",
-                           "kexec_file_load",
-                           "reboot",
-                           "swapon",
-                           "swapoff",
-                           "acct",
-                           "quotactl",
-                           "syslog",
-                           "name_to_handle_at",
-                           "open_by_handle_at",
-                           "iopl",
-                           "ioperm",
-                           "userfaultfd",
-                           "chmod",
-                           "fchmod",
-                           "fchmodat",
-                           "chown",
-                           "fchown",
-                           "fchownat",
-                           "lchown",
-                           "settimeofday",
-                           "clock_settime",
-                           "clock_adjtime",
-                           "adjtimex",
-                           "sethostname",
-                           "setdomainname",
-                           "personality"}) {
-    filter.Deny(name, eperm);
+  // The worker's identity and what lies outside the process; io_uring, which does what the
+  // calls above do (IORING_OP_SOCKET opens sockets) unfiltered.
+  // clang-format off
+  static constexpr const char* kOutside[] = {
+      "setsid", "setpgid", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
+      "setfsuid", "setfsgid", "setgroups", "capset", "mount", "umount2", "pivot_root", "chroot",
+      "unshare", "setns", "fsopen", "fsmount", "fspick", "move_mount", "open_tree",
+      "mount_setattr", "keyctl", "add_key", "request_key", "bpf", "init_module", "finit_module",
+      "delete_module", "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct",
+      "quotactl", "syslog", "name_to_handle_at", "open_by_handle_at", "iopl", "ioperm",
+      "userfaultfd", "chmod", "fchmod", "fchmodat", "chown", "fchown", "fchownat", "lchown",
+      "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname",
+      "setdomainname", "personality", "io_uring_setup", "io_uring_enter", "io_uring_register"};
+  // clang-format on
+  for (const char* name : kOutside) filter.Deny(name, eperm);
+  filter.DenyNumber(452, "fchmodat2", eperm);  // Linux 6.6, newer than libseccomp 2.5's tables
+
+  // A descriptor's owner is who gets its SIGIO (or the signal F_SETSIG names): another process
+  // would be signalled by a write to a socketpair.
+  for (const int command : {F_SETOWN, F_SETOWN_EX, F_SETSIG}) {
+    filter.Deny("fcntl", eperm, SCMP_A1_32(SCMP_CMP_EQ, static_cast<scmp_datum_t>(command)));
+  }
+  for (const scmp_datum_t request : {0x8901 /* FIOSETOWN */, 0x8902 /* SIOCSPGRP */}) {
+    filter.Deny("ioctl", eperm, SCMP_A1_32(SCMP_CMP_EQ, request));
   }
 
-  // No network: Internet and packet sockets (Unix sockets stay: the C library uses them).
-  for (const int family : {AF_INET, AF_INET6, AF_PACKET}) {
-    filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_EQ, family));
+  // No network: sockets of the Unix and netlink families only (the C library uses them).
+  for (int family = 0; family < AF_NETLINK; ++family) {
+    if (family == AF_UNIX) continue;
+    filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family)));
   }
+  filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_GT, static_cast<scmp_datum_t>(AF_NETLINK)));
 
   if (!filter.ok()) return absl::InternalError(filter.error());
+  // Not dumpable: no process of the same user may open this one's /proc/PID/mem, even where
+  // there is no Landlock and ptrace_scope would allow it.
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    return absl::InternalError(absl::StrCat("PR_SET_DUMPABLE: ", std::strerror(errno)));
+  }
   // no_new_privs lets an unprivileged process load a filter; Landlock has set it already.
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     return absl::InternalError(absl::StrCat("PR_SET_NO_NEW_PRIVS: ", std::strerror(errno)));

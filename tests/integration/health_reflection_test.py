@@ -2,7 +2,7 @@
 """An independent gRPC client (Python's grpcio) against a real kprofd: the health service
 answers SERVING for "" and kprof.v1.Profiler, and server reflection lists the service.
 With --token, the daemon requires a bearer token: health still answers without one (load
-balancers probe it), the Profiler service does not.
+balancers probe it), the Profiler service and reflection do not.
 
 Messages are encoded by hand, so the test shares no generated code with the daemon."""
 import os
@@ -64,7 +64,18 @@ def main():
 
             reflect = channel.stream_stream(
                 "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
-            replies = list(reflect(iter([string_field(7, "")]), timeout=10))
+            token = [("authorization", "Bearer python-test-token")] if with_token else []
+            if with_token:
+                # Reflection is gRPC's own service: it needs the token all the same, and says
+                # nothing without it.
+                for metadata in ([], [("authorization", "Bearer wrong-token")]):
+                    try:
+                        replies = list(reflect(iter([string_field(7, "")]), timeout=10,
+                                               metadata=metadata))
+                        raise AssertionError(f"reflection answered {replies!r} without a token")
+                    except grpc.RpcError as error:
+                        assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+            replies = list(reflect(iter([string_field(7, "")]), timeout=10, metadata=token))
             assert any(b"kprof.v1.Profiler" in r for r in replies), replies
             channel.close()
         finally:

@@ -186,6 +186,9 @@ TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
       {"unpins_itself", eperm},
       {"starts_a_session", eperm},
       {"opens_a_tcp_socket", eperm},
+      {"opens_a_vsock", eperm},
+      {"signals_the_daemon_through_sigio", eperm},
+      {"sets_up_io_uring", eperm},
       {"chmods_the_cache", eperm},
       // Landlock's truncate right (kernel 6.2) refuses truncate(2) and O_TRUNC alike.
       {"truncates_the_cache", std::to_string(EACCES)},
@@ -460,6 +463,13 @@ TEST(TokenLabels, ALabelIsPrintableAndShortOrTheDaemonRefusesToStart) {
   std::tie(code, out) = CheckTokenFile(dir, "abc " + std::string(65, 'x') + "\n");
   EXPECT_NE(code, 0);
   EXPECT_THAT(out, HasSubstr("line 1: the label is 65 bytes; at most 64"));
+  std::tie(code, out) = CheckTokenFile(dir, "abc alice\ndef bob\nabc carol\n");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("line 3: this token is listed already"));
+  // sha256("abc") begins ba7816bf: a label spelling it would merge two clients.
+  std::tie(code, out) = CheckTokenFile(dir, "abc\ndef ba7816bf\n");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("the label 'ba7816bf' is also the label of a token without one"));
 }
 
 }  // namespace

@@ -182,7 +182,7 @@ TEST_F(ReliabilityTest, FullQueueIsResourceExhaustedAtOnce) {
   ASSERT_TRUE(EventuallyDevice([](const v1::DeviceInfo& d) { return d.queue_length() == 1; }));
   EXPECT_THAT(Run("succeeds"),
               StatusIs(absl::StatusCode::kResourceExhausted,
-                       "the queue of cpu:0 is full (1 jobs waiting, limit 1); retry later"));
+                       "the queue of cpu:0 is full (1 jobs waiting, limit 1 per client); retry later"));
   running.join();
   waiting.join();
 }

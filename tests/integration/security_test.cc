@@ -4,8 +4,10 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "client/kprof_client.h"
 #include "daemon.h"
@@ -20,6 +22,7 @@ namespace {
 
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
+using ::kprof::testing::IsOkAndHolds;
 using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
@@ -54,7 +57,12 @@ class SecurityTest : public ::testing::Test {
         ec +
         " -keyout client.key -out client.csr -subj /CN=client\n"
         "openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
-        "-out client.pem -days 2\n";
+        "-out client.pem -days 2\n"
+        "openssl req " +
+        ec +
+        " -keyout client2.key -out client2.csr -subj /CN=client2\n"
+        "openssl x509 -req -in client2.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
+        "-out client2.pem -days 2\n";
     ASSERT_EQ(std::system(("bash -c '" + script + "'").c_str()), 0)
         << ReadFileBytes(d + "/openssl.log");
     std::ofstream(d + "/tokens") << "# accepted tokens\n"
@@ -131,6 +139,28 @@ TEST_F(SecurityTest, TlsEndToEnd) {
   wrong_ca.tls_root_certs_pem = ReadFileBytes(Cert("other.pem"));
   EXPECT_THAT(Connect(wrong_ca)->Info(), StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(Connect({})->Info(), StatusIs(absl::StatusCode::kUnavailable));  // plain text
+}
+
+// With client certificates, a client is its certificate's subject: two certificates are two
+// clients, each with the modules it uploaded.
+TEST_F(SecurityTest, EachClientCertificateIsAClientOfItsOwn) {
+  StartDaemon({"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key"), "--tls-client-ca",
+               Cert("ca.pem")});
+  std::vector<std::unique_ptr<client::Client>> clients;
+  for (const char* name : {"client", "client2"}) {
+    client::ClientOptions options;
+    options.tls_root_certs_pem = ReadFileBytes(Cert("ca.pem"));
+    options.tls_cert_chain_pem = ReadFileBytes(Cert(std::string(name) + ".pem"));
+    options.tls_private_key_pem = ReadFileBytes(Cert(std::string(name) + ".key"));
+    clients.push_back(Connect(options));
+  }
+  auto mine = clients[0]->LoadModuleFile(testing::TestModulePath("vector_add"));
+  ASSERT_THAT(mine, IsOk());
+  EXPECT_THAT(clients[0]->HasModule(mine->id()), IsOkAndHolds(true));
+  EXPECT_THAT(clients[1]->HasModule(mine->id()), IsOkAndHolds(false));
+  EXPECT_THAT(clients[1]->UnloadModule(mine->id()), StatusIs(absl::StatusCode::kNotFound));
+  ASSERT_THAT(clients[1]->Info(), IsOk());
+  EXPECT_EQ(clients[1]->Info()->devices(0).workers(), 0);
 }
 
 TEST_F(SecurityTest, MutualTlsRefusesClientsWithoutACertificate) {
