@@ -1,11 +1,13 @@
 #include "server/device_executor.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
+#include "server/module_registry.h"
 
 namespace kprof::server {
 
@@ -129,7 +131,14 @@ absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& clie
     }
     workers_.erase(idlest);
   }
-  auto spawned = WorkerProcess::Spawn(worker_options_);
+  WorkerOptions options = worker_options_;
+  if (!options.views_dir.empty()) {
+    // Made now if the client holds nothing yet: the worker's rules name it as it starts.
+    const std::string view = options.views_dir + "/" + ClientViewName(client);
+    mkdir(view.c_str(), 0750);
+    options.readable.push_back(view);
+  }
+  auto spawned = WorkerProcess::Spawn(options);
   {
     absl::MutexLock lock(&mutex_);
     workers_running_ = static_cast<int>(workers_.size()) + (spawned.ok() ? 1 : 0);

@@ -382,14 +382,17 @@ absl::Status Serve(const Flags& flags) {
   }
   worker.max_frame_bytes = static_cast<size_t>(64) << 20;
   KPROF_ASSIGN_OR_RETURN(worker.placement, WorkerPlacement(flags));
-  // Client code in the workers reads neither the daemon's secrets nor writes its cache.
+  // Client code in the workers reads neither the daemon's secrets nor the cache, but for its
+  // client's view of it.
   for (const std::string& secret : {flags.token_file, flags.tls_key}) {
     if (secret.empty()) continue;
     char resolved[PATH_MAX];
     if (realpath(secret.c_str(), resolved) != nullptr) worker.unreadable.emplace_back(resolved);
   }
   if (char resolved[PATH_MAX]; realpath(registry_options.cache_dir.c_str(), resolved) != nullptr) {
+    worker.unreadable.emplace_back(resolved);
     worker.unwritable.emplace_back(resolved);
+    worker.views_dir = std::string(resolved) + "/views";
   }
   worker.max_open_modules = flags.worker_open_modules;
   worker.max_data_bytes =

@@ -82,13 +82,39 @@ absl::Status Commit(const std::string& temp, const std::string& path) {
   return absl::OkStatus();
 }
 
+// Removes DIR's files and the files of its subdirectories, then those, leaving DIR.
+void EmptyViews(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string view = dir + "/" + name;
+    if (DIR* v = opendir(view.c_str())) {
+      while (dirent* f = readdir(v)) {
+        if (f->d_name[0] != '.') unlink((view + "/" + f->d_name).c_str());
+      }
+      closedir(v);
+      rmdir(view.c_str());
+    } else {
+      unlink(view.c_str());
+    }
+  }
+  closedir(d);
+}
+
 }  // namespace
+
+std::string ClientViewName(const std::string& client) {
+  return core::Sha256Hex(client).substr(0, 16);
+}
 
 absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
     const RegistryOptions& options) {
   if (options.cache_dir.empty()) return absl::InvalidArgumentError("no cache directory given");
   KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir));
   KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir + "/modules"));
+  KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir + "/views"));
 
   const std::string lock_path = options.cache_dir + "/lock";
   const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
@@ -129,6 +155,7 @@ absl::Status ModuleRegistry::Rescan() {
   }
   closedir(d);
   std::sort(found.begin(), found.end());  // oldest first: least recently used first
+  EmptyViews(ViewsDir());                 // made again below from the holders
 
   absl::MutexLock lock(&mutex_);
   for (const auto& [mtime, id] : found) {
@@ -176,6 +203,7 @@ absl::Status ModuleRegistry::Rescan() {
     }
     entry.last_used = ++clock_;
     total_bytes_ += entry.module.size_bytes;
+    for (const std::string& holder : entry.holders) LinkView(entry, holder);
     entries_.emplace(id, std::move(entry));
   }
   if (!entries_.empty()) {
@@ -284,7 +312,28 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
 }
 
 void ModuleRegistry::Hold(Entry& entry, const std::string& client) {
-  if (entry.holders.insert(client).second) SaveHolders(entry);
+  if (!entry.holders.insert(client).second) return;
+  SaveHolders(entry);
+  LinkView(entry, client);
+}
+
+void ModuleRegistry::LinkView(const Entry& entry, const std::string& client) {
+  const std::string view = ViewsDir() + "/" + ClientViewName(client);
+  if (mkdir(view.c_str(), 0750) != 0 && errno != EEXIST) {
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat("cannot create the view ", view, ": ", std::strerror(errno)));
+    return;
+  }
+  const std::string link_path = view + "/" + entry.module.id;
+  if (link(entry.module.path.c_str(), link_path.c_str()) != 0 && errno != EEXIST) {
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat("cannot link module ", entry.module.id, " into the view ", view, ": ",
+                           std::strerror(errno), "; its client's jobs will not find it"));
+  }
+}
+
+void ModuleRegistry::UnlinkView(const Entry& entry, const std::string& client) {
+  unlink(ViewPath(client, entry.module.id).c_str());
 }
 
 void ModuleRegistry::SaveHolders(const Entry& entry) {
@@ -299,6 +348,7 @@ void ModuleRegistry::SaveHolders(const Entry& entry) {
 }
 
 void ModuleRegistry::Remove(std::map<std::string, Entry>::iterator it) {
+  for (const std::string& holder : it->second.holders) UnlinkView(it->second, holder);
   for (const char* suffix : {"", ".meta", ".holders"}) {
     unlink((it->second.module.path + suffix).c_str());
   }
@@ -358,6 +408,7 @@ absl::Status ModuleRegistry::Unload(const std::string& client, const std::string
   if (entry.holders.size() > 1) {  // others still hold it
     entry.holders.erase(client);
     SaveHolders(entry);
+    UnlinkView(entry, client);
     return absl::OkStatus();
   }
   if (entry.pins > 0) {

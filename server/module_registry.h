@@ -12,6 +12,10 @@
 // holds; unloading drops its hold, and the module goes with its last holder. Holders are kept
 // in CACHE_DIR/modules/ID.holders and survive a restart; a module stored before holders were
 // recorded has none until a client uploads its bytes again (which writes nothing but the hold).
+//
+// Workers read modules through their client's view, CACHE_DIR/views/VIEW (ClientViewName):
+// a hard link to each module the client holds. A worker may read its client's view and nothing
+// else of the cache, so one client's code cannot read the modules, names or holders of another.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +39,9 @@ struct StoredModule {
   std::vector<std::string> functions;
   std::string path;  // where the bytes are, read-only to workers
 };
+
+// The directory name of `client`'s view of the cache: 16 hex digits of its label's SHA-256.
+std::string ClientViewName(const std::string& client);
 
 struct RegistryOptions {
   std::string cache_dir;
@@ -88,6 +95,11 @@ class ModuleRegistry {
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   const RegistryOptions& options() const { return options_; }
+  // Where `client`'s workers find module `id`, and the directory of all of its views.
+  std::string ViewPath(const std::string& client, const std::string& id) const {
+    return ViewsDir() + "/" + ClientViewName(client) + "/" + id;
+  }
+  std::string ViewsDir() const { return options_.cache_dir + "/views"; }
   uint64_t total_bytes() ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
@@ -105,6 +117,9 @@ class ModuleRegistry {
   // Adds `client` to the entry's holders, recording them on disk when that is new.
   void Hold(Entry& entry, const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SaveHolders(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Adds or removes the module in `client`'s view.
+  void LinkView(const Entry& entry, const std::string& client);
+  void UnlinkView(const Entry& entry, const std::string& client);
   // Removes the module's files and entry.
   void Remove(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Release(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mutex_);

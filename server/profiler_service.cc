@@ -439,7 +439,7 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
   for (const StoredModule& module : modules) {
     kprof::worker::v1::ModuleFile* file = request.add_modules();
     file->set_id(module.id);
-    file->set_path(module.path);
+    file->set_path(registry_->ViewPath(client, module.id));
     file->set_format(module.format);
   }
   request.set_job_id(next_job_id_++);

@@ -176,6 +176,8 @@ int main(int argc, char** argv) {
       max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--no-read") == 0 && i + 1 < argc) {
       sandbox.unreadable.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--read") == 0 && i + 1 < argc) {
+      sandbox.readable.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--no-write") == 0 && i + 1 < argc) {
       sandbox.unwritable.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {

@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   std::vector<std::string> sandbox;
   for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
   for (const std::string& p : options.unwritable) sandbox.insert(sandbox.end(), {"--no-write", p});
+  for (const std::string& p : options.readable) sandbox.insert(sandbox.end(), {"--read", p});
   if (!options.placement.cpus.empty()) {
     sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
   }

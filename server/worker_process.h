@@ -25,9 +25,14 @@ struct WorkerOptions {
   uint64_t max_data_bytes = 0;     // RLIMIT_DATA of the worker; 0: none
   uint64_t max_open_modules = 64;  // modules kept loaded between jobs (WorkerJobs)
   core::Placement placement;       // CPUs and priority the worker gives itself
-  // Landlock: paths the worker may not read (the token file, the TLS key) or write (the cache).
+  // Landlock: paths the worker may not read (the token file, the TLS key, the cache) or write.
   std::vector<std::string> unreadable;
   std::vector<std::string> unwritable;
+  std::vector<std::string> readable;  // inside those: what the worker may read all the same
+  // Where a client's worker reads its modules: VIEWS_DIR/ClientViewName(client), readable by
+  // that worker alone (ModuleRegistry). Empty: no views (the worker reads module paths as
+  // given).
+  std::string views_dir;
 };
 
 class WorkerProcess {

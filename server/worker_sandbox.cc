@@ -145,6 +145,7 @@ absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
   }
   Ruleset ruleset(static_cast<int>(fd));
   ruleset.Grant("/", kRead, paths.unreadable);
+  for (const std::string& path : paths.readable) ruleset.Grant(path, kRead, {});
   std::vector<std::string> unwritable = paths.unwritable;
   unwritable.insert(unwritable.end(), paths.unreadable.begin(), paths.unreadable.end());
   for (const char* scratch : {"/tmp", "/dev", "/dev/shm", "/var/tmp"}) {

@@ -14,6 +14,7 @@ namespace kprof::server {
 struct SandboxPaths {
   std::vector<std::string> unreadable;  // e.g. the token file
   std::vector<std::string> unwritable;  // e.g. the module cache, even when it lies under /tmp
+  std::vector<std::string> readable;    // read beneath, even inside an unreadable path
 };
 
 // Restricts this process and its future children for good, and says how ("Landlock ABI 7:

@@ -39,6 +39,14 @@ using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
 
+// A sleep to a deadline ends a wake-up late; under ThreadSanitizer, whose interceptors sit on
+// the way, a longer one.
+#if defined(__SANITIZE_THREAD__)
+constexpr double kSlack = 1.5;
+#else
+constexpr double kSlack = 1.10;
+#endif
+
 constexpr char kAttackerToken[] = "token-of-the-attacking-client";
 constexpr char kVictimToken[] = "token-of-the-victim-client";
 
@@ -137,7 +145,7 @@ class IsolationTest : public ::testing::Test {
     auto response = client->TimeEvaluate(request);
     ASSERT_THAT(response, IsOk()) << "after " << after;
     EXPECT_GE(response->statistics().min(), 4e-3 * 0.995) << "after " << after;
-    EXPECT_LE(response->statistics().min(), 4e-3 * 1.10) << "after " << after;
+    EXPECT_LE(response->statistics().min(), 4e-3 * kSlack) << "after " << after;
   }
 
   void ExpectDaemonUntouched(const std::string& after) {
@@ -190,6 +198,8 @@ TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
       {"signals_the_daemon_through_sigio", eperm},
       {"sets_up_io_uring", eperm},
       {"chmods_the_cache", eperm},
+      // Landlock: the cache is neither readable nor writable, but for the client's own view.
+      {"reads_the_cache", std::to_string(EACCES)},
       // Landlock's truncate right (kernel 6.2) refuses truncate(2) and O_TRUNC alike.
       {"truncates_the_cache", std::to_string(EACCES)},
   };
@@ -344,7 +354,7 @@ TEST_F(ClientWorkersTest, TheQueueTakesClientsInTurn) {
   // First come, first served would have it wait for all of them (about 350 ms or more).
   EXPECT_LE(flood_done_then, 3) << "client 1 waited for " << flood_done_then
                                 << " of client 0's jobs";
-  EXPECT_LT(mine->timing().queue_wait_seconds(), 0.25);
+  EXPECT_LT(mine->timing().queue_wait_seconds(), kSlack > 1.2 ? 0.6 : 0.25);
 }
 
 // Modules have holders: a client sees, runs and unloads only what it uploaded; bytes two

@@ -204,16 +204,44 @@ static int32_t on_files(const char* dir_path, int (*attack)(const char*)) {
   return answer;
 }
 
-/* The cache's own files (its lock) and the modules in it. */
+/* The cache's lock (its path is known) and the modules in it (if the directory can be listed:
+ * it cannot, for a worker sees only its client's view of the cache). */
 static int32_t on_cache_files(int (*attack)(const char*)) {
   char dir_path[4096];
-  char modules[4200];
+  char path[4200];
   if (cache_dir(dir_path, sizeof dir_path) != 0) return -1;
-  snprintf(modules, sizeof modules, "%s/modules", dir_path);
-  const int32_t top = on_files(dir_path, attack);
-  if (top == 0) return 0;
-  const int32_t inside = on_files(modules, attack);
-  return inside == -1 ? top : inside == 0 ? 0 : top == -1 ? inside : top;
+  snprintf(path, sizeof path, "%s/lock", dir_path);
+  const int32_t lock = attack(path) == -1 ? errno : 0;
+  if (lock == 0) return 0;
+  snprintf(path, sizeof path, "%s/modules", dir_path);
+  const int32_t inside = on_files(path, attack);
+  return inside == 0 ? 0 : lock;
+}
+
+/* Another client's modules, names and holders: the cache directory itself. */
+KPROF_EXPORT int32_t reads_the_cache(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  char dir_path[4096];
+  char path[4200];
+  if (cache_dir(dir_path, sizeof dir_path) != 0) return -1;
+  static const char* const kUnder[] = {"modules", "views"};
+  int refused = 0;
+  for (size_t i = 0; i < sizeof kUnder / sizeof kUnder[0]; ++i) {
+    snprintf(path, sizeof path, "%s/%s", dir_path, kUnder[i]);
+    DIR* dir = opendir(path);
+    if (dir != NULL) {
+      closedir(dir);
+      return 0;
+    }
+    refused = errno;
+  }
+  snprintf(path, sizeof path, "%s/lock", dir_path);
+  const int fd = open(path, O_RDONLY);
+  if (fd >= 0) {
+    close(fd);
+    return 0;
+  }
+  return refused;
 }
 
 static int make_writable(const char* path) { return chmod(path, 0666); }

@@ -25,6 +25,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpc/grpc.h"
+#include "grpcpp/support/server_callback.h"
 
 static_assert(ABSL_OPTION_USE_INLINE_NAMESPACE == 1,
               "the mangled names below assume Abseil's inline namespace");
@@ -345,3 +346,15 @@ grpc_event grpc_completion_queue_pluck(grpc_completion_queue* cq, void* tag, gpr
 }
 
 }  // extern "C"
+
+// A finished server call hands its reactor's OnDone to gRPC's executor, through a queue of its
+// own, whose ordering TSan cannot see: the reactor's destruction there would race with the
+// callback that ended the call. Under TSan, OnDone runs inline instead, on that very thread,
+// as gRPC does for its own inlineable reactors (no lock of the project's is held there: gRPC
+// ends calls only from its callbacks, after the reactor's own callback has returned).
+void grpc::internal::ServerCallbackCall::ScheduleOnDone(bool /*inline_ondone*/) {
+  using ScheduleFn = void (*)(grpc::internal::ServerCallbackCall*, bool);
+  static const auto real =
+      RealC<ScheduleFn>("_ZN4grpc8internal18ServerCallbackCall14ScheduleOnDoneEb");
+  real(this, true);
+}
