@@ -41,6 +41,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -640,6 +641,70 @@ void Footprint(const std::string& base) {
   InstalledSize();
 }
 
+// --- isolation: what the box costs ------------------------------------------------------------
+
+// A daemon whose token file names `count` clients, one connection each.
+struct Clients {
+  kprof::testing::TempDir dir;
+  kprof::testing::Daemon daemon;
+  std::vector<std::unique_ptr<kprof::client::Client>> clients;
+
+  Clients(int count, bool sandboxed) {
+    std::ofstream tokens(dir.path() + "/tokens");
+    for (int i = 0; i < count; ++i) tokens << "token-" << i << " client-" << i << "\n";
+    tokens.close();
+    if (!sandboxed) daemon.set_launcher({KPROF_WITHOUT_SANDBOX_PATH});
+    if (!daemon.Start(dir.path() + "/cache",
+                      {"--token-file", dir.path() + "/tokens", "--workers-per-device", "64"})) {
+      Fail("kprofd did not start");
+    }
+    for (int i = 0; i < count; ++i) {
+      kprof::client::ClientOptions options;
+      options.bearer_token = "token-" + std::to_string(i);
+      clients.push_back(Must(kprof::client::Client::Connect(daemon.target(), options), "connect"));
+    }
+  }
+
+  double Nop(int client) {
+    const auto start = Clock::now();
+    Must(clients[client]->TimeEvaluate(TimeRequest("builtin", "nop", {})), "nop");
+    return Seconds(Clock::now() - start);
+  }
+};
+
+void Isolation() {
+  constexpr int kClients = 24;
+  Clients box(kClients, true);
+  Clients bare(1, false);  // no Landlock, no seccomp filter: as on a kernel without them
+  for (int i = 0; i < 30; ++i) {
+    box.Nop(0);
+    box.Nop(1);
+    bare.Nop(0);
+  }
+  std::vector<double> same, switched, unsandboxed, first;
+  for (int i = 0; i < 300; ++i) {
+    same.push_back(box.Nop(0));
+    switched.push_back(box.Nop(1));  // after client 0's job: the other client's worker
+    unsandboxed.push_back(bare.Nop(0));
+  }
+  for (int c = 2; c < kClients; ++c) first.push_back(box.Nop(c));  // each starts its worker
+  Add("isolation", "TimeEvaluate(nop) p50 after another client's job", Us(Median(switched)),
+      "after the same client's " + Us(Median(same)), Median(switched) / Median(same));
+  Add("isolation", "a client's first job (its worker starts), p50", Ms(Median(first)),
+      "its next " + Us(Median(same)), Median(first) / Median(same));
+  Add("isolation", "TimeEvaluate(nop) p50, Landlock + seccomp", Us(Median(same)),
+      "without either " + Us(Median(unsandboxed)), Median(same) / Median(unsandboxed));
+  double workers = 0;
+  const auto children = kprof::testing::ChildProcesses(box.daemon.pid());
+  for (const pid_t child : children) {
+    if (const double rss = RssMiB(child); !std::isnan(rss)) workers += rss;
+  }
+  Add("isolation", absl::StrFormat("RSS of %zu client workers (one per client)", children.size()),
+      absl::StrFormat("%.1f MiB", workers),
+      absl::StrFormat("daemon %.1f MiB", RssMiB(box.daemon.pid())),
+      workers / RssMiB(box.daemon.pid()));
+}
+
 // --- 7. timer floor ---------------------------------------------------------------------------
 
 void TimerFloor(kprof::client::Client& client) {
@@ -735,6 +800,12 @@ void WriteMarkdown(const std::string& path, const std::string& started) {
          "installed stripped against the shared libraries its programs load (ldd).\n"
       << "- **timer floor**: what the timing loop costs per call of a function that does "
          "nothing.\n"
+      << "- **isolation**: what the box costs. A daemon with 24 clients (token labels), each "
+         "with a worker of its own: a job right after another client's (a switch of worker "
+         "processes) against one right after the same client's; a client's first job, which "
+         "starts its worker; the same nop job in a daemon run as on a kernel without Landlock "
+         "and seccomp (tests/support/without_sandbox.c); and the memory of the client "
+         "workers.\n"
       << kFindings;
 }
 
@@ -762,6 +833,7 @@ int main(int argc, char** argv) {
   kprof::testing::TempDir dir;
   if (only == "footprint") {
     Footprint(base);
+    Isolation();
     return 0;
   }
   {
@@ -798,6 +870,7 @@ int main(int argc, char** argv) {
     sched_setaffinity(0, sizeof all, &all);
   }
   Footprint(base);
+  Isolation();
   if (!markdown.empty()) {
     WriteMarkdown(markdown, started);
     std::printf("\nwrote %s\n", markdown.c_str());
