@@ -9,7 +9,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan test-tsan test-arm64 bench fuzz package gpu-bundle release format clean
+.PHONY: all deps build demo test test-asan test-tsan test-tsan-ci test-arm64 bench fuzz package gpu-bundle release format clean
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -74,6 +74,15 @@ test-asan:
 # completion queues visible to it and suppresses only what stays inside those libraries.
 test-tsan:
 	$(MAKE) test PRESET=tsan
+
+# What CI runs under TSan: the stress mix (the preset's three rounds) and the isolation tests,
+# built alone.
+TSAN_CI_TARGETS := kprofd kprofd-worker kprof kprof_test_modules kprof_python \
+  kprof_without_sandbox stress_test isolation_test
+test-tsan-ci: $(DEPS_STAMP)
+	cmake --preset tsan
+	cmake --build --preset tsan --target $(TSAN_CI_TARGETS)
+	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.'
 
 release:
 	$(MAKE) build PRESET=release

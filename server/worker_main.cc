@@ -236,6 +236,10 @@ int main(int argc, char** argv) {
     (void)kprof::core::CudaManifest(device->id);
   }
 #endif
+  if (const absl::Status s = kprof::server::DropCapabilities(); !s.ok()) {
+    isolation.push_back(absl::StrCat("capabilities kept (", s.message(), ")"));
+    isolated = false;
+  }
   // Last: everything above may do what the filter denies to the functions it runs.
   if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); s.ok()) {
     isolation.push_back("seccomp filter");

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/landlock.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -14,6 +15,7 @@
 
 #include <cerrno>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -196,6 +198,36 @@ class Filter {
 };
 
 }  // namespace
+
+absl::Status DropCapabilities() {
+  // The highest capability this kernel knows; the bounding set is dropped one by one.
+  int last = CAP_LAST_CAP;
+  if (FILE* f = std::fopen("/proc/sys/kernel/cap_last_cap", "r")) {
+    if (std::fscanf(f, "%d", &last) != 1) last = CAP_LAST_CAP;
+    std::fclose(f);
+  }
+  constexpr int kPerfmon = 38;  // CAP_PERFMON, newer than some headers
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  for (int cap = 0; cap <= last; ++cap) {
+    // Without CAP_SETPCAP (an unprivileged daemon) the bounding set stays, and so does its
+    // emptiness: such a process has nothing in it to use.
+    if (cap != kPerfmon) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  if (syscall(SYS_capget, &header, data) != 0) {
+    return absl::InternalError(absl::StrCat("capget: ", std::strerror(errno)));
+  }
+  const uint32_t perfmon_bit = 1u << (kPerfmon - 32);
+  data[0] = {0, 0, 0};
+  data[1].effective &= perfmon_bit;
+  data[1].permitted &= perfmon_bit;
+  data[1].inheritable = 0;
+  if (syscall(SYS_capset, &header, data) != 0) {
+    return absl::InternalError(absl::StrCat("capset: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ApplyWorkerSyscallFilter() {
   Filter filter;

@@ -38,4 +38,9 @@ namespace kprof::server {
 // running) the worker checks at the end of each job.
 absl::Status ApplyWorkerSyscallFilter();
 
+// Gives up every capability but CAP_PERFMON (which lets the collectors count in kernel mode
+// where the daemon runs as root): effective, permitted, inheritable, ambient and, where the
+// process may, the bounding set. A root daemon's workers keep uid 0 but none of its powers.
+absl::Status DropCapabilities();
+
 }  // namespace kprof::server

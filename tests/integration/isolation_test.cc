@@ -141,7 +141,7 @@ class IsolationTest : public ::testing::Test {
     request.mutable_call()->set_module_id(kernel_);
     request.mutable_call()->set_function("gemm");
     request.set_number(1);
-    request.set_repeat(3);
+    request.set_repeat(5);  // the fastest of five: a wake-up may come late on a busy host
     auto response = client->TimeEvaluate(request);
     ASSERT_THAT(response, IsOk()) << "after " << after;
     EXPECT_GE(response->statistics().min(), 4e-3 * 0.995) << "after " << after;
@@ -197,6 +197,7 @@ TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
       {"opens_a_vsock", eperm},
       {"signals_the_daemon_through_sigio", eperm},
       {"sets_up_io_uring", eperm},
+      {"holds_capabilities", eperm},
       {"chmods_the_cache", eperm},
       // Landlock: the cache is neither readable nor writable, but for the client's own view.
       {"reads_the_cache", std::to_string(EACCES)},

@@ -315,3 +315,24 @@ KPROF_EXPORT int32_t opens_a_vsock(DLTensor* args, int32_t num_args) {
   close(fd);
   return 0;
 }
+
+/* What a root daemon's worker could do with its capabilities (CAP_DAC_OVERRIDE, CAP_SYS_ADMIN,
+ * CAP_KILL...): none is left but CAP_PERFMON (bit 38). EPERM when they are gone. */
+KPROF_EXPORT int32_t holds_capabilities(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  FILE* status = fopen("/proc/self/status", "r");
+  if (status == NULL) return -1;
+  char line[256];
+  unsigned long long effective = ~0ULL, permitted = ~0ULL, bounding = ~0ULL;
+  while (fgets(line, sizeof line, status) != NULL) {
+    sscanf(line, "CapEff: %llx", &effective);
+    sscanf(line, "CapPrm: %llx", &permitted);
+    sscanf(line, "CapBnd: %llx", &bounding);
+  }
+  fclose(status);
+  const unsigned long long allowed = 1ULL << 38;
+  const int root = geteuid() == 0;
+  if ((effective & ~allowed) != 0 || (permitted & ~allowed) != 0) return 0;
+  if (root && (bounding & ~allowed) != 0) return 0;
+  return EPERM;
+}
