@@ -103,6 +103,31 @@ void EmptyViews(const std::string& dir) {
   closedir(d);
 }
 
+std::string ToHex(std::string_view bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(bytes.size() * 2);
+  for (const char c : bytes) {
+    hex += kHex[static_cast<unsigned char>(c) >> 4];
+    hex += kHex[static_cast<unsigned char>(c) & 15];
+  }
+  return hex;
+}
+
+absl::StatusOr<std::string> FromHex(std::string_view hex) {
+  const auto digit = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  if (hex.size() % 2 != 0) return absl::InvalidArgumentError("odd length");
+  std::string bytes;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int high = digit(hex[i]), low = digit(hex[i + 1]);
+    if (high < 0 || low < 0) return absl::InvalidArgumentError("not hex");
+    bytes += static_cast<char>(high * 16 + low);
+  }
+  return bytes;
+}
+
 }  // namespace
 
 std::string ClientViewName(const std::string& client) {
@@ -198,7 +223,10 @@ absl::Status ModuleRegistry::Rescan() {
     }
     if (holders.is_array()) {
       for (const nlohmann::json& holder : holders) {
-        if (holder.is_string()) entry.holders.insert(holder.get<std::string>());
+        if (!holder.is_string()) continue;
+        if (absl::StatusOr<std::string> label = FromHex(holder.get<std::string>()); label.ok()) {
+          entry.holders.insert(*std::move(label));
+        }
       }
     }
     entry.last_used = ++clock_;
@@ -337,7 +365,9 @@ void ModuleRegistry::UnlinkView(const Entry& entry, const std::string& client) {
 }
 
 void ModuleRegistry::SaveHolders(const Entry& entry) {
-  const nlohmann::json holders(entry.holders);
+  // Hex: a certificate's subject need not be UTF-8, which JSON strings must be.
+  nlohmann::json holders = nlohmann::json::array();
+  for (const std::string& holder : entry.holders) holders.push_back(ToHex(holder));
   absl::StatusOr<std::string> temp = WriteTemporary(
       ModulesDir(), holders.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!temp.ok() || !Commit(*temp, entry.module.path + ".holders").ok()) {

@@ -10,8 +10,9 @@
 // Modules have holders: the clients (ProfilerService::Authenticate) that uploaded them. Bytes
 // several clients upload are stored once, but a client sees, runs and unloads only what it
 // holds; unloading drops its hold, and the module goes with its last holder. Holders are kept
-// in CACHE_DIR/modules/ID.holders and survive a restart; a module stored before holders were
-// recorded has none until a client uploads its bytes again (which writes nothing but the hold).
+// in CACHE_DIR/modules/ID.holders (a JSON array of their labels in hex) and survive a restart; a
+// module stored before holders were recorded has none until a client uploads its bytes again (which
+// writes nothing but the hold).
 //
 // Workers read modules through their client's view, CACHE_DIR/views/VIEW (ClientViewName):
 // a hard link to each module the client holds. A worker may read its client's view and nothing

@@ -61,8 +61,11 @@ class ProfilerService::UploadReactor final
   // An admitted upload was counted in `uploads` (under `mutex`) by the service, and is
   // uncounted when it ends.
   UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response,
-                const absl::StatusOr<std::string>& admitted, absl::Mutex* mutex, int* uploads)
+                const absl::StatusOr<std::string>& admitted, absl::Mutex* mutex, int* uploads,
+                std::atomic<uint64_t>* in_flight, uint64_t max_in_flight)
       : registry_(registry),
+        in_flight_(in_flight),
+        max_in_flight_(max_in_flight),
         client_(admitted.ok() ? *admitted : std::string()),
         response_(response),
         mutex_(mutex),
@@ -91,6 +94,7 @@ class ProfilerService::UploadReactor final
       absl::MutexLock lock(mutex_);
       --*uploads_;
     }
+    in_flight_->fetch_sub(reserved_);
     delete this;
   }
 
@@ -100,8 +104,21 @@ class ProfilerService::UploadReactor final
       if (have_header_) return absl::InvalidArgumentError("an upload has one header, not two");
       header_ = message_.header();
       have_header_ = true;
-      return registry_->CheckHeader(header_.name(), header_.format(), header_.size_bytes(),
-                                    header_.sha256());
+      KPROF_RETURN_IF_ERROR(registry_->CheckHeader(header_.name(), header_.format(),
+                                                   header_.size_bytes(), header_.sha256()));
+      // The bytes are held in memory until the upload ends: every upload in flight together
+      // within a bound, reserved by the declared size (which the upload may not exceed).
+      const uint64_t size = header_.size_bytes();
+      const uint64_t before = in_flight_->fetch_add(size);
+      if (before + size > max_in_flight_) {
+        in_flight_->fetch_sub(size);
+        return absl::ResourceExhaustedError(
+            absl::StrCat("uploads in progress hold ", before, " bytes; this one's ", size,
+                         " would pass the limit of ", max_in_flight_,
+                         " (4 x --max-module-bytes); retry when one has ended"));
+      }
+      reserved_ = size;
+      return absl::OkStatus();
     }
     if (!have_header_) {
       return absl::InvalidArgumentError("an upload starts with its header, then its chunks");
@@ -134,6 +151,9 @@ class ProfilerService::UploadReactor final
   }
 
   ModuleRegistry* registry_;
+  std::atomic<uint64_t>* const in_flight_;  // the service's bytes of uploads in progress
+  const uint64_t max_in_flight_;
+  uint64_t reserved_ = 0;     // this upload's part of them
   const std::string client_;  // who uploads: the module's new holder
   kprof::v1::LoadModuleResponse* response_;
   absl::Mutex* mutex_;
@@ -299,7 +319,8 @@ grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModu
       ++uploads_;
     }
   }
-  return new UploadReactor(registry_, response, admitted, &uploads_mutex_, &uploads_);
+  return new UploadReactor(registry_, response, admitted, &uploads_mutex_, &uploads_,
+                           &upload_bytes_in_flight_, 4 * registry_->options().max_module_bytes);
 }
 
 bool ProfilerService::WaitForUploads(absl::Duration timeout) {
@@ -534,6 +555,16 @@ grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* 
                                                    const kprof::v1::ProfileRequest* request,
                                                    kprof::v1::ProfileResponse* response) {
   if (auto* refused = Refuse(context)) return refused;
+  // A row per call per repeat, each with its metrics: bounded before the worker builds them.
+  const int64_t repeat = request->has_repeat() ? request->repeat() : 1;
+  if (repeat > 0 && request->calls_size() > 0 && repeat > kMaxProfileRows / request->calls_size()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "a profile of ", request->calls_size(), " call(s) x ", repeat, " repeats would be over ",
+        kMaxProfileRows,
+        " report rows (one per call per repeat); ask for fewer repeats, or profile in parts"))));
+    return reactor;
+  }
   kprof::worker::v1::WorkerRequest job;
   *job.mutable_profile() = *request;
   std::vector<const kprof::v1::FunctionCall*> calls;

@@ -90,6 +90,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
 
   static constexpr int kMaxCollectors = 16;
   static constexpr size_t kMaxBatchStreams = 64;
+  static constexpr int64_t kMaxProfileRows = 100'000;
 
   // The executor of `device_text` ("" is cpu:0); NOT_FOUND or FAILED_PRECONDITION (a GPU the
   // driver does not show) naming the devices there are.
@@ -142,6 +143,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams
   std::set<BatchReactor*> batches_ ABSL_GUARDED_BY(uploads_mutex_);
   std::atomic<uint64_t> next_job_id_{1};
+  std::atomic<uint64_t> upload_bytes_in_flight_{0};  // declared sizes of uploads in progress
 };
 
 }  // namespace kprof::server

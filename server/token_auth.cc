@@ -7,6 +7,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/modules/module_format.h"
 
 namespace kprof::server {
 namespace {
@@ -33,12 +34,11 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
     std::string label = space == std::string::npos
                             ? std::string()
                             : std::string(absl::StripAsciiWhitespace(text.substr(space)));
-    for (const char c : label) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the token file '", path, "', line ", number,
-                         ": a label may not hold control characters (a line is: TOKEN [LABEL])"));
-      }
+    if (!core::IsPrintableUtf8(label)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the token file '", path, "', line ", number,
+                       ": a label may not hold control characters and must be UTF-8 (a line "
+                       "is: TOKEN [LABEL])"));
     }
     if (label.size() > kMaxLabelBytes) {
       return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "', line ", number,

@@ -23,7 +23,9 @@
 #include "daemon.h"
 #include "emulation.h"
 #include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
 #include "status_matchers.h"
 
@@ -453,6 +455,52 @@ TEST(Isolation, WithoutLandlockAndSeccompTheDaemonSaysSoOrRefuses) {
   EXPECT_FALSE(strict.Start(dir.path() + "/cache2", {"--require-isolation"}));
   EXPECT_THAT(ReadFileBytes(dir.path() + "/strict.log"),
               HasSubstr("--require-isolation: workers would run without part of their sandbox"));
+}
+
+// Uploads held open are buffered in the front: all of them together are bounded by bytes (4 x
+// --max-module-bytes, reserved by each header's declared size), not only one by one.
+TEST(MemoryBounds, UploadsInProgressTogetherAreBoundedInBytes) {
+  TempDir dir;
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--max-module-bytes", "1048576"}));
+  auto channel = grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  struct Open {
+    grpc::ClientContext context;
+    v1::LoadModuleResponse response;
+    std::unique_ptr<grpc::ClientWriter<v1::LoadModuleRequest>> writer;
+  };
+  const auto open_upload = [&](Open& upload) {
+    upload.writer = stub->LoadModule(&upload.context, &upload.response);
+    v1::LoadModuleRequest header;
+    header.mutable_header()->set_name("held-open.so");
+    header.mutable_header()->set_size_bytes(1 << 20);
+    header.mutable_header()->set_sha256(std::string(64, 'a'));
+    return upload.writer->Write(header);
+  };
+  std::vector<std::unique_ptr<Open>> held;
+  for (int i = 0; i < 4; ++i) {  // 4 MiB declared: the bound
+    held.push_back(std::make_unique<Open>());
+    ASSERT_TRUE(open_upload(*held.back()));
+  }
+  // Wait until the daemon has taken the four headers (an upload it refused would end).
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Open fifth;
+  open_upload(fifth);
+  fifth.writer->WritesDone();
+  const grpc::Status refused = fifth.writer->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("uploads in progress hold 4194304 bytes; this one's 1048576 would pass "
+                        "the limit of 4194304"));
+  // One ends: its reservation goes with it, and a real upload fits again.
+  held[0]->context.TryCancel();
+  (void)held[0]->writer->Finish();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_THAT((*client)->LoadModuleFile(TestModulePath("vector_add")), IsOk());
+  for (size_t i = 1; i < held.size(); ++i) held[i]->context.TryCancel();
 }
 
 // `kprofd --check-config` on a token file: its exit code and what it printed.

@@ -623,6 +623,28 @@ TEST_F(ServiceTest, ProfileASequenceLayerByLayer) {
   EXPECT_THAT(table, HasSubstr("vadd"));
 }
 
+// A row per call per repeat: a profile that would build more than 100000 is refused before it
+// runs (repeat = 10^7 grew the worker until it died, and was reported as the function crashing).
+TEST_F(ServiceTest, AProfileOfTooManyRowsIsRefusedBeforeItRuns) {
+  v1::ProfileRequest request;
+  for (int i = 0; i < 2; ++i) {
+    auto* nop = request.add_calls();
+    nop->set_module_id("builtin");
+    nop->set_function("nop");
+  }
+  request.set_repeat(50'001);
+  EXPECT_THAT(client_->Profile(request).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("a profile of 2 call(s) x 50001 repeats would be over 100000 "
+                                 "report rows")));
+  request.set_repeat(10'000'000);
+  EXPECT_THAT(client_->Profile(request).status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  request.set_repeat(3);
+  auto small = client_->Profile(request);
+  ASSERT_THAT(small, IsOk());
+  EXPECT_EQ(small->report().calls_size(), 6);
+}
+
 TEST(ReportConversion, ProtoRoundTripIsTheIdentity) {
   core::Report report;
   report.calls.push_back({{"Name", std::string("a \"q\"")},
