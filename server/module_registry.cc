@@ -103,6 +103,27 @@ void EmptyViews(const std::string& dir) {
   closedir(d);
 }
 
+// What every answer listing a module's functions can carry: GetInfo and ListModules hold them
+// all, and one module of 17,000 long names took such answers past gRPC's 64 MiB.
+constexpr size_t kMaxExports = 4096;
+constexpr size_t kMaxExportNameBytes = 256 << 10;
+
+absl::Status CheckExports(const core::ModuleDescription& info) {
+  if (info.functions.size() > kMaxExports) {
+    return absl::InvalidArgumentError(absl::StrCat("the module exports ", info.functions.size(),
+                                                   " functions (limit ", kMaxExports,
+                                                   "); export only the kernels to measure"));
+  }
+  size_t bytes = 0;
+  for (const std::string& name : info.functions) bytes += name.size();
+  if (bytes > kMaxExportNameBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the module's exported names take ", bytes,
+                                                   " bytes together (limit ", kMaxExportNameBytes,
+                                                   "); export only the kernels to measure"));
+  }
+  return absl::OkStatus();
+}
+
 std::string ToHex(std::string_view bytes) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string hex;
@@ -201,6 +222,9 @@ absl::Status ModuleRegistry::Rescan() {
     absl::StatusOr<core::ModuleDescription> info =
         bytes.ok() ? core::DescribeModule(*bytes, format)
                    : absl::StatusOr<core::ModuleDescription>(bytes.status());
+    if (info.ok()) {
+      if (absl::Status exports = CheckExports(*info); !exports.ok()) info = exports;
+    }
     if (!info.ok() || core::Sha256Hex(*bytes) != id) {
       core::Log(core::LogSeverity::kWarning,
                 absl::StrCat(
@@ -301,6 +325,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     if (auto it = entries_.find(actual_sha256); it != entries_.end()) return held(it->second);
   }
   KPROF_ASSIGN_OR_RETURN(core::ModuleDescription info, core::DescribeModule(bytes, format));
+  KPROF_RETURN_IF_ERROR(CheckExports(info));
 
   // The slow part — writing and syncing up to max_module_bytes — happens outside the lock, so
   // lookups and jobs go on meanwhile; only the rename into place is under it.

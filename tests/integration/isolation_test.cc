@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "client/kprof_client.h"
+#include "core/sha256.h"
 #include "daemon.h"
 #include "emulation.h"
 #include "gmock/gmock.h"
@@ -501,6 +502,32 @@ TEST(MemoryBounds, UploadsInProgressTogetherAreBoundedInBytes) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_THAT((*client)->LoadModuleFile(TestModulePath("vector_add")), IsOk());
   for (size_t i = 1; i < held.size(); ++i) held[i]->context.TryCancel();
+}
+
+// What GetInfo and ListModules carry is bounded at upload: at most 4096 exported functions. A
+// cache that holds such a module from before is repaired at start.
+TEST(MemoryBounds, AModuleOfTooManyExportsIsRefusedAndDroppedFromAnOldCache) {
+  TempDir dir;
+  const std::string bytes = ReadFileBytes(TestModulePath("too_many_exports"));
+  ASSERT_FALSE(bytes.empty());
+  {
+    Daemon daemon;
+    ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
+    auto client = client::Client::Connect(daemon.target());
+    ASSERT_THAT(client, IsOk());
+    EXPECT_THAT((*client)->LoadModule(bytes, "too_many_exports.so").status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("the module exports 4097 functions (limit 4096)")));
+  }
+  // As an older kprofd would have left it: the bytes under their SHA-256.
+  const std::string planted = dir.path() + "/cache/modules/" + core::Sha256Hex(bytes);
+  std::ofstream(planted, std::ios::binary) << bytes;
+  Daemon daemon;
+  daemon.set_stderr(dir.path() + "/log");
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
+  EXPECT_FALSE(std::ifstream(planted).good());
+  EXPECT_THAT(ReadFileBytes(dir.path() + "/log"),
+              HasSubstr("dropping damaged module " + core::Sha256Hex(bytes)));
 }
 
 // `kprofd --check-config` on a token file: its exit code and what it printed.
