@@ -39,8 +39,8 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "kprof/config.h"
+#include "server/interceptors.h"
 #include "server/profiler_service.h"
-#include "server/reflection_auth.h"
 
 namespace kprof::server {
 namespace {
@@ -452,7 +452,7 @@ absl::Status Serve(const Flags& flags) {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(flags.listen, credentials, &port);
   builder.RegisterService(&service);
-  builder.experimental().SetInterceptorCreators(ReflectionAuthInterceptors(service.auth()));
+  builder.experimental().SetInterceptorCreators(ServerInterceptors(service.auth()));
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {

@@ -62,6 +62,16 @@ def main():
                 reply = info(b"", timeout=10)
             assert b"cpu:0" in reply, reply
 
+            # Bytes that are no protobuf message: INVALID_ARGUMENT naming the method, not the
+            # UNIMPLEMENTED grpc++ would answer, as if the method did not exist.
+            try:
+                info(b"\xff\xff\xff\xff", timeout=10,
+                     metadata=[("authorization", "Bearer python-test-token")] if with_token else [])
+                raise AssertionError("a malformed GetInfoRequest must be refused")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+                assert "/kprof.v1.Profiler/GetInfo is not a valid protobuf" in error.details(), error
+
             reflect = channel.stream_stream(
                 "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
             token = [("authorization", "Bearer python-test-token")] if with_token else []

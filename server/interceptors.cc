@@ -1,4 +1,4 @@
-#include "server/reflection_auth.h"
+#include "server/interceptors.h"
 
 #include <string>
 #include <string_view>
@@ -68,12 +68,47 @@ class ReflectionAuthFactory final : public grpc::experimental::ServerInterceptor
   const TokenAuth* auth_;
 };
 
+// A unary call whose request did not parse reaches no handler: grpc++ answers it UNIMPLEMENTED.
+class MalformedRequest final : public grpc::experimental::Interceptor {
+ public:
+  explicit MalformedRequest(std::string method) : method_(std::move(method)) {}
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE) &&
+        methods->GetRecvMessage() == nullptr) {
+      malformed_ = true;
+    }
+    if (malformed_ &&
+        methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS) &&
+        methods->GetSendStatus().error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+      methods->ModifySendStatus(grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          "the request to " + method_ + " is not a valid protobuf message of its type"));
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string method_;
+  bool malformed_ = false;
+};
+
+class MalformedRequestFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    if (info->type() != grpc::experimental::ServerRpcInfo::Type::UNARY) return nullptr;
+    return new MalformedRequest(info->method() != nullptr ? info->method() : "");
+  }
+};
+
 }  // namespace
 
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
-ReflectionAuthInterceptors(const TokenAuth* auth) {
+ServerInterceptors(const TokenAuth* auth) {
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> factories;
   if (auth != nullptr) factories.push_back(std::make_unique<ReflectionAuthFactory>(auth));
+  factories.push_back(std::make_unique<MalformedRequestFactory>());
   return factories;
 }
 
