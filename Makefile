@@ -75,8 +75,8 @@ test-asan:
 test-tsan:
 	$(MAKE) test PRESET=tsan
 
-# What CI runs under TSan: the stress mix (the preset's three rounds) and the isolation tests,
-# built alone.
+# The stress mix (the preset's three rounds) and the isolation tests under TSan, built alone:
+# the TSan run to make before a change lands.
 TSAN_CI_TARGETS := kprofd kprofd-worker kprof kprof_test_modules kprof_python \
   kprof_without_sandbox stress_test isolation_test
 test-tsan-ci: $(DEPS_STAMP)
