@@ -280,8 +280,11 @@ void RunAfterAcquire(grpc_completion_queue_functor* functor, int ok) {
 
 // grpc++'s callback tags (CallbackWithSuccessTag, CallbackWithStatusTag) are functors whose
 // functor_run is a StaticRun: such a tag runs through RunAfterAcquire instead.
+// The same tag may be started again from another thread, ordered by gRPC alone: its
+// functor_run is read and swapped under functors_mu, which TSan sees.
 void HookFunctor(void* tag) {
   auto* functor = static_cast<grpc_completion_queue_functor*>(tag);
+  const std::lock_guard<std::mutex> lock(functors_mu);
   const FunctorRun run = functor->functor_run;
   if (run == &RunAfterAcquire) return;
   Dl_info info;
@@ -290,10 +293,7 @@ void HookFunctor(void* tag) {
       std::strstr(info.dli_sname, "StaticRun") == nullptr) {
     return;
   }
-  {
-    const std::lock_guard<std::mutex> lock(functors_mu);
-    Functors()[functor] = run;
-  }
+  Functors()[functor] = run;
   functor->functor_run = &RunAfterAcquire;
 }
 
