@@ -3,20 +3,16 @@
 #include <openssl/evp.h>
 
 namespace kprof::core {
-namespace {
-
-std::string Hex(const unsigned char* digest, unsigned int length) {
+std::string ToHex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
-  hex.reserve(2 * length);
-  for (unsigned int i = 0; i < length; ++i) {
-    hex.push_back(kDigits[digest[i] >> 4]);
-    hex.push_back(kDigits[digest[i] & 0xF]);
+  hex.reserve(2 * bytes.size());
+  for (const char c : bytes) {
+    hex.push_back(kDigits[static_cast<unsigned char>(c) >> 4]);
+    hex.push_back(kDigits[static_cast<unsigned char>(c) & 0xF]);
   }
   return hex;
 }
-
-}  // namespace
 
 std::string Sha256Hex(std::string_view bytes) {
   Sha256 hash;
@@ -38,7 +34,7 @@ std::string Sha256::HexDigest() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
   EVP_DigestFinal_ex(context_, digest, &length);
-  return Hex(digest, length);
+  return ToHex(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
 }  // namespace kprof::core

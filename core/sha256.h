@@ -8,6 +8,9 @@ typedef struct evp_md_ctx_st EVP_MD_CTX;
 
 namespace kprof::core {
 
+// `bytes` in lowercase hex, two digits each.
+std::string ToHex(std::string_view bytes);
+
 // Lowercase hex SHA-256 of `bytes`.
 std::string Sha256Hex(std::string_view bytes);
 

@@ -49,8 +49,8 @@ std::pair<uint64_t, uint64_t> IdHash(const std::string& id) {
 class ProfilerService::BatchReactor final
     : public grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate> {
  public:
-  BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context)
-      : service_(service), client_(service->ClientOf(context)), deadline_(Deadline(context)) {}
+  BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context, std::string client)
+      : service_(service), client_(std::move(client)), deadline_(Deadline(context)) {}
 
   // After the service has registered (or refused) the stream.
   void Begin(const absl::Status& refused) {
@@ -500,8 +500,9 @@ class ProfilerService::BatchReactor final
 
 grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate>* ProfilerService::MeasureBatch(
     grpc::CallbackServerContext* context) {
-  auto* reactor = new BatchReactor(this, context);
-  absl::Status admitted = Authenticate(context).status();
+  absl::StatusOr<std::string> client = Authenticate(context);
+  absl::Status admitted = client.status();
+  auto* reactor = new BatchReactor(this, context, client.ok() ? *std::move(client) : "");
   {
     // Counted like an upload, under the lock StartDraining takes: a stream either is known to
     // the drain, or is refused.

@@ -124,17 +124,6 @@ absl::Status CheckExports(const core::ModuleDescription& info) {
   return absl::OkStatus();
 }
 
-std::string ToHex(std::string_view bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string hex;
-  hex.reserve(bytes.size() * 2);
-  for (const char c : bytes) {
-    hex += kHex[static_cast<unsigned char>(c) >> 4];
-    hex += kHex[static_cast<unsigned char>(c) & 15];
-  }
-  return hex;
-}
-
 absl::StatusOr<std::string> FromHex(std::string_view hex) {
   const auto digit = [](char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
@@ -392,7 +381,7 @@ void ModuleRegistry::UnlinkView(const Entry& entry, const std::string& client) {
 void ModuleRegistry::SaveHolders(const Entry& entry) {
   // Hex: a certificate's subject need not be UTF-8, which JSON strings must be.
   nlohmann::json holders = nlohmann::json::array();
-  for (const std::string& holder : entry.holders) holders.push_back(ToHex(holder));
+  for (const std::string& holder : entry.holders) holders.push_back(core::ToHex(holder));
   absl::StatusOr<std::string> temp = WriteTemporary(
       ModulesDir(), holders.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   if (!temp.ok() || !Commit(*temp, entry.module.path + ".holders").ok()) {

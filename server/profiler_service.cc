@@ -234,24 +234,23 @@ absl::StatusOr<std::string> ProfilerService::Authenticate(
   return std::string(kLocalClient);
 }
 
-std::string ProfilerService::ClientOf(const grpc::CallbackServerContext* context) const {
-  absl::StatusOr<std::string> client = Authenticate(context);
-  // Only for calls Refuse let through; a failure here names no one rather than "local".
-  return client.ok() ? *std::move(client) : std::string("unauthenticated");
-}
-
-grpc::ServerUnaryReactor* ProfilerService::Refuse(grpc::CallbackServerContext* context) const {
-  const absl::StatusOr<std::string> client = Authenticate(context);
-  if (client.ok()) return nullptr;
+grpc::ServerUnaryReactor* ProfilerService::Refuse(grpc::CallbackServerContext* context,
+                                                  std::string* client) const {
+  absl::StatusOr<std::string> who = Authenticate(context);
+  if (who.ok()) {
+    *client = *std::move(who);
+    return nullptr;
+  }
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(client.status()));
+  reactor->Finish(ToGrpcStatus(who.status()));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* context,
                                                    const kprof::v1::GetInfoRequest*,
                                                    kprof::v1::GetInfoResponse* response) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   response->set_version(KPROF_VERSION);
   response->set_build(KPROF_BUILD);
   response->set_host(HostName());
@@ -282,7 +281,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   limits->set_max_queue(limits_.max_queue);
   limits->set_job_timeout_seconds(Seconds(limits_.job_timeout));
   BuiltinInfo(response->add_modules());
-  for (const StoredModule& m : registry_->List(ClientOf(context))) {
+  for (const StoredModule& m : registry_->List(client)) {
     ToProto(m, response->add_modules());
   }
   auto* reactor = context->DefaultReactor();
@@ -293,11 +292,12 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext* context,
                                                      const kprof::v1::HasModuleRequest* request,
                                                      kprof::v1::HasModuleResponse* response) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   if (request->id() == core::kBuiltinModuleName) {
     response->set_present(true);
     BuiltinInfo(response->mutable_module());
-  } else if (auto found = registry_->Find(ClientOf(context), request->id()); found.ok()) {
+  } else if (auto found = registry_->Find(client, request->id()); found.ok()) {
     response->set_present(true);
     ToProto(*found, response->mutable_module());
   }
@@ -333,9 +333,10 @@ bool ProfilerService::WaitForUploads(absl::Duration timeout) {
 grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerContext* context,
                                                        const kprof::v1::ListModulesRequest*,
                                                        kprof::v1::ListModulesResponse* response) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   BuiltinInfo(response->add_modules());
-  for (const StoredModule& m : registry_->List(ClientOf(context))) {
+  for (const StoredModule& m : registry_->List(client)) {
     ToProto(m, response->add_modules());
   }
   auto* reactor = context->DefaultReactor();
@@ -346,13 +347,14 @@ grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* ProfilerService::UnloadModule(
     grpc::CallbackServerContext* context, const kprof::v1::UnloadModuleRequest* request,
     kprof::v1::UnloadModuleResponse*) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   auto* reactor = context->DefaultReactor();
   if (request->id() == core::kBuiltinModuleName) {
     reactor->Finish(ToGrpcStatus(
         absl::FailedPreconditionError("the builtin module is part of kprofd and stays")));
   } else {
-    reactor->Finish(ToGrpcStatus(registry_->Unload(ClientOf(context), request->id())));
+    reactor->Finish(ToGrpcStatus(registry_->Unload(client, request->id())));
   }
   return reactor;
 }
@@ -495,11 +497,10 @@ absl::Time ProfilerService::Deadline(const grpc::CallbackServerContext* context)
 }
 
 grpc::ServerUnaryReactor* ProfilerService::Submit(
-    grpc::CallbackServerContext* context, const std::string& device_text,
+    grpc::CallbackServerContext* context, const std::string& client, const std::string& device_text,
     const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request, Fill fill) {
   auto* reactor = new JobReactor();
-  const std::string client = ClientOf(context);
   absl::StatusOr<PreparedJob> job = PrepareJob(client, device_text, calls, std::move(request));
   if (!job.ok()) {
     reactor->Finish(ToGrpcStatus(job.status()));
@@ -522,10 +523,11 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
 grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(
     grpc::CallbackServerContext* context, const kprof::v1::TimeEvaluateRequest* request,
     kprof::v1::TimeEvaluateResponse* response) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   kprof::worker::v1::WorkerRequest job;
   *job.mutable_time_evaluate() = *request;
-  return Submit(context, request->device(), {&request->call()}, std::move(job),
+  return Submit(context, client, request->device(), {&request->call()}, std::move(job),
                 [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
                   *response = std::move(*result.mutable_time_evaluate());
                   SetTiming(timing, response->mutable_timing());
@@ -535,7 +537,8 @@ grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(
 grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
     grpc::CallbackServerContext* context, const kprof::v1::ProfileFunctionRequest* request,
     kprof::v1::ProfileFunctionResponse* response) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   kprof::worker::v1::WorkerRequest job;
   if (request->collectors_size() > kMaxCollectors) {
     auto* reactor = context->DefaultReactor();
@@ -544,7 +547,7 @@ grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
     return reactor;
   }
   *job.mutable_profile_function() = *request;
-  return Submit(context, request->device(), {&request->call()}, std::move(job),
+  return Submit(context, client, request->device(), {&request->call()}, std::move(job),
                 [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
                   *response = std::move(*result.mutable_profile_function());
                   SetTiming(timing, response->mutable_timing());
@@ -554,7 +557,8 @@ grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
 grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* context,
                                                    const kprof::v1::ProfileRequest* request,
                                                    kprof::v1::ProfileResponse* response) {
-  if (auto* refused = Refuse(context)) return refused;
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
   // A row per call per repeat, each with its metrics: bounded before the worker builds them.
   const int64_t repeat = request->has_repeat() ? request->repeat() : 1;
   if (repeat > 0 && request->calls_size() > 0 && repeat > kMaxProfileRows / request->calls_size()) {
@@ -569,7 +573,7 @@ grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* 
   *job.mutable_profile() = *request;
   std::vector<const kprof::v1::FunctionCall*> calls;
   for (const auto& call : request->calls()) calls.push_back(&call);
-  return Submit(context, request->device(), calls, std::move(job),
+  return Submit(context, client, request->device(), calls, std::move(job),
                 [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
                   *response = std::move(*result.mutable_profile());
                   SetTiming(timing, response->mutable_timing());

@@ -102,10 +102,9 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   // Who the caller is (see TokenAuth): a token's label, a client certificate's subject, or
   // kLocalClient; UNAUTHENTICATED when the daemon wants a token the call lacks.
   absl::StatusOr<std::string> Authenticate(const grpc::CallbackServerContext* context) const;
-  // The caller of a call already authenticated.
-  std::string ClientOf(const grpc::CallbackServerContext* context) const;
-  // A reactor already finished with UNAUTHENTICATED, or nullptr when the call may proceed.
-  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
+  // A reactor already finished with UNAUTHENTICATED, or nullptr when the call may proceed
+  // (`client` then names the caller).
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context, std::string* client) const;
 
   // A measurement checked and ready for its device's executor: the modules it names (which
   // `client` must hold) are pinned (by `pin`) and listed in `request`, which has its job id.
@@ -125,7 +124,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
 
   // Checks and queues one measurement; `fill` copies the worker's result into the response.
   using Fill = std::function<void(kprof::worker::v1::WorkerResponse&, JobTiming)>;
-  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context,
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, const std::string& client,
                                    const std::string& device_text,
                                    const std::vector<const kprof::v1::FunctionCall*>& calls,
                                    kprof::worker::v1::WorkerRequest request, Fill fill);

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/modules/module_format.h"
+#include "core/sha256.h"
 
 namespace kprof::server {
 namespace {
@@ -53,14 +54,7 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
       }
     }
     entry.explicit_label = !entry.label.empty();
-    if (entry.label.empty()) {
-      static constexpr char kHex[] = "0123456789abcdef";
-      for (int i = 0; i < 4; ++i) {
-        const auto byte = static_cast<unsigned char>(entry.digest[i]);
-        entry.label += kHex[byte >> 4];
-        entry.label += kHex[byte & 15];
-      }
-    }
+    if (entry.label.empty()) entry.label = core::ToHex(entry.digest.substr(0, 4));
     auth.tokens_.push_back(std::move(entry));
   }
   // A label that spells another token's digest label would make two clients one.
