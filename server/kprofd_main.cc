@@ -53,6 +53,7 @@ struct Flags {
   std::string port_file;
   std::string config;
   std::string cache_dir;
+  std::string scratch_dir;
   std::string worker;
   int64_t max_queue = 64;
   absl::Duration job_timeout = absl::Seconds(60);
@@ -85,6 +86,9 @@ void Declare(core::CommandLine& cl, Flags& f) {
   cl.AddString("cache-dir", &f.cache_dir, "DIR",
                "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
                "$XDG_CACHE_HOME/kprofd)");
+  cl.AddString("scratch-dir", &f.scratch_dir, "DIR",
+               "where each worker gets a scratch directory of its own, its TMPDIR and the one "
+               "place it may write, removed with it (default /dev/shm, else $TMPDIR or /tmp)");
   cl.AddInt("max-queue", &f.max_queue, "N",
             "jobs of one client that may wait per device (default 64)");
   cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
@@ -391,9 +395,13 @@ absl::Status Serve(const Flags& flags) {
   }
   if (char resolved[PATH_MAX]; realpath(registry_options.cache_dir.c_str(), resolved) != nullptr) {
     worker.unreadable.emplace_back(resolved);
-    worker.unwritable.emplace_back(resolved);
     worker.views_dir = std::string(resolved) + "/views";
   }
+  // Each worker writes only in a scratch directory of its own, beneath this one, which no
+  // worker may read.
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ScratchRoot> scratch, ScratchRoot::Make(flags.scratch_dir));
+  worker.scratch_root = scratch->path();
+  worker.unreadable.push_back(scratch->path());
   worker.max_open_modules = flags.worker_open_modules;
   worker.max_data_bytes =
       flags.worker_memory_limit > 0

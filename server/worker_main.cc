@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/device.h"
@@ -90,8 +91,49 @@ SocketIdentity JobSocketIdentity() {
   return {st.st_dev, st.st_ino};
 }
 
+// What a job left in the worker's scratch directory (its TMPDIR), or "" when it is empty.
+// The next job, the client's own, would find it: a worker with leftovers is replaced, and
+// the daemon removes the directory with it.
+struct Scratch {
+  DIR* dir = nullptr;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+Scratch OpenScratch(const std::string& path) {
+  Scratch scratch;
+  if (path.empty()) return scratch;
+  scratch.dir = opendir(path.c_str());
+  struct stat st {};
+  if (scratch.dir != nullptr && fstat(dirfd(scratch.dir), &st) == 0) {
+    scratch.dev = st.st_dev;
+    scratch.ino = st.st_ino;
+  }
+  return scratch;
+}
+
+std::string ScratchLeftovers(const Scratch& scratch) {
+  if (scratch.dir == nullptr) return "";
+  // A function may close the descriptor, or put another directory on it, to hide its files.
+  struct stat st {};
+  if (fstat(dirfd(scratch.dir), &st) != 0 || st.st_dev != scratch.dev ||
+      st.st_ino != scratch.ino) {
+    return "closed or replaced the descriptor of its scratch directory";
+  }
+  rewinddir(scratch.dir);
+  int entries = 0;
+  std::string first;
+  while (dirent* entry = readdir(scratch.dir)) {
+    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+    if (entries++ == 0) first = entry->d_name;
+  }
+  if (entries == 0) return "";
+  return absl::StrCat("left ", entries, " file(s) in its scratch directory ($TMPDIR, first '",
+                      absl::CHexEscape(first), "')");
+}
+
 // Why the worker is no longer fit for the next job, or "" when it is.
-std::string Disturbance(int baseline_threads, bool skip_cuda) {
+std::string Disturbance(int baseline_threads, bool skip_cuda, const Scratch& scratch) {
   std::vector<std::string> closed;
   for (int fd : {0, 1, 2}) {
     if (fcntl(fd, F_GETFD) == -1) closed.push_back(std::to_string(fd));
@@ -107,7 +149,7 @@ std::string Disturbance(int baseline_threads, bool skip_cuda) {
     extra = CountThreads(skip_cuda) - baseline_threads;
   }
   if (extra > 0) return "left " + std::to_string(extra) + " thread(s) running";
-  return "";
+  return ScratchLeftovers(scratch);
 }
 
 // A data-size limit (heap, anonymous mappings) so that a job asking for absurd memory fails
@@ -178,8 +220,8 @@ int main(int argc, char** argv) {
       sandbox.unreadable.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--read") == 0 && i + 1 < argc) {
       sandbox.readable.emplace_back(argv[++i]);
-    } else if (std::strcmp(argv[i], "--no-write") == 0 && i + 1 < argc) {
-      sandbox.unwritable.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
+      sandbox.scratch = argv[++i];
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
       parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
     } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
@@ -252,6 +294,7 @@ int main(int argc, char** argv) {
   const bool skip_cuda = device->type == kprof::core::DeviceType::kCuda;
   const int baseline_threads = CountThreads(skip_cuda);
   const SocketIdentity job_socket = JobSocketIdentity();
+  const Scratch scratch = OpenScratch(sandbox.scratch);
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device, max_open_modules);
@@ -285,7 +328,8 @@ int main(int argc, char** argv) {
                            "; the device's context cannot be used after this, so its worker "
                            "was replaced");
       response.set_recycle(true);
-    } else if (const std::string why = Disturbance(baseline_threads, skip_cuda); !why.empty()) {
+    } else if (const std::string why = Disturbance(baseline_threads, skip_cuda, scratch);
+               !why.empty()) {
       response.Clear();
       response.set_job_id(request.job_id());
       response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));

@@ -1,21 +1,28 @@
 #include "server/worker_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/log.h"
 
 extern char** environ;
 
@@ -64,6 +71,32 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   posix_spawnattr_setflags(&attributes,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
+  std::string scratch;
+  if (!options.scratch_root.empty()) {
+    std::string name = options.scratch_root + "/worker-XXXXXX";
+    if (mkdtemp(name.data()) == nullptr) {
+      const int error = errno;
+      close(sockets[0]);
+      close(child);
+      posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attributes);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot make the worker's scratch directory in ", options.scratch_root, ": ",
+          std::strerror(error)));
+    }
+    scratch = std::move(name);
+  }
+  // The environment, with TMPDIR naming the scratch directory (the one place it may write).
+  std::vector<std::string> environment_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!scratch.empty() && std::strncmp(*e, "TMPDIR=", 7) == 0) continue;
+    environment_strings.emplace_back(*e);
+  }
+  if (!scratch.empty()) environment_strings.push_back("TMPDIR=" + scratch);
+  std::vector<char*> environment;
+  for (std::string& e : environment_strings) environment.push_back(e.data());
+  environment.push_back(nullptr);
+
   const std::string device = core::DeviceSpec(options.device);
   const std::string frame = std::to_string(options.max_frame_bytes);
   const std::string data = std::to_string(options.max_data_bytes);
@@ -71,8 +104,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   const std::string parent = std::to_string(getpid());
   std::vector<std::string> sandbox;
   for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
-  for (const std::string& p : options.unwritable) sandbox.insert(sandbox.end(), {"--no-write", p});
   for (const std::string& p : options.readable) sandbox.insert(sandbox.end(), {"--read", p});
+  if (!scratch.empty()) sandbox.insert(sandbox.end(), {"--scratch", scratch});
   if (!options.placement.cpus.empty()) {
     sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
   }
@@ -95,22 +128,76 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   argv.push_back(nullptr);
   pid_t pid = 0;
   const int error =
-      posix_spawn(&pid, options.executable.c_str(), &actions, &attributes, argv.data(), environ);
+      posix_spawn(&pid, options.executable.c_str(), &actions, &attributes, argv.data(),
+                  environment.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   close(child);
   if (error != 0) {
     close(sockets[0]);
+    if (!scratch.empty()) RemoveTree(scratch);
     return absl::FailedPreconditionError(
         absl::StrCat("cannot start the worker '", options.executable, "': ", std::strerror(error)));
   }
   return std::unique_ptr<WorkerProcess>(
-      new WorkerProcess(pid, sockets[0], options.max_frame_bytes));
+      new WorkerProcess(pid, sockets[0], options.max_frame_bytes, std::move(scratch)));
 }
 
 WorkerProcess::~WorkerProcess() {
   close(socket_);
   if (pid_ > 0) Reap(absl::Seconds(1));
+  // The worker is gone and could start no process: nothing writes here any more.
+  if (!scratch_.empty() && !RemoveTree(scratch_)) {
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat("cannot remove the worker's scratch directory ", scratch_));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(std::string base) {
+  if (base.empty()) {
+    const char* tmpdir = std::getenv("TMPDIR");
+    base = access("/dev/shm", W_OK | X_OK) == 0       ? "/dev/shm"
+           : tmpdir != nullptr && tmpdir[0] == '/' ? tmpdir
+                                                   : "/tmp";
+  }
+  char resolved[PATH_MAX];
+  if (realpath(base.c_str(), resolved) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the scratch directory '", base, "' (--scratch-dir): ", std::strerror(errno)));
+  }
+  base = resolved;
+  // What daemons of this user killed before they could clean up left behind.
+  if (DIR* dir = opendir(base.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      int pid = 0;
+      int end = 0;
+      if (std::sscanf(entry->d_name, "kprofd.%d.%n", &pid, &end) != 1 || end == 0 || pid <= 0) {
+        continue;
+      }
+      const std::string path = base + "/" + entry->d_name;
+      struct stat st {};
+      if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        continue;
+      }
+      if (kill(pid, 0) != 0 && errno == ESRCH) RemoveTree(path);
+    }
+    closedir(dir);
+  }
+  std::string path = absl::StrCat(base, "/kprofd.", getpid(), ".XXXXXX");
+  if (mkdtemp(path.data()) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot make a scratch directory in '", base,
+                     "' (--scratch-dir sets where): ", std::strerror(errno)));
+  }
+  return std::unique_ptr<ScratchRoot>(new ScratchRoot(std::move(path)));
+}
+
+ScratchRoot::~ScratchRoot() { RemoveTree(path_); }
+
+bool RemoveTree(const std::string& path) {
+  std::error_code error;
+  std::filesystem::remove_all(path, error);  // symbolic links are removed, never followed
+  return !error;
 }
 
 std::string WorkerProcess::Reap(absl::Duration grace) {

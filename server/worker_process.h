@@ -27,12 +27,14 @@ struct WorkerOptions {
   core::Placement placement;       // CPUs and priority the worker gives itself
   // Landlock: paths the worker may not read (the token file, the TLS key, the cache) or write.
   std::vector<std::string> unreadable;
-  std::vector<std::string> unwritable;
   std::vector<std::string> readable;  // inside those: what the worker may read all the same
   // Where a client's worker reads its modules: VIEWS_DIR/ClientViewName(client), readable by
   // that worker alone (ModuleRegistry). Empty: no views (the worker reads module paths as
   // given).
   std::string views_dir;
+  // Where each worker gets a scratch directory of its own, its TMPDIR and the only place it may
+  // write, removed with it. The daemon keeps it from every worker's reading. Empty: none.
+  std::string scratch_root;
 };
 
 class WorkerProcess {
@@ -54,10 +56,11 @@ class WorkerProcess {
 
   bool alive() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
+  const std::string& scratch() const { return scratch_; }
 
  private:
-  WorkerProcess(pid_t pid, int socket, size_t max_frame_bytes)
-      : pid_(pid), socket_(socket), channel_(socket, max_frame_bytes) {}
+  WorkerProcess(pid_t pid, int socket, size_t max_frame_bytes, std::string scratch)
+      : pid_(pid), socket_(socket), channel_(socket, max_frame_bytes), scratch_(std::move(scratch)) {}
 
   // Kills the process group and reaps the worker; returns how it ended.
   std::string KillAndReap();
@@ -67,7 +70,30 @@ class WorkerProcess {
   pid_t pid_;
   int socket_;
   FrameChannel channel_;
+  std::string scratch_;  // removed once the worker is reaped
 };
+
+// The directory in which each worker gets its scratch directory: BASE/kprofd.PID.XXXXXX, made
+// at start (mode 0700) and removed with everything in it when the daemon ends. Those a daemon
+// killed before it could remove its own left behind (of this user, their pid gone) are
+// removed by the next daemon to use BASE.
+class ScratchRoot {
+ public:
+  // BASE: --scratch-dir, else /dev/shm (memory, as a TMPDIR usually is), else $TMPDIR or /tmp.
+  static absl::StatusOr<std::unique_ptr<ScratchRoot>> Make(std::string base);
+  ~ScratchRoot();
+  ScratchRoot(const ScratchRoot&) = delete;
+  ScratchRoot& operator=(const ScratchRoot&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit ScratchRoot(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
+
+// Removes `path` and everything beneath it, not following symbolic links; false if something
+// is left.
+bool RemoveTree(const std::string& path);
 
 // "killed by SIGSEGV (Segmentation fault)", "exited with status 3".
 std::string DescribeWaitStatus(int status);

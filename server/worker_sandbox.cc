@@ -146,12 +146,40 @@ absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
     return absl::InternalError(absl::StrCat("landlock_create_ruleset: ", std::strerror(errno)));
   }
   Ruleset ruleset(static_cast<int>(fd));
-  ruleset.Grant("/", kRead, paths.unreadable);
+  // Everything readable but the daemon's secrets and /dev, whose nodes (disks, memory,
+  // terminals) a worker of a root daemon could otherwise open; /dev/shm, the host's shared
+  // memory, goes with it.
+  std::vector<std::string> unreadable = paths.unreadable;
+  unreadable.push_back("/dev");
+  ruleset.Grant("/", kRead, unreadable);
   for (const std::string& path : paths.readable) ruleset.Grant(path, kRead, {});
-  std::vector<std::string> unwritable = paths.unwritable;
-  unwritable.insert(unwritable.end(), paths.unreadable.begin(), paths.unreadable.end());
-  for (const char* scratch : {"/tmp", "/dev", "/dev/shm", "/var/tmp"}) {
-    ruleset.Grant(scratch, handled, unwritable);
+  // Of /dev, what a measured function and the GPU drivers use: the null, zero and random
+  // devices, and NVIDIA's nodes (nvidia*, nvidia-caps/ on a discrete GPU; nvhost-*, nvmap,
+  // nvgpu/ on a Jetson).
+  constexpr uint64_t kDevice = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                               LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  const uint64_t device_rights = kDevice & handled;
+  for (const char* node : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}) {
+    ruleset.Grant(node, device_rights, {});
+  }
+  if (DIR* dev = opendir("/dev")) {
+    while (dirent* entry = readdir(dev)) {
+      if (std::strncmp(entry->d_name, "nv", 2) == 0) {
+        ruleset.Grant(std::string("/dev/") + entry->d_name, device_rights, {});
+      }
+    }
+    closedir(dev);
+  }
+  // Writable: the worker's own scratch directory alone (its TMPDIR), where it may make and
+  // remove files and directories, but no links, devices or sockets. /tmp, /var/tmp and
+  // /dev/shm are shared with the host and with other clients' workers: not writable.
+  if (!paths.scratch.empty()) {
+    constexpr uint64_t kScratch =
+        LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+        LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+        LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
+        LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_TRUNCATE;
+    ruleset.Grant(paths.scratch, kScratch & handled, {});
   }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
       syscall(SYS_landlock_restrict_self, ruleset.fd(), 0) != 0) {
@@ -290,6 +318,14 @@ absl::Status ApplyWorkerSyscallFilter() {
       "setdomainname", "personality", "io_uring_setup", "io_uring_enter", "io_uring_register"};
   // clang-format on
   for (const char* name : kOutside) filter.Deny(name, eperm);
+  // System V IPC and POSIX message queues are the host's, not a namespace's: a segment, a
+  // semaphore or a queue one client's function made would be there for another's to find.
+  for (const char* name : {"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop",
+                           "semctl", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open",
+                           "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
+                           "mq_getsetattr"}) {
+    filter.Deny(name, eperm);
+  }
   filter.DenyNumber(452, "fchmodat2", eperm);  // Linux 6.6, newer than libseccomp 2.5's tables
 
   // A descriptor's owner is who gets its SIGIO (or the signal F_SETSIG names): another process
@@ -301,9 +337,11 @@ absl::Status ApplyWorkerSyscallFilter() {
     filter.Deny("ioctl", eperm, SCMP_A1_32(SCMP_CMP_EQ, request));
   }
 
-  // No network: sockets of the Unix and netlink families only (the C library uses them).
+  // No network, and no way to the host's services: sockets of the netlink family only (the
+  // C library asks the kernel about interfaces that way). No Unix socket either — one would
+  // reach whatever listens on a path (a root daemon's worker is still uid 0); the job socket
+  // was handed over at start, and socketpair makes only a pair of one's own.
   for (int family = 0; family < AF_NETLINK; ++family) {
-    if (family == AF_UNIX) continue;
     filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family)));
   }
   filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_GT, static_cast<scmp_datum_t>(AF_NETLINK)));

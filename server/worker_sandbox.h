@@ -1,6 +1,7 @@
 // The worker's sandbox: Landlock rules, applied before the first job, so that the client code a
 // worker runs can read the system (libraries, /proc, its modules) but not the daemon's secrets,
-// and write only scratch space (/tmp, /dev, /dev/shm) — never the module cache.
+// and write only its own scratch directory and a few device nodes — never the module cache, nor
+// the /tmp and /dev/shm it shares with the host.
 #pragma once
 
 #include <string>
@@ -13,8 +14,8 @@ namespace kprof::server {
 
 struct SandboxPaths {
   std::vector<std::string> unreadable;  // e.g. the token file
-  std::vector<std::string> unwritable;  // e.g. the module cache, even when it lies under /tmp
   std::vector<std::string> readable;    // read beneath, even inside an unreadable path
+  std::string scratch;                  // the worker's own TMPDIR: the one writable directory
 };
 
 // Restricts this process and its future children for good, and says how ("Landlock ABI 7:
@@ -33,8 +34,8 @@ namespace kprof::server {
 // priorities and perf events aimed at another process; what a later job would inherit (rlimit
 // changes, alarms and timers, signal handlers, the working directory, the umask, CPU affinity,
 // priority and scheduling class); new sessions and process groups; mounts, namespaces,
-// keyrings, BPF, kernel modules, clocks, reboot and swap; file mode and owner changes; and
-// Internet and packet sockets. What a filter cannot see (the job socket replaced, threads left
+// keyrings, BPF, kernel modules, clocks, reboot and swap; file mode and owner changes; System V
+// IPC and POSIX message queues; and every socket but netlink's. What a filter cannot see (the job socket replaced, threads left
 // running) the worker checks at the end of each job.
 absl::Status ApplyWorkerSyscallFilter();
 

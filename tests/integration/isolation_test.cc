@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -206,6 +207,13 @@ TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
       {"reads_the_cache", std::to_string(EACCES)},
       // Landlock's truncate right (kernel 6.2) refuses truncate(2) and O_TRUNC alike.
       {"truncates_the_cache", std::to_string(EACCES)},
+      // Scratch space is the worker's own; /tmp, /dev/shm and /dev are the host's.
+      {"writes_shared_tmp", std::to_string(EACCES)},
+      {"reads_other_scratch", std::to_string(EACCES)},
+      {"opens_a_device", std::to_string(EACCES)},
+      {"uses_system_v_ipc", eperm},
+      {"opens_a_message_queue", eperm},
+      {"opens_a_unix_socket", eperm},
   };
   for (const auto& [function, refused] : attacks) {
     EXPECT_THAT(Attack(function),
@@ -286,6 +294,47 @@ TEST_F(ClientWorkersTest, StateOneClientLeavesIsNeverSeenByAnother) {
   EXPECT_THAT(Run(1, "sees_planted_state"), IsOk());
   EXPECT_EQ(Cpu().workers(), 2);
   EXPECT_EQ(Cpu().workers_started(), 2);
+}
+
+// Each worker writes only in a scratch directory of its own ($TMPDIR), beneath the daemon's
+// --scratch-dir; one that leaves files there is replaced and its directory removed with it.
+TEST_F(ClientWorkersTest, EachWorkerHasAScratchDirectoryOfItsOwnRemovedWithIt) {
+  KPROF_SKIP_UNDER_EMULATION("has no Landlock");
+  const std::string base = dir_.path() + "/scratch";
+  ASSERT_EQ(mkdir(base.c_str(), 0700), 0);
+  // What a daemon killed before it could clean up left: removed by the next one.
+  const std::string stale = base + "/kprofd.999999999.abcdef";
+  ASSERT_EQ(mkdir(stale.c_str(), 0700), 0);
+  Start(2, {"--scratch-dir", base});
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  ASSERT_THAT(Run(0, "writes_its_scratch"), IsOk());
+  ASSERT_THAT(Run(1, "writes_its_scratch"), IsOk());
+  // One root, one directory per live worker (the host's describer is gone), all empty.
+  const auto workers = [&] {
+    std::vector<std::string> found;
+    for (const auto& root : std::filesystem::directory_iterator(base)) {
+      for (const auto& w : std::filesystem::directory_iterator(root.path())) {
+        found.push_back(w.path().string());
+        EXPECT_TRUE(std::filesystem::is_empty(w.path())) << w.path();
+      }
+    }
+    return found;
+  };
+  const std::vector<std::string> before = workers();
+  EXPECT_EQ(before.size(), 2u);
+  EXPECT_THAT(Run(0, "leaves_a_file_in_its_scratch"),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("left 1 file(s) in its scratch directory ($TMPDIR, first "
+                                 "'left-behind'); its worker was replaced")));
+  const std::vector<std::string> after = workers();
+  EXPECT_EQ(after.size(), 1u);  // client 1's; client 0's went with its worker
+  ASSERT_THAT(Run(0, "writes_its_scratch"), IsOk());
+  EXPECT_EQ(workers().size(), 2u);
+  EXPECT_EQ(Cpu().workers_started(), 3);
+  // The daemon ends: the root goes, with every worker's directory.
+  clients_.clear();
+  daemon_.Stop();
+  EXPECT_TRUE(std::filesystem::is_empty(base));
 }
 
 TEST_F(ClientWorkersTest, WorkersAreBoundedAndTheOneIdleLongestEnds) {

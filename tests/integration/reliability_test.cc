@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cinttypes>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -246,11 +248,9 @@ TEST_F(ReliabilityTest, HalfWrittenAndDamagedModulesAreDroppedAtStart) {
 }
 
 TEST_F(ReliabilityTest, JobsOnOneDeviceNeverOverlap) {
-  const std::string intervals = dir_.path() + "/intervals";
-  // Made before the daemon starts: the workers' sandbox lets them write existing files beside
-  // the cache, not create new ones there.
-  std::ofstream(intervals).flush();
-  setenv("KPROF_TEST_INTERVALS", intervals.c_str(), 1);
+  // Each call writes its interval to the worker's standard error: the daemon's log.
+  const std::string log = dir_.path() + "/kprofd.log";
+  daemon_.set_stderr(log);
   Start();
   std::vector<std::thread> clients;
   std::atomic<int> failures{0};
@@ -263,12 +263,15 @@ TEST_F(ReliabilityTest, JobsOnOneDeviceNeverOverlap) {
     });
   }
   for (auto& t : clients) t.join();
-  unsetenv("KPROF_TEST_INTERVALS");
   EXPECT_EQ(failures, 0);
   std::vector<std::pair<int64_t, int64_t>> spans;
-  std::ifstream in(intervals);
-  int64_t start, end;
-  while (in >> start >> end) spans.emplace_back(start, end);
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    int64_t start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "interval %" SCNd64 " %" SCNd64, &start, &end) == 2) {
+      spans.emplace_back(start, end);
+    }
+  }
   ASSERT_EQ(spans.size(), 160u);  // 80 jobs, each a discarded first call and one timed call
   std::sort(spans.begin(), spans.end());
   for (size_t i = 1; i < spans.size(); ++i) {

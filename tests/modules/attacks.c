@@ -164,8 +164,9 @@ KPROF_EXPORT int32_t opens_a_tcp_socket(DLTensor* args, int32_t num_args) {
   return 0;
 }
 
-/* The module cache, found the way an attacker would: the worker's --no-write argument. Every
- * file in it is chmod'ed and truncated; the first refusal's errno is the answer. */
+/* The module cache, found the way an attacker would: the worker's --read argument names its
+ * client's view, CACHE/views/NAME. Every file in it is chmod'ed and truncated; the first
+ * refusal's errno is the answer. */
 static int cache_dir(char* out, size_t size) {
   char cmdline[8192];
   const int fd = open("/proc/self/cmdline", O_RDONLY);
@@ -175,8 +176,13 @@ static int cache_dir(char* out, size_t size) {
   if (n <= 0) return -1;
   cmdline[n] = 0;
   for (const char* arg = cmdline; arg < cmdline + n; arg += strlen(arg) + 1) {
-    if (strcmp(arg, "--no-write") == 0 && arg + strlen(arg) + 1 < cmdline + n) {
+    if (strcmp(arg, "--read") == 0 && arg + strlen(arg) + 1 < cmdline + n) {
       snprintf(out, size, "%s", arg + strlen(arg) + 1);
+      for (int up = 0; up < 2; ++up) {
+        char* slash = strrchr(out, '/');
+        if (slash == NULL) return -1;
+        *slash = 0;
+      }
       return 0;
     }
   }
@@ -335,4 +341,124 @@ KPROF_EXPORT int32_t holds_capabilities(DLTensor* args, int32_t num_args) {
   if ((effective & ~allowed) != 0 || (permitted & ~allowed) != 0) return 0;
   if (root && (bounding & ~allowed) != 0) return 0;
   return EPERM;
+}
+
+/* Shared scratch space: what one client's function writes to /tmp, /var/tmp or /dev/shm,
+ * another client's could read. 0 when a file could be made in any of them. */
+KPROF_EXPORT int32_t writes_shared_tmp(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  static const char* const kShared[] = {"/tmp/kprof-attack", "/var/tmp/kprof-attack",
+                                        "/dev/shm/kprof-attack"};
+  int refused = 0;
+  for (size_t i = 0; i < sizeof kShared / sizeof kShared[0]; ++i) {
+    const int fd = open(kShared[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      close(fd);
+      unlink(kShared[i]);
+      return 0;
+    }
+    if (refused == 0) refused = errno;
+  }
+  return refused;
+}
+
+/* Device nodes beyond the null, zero and random ones and the GPU's: the kernel log (writable
+ * by root) and a new node in /dev. */
+KPROF_EXPORT int32_t opens_a_device(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  int fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    return 0;
+  }
+  const int refused = errno;
+  fd = open("/dev/kprof-attack", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    close(fd);
+    unlink("/dev/kprof-attack");
+    return 0;
+  }
+  return refused;
+}
+
+/* System V shared memory and POSIX message queues are the host's: another client's function
+ * could attach the segment by its id, or open the queue by its name. */
+KPROF_EXPORT int32_t uses_system_v_ipc(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const long id = syscall(SYS_shmget, 0 /* IPC_PRIVATE */, 4096, 01000 /* IPC_CREAT */ | 0600);
+  if (id >= 0) {
+    syscall(SYS_shmctl, id, 0 /* IPC_RMID */, NULL);
+    return 0;
+  }
+  return errno;
+}
+
+KPROF_EXPORT int32_t opens_a_message_queue(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const long fd = syscall(SYS_mq_open, "kprof-attack", O_RDWR | O_CREAT, 0600, NULL);
+  if (fd >= 0) {
+    close((int)fd);
+    syscall(SYS_mq_unlink, "kprof-attack");
+    return 0;
+  }
+  return errno;
+}
+
+/* A Unix socket reaches whatever listens on a path: the service manager, a container
+ * runtime. */
+KPROF_EXPORT int32_t opens_a_unix_socket(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd == -1) return errno;
+  close(fd);
+  return 0;
+}
+
+/* The scratch directories of other clients' workers lie beside this worker's own ($TMPDIR). */
+KPROF_EXPORT int32_t reads_other_scratch(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const char* tmpdir = getenv("TMPDIR");
+  if (tmpdir == NULL) return -1;
+  char parent[4096];
+  snprintf(parent, sizeof parent, "%s", tmpdir);
+  char* slash = strrchr(parent, '/');
+  if (slash == NULL) return -1;
+  *slash = 0;
+  DIR* dir = opendir(parent);
+  if (dir == NULL) return errno;
+  closedir(dir);
+  return 0;
+}
+
+/* A function's own scratch: $TMPDIR is writable, and what it leaves there ends its worker. */
+KPROF_EXPORT int32_t writes_its_scratch(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const char* tmpdir = getenv("TMPDIR");
+  if (tmpdir == NULL) return 1;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/sub", tmpdir);
+  if (mkdir(path, 0700) != 0) return 2;
+  snprintf(path, sizeof path, "%s/sub/file", tmpdir);
+  const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return 3;
+  char byte = 7;
+  const int written = write(fd, &byte, 1) == 1 && pread(fd, &byte, 1, 0) == 1 && byte == 7;
+  close(fd);
+  if (!written) return 4;
+  if (unlink(path) != 0) return 5;
+  snprintf(path, sizeof path, "%s/sub", tmpdir);
+  if (rmdir(path) != 0) return 6;
+  return 0;
+}
+
+KPROF_EXPORT int32_t leaves_a_file_in_its_scratch(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const char* tmpdir = getenv("TMPDIR");
+  if (tmpdir == NULL) return 1;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/left-behind", tmpdir);
+  const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  close(fd);
+  return 0;
 }

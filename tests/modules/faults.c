@@ -117,17 +117,13 @@ KPROF_EXPORT int32_t records_interval(DLTensor* args, int32_t num_args) {
   do {
     clock_gettime(CLOCK_MONOTONIC, &now);
   } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 200000L);
-  const char* path = getenv("KPROF_TEST_INTERVALS");
-  if (path == NULL) return 2;
-  const int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return 3;
-  char line[64];
-  const int n = snprintf(line, sizeof line, "%lld %lld\n",
+  /* To the worker's standard error, the daemon's log (a worker writes no shared file): one
+   * write of one line, which the log's other writers do not split. */
+  char line[80];
+  const int n = snprintf(line, sizeof line, "interval %lld %lld\n",
                          (long long)start.tv_sec * 1000000000LL + start.tv_nsec,
                          (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
-  const int ok = write(fd, line, (size_t)n) == n;
-  close(fd);
-  return ok ? 0 : 4;
+  return write(2, line, (size_t)n) == n ? 0 : 4;
 }
 
 KPROF_EXPORT int32_t succeeds(DLTensor* args, int32_t num_args) {
