@@ -25,7 +25,7 @@ DeviceExecutor::~DeviceExecutor() { Drain(); }
 absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, std::string client,
                                     absl::Time deadline, Done done,
                                     std::shared_ptr<void> keep_alive, std::function<void()> started,
-                                    bool beyond_bound) {
+                                    bool beyond_bound, std::vector<int> module_fds) {
   absl::MutexLock lock(&mutex_);
   if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
   // The bound is each client's: one client's flood never fills the queue for the others.
@@ -39,7 +39,7 @@ absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, st
   std::deque<Job>& queue = queues_[client];
   if (queue.empty()) turns_.push_back(client);
   queue.push_back(Job{std::move(request), std::move(client), deadline, absl::Now(), std::move(done),
-                      std::move(keep_alive), std::move(started)});
+                      std::move(keep_alive), std::move(started), std::move(module_fds)});
   ++queued_;
   return absl::OkStatus();
 }
@@ -131,14 +131,7 @@ absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& clie
     }
     workers_.erase(idlest);
   }
-  WorkerOptions options = worker_options_;
-  if (!options.views_dir.empty()) {
-    // Made now if the client holds nothing yet: the worker's rules name it as it starts.
-    const std::string view = options.views_dir + "/" + ClientViewName(client);
-    mkdir(view.c_str(), 0750);
-    options.readable.push_back(view);
-  }
-  auto spawned = WorkerProcess::Spawn(options);
+  auto spawned = WorkerProcess::Spawn(worker_options_);
   {
     absl::MutexLock lock(&mutex_);
     workers_running_ = static_cast<int>(workers_.size()) + (spawned.ok() ? 1 : 0);
@@ -183,7 +176,7 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const 
     }
     running_pid_ = worker->pid();
   }
-  auto response = worker->Run(job.request, timeout);
+  auto response = worker->Run(job.request, timeout, job.module_fds);
   workers_[job.client].last_job = absl::Now();
   bool cancelled = false;
   {

@@ -53,10 +53,12 @@ class DeviceExecutor {
   // `beyond_bound` queues the job even when the queue is full: for callers that bound their
   // own jobs in the queue (a batch stream holds a few).
   // RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE once draining.
+  // `module_fds`, the request's modules opened for the worker, stay open as long as
+  // `keep_alive` (which owns them) lives.
   absl::Status Submit(kprof::worker::v1::WorkerRequest request, std::string client,
                       absl::Time deadline, Done done, std::shared_ptr<void> keep_alive,
-                      std::function<void()> started = nullptr, bool beyond_bound = false)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+                      std::function<void()> started = nullptr, bool beyond_bound = false,
+                      std::vector<int> module_fds = {}) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Takes job `job_id` out of the queue (its Done gets CANCELLED), or stops it if it runs (its
   // worker is killed and its result dropped; Done gets CANCELLED). No-op for unknown jobs.
@@ -87,6 +89,7 @@ class DeviceExecutor {
     Done done;
     std::shared_ptr<void> keep_alive;
     std::function<void()> started;
+    std::vector<int> module_fds;  // owned by keep_alive
   };
 
   struct Worker {

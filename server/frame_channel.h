@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "google/protobuf/message_lite.h"
 
 namespace kprof::server {
@@ -16,12 +18,19 @@ class FrameChannel {
   // Uses `fd` (not owned, not closed) with frames of at most `max_frame_bytes`.
   FrameChannel(int fd, size_t max_frame_bytes) : fd_(fd), max_frame_bytes_(max_frame_bytes) {}
 
-  // Writes one frame, all of it. UNAVAILABLE when the peer is gone.
-  absl::Status Write(const google::protobuf::MessageLite& message);
+  // The most descriptors one frame carries (the kernel's SCM_MAX_FD).
+  static constexpr size_t kMaxFds = 253;
+
+  // Writes one frame, all of it, with `fds` (at most kMaxFds; duplicated into the peer, still
+  // the caller's here) passed along with its first byte. UNAVAILABLE when the peer is gone.
+  absl::Status Write(const google::protobuf::MessageLite& message,
+                     absl::Span<const int> fds = {});
 
   // Reads one frame into `message`, blocking. UNAVAILABLE on end of stream (the peer closed or
   // died), RESOURCE_EXHAUSTED for a frame over the cap, DATA_LOSS for bytes that do not parse.
-  absl::Status Read(google::protobuf::MessageLite* message);
+  // Descriptors that came with the frame are appended to `fds` (close-on-exec, the caller's to
+  // close), or closed when `fds` is null.
+  absl::Status Read(google::protobuf::MessageLite* message, std::vector<int>* fds = nullptr);
 
   // Waits until a frame can be read, up to `timeout`. DEADLINE_EXCEEDED when none arrives.
   absl::Status WaitReadable(absl::Duration timeout);
@@ -29,7 +38,7 @@ class FrameChannel {
   int fd() const { return fd_; }
 
  private:
-  absl::Status ReadExactly(char* data, size_t size, bool at_frame_start);
+  absl::Status ReadExactly(char* data, size_t size, bool at_frame_start, std::vector<int>* fds);
 
   int fd_;
   size_t max_frame_bytes_;

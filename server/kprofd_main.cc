@@ -386,8 +386,8 @@ absl::Status Serve(const Flags& flags) {
   }
   worker.max_frame_bytes = static_cast<size_t>(64) << 20;
   KPROF_ASSIGN_OR_RETURN(worker.placement, WorkerPlacement(flags));
-  // Client code in the workers reads neither the daemon's secrets nor the cache, but for its
-  // client's view of it.
+  // Client code in the workers reads neither the daemon's secrets nor the cache (a job's modules
+  // reach its worker as descriptors).
   for (const std::string& secret : {flags.token_file, flags.tls_key}) {
     if (secret.empty()) continue;
     char resolved[PATH_MAX];
@@ -395,7 +395,6 @@ absl::Status Serve(const Flags& flags) {
   }
   if (char resolved[PATH_MAX]; realpath(registry_options.cache_dir.c_str(), resolved) != nullptr) {
     worker.unreadable.emplace_back(resolved);
-    worker.views_dir = std::string(resolved) + "/views";
   }
   // Each worker writes only in a scratch directory of its own, beneath this one, which no
   // worker may read.

@@ -278,7 +278,7 @@ class ProfilerService::BatchReactor final
     if (!module.empty() && module != core::kBuiltinModuleName) {
       std::vector<StoredModule> modules;
       absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> acquired =
-          service_->registry_->Acquire(client_, {module}, &modules);
+          service_->registry_->Acquire(client_, {module}, &modules, /*open_files=*/false);
       if (!acquired.ok()) {
         // An unknown module: the job may come again under its id once the module is uploaded.
         ids_.erase(IdHash(id));
@@ -416,7 +416,7 @@ class ProfilerService::BatchReactor final
           Finished(job_id, id, ResultStatus(result, what), result, timing, time);
         },
         std::move(job->pin), [this, job_id, id] { Started(job_id, id); },
-        /*beyond_bound=*/true);
+        /*beyond_bound=*/true, std::move(job->module_fds));
     if (!submitted.ok()) return submitted;
     in_executor_[job_id] = InExecutor{id, device, executor, false};
     return absl::OkStatus();

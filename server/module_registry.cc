@@ -82,8 +82,9 @@ absl::Status Commit(const std::string& temp, const std::string& path) {
   return absl::OkStatus();
 }
 
-// Removes DIR's files and the files of its subdirectories, then those, leaving DIR.
-void EmptyViews(const std::string& dir) {
+// Removes DIR's files and the files of its subdirectories, then those, then DIR: the views/
+// directory of hard links that older caches gave each client's workers.
+void RemoveOldViews(const std::string& dir) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
   while (dirent* e = readdir(d)) {
@@ -101,6 +102,7 @@ void EmptyViews(const std::string& dir) {
     }
   }
   closedir(d);
+  rmdir(dir.c_str());
 }
 
 // What every answer listing a module's functions can carry: GetInfo and ListModules hold them
@@ -140,16 +142,11 @@ absl::StatusOr<std::string> FromHex(std::string_view hex) {
 
 }  // namespace
 
-std::string ClientViewName(const std::string& client) {
-  return core::Sha256Hex(client).substr(0, 16);
-}
-
 absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
     const RegistryOptions& options) {
   if (options.cache_dir.empty()) return absl::InvalidArgumentError("no cache directory given");
   KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir));
   KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir + "/modules"));
-  KPROF_RETURN_IF_ERROR(MakeDirectory(options.cache_dir + "/views"));
 
   const std::string lock_path = options.cache_dir + "/lock";
   const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0640);
@@ -190,7 +187,7 @@ absl::Status ModuleRegistry::Rescan() {
   }
   closedir(d);
   std::sort(found.begin(), found.end());  // oldest first: least recently used first
-  EmptyViews(ViewsDir());                 // made again below from the holders
+  RemoveOldViews(options_.cache_dir + "/views");
 
   absl::MutexLock lock(&mutex_);
   for (const auto& [mtime, id] : found) {
@@ -231,6 +228,7 @@ absl::Status ModuleRegistry::Rescan() {
     entry.module.size_bytes = bytes->size();
     entry.module.functions = std::move(info->functions);
     entry.module.path = path;
+    if (struct stat st {}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
     if (meta.is_object() && meta.value("name", nlohmann::json()).is_string()) {
       entry.module.name = meta["name"].get<std::string>();
     }
@@ -244,7 +242,6 @@ absl::Status ModuleRegistry::Rescan() {
     }
     entry.last_used = ++clock_;
     total_bytes_ += entry.module.size_bytes;
-    for (const std::string& holder : entry.holders) LinkView(entry, holder);
     entries_.emplace(id, std::move(entry));
   }
   if (!entries_.empty()) {
@@ -311,7 +308,10 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   };
   {
     absl::MutexLock lock(&mutex_);
-    if (auto it = entries_.find(actual_sha256); it != entries_.end()) return held(it->second);
+    if (auto it = entries_.find(actual_sha256); it != entries_.end()) {
+      if (Intact(it->second)) return held(it->second);
+      DropDamaged(it);  // written again below
+    }
   }
   KPROF_ASSIGN_OR_RETURN(core::ModuleDescription info, core::DescribeModule(bytes, format));
   KPROF_RETURN_IF_ERROR(CheckExports(info));
@@ -346,6 +346,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   }
   Entry entry;
   entry.module = {actual_sha256, name, info.format, bytes.size(), std::move(info.functions), path};
+  if (struct stat st {}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
   entry.last_used = ++clock_;
   total_bytes_ += bytes.size();
   StoredModule stored = entry.module;
@@ -356,26 +357,22 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
 void ModuleRegistry::Hold(Entry& entry, const std::string& client) {
   if (!entry.holders.insert(client).second) return;
   SaveHolders(entry);
-  LinkView(entry, client);
 }
 
-void ModuleRegistry::LinkView(const Entry& entry, const std::string& client) {
-  const std::string view = ViewsDir() + "/" + ClientViewName(client);
-  if (mkdir(view.c_str(), 0750) != 0 && errno != EEXIST) {
-    core::Log(core::LogSeverity::kWarning,
-              absl::StrCat("cannot create the view ", view, ": ", std::strerror(errno)));
-    return;
-  }
-  const std::string link_path = view + "/" + entry.module.id;
-  if (link(entry.module.path.c_str(), link_path.c_str()) != 0 && errno != EEXIST) {
-    core::Log(core::LogSeverity::kWarning,
-              absl::StrCat("cannot link module ", entry.module.id, " into the view ", view, ": ",
-                           std::strerror(errno), "; its client's jobs will not find it"));
-  }
+ModuleRegistry::FileIdentity ModuleRegistry::IdentityOf(const struct stat& st) {
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size, st.st_ctim};
 }
 
-void ModuleRegistry::UnlinkView(const Entry& entry, const std::string& client) {
-  unlink(ViewPath(client, entry.module.id).c_str());
+bool ModuleRegistry::Intact(const Entry& entry) {
+  struct stat st {};
+  return stat(entry.module.path.c_str(), &st) == 0 && IdentityOf(st) == entry.file;
+}
+
+void ModuleRegistry::DropDamaged(std::map<std::string, Entry>::iterator it) {
+  core::Log(core::LogSeverity::kWarning,
+            absl::StrCat("module ", it->first, " (", it->second.module.name,
+                         "): its file in the cache changed since it was stored; dropped"));
+  Remove(it);
 }
 
 void ModuleRegistry::SaveHolders(const Entry& entry) {
@@ -392,7 +389,6 @@ void ModuleRegistry::SaveHolders(const Entry& entry) {
 }
 
 void ModuleRegistry::Remove(std::map<std::string, Entry>::iterator it) {
-  for (const std::string& holder : it->second.holders) UnlinkView(it->second, holder);
   for (const char* suffix : {"", ".meta", ".holders"}) {
     unlink((it->second.module.path + suffix).c_str());
   }
@@ -452,7 +448,6 @@ absl::Status ModuleRegistry::Unload(const std::string& client, const std::string
   if (entry.holders.size() > 1) {  // others still hold it
     entry.holders.erase(client);
     SaveHolders(entry);
-    UnlinkView(entry, client);
     return absl::OkStatus();
   }
   if (entry.pins > 0) {
@@ -465,7 +460,7 @@ absl::Status ModuleRegistry::Unload(const std::string& client, const std::string
 
 absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
     const std::string& client, const std::vector<std::string>& ids,
-    std::vector<StoredModule>* modules) {
+    std::vector<StoredModule>* modules, bool open_files) {
   absl::MutexLock lock(&mutex_);
   for (const std::string& id : ids) {
     const auto it = entries_.find(id);
@@ -473,13 +468,39 @@ absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
       return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
     }
   }
+  // Each file opened for the worker, and checked to be the one stored: the worker reads the
+  // bytes through this descriptor, so what it runs is what was checked here.
+  std::vector<int> fds;
+  const auto close_all = [&fds] {
+    for (int fd : fds) close(fd);
+  };
+  for (const std::string& id : open_files ? ids : std::vector<std::string>()) {
+    const auto it = entries_.find(id);
+    const int fd = open(it->second.module.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0 || !(IdentityOf(st) == it->second.file)) {
+      if (fd >= 0) close(fd);
+      close_all();
+      DropDamaged(it);
+      return absl::NotFoundError(absl::StrCat(
+          "unknown module ", id,
+          " (its file in the cache was changed or removed since it was stored, and the module "
+          "was dropped: upload it again)"));
+    }
+    fds.push_back(fd);
+  }
   for (const std::string& id : ids) {
     Entry& entry = entries_.at(id);
     ++entry.pins;
     entry.last_used = ++clock_;
     if (modules != nullptr) modules->push_back(entry.module);
   }
-  return std::make_shared<Pin>(this, ids);
+  return std::make_shared<Pin>(this, ids, std::move(fds));
+}
+
+ModuleRegistry::Pin::~Pin() {
+  for (int fd : fds_) close(fd);
+  registry_->Release(ids_);
 }
 
 void ModuleRegistry::Release(const std::vector<std::string>& ids) {

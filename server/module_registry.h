@@ -14,10 +14,12 @@
 // module stored before holders were recorded has none until a client uploads its bytes again (which
 // writes nothing but the hold).
 //
-// Workers read modules through their client's view, CACHE_DIR/views/VIEW (ClientViewName):
-// a hard link to each module the client holds. A worker may read its client's view and nothing
-// else of the cache, so one client's code cannot read the modules, names or holders of another.
+// Workers never see the cache: a job's modules reach its worker as descriptors the front opened
+// (Acquire), each checked to be the file stored — same inode, size and change time — so a file
+// changed behind the daemon's back is dropped (and uploaded again) rather than run.
 #pragma once
+
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <map>
@@ -38,11 +40,8 @@ struct StoredModule {
   std::string format;  // "shared-library", "cubin", "fatbin" or "ptx"
   uint64_t size_bytes = 0;
   std::vector<std::string> functions;
-  std::string path;  // where the bytes are, read-only to workers
+  std::string path;  // where the bytes are; workers get them as a descriptor, never the path
 };
-
-// The directory name of `client`'s view of the cache: 16 hex digits of its label's SHA-256.
-std::string ClientViewName(const std::string& client);
 
 struct RegistryOptions {
   std::string cache_dir;
@@ -88,24 +87,38 @@ class ModuleRegistry {
   absl::Status Unload(const std::string& client, const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Marks modules in use by a job (not evictable) until the returned handle is destroyed, and
-  // returns them. NOT_FOUND naming the first id `client` does not hold.
+  // returns them, each file opened read-only for the job's worker (Pin::fds, in the order of
+  // `ids`). NOT_FOUND naming the first id `client` does not hold — or whose file is no longer
+  // the one stored (removed, replaced, written to, truncated, its mode changed: its identity,
+  // size and change time differ), which is then dropped so that the client uploads it again.
   class Pin;
+  // Without `open_files` the pin only holds the modules (for jobs still waiting their turn).
   absl::StatusOr<std::shared_ptr<Pin>> Acquire(const std::string& client,
                                                const std::vector<std::string>& ids,
-                                               std::vector<StoredModule>* modules)
+                                               std::vector<StoredModule>* modules,
+                                               bool open_files = true)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   const RegistryOptions& options() const { return options_; }
-  // Where `client`'s workers find module `id`, and the directory of all of its views.
-  std::string ViewPath(const std::string& client, const std::string& id) const {
-    return ViewsDir() + "/" + ClientViewName(client) + "/" + id;
-  }
-  std::string ViewsDir() const { return options_.cache_dir + "/views"; }
   uint64_t total_bytes() ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  // What a module's file was when it was stored or verified at start.
+  struct FileIdentity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    timespec ctime{};
+    bool operator==(const FileIdentity& o) const {
+      return dev == o.dev && ino == o.ino && size == o.size && ctime.tv_sec == o.ctime.tv_sec &&
+             ctime.tv_nsec == o.ctime.tv_nsec;
+    }
+  };
+  static FileIdentity IdentityOf(const struct stat& st);
+
   struct Entry {
     StoredModule module;
+    FileIdentity file;
     uint64_t last_used = 0;
     int pins = 0;
     std::set<std::string> holders;
@@ -118,9 +131,10 @@ class ModuleRegistry {
   // Adds `client` to the entry's holders, recording them on disk when that is new.
   void Hold(Entry& entry, const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SaveHolders(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Adds or removes the module in `client`'s view.
-  void LinkView(const Entry& entry, const std::string& client);
-  void UnlinkView(const Entry& entry, const std::string& client);
+  // Whether the entry's file is still the one stored (a stat; no hash).
+  static bool Intact(const Entry& entry);
+  // Logs and removes an entry whose file is no longer the one stored.
+  void DropDamaged(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes the module's files and entry.
   void Remove(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Release(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -136,15 +150,18 @@ class ModuleRegistry {
 
 class ModuleRegistry::Pin {
  public:
-  Pin(ModuleRegistry* registry, std::vector<std::string> ids)
-      : registry_(registry), ids_(std::move(ids)) {}
-  ~Pin() { registry_->Release(ids_); }
+  Pin(ModuleRegistry* registry, std::vector<std::string> ids, std::vector<int> fds)
+      : registry_(registry), ids_(std::move(ids)), fds_(std::move(fds)) {}
+  ~Pin();
   Pin(const Pin&) = delete;
   Pin& operator=(const Pin&) = delete;
+  // The modules' files, opened read-only, in the order of the ids; closed with the pin.
+  const std::vector<int>& fds() const { return fds_; }
 
  private:
   ModuleRegistry* registry_;
   std::vector<std::string> ids_;
+  std::vector<int> fds_;
 };
 
 }  // namespace kprof::server

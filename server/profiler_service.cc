@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 #include "kprof/config.h"
+#include "server/frame_channel.h"
 #include "server/grpc_status.h"
 
 namespace kprof::server {
@@ -436,16 +438,22 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
     }
     if (call->module_id() == core::kBuiltinModuleName) {
       KPROF_RETURN_IF_ERROR(core::BuiltinModule().GetFunction(call->function()).status());
-    } else {
-      ids.push_back(call->module_id());
+    } else if (std::find(ids.begin(), ids.end(), call->module_id()) == ids.end()) {
+      ids.push_back(call->module_id());  // each module once, however many calls name it
     }
   }
   std::vector<StoredModule> modules;
-  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<void> pin, registry_->Acquire(client, ids, &modules));
-  size_t next = 0;
+  if (ids.size() > FrameChannel::kMaxFds) {
+    return absl::InvalidArgumentError(absl::StrCat("the job uses ", ids.size(),
+                                                   " modules (limit ", FrameChannel::kMaxFds, ")"));
+  }
+  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<ModuleRegistry::Pin> pin,
+                         registry_->Acquire(client, ids, &modules));
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id() == core::kBuiltinModuleName) continue;
-    const StoredModule& module = modules[next++];
+    const StoredModule& module =
+        modules[static_cast<size_t>(std::find(ids.begin(), ids.end(), call->module_id()) -
+                                    ids.begin())];
     // CUDA code runs on CUDA devices; shared libraries run on the host for any device (on a
     // GPU they get device pointers and launch work themselves).
     if (core::IsCudaFormat(module.format) && device.type != core::DeviceType::kCuda) {
@@ -462,13 +470,14 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
   for (const StoredModule& module : modules) {
     kprof::worker::v1::ModuleFile* file = request.add_modules();
     file->set_id(module.id);
-    file->set_path(registry_->ViewPath(client, module.id));
+    file->set_path(module.path);  // for messages: the worker reads the descriptor
     file->set_format(module.format);
   }
   request.set_job_id(next_job_id_++);
   request.set_max_argument_bytes(limits_.max_argument_bytes);
   PreparedJob job;
   job.executor = executor;
+  job.module_fds = pin->fds();
   job.pin = std::move(pin);
   job.request = std::move(request);
   job.what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")
@@ -515,7 +524,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
         if (status.ok()) fill(*result, timing);
         reactor->Finish(ToGrpcStatus(status));
       },
-      std::move(job->pin));
+      std::move(job->pin), nullptr, false, std::move(job->module_fds));
   if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;
 }

@@ -111,6 +111,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   struct PreparedJob {
     DeviceExecutor* executor = nullptr;
     std::shared_ptr<void> pin;
+    std::vector<int> module_fds;  // the modules' files for the worker, owned by `pin`
     kprof::worker::v1::WorkerRequest request;
     std::string what;  // "function 'f'", for messages
   };

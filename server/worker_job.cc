@@ -1,6 +1,14 @@
 #include "server/worker_job.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/local_runner.h"
@@ -108,18 +116,60 @@ absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::Modu
   return core::SharedLibraryModule::OpenFile(file.path());
 }
 
+// Opens a module from a descriptor the daemon opened: its bytes copied into a sealed memfd,
+// which the loaders open by its /proc/self/fd path (the descriptor's own path, in the cache,
+// is one the worker's sandbox does not let it open again).
+absl::StatusOr<std::unique_ptr<core::Module>> OpenDescriptor(
+    const kprof::worker::v1::ModuleFile& file, int fd, core::Device device) {
+  const int copy = memfd_create(("kprof-module-" + file.id().substr(0, 16)).c_str(),
+                                MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (copy < 0) {
+    return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  }
+  const auto fail = [copy](const char* what) {
+    const int error = errno;
+    close(copy);
+    return absl::InternalError(
+        absl::StrCat("copying the module into memory: ", what, ": ", std::strerror(error)));
+  };
+  struct stat st {};
+  if (fstat(fd, &st) != 0) return fail("fstat");
+  for (off_t offset = 0; offset < st.st_size;) {
+    const ssize_t sent = sendfile(copy, fd, &offset, static_cast<size_t>(st.st_size - offset));
+    if (sent < 0 && errno == EINTR) continue;
+    if (sent < 0) return fail("sendfile");
+    if (sent == 0) break;  // shorter than it said: the loader will say what is wrong
+  }
+  if (fcntl(copy, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+    return fail("sealing");
+  }
+  kprof::worker::v1::ModuleFile in_memory = file;
+  in_memory.set_path(absl::StrCat("/proc/self/fd/", copy));
+  absl::StatusOr<std::unique_ptr<core::Module>> module = Open(in_memory, device);
+  close(copy);  // a loaded library keeps its mapping; CUDA code was read whole
+  return module;
+}
+
 }  // namespace
 
 absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
-                                                              const WorkerRequest& request) {
+                                                              const WorkerRequest& request,
+                                                              absl::Span<const int> module_fds) {
   if (id == core::kBuiltinModuleName) return &core::BuiltinModule();
   if (const auto it = modules_.find(id); it != modules_.end()) {
     it->second.last_used = jobs_;
     return it->second.module.get();
   }
-  for (const auto& file : request.modules()) {
+  for (int i = 0; i < request.modules_size(); ++i) {
+    const kprof::worker::v1::ModuleFile& file = request.modules(i);
     if (file.id() != id) continue;
-    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<core::Module> module, Open(file, device_));
+    std::unique_ptr<core::Module> module;
+    if (static_cast<size_t>(i) < module_fds.size()) {
+      KPROF_ASSIGN_OR_RETURN(module, OpenDescriptor(file, module_fds[static_cast<size_t>(i)],
+                                                    device_));
+    } else {
+      KPROF_ASSIGN_OR_RETURN(module, Open(file, device_));
+    }
     const core::Module* raw = module.get();
     modules_[id] = {std::move(module), jobs_};
     return raw;
@@ -142,7 +192,8 @@ void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
   }
 }
 
-absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* response) {
+absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const int> module_fds,
+                                WorkerResponse* response) {
   ++jobs_;
   // Before resolving: a module this job resolves stays open until the job ends.
   CloseIdleModules(request);
@@ -153,7 +204,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, WorkerResponse* re
   const auto make_job = [&](const kprof::v1::FunctionCall& call,
                             uint64_t seed) -> absl::StatusOr<core::Job> {
     core::Job job;
-    KPROF_ASSIGN_OR_RETURN(job.module, ResolveModule(call.module_id(), request));
+    KPROF_ASSIGN_OR_RETURN(job.module, ResolveModule(call.module_id(), request, module_fds));
     job.function = call.function();
     job.device = device_;
     job.arg_specs.assign(call.args().begin(), call.args().end());
@@ -278,10 +329,10 @@ std::string WorkerJobs::Describe(const WorkerRequest& request) {
   }
 }
 
-WorkerResponse WorkerJobs::Run(const WorkerRequest& request) {
+WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const int> module_fds) {
   WorkerResponse response;
   response.set_job_id(request.job_id());
-  const absl::Status status = RunJob(request, &response);
+  const absl::Status status = RunJob(request, module_fds, &response);
   if (!status.ok()) {
     WorkerResponse failed;
     failed.set_job_id(request.job_id());

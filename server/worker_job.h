@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/device.h"
 #include "core/modules/module.h"
 #include "kprof/v1/worker.pb.h"
@@ -24,7 +25,11 @@ class WorkerJobs {
       : device_(device), max_open_modules_(max_open_modules) {}
 
   // Runs one job; never fails as a call: errors travel in the response's code and message.
-  kprof::worker::v1::WorkerResponse Run(const kprof::worker::v1::WorkerRequest& request);
+  // `module_fds`, when given, are the request's modules in order, opened by the daemon (which
+  // the worker's sandbox lets it read where their paths are not); a module not open yet is
+  // loaded from its descriptor, else from its path. The descriptors stay the caller's.
+  kprof::worker::v1::WorkerResponse Run(const kprof::worker::v1::WorkerRequest& request,
+                                        absl::Span<const int> module_fds = {});
 
   size_t modules_open() const { return modules_.size(); }
 
@@ -40,8 +45,10 @@ class WorkerJobs {
 
  private:
   absl::StatusOr<const core::Module*> ResolveModule(
-      const std::string& id, const kprof::worker::v1::WorkerRequest& request);
+      const std::string& id, const kprof::worker::v1::WorkerRequest& request,
+      absl::Span<const int> module_fds);
   absl::Status RunJob(const kprof::worker::v1::WorkerRequest& request,
+                      absl::Span<const int> module_fds,
                       kprof::worker::v1::WorkerResponse* response);
 
   // Closes the least recently used modules beyond the limit, except those `request` names.

@@ -218,8 +218,6 @@ int main(int argc, char** argv) {
       max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--no-read") == 0 && i + 1 < argc) {
       sandbox.unreadable.emplace_back(argv[++i]);
-    } else if (std::strcmp(argv[i], "--read") == 0 && i + 1 < argc) {
-      sandbox.readable.emplace_back(argv[++i]);
     } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
       sandbox.scratch = argv[++i];
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
@@ -301,13 +299,15 @@ int main(int argc, char** argv) {
   jobs.set_isolation(absl::StrJoin(isolation, "; "), isolated);
   while (true) {
     kprof::worker::v1::WorkerRequest request;
-    const absl::Status read = channel.Read(&request);
+    std::vector<int> module_fds;
+    const absl::Status read = channel.Read(&request, &module_fds);
     if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
     if (!read.ok()) {
       std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
       return 1;
     }
-    kprof::worker::v1::WorkerResponse response = jobs.Run(request);
+    kprof::worker::v1::WorkerResponse response = jobs.Run(request, module_fds);
+    for (int fd : module_fds) close(fd);
     if (!(JobSocketIdentity() == job_socket)) {
       // Nothing can be said on the socket any more: the daemon sees the worker end and fails
       // the job; the next one gets a fresh worker.

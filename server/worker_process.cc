@@ -104,7 +104,6 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   const std::string parent = std::to_string(getpid());
   std::vector<std::string> sandbox;
   for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
-  for (const std::string& p : options.readable) sandbox.insert(sandbox.end(), {"--read", p});
   if (!scratch.empty()) sandbox.insert(sandbox.end(), {"--scratch", scratch});
   if (!options.placement.cpus.empty()) {
     sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
@@ -243,9 +242,10 @@ std::string WorkerProcess::KillAndReap() {
 }
 
 absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
-    const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout) {
+    const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout,
+    absl::Span<const int> module_fds) {
   if (pid_ <= 0) return absl::InternalError("the worker is not running");
-  if (absl::Status s = channel_.Write(request); !s.ok()) {
+  if (absl::Status s = channel_.Write(request, module_fds); !s.ok()) {
     return absl::AbortedError(absl::StrCat("worker ", Reap(absl::Seconds(1))));
   }
   const absl::Time deadline = absl::Now() + timeout;

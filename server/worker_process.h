@@ -27,11 +27,6 @@ struct WorkerOptions {
   core::Placement placement;       // CPUs and priority the worker gives itself
   // Landlock: paths the worker may not read (the token file, the TLS key, the cache) or write.
   std::vector<std::string> unreadable;
-  std::vector<std::string> readable;  // inside those: what the worker may read all the same
-  // Where a client's worker reads its modules: VIEWS_DIR/ClientViewName(client), readable by
-  // that worker alone (ModuleRegistry). Empty: no views (the worker reads module paths as
-  // given).
-  std::string views_dir;
   // Where each worker gets a scratch directory of its own, its TMPDIR and the only place it may
   // write, removed with it. The daemon keeps it from every worker's reading. Empty: none.
   std::string scratch_root;
@@ -51,8 +46,10 @@ class WorkerProcess {
   // result is ABORTED naming how ("killed by SIGSEGV", "exited with status 3"); when time runs
   // out, its process group is killed and the result is DEADLINE_EXCEEDED. In both cases the
   // worker is gone and alive() is false.
+  // `module_fds`: the request's modules, opened by the front, passed along (still the caller's).
   absl::StatusOr<kprof::worker::v1::WorkerResponse> Run(
-      const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout);
+      const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout,
+      absl::Span<const int> module_fds = {});
 
   bool alive() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }

@@ -152,7 +152,6 @@ absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
   std::vector<std::string> unreadable = paths.unreadable;
   unreadable.push_back("/dev");
   ruleset.Grant("/", kRead, unreadable);
-  for (const std::string& path : paths.readable) ruleset.Grant(path, kRead, {});
   // Of /dev, what a measured function and the GPU drivers use: the null, zero and random
   // devices, and NVIDIA's nodes (nvidia*, nvidia-caps/ on a discrete GPU; nvhost-*, nvmap,
   // nvgpu/ on a Jetson).

@@ -14,7 +14,6 @@ namespace kprof::server {
 
 struct SandboxPaths {
   std::vector<std::string> unreadable;  // e.g. the token file
-  std::vector<std::string> readable;    // read beneath, even inside an unreadable path
   std::string scratch;                  // the worker's own TMPDIR: the one writable directory
 };
 

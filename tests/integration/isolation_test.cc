@@ -41,6 +41,7 @@ using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 // A sleep to a deadline ends a wake-up late; under ThreadSanitizer, whose interceptors sit on
@@ -238,6 +239,54 @@ TEST_F(IsolationTest, AReplacedJobSocketEndsTheWorkerAndTheNextJobRunsOnAFreshOn
   ExpectVictimMeasuredRight(attacker_.get(), "replaces_the_job_socket");
   ExpectDaemonUntouched("replaces_the_job_socket");
   EXPECT_THAT(Log(), HasSubstr("replaced the job socket"));
+}
+
+// A module's file changed behind the daemon (an operator, a disk): the next job finds the file
+// is not the one stored, drops the module and answers as for an unknown module — which the
+// client library answers by uploading the bytes again, so its job runs the right code.
+TEST_F(IsolationTest, AModuleFileChangedBehindTheDaemonIsDroppedAndUploadedAgain) {
+  const std::string file = dir_.path() + "/cache/modules/" + kernel_;
+  const std::string bytes = ReadFileBytes(TestModulePath("candidate_2"));
+  ASSERT_EQ(ReadFileBytes(file), bytes);
+  auto channel = grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  int dropped = 0;
+  for (const std::string change : {"appended", "chmod", "replaced"}) {
+    if (change == "appended") {
+      std::ofstream(file, std::ios::app) << "x";
+    } else if (change == "chmod") {
+      ASSERT_EQ(chmod(file.c_str(), 0600), 0);
+    } else {
+      ASSERT_EQ(unlink(file.c_str()), 0);
+      std::ofstream(file, std::ios::binary) << bytes;  // the same bytes, another file
+    }
+    // What the wire says, without the library's re-upload.
+    grpc::ClientContext context;
+    context.AddMetadata("authorization", std::string("Bearer ") + kVictimToken);
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(kernel_);
+    request.mutable_call()->set_function("gemm");
+    v1::TimeEvaluateResponse response;
+    const grpc::Status status = stub->TimeEvaluate(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND) << change;
+    EXPECT_THAT(status.error_message(),
+                AllOf(HasSubstr("unknown module " + kernel_),
+                      HasSubstr("changed or removed since it was stored")))
+        << change;
+    ++dropped;
+    // Dropped for every holder; the library uploads the bytes again, stored afresh.
+    ExpectVictimMeasuredRight(attacker_.get(), change);
+    EXPECT_EQ(ReadFileBytes(file), bytes) << change;
+    ExpectVictimMeasuredRight(victim_.get(), change);
+  }
+  std::string log = Log();
+  int logged = 0;
+  for (size_t at = 0; (at = log.find("its file in the cache changed since it was stored; dropped",
+                                     at)) != std::string::npos;
+       ++at) {
+    ++logged;
+  }
+  EXPECT_EQ(logged, dropped);
 }
 
 // Jobs of one client in a worker of its own: what one client's function leaves in its process

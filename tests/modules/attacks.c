@@ -164,25 +164,22 @@ KPROF_EXPORT int32_t opens_a_tcp_socket(DLTensor* args, int32_t num_args) {
   return 0;
 }
 
-/* The module cache, found the way an attacker would: the worker's --read argument names its
- * client's view, CACHE/views/NAME. Every file in it is chmod'ed and truncated; the first
- * refusal's errno is the answer. */
+/* The module cache, found the way an attacker would: the daemon's --cache-dir argument, in its
+ * command line. Every file in it is chmod'ed and truncated; the first refusal's errno is the
+ * answer. */
 static int cache_dir(char* out, size_t size) {
   char cmdline[8192];
-  const int fd = open("/proc/self/cmdline", O_RDONLY);
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getppid());
+  const int fd = open(path, O_RDONLY);
   if (fd < 0) return -1;
   const ssize_t n = read(fd, cmdline, sizeof cmdline - 1);
   close(fd);
   if (n <= 0) return -1;
   cmdline[n] = 0;
   for (const char* arg = cmdline; arg < cmdline + n; arg += strlen(arg) + 1) {
-    if (strcmp(arg, "--read") == 0 && arg + strlen(arg) + 1 < cmdline + n) {
+    if (strcmp(arg, "--cache-dir") == 0 && arg + strlen(arg) + 1 < cmdline + n) {
       snprintf(out, size, "%s", arg + strlen(arg) + 1);
-      for (int up = 0; up < 2; ++up) {
-        char* slash = strrchr(out, '/');
-        if (slash == NULL) return -1;
-        *slash = 0;
-      }
       return 0;
     }
   }
@@ -230,7 +227,7 @@ KPROF_EXPORT int32_t reads_the_cache(DLTensor* args, int32_t num_args) {
   char dir_path[4096];
   char path[4200];
   if (cache_dir(dir_path, sizeof dir_path) != 0) return -1;
-  static const char* const kUnder[] = {"modules", "views"};
+  static const char* const kUnder[] = {".", "modules"};
   int refused = 0;
   for (size_t i = 0; i < sizeof kUnder / sizeof kUnder[0]; ++i) {
     snprintf(path, sizeof path, "%s/%s", dir_path, kUnder[i]);

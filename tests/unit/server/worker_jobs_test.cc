@@ -1,4 +1,7 @@
 // WorkerJobs, in this process: modules stay open between jobs, but only so many.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <string>
 #include <tuple>
@@ -97,6 +100,40 @@ TEST_F(WorkerJobsTest, AJobMayNameMoreModulesThanTheLimit) {
   EXPECT_EQ(response.profile().report().calls_size(), 5);
   ASSERT_EQ(jobs.Run(Vadd(7)).code(), 0);  // then the idle ones close
   EXPECT_LE(jobs.modules_open(), 3u);
+}
+
+// The daemon hands a worker its modules as descriptors: the bytes are read from them (the
+// path, which a worker's sandbox does not let it open, is only for messages), and candidates
+// sharing an entry point each run their own code.
+TEST_F(WorkerJobsTest, ModulesComeFromTheirDescriptorsNotTheirPaths) {
+  WorkerJobs jobs(kCpu);
+  uint64_t job = 0;
+  for (int k : {3, 1, 3}) {
+    const std::string name = "candidate_" + std::to_string(k);
+    const int fd = open(TestModulePath(name).c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    WorkerRequest request;
+    request.set_job_id(++job);
+    auto* file = request.add_modules();
+    file->set_id(name);
+    file->set_path(dir_.path() + "/not-there/" + name);
+    auto* r = request.mutable_time_evaluate();
+    r->mutable_call()->set_module_id(name);
+    r->mutable_call()->set_function("gemm");
+    r->set_number(1);
+    r->set_repeat(3);
+    const int fds[] = {fd};
+    const auto response = jobs.Run(request, fds);
+    close(fd);
+    ASSERT_EQ(response.code(), 0) << response.message();
+    const double fastest = response.time_evaluate().statistics().min();
+    EXPECT_GE(fastest, k * 2e-3 * 0.995) << name;
+    EXPECT_LE(fastest, k * 2e-3 * 1.10) << name;
+  }
+  // Without a descriptor, the path is all there is.
+  WorkerRequest lost = Vadd(0);
+  lost.mutable_modules(0)->set_path(dir_.path() + "/not-there.so");
+  EXPECT_NE(jobs.Run(lost).code(), 0);
 }
 
 // An autotuner's candidates through one worker that keeps two of them open: each exports gemm
