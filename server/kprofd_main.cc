@@ -1,7 +1,9 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
 #include <netdb.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <systemd/sd-daemon.h>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
@@ -54,6 +57,7 @@ struct Flags {
   std::string config;
   std::string cache_dir;
   std::string scratch_dir;
+  std::string worker_user;
   std::string worker;
   int64_t max_queue = 64;
   absl::Duration job_timeout = absl::Seconds(60);
@@ -89,6 +93,9 @@ void Declare(core::CommandLine& cl, Flags& f) {
   cl.AddString("scratch-dir", &f.scratch_dir, "DIR",
                "where each worker gets a scratch directory of its own, its TMPDIR and the one "
                "place it may write, removed with it (default /dev/shm, else $TMPDIR or /tmp)");
+  cl.AddString("worker-user", &f.worker_user, "USER",
+               "as root: the user (name or UID[:GID]) workers become once set up (default "
+               "kprofd-worker where that user exists, else nobody); never root");
   cl.AddInt("max-queue", &f.max_queue, "N",
             "jobs of one client that may wait per device (default 64)");
   cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
@@ -350,10 +357,56 @@ absl::StatusOr<core::Placement> WorkerPlacement(const Flags& flags) {
   return placement;
 }
 
+// Who a root daemon's workers become: --worker-user, else kprofd-worker, else nobody. None for
+// a daemon that is not root (its workers are its own user, which is no one else's).
+absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const Flags& flags) {
+  if (geteuid() != 0) {
+    if (!flags.worker_user.empty()) {
+      return absl::InvalidArgumentError(
+          "--worker-user needs kprofd to start as root (its workers are its own user anyway)");
+    }
+    return std::optional<WorkerUser>();
+  }
+  std::string name = flags.worker_user;
+  if (name.empty()) name = getpwnam("kprofd-worker") != nullptr ? "kprofd-worker" : "nobody";
+  WorkerUser user;
+  if (const passwd* pw = getpwnam(name.c_str()); pw != nullptr) {
+    user.uid = pw->pw_uid;
+    user.gid = pw->pw_gid;
+    int count = 64;
+    std::vector<gid_t> groups(static_cast<size_t>(count));
+    if (getgrouplist(name.c_str(), pw->pw_gid, groups.data(), &count) >= 0) {
+      groups.resize(static_cast<size_t>(count));
+      for (gid_t g : groups) {
+        if (g != pw->pw_gid) user.groups.push_back(g);
+      }
+    }
+  } else {
+    const std::vector<std::string> ids = absl::StrSplit(name, ':');
+    uint32_t uid = 0, gid = 0;
+    if (ids.size() <= 2 && absl::SimpleAtoi(ids[0], &uid) &&
+        absl::SimpleAtoi(ids.size() == 2 ? ids[1] : ids[0], &gid)) {
+      user.uid = static_cast<uid_t>(uid);
+      user.gid = static_cast<gid_t>(gid);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--worker-user '", name, "' is neither a user of this host nor UID[:GID]"));
+    }
+  }
+  if (user.uid == 0 || user.gid == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker-user '", name, "' is root (uid or gid 0); workers never run as root"));
+  }
+  Log(LogSeverity::kInfo,
+      absl::StrCat("workers run as ", name, " (uid ", user.uid, ", gid ", user.gid, ")"));
+  return std::optional<WorkerUser>(user);
+}
+
 // What --check-config checks: everything Serve would refuse before it binds a port.
 absl::Status CheckConfiguration(const Flags& flags) {
   KPROF_RETURN_IF_ERROR(CheckLimits(flags));
   KPROF_RETURN_IF_ERROR(WorkerPlacement(flags).status());
+  KPROF_RETURN_IF_ERROR(WorkerUserFor(flags).status());
   KPROF_RETURN_IF_ERROR(Credentials(flags).status());
   if (!flags.token_file.empty())
     KPROF_RETURN_IF_ERROR(TokenAuth::FromFile(flags.token_file).status());
@@ -398,7 +451,9 @@ absl::Status Serve(const Flags& flags) {
   }
   // Each worker writes only in a scratch directory of its own, beneath this one, which no
   // worker may read.
-  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ScratchRoot> scratch, ScratchRoot::Make(flags.scratch_dir));
+  KPROF_ASSIGN_OR_RETURN(worker.user, WorkerUserFor(flags));
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ScratchRoot> scratch,
+                         ScratchRoot::Make(flags.scratch_dir, worker.user));
   worker.scratch_root = scratch->path();
   worker.unreadable.push_back(scratch->path());
   worker.max_open_modules = flags.worker_open_modules;

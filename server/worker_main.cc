@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -211,6 +212,7 @@ int main(int argc, char** argv) {
   pid_t parent = 0;
   kprof::server::SandboxPaths sandbox;
   kprof::core::Placement placement;
+  std::optional<kprof::server::WorkerUser> user;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
@@ -218,6 +220,10 @@ int main(int argc, char** argv) {
       max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
     } else if (std::strcmp(argv[i], "--no-read") == 0 && i + 1 < argc) {
       sandbox.unreadable.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+      absl::StatusOr<kprof::server::WorkerUser> parsed = kprof::server::ParseWorkerUser(argv[++i]);
+      if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
+      user = *std::move(parsed);
     } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
       sandbox.scratch = argv[++i];
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
@@ -276,6 +282,16 @@ int main(int argc, char** argv) {
     (void)kprof::core::CudaManifest(device->id);
   }
 #endif
+  // A root daemon's worker becomes a user of its own: files only root may read (/etc/shadow,
+  // /root) are out of reach, on top of the Landlock rules. Its CUDA device, opened above, stays
+  // open.
+  if (user.has_value()) {
+    if (const absl::Status s = kprof::server::BecomeUser(*user, parent); !s.ok()) {
+      std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    isolation.push_back(absl::StrCat("uid ", user->uid));
+  }
   if (const absl::Status s = kprof::server::DropCapabilities(); !s.ok()) {
     isolation.push_back(absl::StrCat("capabilities kept (", s.message(), ")"));
     isolated = false;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/log.h"
 
@@ -85,6 +86,17 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
           std::strerror(error)));
     }
     scratch = std::move(name);
+    if (options.user.has_value() && chown(scratch.c_str(), options.user->uid, options.user->gid) != 0) {
+      const int error = errno;
+      RemoveTree(scratch);
+      close(sockets[0]);
+      close(child);
+      posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attributes);
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot give the worker's scratch directory to uid ", options.user->uid, ": ",
+          std::strerror(error)));
+    }
   }
   // The environment, with TMPDIR naming the scratch directory (the one place it may write).
   std::vector<std::string> environment_strings;
@@ -105,6 +117,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   std::vector<std::string> sandbox;
   for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
   if (!scratch.empty()) sandbox.insert(sandbox.end(), {"--scratch", scratch});
+  if (options.user.has_value()) {
+    sandbox.insert(sandbox.end(), {"--user", FormatWorkerUser(*options.user)});
+  }
   if (!options.placement.cpus.empty()) {
     sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
   }
@@ -152,7 +167,23 @@ WorkerProcess::~WorkerProcess() {
   }
 }
 
-absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(std::string base) {
+namespace {
+
+// Whether `user` may search directory `st` (permission bits alone: the user has no
+// capabilities).
+bool Searchable(const struct stat& st, const WorkerUser& user) {
+  if (st.st_uid == user.uid) return (st.st_mode & S_IXUSR) != 0;
+  const bool in_group =
+      st.st_gid == user.gid ||
+      std::find(user.groups.begin(), user.groups.end(), st.st_gid) != user.groups.end();
+  if (in_group) return (st.st_mode & S_IXGRP) != 0;
+  return (st.st_mode & S_IXOTH) != 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
+    std::string base, const std::optional<WorkerUser>& user) {
   if (base.empty()) {
     const char* tmpdir = std::getenv("TMPDIR");
     base = access("/dev/shm", W_OK | X_OK) == 0       ? "/dev/shm"
@@ -165,6 +196,19 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(std::string base)
         "the scratch directory '", base, "' (--scratch-dir): ", std::strerror(errno)));
   }
   base = resolved;
+  if (user.has_value()) {
+    for (std::string dir = base;; dir = dir.substr(0, std::max<size_t>(dir.rfind('/'), 1))) {
+      struct stat st {};
+      if (stat(dir.c_str(), &st) == 0 && !Searchable(st, *user)) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "the scratch directory '%s' (--scratch-dir) is out of the workers' reach: uid %d "
+            "may not search '%s' (mode %04o); choose a directory every user can reach, as "
+            "/dev/shm",
+            base, user->uid, dir, st.st_mode & 07777));
+      }
+      if (dir == "/") break;
+    }
+  }
   // What daemons of this user killed before they could clean up left behind.
   if (DIR* dir = opendir(base.c_str())) {
     while (dirent* entry = readdir(dir)) {
@@ -188,6 +232,8 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(std::string base)
         absl::StrCat("cannot make a scratch directory in '", base,
                      "' (--scratch-dir sets where): ", std::strerror(errno)));
   }
+  // Workers of another user reach their own directories through it; none may list it.
+  if (user.has_value()) chmod(path.c_str(), 0711);
   return std::unique_ptr<ScratchRoot>(new ScratchRoot(std::move(path)));
 }
 

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/placement.h"
 #include "kprof/v1/worker.pb.h"
 #include "server/frame_channel.h"
+#include "server/worker_sandbox.h"
 
 namespace kprof::server {
 
@@ -30,6 +32,9 @@ struct WorkerOptions {
   // Where each worker gets a scratch directory of its own, its TMPDIR and the only place it may
   // write, removed with it. The daemon keeps it from every worker's reading. Empty: none.
   std::string scratch_root;
+  // Who the worker becomes once set up (a root daemon's workers): its scratch directory is
+  // made its own. None: the daemon's user.
+  std::optional<WorkerUser> user;
 };
 
 class WorkerProcess {
@@ -77,7 +82,10 @@ class WorkerProcess {
 class ScratchRoot {
  public:
   // BASE: --scratch-dir, else /dev/shm (memory, as a TMPDIR usually is), else $TMPDIR or /tmp.
-  static absl::StatusOr<std::unique_ptr<ScratchRoot>> Make(std::string base);
+  // With a worker `user`, BASE must be reachable by it (every directory above searchable), and
+  // the root is made searchable (not listable) by others.
+  static absl::StatusOr<std::unique_ptr<ScratchRoot>> Make(
+      std::string base, const std::optional<WorkerUser>& user = std::nullopt);
   ~ScratchRoot();
   ScratchRoot(const ScratchRoot&) = delete;
   ScratchRoot& operator=(const ScratchRoot&) = delete;

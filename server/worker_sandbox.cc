@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
+#include <grp.h>
 #include <sched.h>
+#include <signal.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -16,6 +18,7 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -226,6 +229,53 @@ class Filter {
 
 }  // namespace
 
+std::string FormatWorkerUser(const WorkerUser& user) {
+  std::string text = absl::StrCat(user.uid, ":", user.gid);
+  for (size_t i = 0; i < user.groups.size(); ++i) {
+    absl::StrAppend(&text, i == 0 ? ":" : ",", user.groups[i]);
+  }
+  return text;
+}
+
+absl::StatusOr<WorkerUser> ParseWorkerUser(const std::string& text) {
+  WorkerUser user;
+  unsigned long uid = 0, gid = 0;
+  int end = 0;
+  if (std::sscanf(text.c_str(), "%lu:%lu%n", &uid, &gid, &end) != 2 || uid == 0) {
+    return absl::InvalidArgumentError("--user wants UID:GID[:G1,G2...] of a user other than root");
+  }
+  user.uid = static_cast<uid_t>(uid);
+  user.gid = static_cast<gid_t>(gid);
+  for (const char* p = text.c_str() + end; *p == ':' || *p == ',';) {
+    char* next = nullptr;
+    const unsigned long group = std::strtoul(p + 1, &next, 10);
+    if (next == p + 1) return absl::InvalidArgumentError("--user: a group that is not a number");
+    user.groups.push_back(static_cast<gid_t>(group));
+    p = next;
+  }
+  return user;
+}
+
+absl::Status BecomeUser(const WorkerUser& user, pid_t parent) {
+  // Keep the permitted capabilities through the change of uid (DropCapabilities then keeps
+  // CAP_PERFMON alone, and raises it again).
+  if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) != 0) {
+    return absl::InternalError(absl::StrCat("PR_SET_KEEPCAPS: ", std::strerror(errno)));
+  }
+  if (setgroups(user.groups.size(), user.groups.data()) != 0 ||
+      setresgid(user.gid, user.gid, user.gid) != 0 ||
+      setresuid(user.uid, user.uid, user.uid) != 0) {
+    return absl::InternalError(absl::StrCat("cannot become uid ", user.uid, " gid ", user.gid,
+                                            ": ", std::strerror(errno)));
+  }
+  prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (parent > 0 && getppid() != parent) {
+    return absl::FailedPreconditionError("the daemon is gone");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DropCapabilities() {
   // The highest capability this kernel knows; the bounding set is dropped one by one.
   int last = CAP_LAST_CAP;
@@ -247,8 +297,8 @@ absl::Status DropCapabilities() {
   }
   const uint32_t perfmon_bit = 1u << (kPerfmon - 32);
   data[0] = {0, 0, 0};
-  data[1].effective &= perfmon_bit;
   data[1].permitted &= perfmon_bit;
+  data[1].effective = data[1].permitted;  // raised again after a change of uid cleared it
   data[1].inheritable = 0;
   if (syscall(SYS_capset, &header, data) != 0) {
     return absl::InternalError(absl::StrCat("capset: ", std::strerror(errno)));

@@ -4,6 +4,8 @@
 // the /tmp and /dev/shm it shares with the host.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -37,6 +39,22 @@ namespace kprof::server {
 // IPC and POSIX message queues; and every socket but netlink's. What a filter cannot see (the job socket replaced, threads left
 // running) the worker checks at the end of each job.
 absl::Status ApplyWorkerSyscallFilter();
+
+// The user a root daemon's workers run as: never root, and no process of the daemon's.
+struct WorkerUser {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary (video, for a Jetson's GPU nodes)
+};
+
+// "UID:GID" or "UID:GID:G1,G2": the worker's --user argument.
+std::string FormatWorkerUser(const WorkerUser& user);
+absl::StatusOr<WorkerUser> ParseWorkerUser(const std::string& text);
+
+// Becomes `user` for good — real, effective and saved ids, groups — keeping CAP_PERFMON's
+// permitted bit for DropCapabilities. `parent`: the daemon, whose death signal is asked for
+// again (a change of credentials clears it); FAILED_PRECONDITION if it is already gone.
+absl::Status BecomeUser(const WorkerUser& user, pid_t parent);
 
 // Gives up every capability but CAP_PERFMON (which lets the collectors count in kernel mode
 // where the daemon runs as root): effective, permitted, inheritable, ambient and, where the

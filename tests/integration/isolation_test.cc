@@ -215,6 +215,9 @@ TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
       {"uses_system_v_ipc", eperm},
       {"opens_a_message_queue", eperm},
       {"opens_a_unix_socket", eperm},
+      // A root daemon's workers become another user (here, where the tests run as root).
+      {"runs_as_root", eperm},
+      {"reads_a_root_only_file", std::to_string(EACCES)},
   };
   for (const auto& [function, refused] : attacks) {
     EXPECT_THAT(Attack(function),
@@ -351,6 +354,9 @@ TEST_F(ClientWorkersTest, EachWorkerHasAScratchDirectoryOfItsOwnRemovedWithIt) {
   KPROF_SKIP_UNDER_EMULATION("has no Landlock");
   const std::string base = dir_.path() + "/scratch";
   ASSERT_EQ(mkdir(base.c_str(), 0700), 0);
+  // A root daemon's workers are another user, who must reach the directory.
+  ASSERT_EQ(chmod(dir_.path().c_str(), 0711), 0);
+  ASSERT_EQ(chmod(base.c_str(), 0711), 0);
   // What a daemon killed before it could clean up left: removed by the next one.
   const std::string stale = base + "/kprofd.999999999.abcdef";
   ASSERT_EQ(mkdir(stale.c_str(), 0700), 0);
@@ -654,6 +660,45 @@ TEST(TokenLabels, ALabelIsPrintableAndShortOrTheDaemonRefusesToStart) {
   std::tie(code, out) = CheckTokenFile(dir, "abc\ndef ba7816bf\n");
   EXPECT_NE(code, 0);
   EXPECT_THAT(out, HasSubstr("the label 'ba7816bf' is also the label of a token without one"));
+}
+
+// `kprofd --check-config` with `options`: its exit code and what it printed.
+std::pair<int, std::string> CheckConfig(const TempDir& dir, const std::string& options) {
+  const std::string command = std::string(testing::KprofdPath()) + " --cache-dir " + dir.path() +
+                              "/cache " + options + " --check-config > " + dir.path() +
+                              "/out 2>&1";
+  const int status = std::system(command.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFileBytes(dir.path() + "/out")};
+}
+
+// A root daemon's workers become another user: never root, and one that exists.
+TEST(WorkerUser, IsNeverRootAndIsAUserOfThisHost) {
+  TempDir dir;
+  if (geteuid() != 0) {
+    auto [code, out] = CheckConfig(dir, "--worker-user nobody");
+    EXPECT_NE(code, 0);
+    EXPECT_THAT(out, HasSubstr("--worker-user needs kprofd to start as root"));
+    return;
+  }
+  EXPECT_EQ(CheckConfig(dir, "--worker-user nobody").first, 0);
+  EXPECT_EQ(CheckConfig(dir, "--worker-user 4242:4242").first, 0);
+  for (const char* root : {"root", "0", "4242:0"}) {
+    auto [code, out] = CheckConfig(dir, std::string("--worker-user ") + root);
+    EXPECT_NE(code, 0) << root;
+    EXPECT_THAT(out, HasSubstr("workers never run as root")) << root;
+  }
+  auto [code, out] = CheckConfig(dir, "--worker-user no-such-user-here");
+  EXPECT_NE(code, 0);
+  EXPECT_THAT(out, HasSubstr("'no-such-user-here' is neither a user of this host nor UID[:GID]"));
+  // A scratch directory the workers' user cannot reach is refused at start, naming why.
+  Daemon daemon;
+  daemon.set_stderr(dir.path() + "/kprofd.log");
+  ASSERT_EQ(chmod(dir.path().c_str(), 0700), 0);
+  EXPECT_FALSE(daemon.Start(dir.path() + "/cache",
+                            {"--scratch-dir", dir.path(), "--worker-user", "nobody"}));
+  EXPECT_THAT(ReadFileBytes(dir.path() + "/kprofd.log"),
+              HasSubstr("is out of the workers' reach: uid 65534 may not search '" + dir.path() +
+                        "' (mode 0700)"));
 }
 
 }  // namespace

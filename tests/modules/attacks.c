@@ -459,3 +459,22 @@ KPROF_EXPORT int32_t leaves_a_file_in_its_scratch(DLTensor* args, int32_t num_ar
   close(fd);
   return 0;
 }
+
+/* A root daemon's worker is another user: uid 0 would read what only root may (/etc/shadow,
+ * /root), Landlock or not. EPERM when the worker is not root. */
+KPROF_EXPORT int32_t runs_as_root(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  uid_t real, effective, saved;
+  if (getresuid(&real, &effective, &saved) != 0) return -1;
+  return real == 0 || effective == 0 || saved == 0 ? 0 : EPERM;
+}
+
+KPROF_EXPORT int32_t reads_a_root_only_file(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const int fd = open("/etc/shadow", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    return 0;
+  }
+  return errno;
+}
