@@ -461,6 +461,20 @@ absl::Status Serve(const Flags& flags) {
       flags.worker_memory_limit > 0
           ? flags.worker_memory_limit
           : static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE) / 4 * 3;
+  // A memory cgroup per worker: the limit then holds for what RLIMIT_DATA does not count
+  // (MAP_SHARED memory, files in the tmpfs scratch).
+  std::unique_ptr<WorkerCgroups> cgroups;
+  std::string memory_bound;
+  if (absl::StatusOr<std::unique_ptr<WorkerCgroups>> made =
+          WorkerCgroups::Make(worker.max_data_bytes);
+      made.ok()) {
+    cgroups = *std::move(made);
+    worker.cgroups = cgroups.get();
+    memory_bound = cgroups->Describe();
+  } else {
+    memory_bound = absl::StrCat("no memory cgroup (", made.status().message(),
+                                "): RLIMIT_DATA alone, which shared mappings escape");
+  }
   std::map<core::Device, std::unique_ptr<DeviceExecutor>> executors;
   worker.device = {core::DeviceType::kCpu, 0};
   const WorkerPool pool{static_cast<int>(flags.workers_per_device), flags.worker_idle_timeout};
@@ -477,7 +491,8 @@ absl::Status Serve(const Flags& flags) {
   }
   if (!described.cuda.ok()) Log(LogSeverity::kWarning, std::string(described.cuda.message()));
   if (described.cpu.ok()) {
-    described.host.set_isolation("one worker per client; " + described.host.isolation());
+    described.host.set_isolation("one worker per client; " + described.host.isolation() + "; " +
+                                 memory_bound);
   } else {
     described.host.set_isolation("unknown: no worker described the host");
   }

@@ -98,6 +98,20 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
           std::strerror(error)));
     }
   }
+  std::unique_ptr<WorkerCgroups::Box> box;
+  if (options.cgroups != nullptr) {
+    absl::StatusOr<std::unique_ptr<WorkerCgroups::Box>> made = options.cgroups->NewBox();
+    if (!made.ok()) {
+      if (!scratch.empty()) RemoveTree(scratch);
+      close(sockets[0]);
+      close(child);
+      posix_spawn_file_actions_destroy(&actions);
+      posix_spawnattr_destroy(&attributes);
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot make the worker's memory cgroup: ", made.status().message()));
+    }
+    box = *std::move(made);
+  }
   // The environment, with TMPDIR naming the scratch directory (the one place it may write).
   std::vector<std::string> environment_strings;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -153,8 +167,17 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
     return absl::FailedPreconditionError(
         absl::StrCat("cannot start the worker '", options.executable, "': ", std::strerror(error)));
   }
-  return std::unique_ptr<WorkerProcess>(
-      new WorkerProcess(pid, sockets[0], options.max_frame_bytes, std::move(scratch)));
+  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(
+      pid, sockets[0], options.max_frame_bytes, std::move(scratch), std::move(box),
+      options.cgroups != nullptr ? options.cgroups->limit_bytes() : 0));
+  // Into its cgroup before its first job (its start-up, a few pages, stays charged outside).
+  if (worker->box_ != nullptr) {
+    if (absl::Status s = worker->box_->Add(pid); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot put the worker into its memory cgroup: ", s.message()));
+    }
+  }
+  return worker;
 }
 
 WorkerProcess::~WorkerProcess() {
@@ -263,8 +286,18 @@ std::string WorkerProcess::Reap(absl::Duration grace) {
   return KillAndReap();
 }
 
+std::string WorkerProcess::Ended(std::string how) const {
+  if (box_ != nullptr && box_->OomKilled()) {
+    absl::StrAppend(&how, ": it went over its memory limit of ", memory_limit_,
+                    " bytes (--worker-memory-limit; its cgroup counts shared mappings and "
+                    "scratch files too) and the kernel ended it");
+  }
+  return how;
+}
+
 std::string WorkerProcess::KillAndReap() {
   kill(-pid_, SIGKILL);  // the whole group: whatever the function started goes too
+  if (box_ != nullptr) box_->KillAll();
   // A process inside an uninterruptible kernel call (a GPU driver's, on a GPU fallen off the
   // bus) dies only when that call returns, if ever: wait a while, then leave it to a thread.
   const pid_t pid = std::exchange(pid_, -1);
@@ -292,7 +325,7 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
     absl::Span<const int> module_fds) {
   if (pid_ <= 0) return absl::InternalError("the worker is not running");
   if (absl::Status s = channel_.Write(request, module_fds); !s.ok()) {
-    return absl::AbortedError(absl::StrCat("worker ", Reap(absl::Seconds(1))));
+    return absl::AbortedError(absl::StrCat("worker ", Ended(Reap(absl::Seconds(1)))));
   }
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
@@ -305,7 +338,7 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
     const absl::Status read = ready.ok() ? channel_.Read(&response) : ready;
     if (!read.ok()) {
       // The worker closed its end: it died. Say how.
-      return absl::AbortedError(absl::StrCat("worker ", Reap(absl::Seconds(1))));
+      return absl::AbortedError(absl::StrCat("worker ", Ended(Reap(absl::Seconds(1)))));
     }
     if (response.job_id() == request.job_id()) return response;
     // An answer to an earlier job (abandoned after a deadline would have killed it, so this

@@ -16,6 +16,7 @@
 #include "core/placement.h"
 #include "kprof/v1/worker.pb.h"
 #include "server/frame_channel.h"
+#include "server/worker_cgroup.h"
 #include "server/worker_sandbox.h"
 
 namespace kprof::server {
@@ -35,6 +36,8 @@ struct WorkerOptions {
   // Who the worker becomes once set up (a root daemon's workers): its scratch directory is
   // made its own. None: the daemon's user.
   std::optional<WorkerUser> user;
+  // A memory cgroup per worker (not owned); none: RLIMIT_DATA alone bounds it.
+  WorkerCgroups* cgroups = nullptr;
 };
 
 class WorkerProcess {
@@ -61,8 +64,18 @@ class WorkerProcess {
   const std::string& scratch() const { return scratch_; }
 
  private:
-  WorkerProcess(pid_t pid, int socket, size_t max_frame_bytes, std::string scratch)
-      : pid_(pid), socket_(socket), channel_(socket, max_frame_bytes), scratch_(std::move(scratch)) {}
+  WorkerProcess(pid_t pid, int socket, size_t max_frame_bytes, std::string scratch,
+                std::unique_ptr<WorkerCgroups::Box> box, uint64_t memory_limit)
+      : pid_(pid),
+        socket_(socket),
+        channel_(socket, max_frame_bytes),
+        scratch_(std::move(scratch)),
+        box_(std::move(box)),
+        memory_limit_(memory_limit) {}
+
+  // How the worker ended, for messages: `how` ("killed by SIGKILL (Killed)"), and why when its
+  // cgroup's OOM killer did it.
+  std::string Ended(std::string how) const;
 
   // Kills the process group and reaps the worker; returns how it ended.
   std::string KillAndReap();
@@ -73,6 +86,8 @@ class WorkerProcess {
   int socket_;
   FrameChannel channel_;
   std::string scratch_;  // removed once the worker is reaped
+  std::unique_ptr<WorkerCgroups::Box> box_;  // removed after the scratch
+  uint64_t memory_limit_;
 };
 
 // The directory in which each worker gets its scratch directory: BASE/kprofd.PID.XXXXXX, made

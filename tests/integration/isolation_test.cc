@@ -562,6 +562,42 @@ TEST(Isolation, WithoutLandlockAndSeccompTheDaemonSaysSoOrRefuses) {
               HasSubstr("--require-isolation: workers would run without part of their sandbox"));
 }
 
+// The worker's memory limit is a cgroup's where the host has one: shared mappings and files in
+// the tmpfs scratch count, which RLIMIT_DATA would not see; the worker over it is ended alone.
+TEST(MemoryBounds, SharedMappingsAndScratchFilesCountAgainstTheWorkersLimit) {
+  KPROF_SKIP_UNDER_EMULATION("has no cgroups");
+  TempDir dir;
+  Daemon daemon;
+  daemon.set_stderr(dir.path() + "/kprofd.log");
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--worker-memory-limit", "134217728"}));
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  auto info = (*client)->Info();
+  ASSERT_THAT(info, IsOk());
+  if (info->isolation().find("memory cgroup v") == std::string::npos) {
+    GTEST_SKIP() << "no memory cgroup here: " << info->isolation();
+  }
+  EXPECT_THAT(info->isolation(), HasSubstr("of 134217728 bytes per worker"));
+  auto attacks = (*client)->LoadModuleFile(TestModulePath("attacks"));
+  ASSERT_THAT(attacks, IsOk());
+  const auto run = [&](const std::string& function) {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(attacks->id());
+    request.mutable_call()->set_function(function);
+    request.set_number(1);
+    request.set_repeat(1);
+    return (*client)->TimeEvaluate(request).status();
+  };
+  EXPECT_THAT(run("maps_shared_memory"),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("went over its memory limit of 134217728 bytes")));
+  ASSERT_THAT(run("writes_its_scratch"), IsOk());
+  // tmpfs pages are charged to the writer: the write fails or the worker is ended.
+  EXPECT_THAT(run("fills_its_scratch"), StatusIs(absl::StatusCode::kAborted));
+  ASSERT_THAT(run("writes_its_scratch"), IsOk());
+  EXPECT_EQ(kill(daemon.pid(), 0), 0);
+}
+
 // Uploads held open are buffered in the front: all of them together are bounded by bytes (4 x
 // --max-module-bytes, reserved by each header's declared size), not only one by one.
 TEST(MemoryBounds, UploadsInProgressTogetherAreBoundedInBytes) {

@@ -478,3 +478,36 @@ KPROF_EXPORT int32_t reads_a_root_only_file(DLTensor* args, int32_t num_args) {
   }
   return errno;
 }
+
+/* Memory RLIMIT_DATA does not count: a shared anonymous mapping, and files in the tmpfs
+ * scratch, 256 MiB each, every page touched. Both are bounded by the worker's memory cgroup. */
+#include <sys/mman.h>
+
+KPROF_EXPORT int32_t maps_shared_memory(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const size_t bytes = (size_t)256 << 20;
+  char* p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return errno;
+  for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
+  munmap(p, bytes);
+  return 0;
+}
+
+KPROF_EXPORT int32_t fills_its_scratch(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  const char* tmpdir = getenv("TMPDIR");
+  if (tmpdir == NULL) return 1;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/big", tmpdir);
+  const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  static char block[1 << 20];
+  memset(block, 1, sizeof block);
+  int error = 0;
+  for (int i = 0; i < 256 && error == 0; ++i) {
+    if (write(fd, block, sizeof block) != (ssize_t)sizeof block) error = errno != 0 ? errno : -1;
+  }
+  close(fd);
+  unlink(path);
+  return error;
+}
