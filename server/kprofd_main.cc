@@ -62,6 +62,7 @@ struct Flags {
   int64_t max_queue = 64;
   absl::Duration job_timeout = absl::Seconds(60);
   absl::Duration describe_timeout = absl::Seconds(20);
+  absl::Duration upload_idle_timeout = absl::Seconds(30);
   uint64_t max_module_bytes = uint64_t{256} << 20;
   uint64_t max_cache_bytes = uint64_t{4} << 30;
   uint64_t max_argument_bytes = uint64_t{4} << 30;
@@ -103,6 +104,8 @@ void Declare(core::CommandLine& cl, Flags& f) {
                  "longest the host's description (the CPU's, then the GPUs') may take at start; "
                  "a CUDA driver that does not answer by then leaves the daemon without GPUs "
                  "(default 20s)");
+  cl.AddDuration("upload-idle-timeout", &f.upload_idle_timeout, "DURATION",
+                 "an upload that sends nothing this long is dropped (default 30s)");
   cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
              "largest module accepted (default 256 MiB)");
   cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",
@@ -309,6 +312,9 @@ absl::Status CheckLimits(const Flags& flags) {
   }
   if (flags.describe_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--describe-timeout wants a positive duration");
+  }
+  if (flags.upload_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--upload-idle-timeout wants a positive duration");
   }
   if (flags.workers_per_device < 1 || flags.workers_per_device > 256) {
     return absl::InvalidArgumentError("--workers-per-device wants 1 to 256");
@@ -517,6 +523,7 @@ absl::Status Serve(const Flags& flags) {
   limits.max_argument_bytes = flags.max_argument_bytes;
   limits.max_queue = static_cast<int>(flags.max_queue);
   limits.job_timeout = flags.job_timeout;
+  limits.upload_idle_timeout = flags.upload_idle_timeout;
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
   service.SetHost(std::move(described));
 

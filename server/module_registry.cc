@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -59,9 +61,7 @@ absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::st
     }
     written += static_cast<size_t>(n);
   }
-  // No fsync: the cache is checked against its SHA-256 names at every start, and a module lost
-  // to a power cut is uploaded again by its client. An fsync would cost every upload
-  // milliseconds, most of what an autotuner pays per candidate.
+  // No fsync, as for uploads (Upload::Append).
   if (fchmod(fd, 0444) != 0) {
     const absl::Status status = ErrnoError("cannot make read-only", temp);
     close(fd);
@@ -283,12 +283,13 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::str
 
 absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     const std::string& client, const std::string& name, const std::string& format,
-    const std::string& bytes, uint64_t declared_size, const std::string& declared_sha256,
+    Upload& upload, uint64_t declared_size, const std::string& declared_sha256,
     const std::string& actual_sha256) {
   KPROF_RETURN_IF_ERROR(CheckHeader(name, format, declared_size, declared_sha256));
-  if (bytes.size() != declared_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "upload of ", bytes.size(), " bytes does not match the declared size of ", declared_size));
+  if (upload.size() != declared_size) {
+    return absl::InvalidArgumentError(absl::StrCat("upload of ", upload.size(),
+                                                   " bytes does not match the declared size of ",
+                                                   declared_size));
   }
   if (actual_sha256 != declared_sha256) {
     return absl::InvalidArgumentError(absl::StrCat("upload's SHA-256 is ", actual_sha256,
@@ -313,18 +314,30 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
       DropDamaged(it);  // written again below
     }
   }
-  KPROF_ASSIGN_OR_RETURN(core::ModuleDescription info, core::DescribeModule(bytes, format));
+  // The bytes as they lie in the file (mapped, not read: a 256 MiB module costs page cache, not
+  // the daemon's heap), described outside the lock, so lookups and jobs go on meanwhile; only
+  // the rename into place is under it.
+  const uint64_t size = upload.size();
+  void* mapped = nullptr;
+  if (size > 0) {
+    mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, upload.fd_, 0);
+    if (mapped == MAP_FAILED) return ErrnoError("cannot map", upload.path_);
+  }
+  absl::StatusOr<core::ModuleDescription> described = core::DescribeModule(
+      std::string_view(static_cast<const char*>(mapped), static_cast<size_t>(size)), format);
+  if (mapped != nullptr) munmap(mapped, size);
+  KPROF_RETURN_IF_ERROR(described.status());
+  core::ModuleDescription info = *std::move(described);
   KPROF_RETURN_IF_ERROR(CheckExports(info));
+  if (fchmod(upload.fd_, 0444) != 0) return ErrnoError("cannot make read-only", upload.path_);
+  close(std::exchange(upload.fd_, -1));
 
-  // The slow part — writing and syncing up to max_module_bytes — happens outside the lock, so
-  // lookups and jobs go on meanwhile; only the rename into place is under it.
   const std::string path = ModulesDir() + "/" + actual_sha256;
-  KPROF_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(ModulesDir(), bytes));
+  const std::string temp = upload.path_;
   const nlohmann::json meta = {{"name", name}, {"format", info.format}};
   absl::StatusOr<std::string> meta_temp = WriteTemporary(
       ModulesDir(), meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  const auto discard = [&] {
-    unlink(temp.c_str());
+  const auto discard = [&] {  // the upload's own file goes with it
     if (meta_temp.ok()) unlink(meta_temp->c_str());
   };
   absl::MutexLock lock(&mutex_);
@@ -332,10 +345,11 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     discard();
     return held(it->second);
   }
-  if (absl::Status room = MakeRoom(bytes.size()); !room.ok()) {
+  if (absl::Status room = MakeRoom(size); !room.ok()) {
     discard();
     return room;
   }
+  upload.path_.clear();  // Commit renames it or removes it
   if (absl::Status committed = Commit(temp, path); !committed.ok()) {
     if (meta_temp.ok()) unlink(meta_temp->c_str());
     return committed;
@@ -345,13 +359,39 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
               absl::StrCat("module ", actual_sha256, " stored without its name"));
   }
   Entry entry;
-  entry.module = {actual_sha256, name, info.format, bytes.size(), std::move(info.functions), path};
+  entry.module = {actual_sha256, name, info.format, size, std::move(info.functions), path};
   if (struct stat st {}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
   entry.last_used = ++clock_;
-  total_bytes_ += bytes.size();
+  total_bytes_ += size;
   StoredModule stored = entry.module;
   Hold(entries_.emplace(actual_sha256, std::move(entry)).first->second, client);
   return StoreResult{std::move(stored), false};
+}
+
+absl::StatusOr<std::unique_ptr<ModuleRegistry::Upload>> ModuleRegistry::BeginUpload() {
+  std::string temp = ModulesDir() + "/.upload-XXXXXX";
+  const int fd = mkostemp(temp.data(), O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot create a temporary file in", ModulesDir());
+  return std::unique_ptr<Upload>(new Upload(fd, std::move(temp)));
+}
+
+ModuleRegistry::Upload::~Upload() {
+  if (fd_ >= 0) close(fd_);
+  if (!path_.empty()) unlink(path_.c_str());
+}
+
+absl::Status ModuleRegistry::Upload::Append(std::string_view chunk) {
+  // No fsync: the cache is checked against its SHA-256 names at every start, and a module lost
+  // to a power cut is uploaded again by its client. An fsync would cost every upload
+  // milliseconds, most of what an autotuner pays per candidate.
+  for (size_t written = 0; written < chunk.size();) {
+    const ssize_t n = write(fd_, chunk.data() + written, chunk.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoError("cannot write", path_);
+    written += static_cast<size_t>(n);
+  }
+  size_ += chunk.size();
+  return absl::OkStatus();
 }
 
 void ModuleRegistry::Hold(Entry& entry, const std::string& client) {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -62,17 +63,36 @@ class ModuleRegistry {
   absl::Status CheckHeader(const std::string& name, const std::string& format, uint64_t size_bytes,
                            const std::string& sha256) const;
 
+  // An upload's bytes, written to a temporary file in the cache as they arrive (a crash leaves
+  // a ".upload-" file, which the next start removes), not held in memory.
+  class Upload {
+   public:
+    ~Upload();  // removes the file unless Store moved it into place
+    Upload(const Upload&) = delete;
+    Upload& operator=(const Upload&) = delete;
+    absl::Status Append(std::string_view chunk);
+    uint64_t size() const { return size_; }
+
+   private:
+    friend class ModuleRegistry;
+    Upload(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+    int fd_;
+    std::string path_;
+    uint64_t size_ = 0;
+  };
+  absl::StatusOr<std::unique_ptr<Upload>> BeginUpload();
+
   struct StoreResult {
     StoredModule module;
     bool already_held = false;
   };
-  // Stores `bytes` (whose SHA-256 the caller computed as they arrived) after checking them
-  // against the declared size and hash and reading their format and exports. Bytes already
+  // Stores `upload` (whose SHA-256 the caller computed as it arrived) after checking it
+  // against the declared size and hash and reading its format and exports. Bytes already
   // held are not written again.
   // `client` holds the module afterwards. `already_held`: `client` held it before. Bytes
   // another client holds are not written again either.
   absl::StatusOr<StoreResult> Store(const std::string& client, const std::string& name,
-                                    const std::string& format, const std::string& bytes,
+                                    const std::string& format, Upload& upload,
                                     uint64_t declared_size, const std::string& declared_sha256,
                                     const std::string& actual_sha256);
 

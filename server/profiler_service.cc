@@ -56,51 +56,83 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 }  // namespace
 
-// LoadModule: a header, then chunks; the SHA-256 is computed as bytes arrive.
+// LoadModule: a header, then chunks; the SHA-256 is computed and the bytes written to a file in
+// the cache as they arrive. An upload that sends nothing for --upload-idle-timeout is ended.
 class ProfilerService::UploadReactor final
     : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
  public:
-  // An admitted upload was counted in `uploads` (under `mutex`) by the service, and is
-  // uncounted when it ends.
-  UploadReactor(ModuleRegistry* registry, kprof::v1::LoadModuleResponse* response,
-                const absl::StatusOr<std::string>& admitted, absl::Mutex* mutex, int* uploads,
-                std::atomic<uint64_t>* in_flight, uint64_t max_in_flight)
-      : registry_(registry),
-        in_flight_(in_flight),
-        max_in_flight_(max_in_flight),
+  // An admitted upload was counted in `uploads_` and listed in `live_uploads_` by the service,
+  // and leaves both when it ends.
+  UploadReactor(ProfilerService* service, kprof::v1::LoadModuleResponse* response,
+                const absl::StatusOr<std::string>& admitted)
+      : service_(service),
+        registry_(service->registry_),
         client_(admitted.ok() ? *admitted : std::string()),
         response_(response),
-        mutex_(mutex),
-        uploads_(admitted.ok() ? uploads : nullptr) {
+        admitted_(admitted.ok()) {
+    Touch();
     if (!admitted.ok()) {
-      Finish(ToGrpcStatus(admitted.status()));
+      FinishOnce(admitted.status());
       return;
     }
     StartRead(&message_);
   }
 
   void OnReadDone(bool ok) override {
+    Touch();
+    if (finished()) return;  // ended meanwhile (idle): the read failed with it
     if (!ok) {
       Complete();
       return;
     }
     if (const absl::Status s = Take(); !s.ok()) {
-      Finish(ToGrpcStatus(s));
+      FinishOnce(s);
       return;
     }
     StartRead(&message_);
   }
 
   void OnDone() override {
-    if (uploads_ != nullptr) {
-      absl::MutexLock lock(mutex_);
-      --*uploads_;
+    if (admitted_) {
+      absl::MutexLock lock(&service_->uploads_mutex_);
+      --service_->uploads_;
+      service_->live_uploads_.erase(this);
     }
-    in_flight_->fetch_sub(reserved_);
-    delete this;
+    service_->upload_bytes_in_flight_.fetch_sub(reserved_);
+    Unref();
+  }
+
+  // For the service's sweeper (which holds a reference meanwhile): ends the upload if it has
+  // sent nothing for `timeout`.
+  void ExpireIfIdle(absl::Duration timeout) {
+    const absl::Duration idle =
+        absl::Now() - absl::FromUnixNanos(last_activity_.load(std::memory_order_relaxed));
+    if (idle < timeout) return;
+    FinishOnce(absl::DeadlineExceededError(
+        absl::StrCat("the upload sent nothing for ", absl::FormatDuration(idle),
+                     " (--upload-idle-timeout ", absl::FormatDuration(timeout),
+                     ") and was dropped; send the module again")));
+  }
+  void Ref() { refs_.fetch_add(1); }
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
   }
 
  private:
+  void Touch() { last_activity_.store(absl::ToUnixNanos(absl::Now()), std::memory_order_relaxed); }
+  bool finished() {
+    absl::MutexLock lock(&finish_mutex_);
+    return finished_;
+  }
+  void FinishOnce(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
   absl::Status Take() {
     if (message_.has_header()) {
       if (have_header_) return absl::InvalidArgumentError("an upload has one header, not two");
@@ -108,63 +140,67 @@ class ProfilerService::UploadReactor final
       have_header_ = true;
       KPROF_RETURN_IF_ERROR(registry_->CheckHeader(header_.name(), header_.format(),
                                                    header_.size_bytes(), header_.sha256()));
-      // The bytes are held in memory until the upload ends: every upload in flight together
-      // within a bound, reserved by the declared size (which the upload may not exceed).
+      // Every upload in flight together within a bound (of the cache's disk), reserved by the
+      // declared size (which the upload may not exceed).
       const uint64_t size = header_.size_bytes();
-      const uint64_t before = in_flight_->fetch_add(size);
-      if (before + size > max_in_flight_) {
-        in_flight_->fetch_sub(size);
+      const uint64_t max = 4 * registry_->options().max_module_bytes;
+      const uint64_t before = service_->upload_bytes_in_flight_.fetch_add(size);
+      if (before + size > max) {
+        service_->upload_bytes_in_flight_.fetch_sub(size);
         return absl::ResourceExhaustedError(
             absl::StrCat("uploads in progress hold ", before, " bytes; this one's ", size,
-                         " would pass the limit of ", max_in_flight_,
+                         " would pass the limit of ", max,
                          " (4 x --max-module-bytes); retry when one has ended"));
       }
       reserved_ = size;
+      KPROF_ASSIGN_OR_RETURN(upload_, registry_->BeginUpload());
       return absl::OkStatus();
     }
     if (!have_header_) {
       return absl::InvalidArgumentError("an upload starts with its header, then its chunks");
     }
     const std::string& chunk = message_.chunk();
-    if (bytes_.size() + chunk.size() > header_.size_bytes()) {
+    if (upload_->size() + chunk.size() > header_.size_bytes()) {
       return absl::InvalidArgumentError(absl::StrCat("upload is longer than its declared size of ",
                                                      header_.size_bytes(), " bytes"));
     }
     hash_.Update(chunk);
-    bytes_.append(chunk);
-    return absl::OkStatus();
+    return upload_->Append(chunk);
   }
 
   void Complete() {
     if (!have_header_) {
-      Finish(ToGrpcStatus(absl::InvalidArgumentError("upload ended before its header")));
+      FinishOnce(absl::InvalidArgumentError("upload ended before its header"));
       return;
     }
     const std::string hex = hash_.HexDigest();
-    auto stored = registry_->Store(client_, header_.name(), header_.format(), bytes_,
+    auto stored = registry_->Store(client_, header_.name(), header_.format(), *upload_,
                                    header_.size_bytes(), header_.sha256(), hex);
+    upload_.reset();
     if (!stored.ok()) {
-      Finish(ToGrpcStatus(stored.status()));
+      FinishOnce(stored.status());
       return;
     }
     ToProto(stored->module, response_->mutable_module());
     response_->set_already_held(stored->already_held);
-    Finish(grpc::Status::OK);
+    FinishOnce(absl::OkStatus());
   }
 
-  ModuleRegistry* registry_;
-  std::atomic<uint64_t>* const in_flight_;  // the service's bytes of uploads in progress
-  const uint64_t max_in_flight_;
-  uint64_t reserved_ = 0;     // this upload's part of them
+  ProfilerService* const service_;
+  ModuleRegistry* const registry_;
+  uint64_t reserved_ = 0;     // this upload's part of the bytes in flight
   const std::string client_;  // who uploads: the module's new holder
   kprof::v1::LoadModuleResponse* response_;
-  absl::Mutex* mutex_;
-  int* uploads_;
+  const bool admitted_;
+  std::atomic<int> refs_{1};  // gRPC's, until OnDone; the sweeper's while it looks
+  std::atomic<int64_t> last_activity_{0};
+  absl::Mutex finish_mutex_;
+  bool finished_ ABSL_GUARDED_BY(finish_mutex_) = false;
   core::Sha256 hash_;
   kprof::v1::LoadModuleRequest message_;
   kprof::v1::ModuleHeader header_;
   bool have_header_ = false;
-  std::string bytes_;
+  std::unique_ptr<ModuleRegistry::Upload> upload_;
 };
 
 void ProfilerService::SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
@@ -175,7 +211,14 @@ void ProfilerService::SetTiming(const JobTiming& timing, kprof::v1::JobTiming* o
 ProfilerService::ProfilerService(ModuleRegistry* registry,
                                  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
                                  ServiceLimits limits, std::optional<TokenAuth> auth)
-    : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {}
+    : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {
+  sweeper_ = std::thread([this] { SweepIdleUploads(); });
+}
+
+ProfilerService::~ProfilerService() {
+  stop_sweeping_.Notify();
+  sweeper_.join();
+}
 
 void ProfilerService::SetHost(DescribedHost host) {
   for (kprof::v1::DeviceInfo& info : *host.host.mutable_devices()) {
@@ -321,8 +364,30 @@ grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModu
       ++uploads_;
     }
   }
-  return new UploadReactor(registry_, response, admitted, &uploads_mutex_, &uploads_,
-                           &upload_bytes_in_flight_, 4 * registry_->options().max_module_bytes);
+  auto* reactor = new UploadReactor(this, response, admitted);
+  if (admitted.ok()) {
+    absl::MutexLock lock(&uploads_mutex_);
+    live_uploads_.insert(reactor);
+  }
+  return reactor;
+}
+
+void ProfilerService::SweepIdleUploads() {
+  const absl::Duration every = std::min(limits_.upload_idle_timeout / 4, absl::Seconds(1));
+  while (!stop_sweeping_.WaitForNotificationWithTimeout(every)) {
+    std::vector<UploadReactor*> live;
+    {
+      absl::MutexLock lock(&uploads_mutex_);
+      for (UploadReactor* upload : live_uploads_) {
+        upload->Ref();  // kept alive while looked at, even if it ends meanwhile
+        live.push_back(upload);
+      }
+    }
+    for (UploadReactor* upload : live) {
+      upload->ExpireIfIdle(limits_.upload_idle_timeout);
+      upload->Unref();
+    }
+  }
 }
 
 bool ProfilerService::WaitForUploads(absl::Duration timeout) {

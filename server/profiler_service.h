@@ -8,8 +8,11 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/device.h"
 #include "kprof/v1/kprof.grpc.pb.h"
@@ -28,6 +31,7 @@ struct ServiceLimits {
   uint64_t max_argument_bytes = uint64_t{4} << 30;
   int max_queue = 64;
   absl::Duration job_timeout = absl::Seconds(60);
+  absl::Duration upload_idle_timeout = absl::Seconds(30);  // an upload sending nothing is ended
 };
 
 class ProfilerService final : public kprof::v1::Profiler::CallbackService {
@@ -37,6 +41,7 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   ProfilerService(ModuleRegistry* registry,
                   std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
                   ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
+  ~ProfilerService() override;
 
   // The host's devices and collectors, described by a worker once before serving
   // (DescribeHost): GetInfo and jobs on cuda:N answer from it, and the daemon never loads
@@ -143,6 +148,11 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams
   std::set<BatchReactor*> batches_ ABSL_GUARDED_BY(uploads_mutex_);
   std::atomic<uint64_t> next_job_id_{1};
+  std::set<UploadReactor*> live_uploads_ ABSL_GUARDED_BY(uploads_mutex_);
+  // Ends uploads idle for limits_.upload_idle_timeout.
+  void SweepIdleUploads();
+  absl::Notification stop_sweeping_;
+  std::thread sweeper_;
   std::atomic<uint64_t> upload_bytes_in_flight_{0};  // declared sizes of uploads in progress
 };
 

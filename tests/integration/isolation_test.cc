@@ -562,6 +562,68 @@ TEST(Isolation, WithoutLandlockAndSeccompTheDaemonSaysSoOrRefuses) {
               HasSubstr("--require-isolation: workers would run without part of their sandbox"));
 }
 
+int64_t ResidentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+std::vector<std::string> UploadFiles(const std::string& cache) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator(cache + "/modules")) {
+    if (entry.path().filename().string().rfind(".upload-", 0) == 0) {
+      found.push_back(entry.path().string());
+    }
+  }
+  return found;
+}
+
+// An upload's bytes go to a file in the cache as they arrive, not into the daemon's memory;
+// one that then sends nothing for --upload-idle-timeout is dropped, its file with it.
+TEST(MemoryBounds, UploadsGoToDiskAsTheyArriveAndIdleOnesAreDropped) {
+  TempDir dir;
+  Daemon daemon;
+  const std::string cache = dir.path() + "/cache";
+  ASSERT_TRUE(daemon.Start(cache, {"--upload-idle-timeout", "1s"}));
+  auto channel = grpc::CreateChannel(daemon.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  grpc::ClientContext context;
+  v1::LoadModuleResponse response;
+  auto writer = stub->LoadModule(&context, &response);
+  v1::LoadModuleRequest message;
+  constexpr int64_t kChunk = 4 << 20, kChunks = 48;  // 192 MiB of a declared 200 MiB
+  message.mutable_header()->set_name("slow.so");
+  message.mutable_header()->set_size_bytes(200 << 20);
+  message.mutable_header()->set_sha256(std::string(64, 'a'));
+  ASSERT_TRUE(writer->Write(message));
+  const int64_t before = ResidentKb(daemon.pid());
+  message.set_chunk(std::string(kChunk, 'k'));
+  for (int i = 0; i < kChunks; ++i) ASSERT_TRUE(writer->Write(message));
+  // Taken, and on disk: the upload's file grows to what was sent.
+  int64_t on_disk = 0;
+  for (int i = 0; i < 200 && on_disk < kChunk * kChunks; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto files = UploadFiles(cache);
+    on_disk = files.size() == 1 ? static_cast<int64_t>(std::filesystem::file_size(files[0])) : 0;
+  }
+  EXPECT_EQ(on_disk, kChunk * kChunks);
+  // Not in the daemon: its resident memory grew by far less than the 192 MiB received.
+  EXPECT_LT(ResidentKb(daemon.pid()) - before, 64 << 10)
+      << "resident " << ResidentKb(daemon.pid()) << " kB, " << before << " kB before";
+  // Then nothing for the idle timeout: the upload ends, its file goes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const grpc::Status status = writer->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(status.error_message(), HasSubstr("(--upload-idle-timeout 1s) and was dropped"));
+  EXPECT_TRUE(UploadFiles(cache).empty());
+  // The daemon serves on, uploads included.
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  EXPECT_THAT((*client)->LoadModuleFile(TestModulePath("vector_add")), IsOk());
+}
+
 // The worker's memory limit is a cgroup's where the host has one: shared mappings and files in
 // the tmpfs scratch count, which RLIMIT_DATA would not see; the worker over it is ended alone.
 TEST(MemoryBounds, SharedMappingsAndScratchFilesCountAgainstTheWorkersLimit) {
