@@ -35,6 +35,11 @@ constexpr uint64_t kMaxJobsPerStream = 1'000'000;
 constexpr size_t kMaxOutstanding = 4096;
 // Jobs of one stream handed to one device's executor at a time.
 constexpr int kInExecutorPerDevice = 2;
+// Bytes a stream may hold in the front: of jobs waiting (past it, it stops reading), and of
+// updates its client has not read yet (past it, no further job goes to a device: a client that
+// reads slowly, or never, stalls its own stream, not the daemon's memory). A result of a
+// million repeats is some 9 MB; the jobs already with an executor may add theirs on top.
+constexpr size_t kMaxHeldBytes = size_t{32} << 20;
 
 // Two independent 64-bit hashes of an id: a stream remembers up to a million ids in 16 bytes
 // each, not in up to 256, and a false "used twice" needs both to collide.
@@ -119,10 +124,12 @@ class ProfilerService::BatchReactor final
     {
       absl::MutexLock lock(&mutex_);
       writing_ = false;
+      outbox_bytes_ -= outbox_.front().ByteSizeLong();
       outbox_.pop_front();
       if (!ok) {  // the client is gone; OnCancel follows
         broken_ = true;
         outbox_.clear();
+        outbox_bytes_ = 0;
       }
     }
     Kick();
@@ -157,6 +164,7 @@ class ProfilerService::BatchReactor final
     // Its module, kept from eviction from the moment the stream accepted the job: a module
     // evicted under queued jobs would fail them all as unknown.
     std::shared_ptr<void> module_pin;
+    size_t bytes = 0;  // of the job's message, counted in waiting_bytes_
   };
   struct InExecutor {
     std::string id;
@@ -183,6 +191,7 @@ class ProfilerService::BatchReactor final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     waiting_.clear();
     waiting_count_ = 0;
+    waiting_bytes_ = 0;
     std::vector<std::pair<DeviceExecutor*, uint64_t>> running;
     for (const auto& [job_id, slot] : in_executor_) running.emplace_back(slot.executor, job_id);
     return running;
@@ -221,6 +230,7 @@ class ProfilerService::BatchReactor final
     progress->set_running(running_);
     progress->set_done(done_count_);
     progress->set_failed(failed_count_);
+    outbox_bytes_ += update.ByteSizeLong();
     outbox_.push_back(std::move(update));
   }
 
@@ -288,13 +298,17 @@ class ProfilerService::BatchReactor final
       pin = *std::move(acquired);
     }
     Update(id, BatchUpdate::QUEUED);
+    const size_t bytes = job.ByteSizeLong();
     waiting_[core::DeviceSpec((*executor)->device())].push_back(
-        Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin)});
+        Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin), bytes});
     ++waiting_count_;
+    waiting_bytes_ += bytes;
   }
 
-  // Hands waiting jobs to executors, up to kInExecutorPerDevice each.
+  // Hands waiting jobs to executors, up to kInExecutorPerDevice each, while the client keeps up
+  // with reading the updates.
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (outbox_bytes_ >= kMaxHeldBytes) return;  // the write that makes room kicks again
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       auto& [device, jobs] = *it;
       int busy = 0;
@@ -303,6 +317,7 @@ class ProfilerService::BatchReactor final
         Waiting next = std::move(jobs.front());
         jobs.pop_front();
         --waiting_count_;
+        waiting_bytes_ -= next.bytes;
         if (const absl::Status s = Submit(device, next); !s.ok()) {
           --queued_;
           Fail(next.id, s);
@@ -337,7 +352,7 @@ class ProfilerService::BatchReactor final
           const bool stopping = cancelled_ || !error_.ok();
           if (!stopping) Dispatch();
           if (!stopping && !draining_ && want_read_ && !reading_ && !reads_done_ &&
-              Outstanding() < kMaxOutstanding) {
+              Outstanding() < kMaxOutstanding && waiting_bytes_ < kMaxHeldBytes) {
             want_read_ = false;
             reading_ = true;
             read = true;
@@ -478,7 +493,9 @@ class ProfilerService::BatchReactor final
   size_t waiting_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::map<uint64_t, InExecutor> in_executor_ ABSL_GUARDED_BY(mutex_);  // by job id
   std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
+  size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // front: being written
+  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Status error_ ABSL_GUARDED_BY(mutex_);              // ends the stream
   int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t running_ ABSL_GUARDED_BY(mutex_) = 0;

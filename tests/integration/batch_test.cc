@@ -343,6 +343,62 @@ TEST_F(BatchTest, AClientGoingAwayMidBatchLeavesTheDaemonServing) {
   EXPECT_EQ(updates.at("after").back().state(), v1::BatchUpdate::DONE);
 }
 
+int64_t ResidentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// A client that does not read its updates holds up its own stream, not the daemon's memory:
+// past a bound in bytes of unread results, no further job of the stream goes to a device.
+// Every job is still answered once the client reads.
+TEST_F(BatchTest, AClientThatDoesNotReadStallsItsStreamNotTheDaemonsMemory) {
+  auto channel = grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Profiler::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->MeasureBatch(&context);
+  // Each result some 1.1 MB: 66 MB if all were held, twice the bound.
+  constexpr int kJobs = 60, kRepeats = 125000;
+  v1::BatchRequest request;
+  for (int i = 0; i < kJobs; ++i) {
+    v1::BatchJob* job = request.add_jobs();
+    job->set_id("big" + std::to_string(i));
+    v1::TimeEvaluateRequest* r = job->mutable_time_evaluate();
+    r->mutable_call()->set_module_id("builtin");
+    r->mutable_call()->set_function("nop");
+    r->set_number(1);
+    r->set_repeat(kRepeats);
+  }
+  const int64_t before = ResidentKb(daemon_.pid());
+  ASSERT_TRUE(stream->Write(request));
+  // Until the device has stopped taking the stream's jobs (or has run them all).
+  int64_t completed = -1;
+  for (int still = 0; still < 10;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto info = client_->Info();
+    ASSERT_THAT(info, IsOk());
+    const int64_t now = info->devices(0).jobs_completed();
+    still = now == completed ? still + 1 : 0;
+    completed = now;
+  }
+  EXPECT_LT(completed, kJobs);
+  EXPECT_LT(ResidentKb(daemon_.pid()) - before, 96 << 10)
+      << completed << " jobs done, resident " << ResidentKb(daemon_.pid()) << " kB, " << before
+      << " kB before";
+  ASSERT_TRUE(stream->WritesDone());
+  std::set<std::string> done;
+  for (v1::BatchUpdate update; stream->Read(&update);) {
+    if (update.state() == v1::BatchUpdate::DONE) {
+      done.insert(update.id());
+      EXPECT_EQ(update.time_evaluate().seconds_per_call_size(), kRepeats);
+    }
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  EXPECT_EQ(done.size(), static_cast<size_t>(kJobs));
+}
+
 // kprof batch: a result line per job line, malformed lines answered with their line number.
 TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   const std::string jobs = dir_.path() + "/jobs.jsonl";
