@@ -86,11 +86,19 @@ absl::StatusOr<bool> Client::HasModule(const std::string& id) {
 }
 
 absl::StatusOr<std::vector<kprof::v1::ModuleInfo>> Client::ListModules() {
-  grpc::ClientContext context;
-  Prepare(&context, {});
-  kprof::v1::ListModulesResponse response;
-  if (auto s = FromGrpcStatus(stub_->ListModules(&context, {}, &response)); !s.ok()) return s;
-  return std::vector<kprof::v1::ModuleInfo>(response.modules().begin(), response.modules().end());
+  std::vector<kprof::v1::ModuleInfo> modules;
+  kprof::v1::ListModulesRequest request;
+  do {
+    grpc::ClientContext context;
+    Prepare(&context, {});
+    kprof::v1::ListModulesResponse response;
+    if (auto s = FromGrpcStatus(stub_->ListModules(&context, request, &response)); !s.ok()) {
+      return s;
+    }
+    for (kprof::v1::ModuleInfo& m : *response.mutable_modules()) modules.push_back(std::move(m));
+    request.set_page_token(response.next_page_token());
+  } while (!request.page_token().empty());
+  return modules;
 }
 
 absl::Status Client::UnloadModule(const std::string& id) {

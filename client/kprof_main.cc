@@ -285,6 +285,7 @@ absl::Status Info(Client& client, const Options& o) {
     std::printf("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
                 absl::StrJoin(m.functions(), ", ").c_str());
   }
+  if (info.more_modules()) std::printf("  ... and more: `kprof modules` lists them all\n");
   return absl::OkStatus();
 }
 

@@ -469,11 +469,24 @@ absl::StatusOr<StoredModule> ModuleRegistry::Find(const std::string& client,
   return it->second.module;
 }
 
-std::vector<StoredModule> ModuleRegistry::List(const std::string& client) {
+std::vector<StoredModule> ModuleRegistry::List(const std::string& client, const std::string& after,
+                                               size_t max_modules, size_t max_bytes,
+                                               bool* more) {
   absl::MutexLock lock(&mutex_);
   std::vector<StoredModule> modules;
-  for (const auto& [id, entry] : entries_) {
-    if (entry.holders.count(client) > 0) modules.push_back(entry.module);
+  size_t bytes = 0;
+  *more = false;
+  for (auto it = entries_.upper_bound(after); it != entries_.end(); ++it) {
+    const Entry& entry = it->second;
+    if (entry.holders.count(client) == 0) continue;
+    size_t size = entry.module.name.size() + 128;
+    for (const std::string& f : entry.module.functions) size += f.size() + 2;
+    if (!modules.empty() && (modules.size() == max_modules || bytes + size > max_bytes)) {
+      *more = true;
+      break;
+    }
+    bytes += size;
+    modules.push_back(entry.module);
   }
   return modules;
 }

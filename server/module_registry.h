@@ -99,8 +99,11 @@ class ModuleRegistry {
   // The module `id` if `client` holds it; NOT_FOUND ("unknown module") otherwise.
   absl::StatusOr<StoredModule> Find(const std::string& client, const std::string& id)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // The modules `client` holds.
-  std::vector<StoredModule> List(const std::string& client) ABSL_LOCKS_EXCLUDED(mutex_);
+  // The modules `client` holds with ids after `after`, in order of id: at most `max_modules`,
+  // and no more than `max_bytes` of function names (but always one). `more`: others follow.
+  std::vector<StoredModule> List(const std::string& client, const std::string& after,
+                                 size_t max_modules, size_t max_bytes, bool* more)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Drops `client`'s hold; the module goes with its last holder. NOT_FOUND when `client` does
   // not hold it; FAILED_PRECONDITION when it is the last holder and a job uses the module.

@@ -325,13 +325,49 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   limits->set_max_argument_bytes(limits_.max_argument_bytes);
   limits->set_max_queue(limits_.max_queue);
   limits->set_job_timeout_seconds(Seconds(limits_.job_timeout));
-  BuiltinInfo(response->add_modules());
-  for (const StoredModule& m : registry_->List(client)) {
-    ToProto(m, response->add_modules());
-  }
+  kprof::v1::ListModulesResponse first;
+  (void)ListPage(client, kprof::v1::ListModulesRequest(), &first);
+  response->mutable_modules()->Swap(first.mutable_modules());
+  response->set_more_modules(!first.next_page_token().empty());
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
+}
+
+absl::Status ProfilerService::ListPage(const std::string& client,
+                                       const kprof::v1::ListModulesRequest& request,
+                                       kprof::v1::ListModulesResponse* response) {
+  constexpr int kMaxPage = 1000;
+  constexpr size_t kMaxPageBytes = size_t{4} << 20;
+  if (request.page_size() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "page_size = ", request.page_size(), " (accepted: 1 to ", kMaxPage, ", or 0 for ",
+        kMaxPage, ")"));
+  }
+  const std::string& token = request.page_token();
+  if (!token.empty() && !(token.size() == 64 && token.find_first_not_of("0123456789abcdef") ==
+                                                     std::string::npos)) {
+    return absl::InvalidArgumentError(
+        "page_token is not one a ListModules answer gave (its next_page_token)");
+  }
+  const size_t page = request.page_size() == 0 || request.page_size() > kMaxPage
+                          ? kMaxPage
+                          : static_cast<size_t>(request.page_size());
+  // The token is the last id listed; after the builtin module alone, 64 zeros (before every
+  // SHA-256 but one).
+  const std::string after_builtin(64, '0');
+  if (token.empty()) BuiltinInfo(response->add_modules());
+  bool more = false;
+  std::vector<StoredModule> modules;
+  if (token.empty() && page == 1) {
+    bool beyond = false;
+    more = !registry_->List(client, "", 1, kMaxPageBytes, &beyond).empty();
+  } else {
+    modules = registry_->List(client, token, token.empty() ? page - 1 : page, kMaxPageBytes, &more);
+  }
+  for (const StoredModule& m : modules) ToProto(m, response->add_modules());
+  if (more) response->set_next_page_token(modules.empty() ? after_builtin : modules.back().id);
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext* context,
@@ -398,16 +434,12 @@ bool ProfilerService::WaitForUploads(absl::Duration timeout) {
 }
 
 grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerContext* context,
-                                                       const kprof::v1::ListModulesRequest*,
+                                                       const kprof::v1::ListModulesRequest* request,
                                                        kprof::v1::ListModulesResponse* response) {
   std::string client;
   if (auto* refused = Refuse(context, &client)) return refused;
-  BuiltinInfo(response->add_modules());
-  for (const StoredModule& m : registry_->List(client)) {
-    ToProto(m, response->add_modules());
-  }
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(ToGrpcStatus(ListPage(client, *request, response)));
   return reactor;
 }
 

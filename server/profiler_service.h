@@ -126,6 +126,9 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   // The job's outcome as a status: the worker's code, or how the worker failed.
   static absl::Status ResultStatus(const absl::StatusOr<kprof::worker::v1::WorkerResponse>& result,
                                    const std::string& what);
+  // One page of the modules `client` holds (ListModules; GetInfo's first page).
+  absl::Status ListPage(const std::string& client, const kprof::v1::ListModulesRequest& request,
+                        kprof::v1::ListModulesResponse* response);
   static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
   // Checks and queues one measurement; `fill` copies the worker's result into the response.

@@ -1,10 +1,13 @@
 // kprofd end to end: a real daemon on 127.0.0.1:0, real worker processes, the client library.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "client/kprof_client.h"
 #include "core/collectors/rapl_collector.h"
@@ -226,6 +229,73 @@ TEST_F(ServiceTest, UploadsInChunksAndStoresBytesOnce) {
   auto modules = client_->ListModules();
   ASSERT_THAT(modules, IsOk());
   EXPECT_THAT(*modules, SizeIs(2));  // builtin and vector_add, once
+}
+
+// ListModules answers in pages (by count, and by the bytes of the functions' names), in
+// order of id with the builtin module first; the client library pages through them all.
+TEST_F(ServiceTest, ModulesAreListedInPages) {
+  std::set<std::string> held = {"builtin"};
+  for (int k = 1; k <= 5; ++k) {
+    auto loaded = client_->LoadModuleFile(TestModulePath("candidate_" + std::to_string(k)));
+    ASSERT_THAT(loaded, IsOk());
+    held.insert(loaded->id());
+  }
+  auto stub = v1::Profiler::NewStub(
+      grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials()));
+  v1::ListModulesRequest request;
+  request.set_page_size(2);
+  std::vector<std::string> listed;
+  int pages = 0;
+  do {
+    grpc::ClientContext context;
+    v1::ListModulesResponse response;
+    ASSERT_TRUE(stub->ListModules(&context, request, &response).ok());
+    EXPECT_LE(response.modules_size(), 2);
+    for (const auto& m : response.modules()) listed.push_back(m.id());
+    request.set_page_token(response.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  ASSERT_EQ(listed.size(), 6u);
+  EXPECT_EQ(listed[0], "builtin");
+  EXPECT_TRUE(std::is_sorted(listed.begin() + 1, listed.end()));
+  EXPECT_EQ(std::set<std::string>(listed.begin(), listed.end()), held);
+  // A page of one: the builtin module, then the rest from the next page on.
+  request.set_page_size(1);
+  request.clear_page_token();
+  grpc::ClientContext one_context;
+  v1::ListModulesResponse one;
+  ASSERT_TRUE(stub->ListModules(&one_context, request, &one).ok());
+  ASSERT_EQ(one.modules_size(), 1);
+  EXPECT_EQ(one.modules(0).id(), "builtin");
+  request.set_page_token(one.next_page_token());
+  request.set_page_size(0);
+  grpc::ClientContext rest_context;
+  v1::ListModulesResponse rest;
+  ASSERT_TRUE(stub->ListModules(&rest_context, request, &rest).ok());
+  EXPECT_EQ(rest.modules_size(), 5);
+  EXPECT_TRUE(rest.next_page_token().empty());
+  // The library gathers every page; GetInfo has the first, and says there is no more.
+  auto all = client_->ListModules();
+  ASSERT_THAT(all, IsOk());
+  EXPECT_EQ(all->size(), 6u);
+  auto info = client_->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->modules_size(), 6);
+  EXPECT_FALSE(info->more_modules());
+  // Bad pages are refused, saying what is accepted.
+  for (const auto& [size, token, expected] :
+       {std::tuple{-1, std::string(), "page_size = -1 (accepted: 1 to 1000, or 0 for 1000)"},
+        std::tuple{0, std::string("xyz"), "page_token is not one a ListModules answer gave"}}) {
+    grpc::ClientContext context;
+    v1::ListModulesRequest bad;
+    bad.set_page_size(size);
+    bad.set_page_token(token);
+    v1::ListModulesResponse response;
+    const grpc::Status status = stub->ListModules(&context, bad, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr(expected));
+  }
 }
 
 // Uploads through the raw stub with a header of the test's choosing.
