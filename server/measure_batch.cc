@@ -12,6 +12,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -52,7 +54,7 @@ std::pair<uint64_t, uint64_t> IdHash(const std::string& id) {
 }  // namespace
 
 class ProfilerService::BatchReactor final
-    : public grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate> {
+    : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context, std::string client)
       : service_(service), client_(std::move(client)), deadline_(Deadline(context)) {}
@@ -105,6 +107,11 @@ class ProfilerService::BatchReactor final
       reading_ = false;
       if (!ok) {
         reads_done_ = true;
+      } else if (!grpc::SerializationTraits<kprof::v1::BatchRequest>::Deserialize(
+                      &incoming_bytes_, &incoming_)
+                      .ok()) {
+        Protocol(absl::InvalidArgumentError(
+            "a BatchRequest that does not parse (not a kprof.v1.BatchRequest in protobuf)"));
       } else {
         if (incoming_.jobs_size() > kMaxJobsPerMessage) {
           Protocol(absl::InvalidArgumentError(absl::StrCat("a BatchRequest of ",
@@ -386,8 +393,15 @@ class ProfilerService::BatchReactor final
         }
       }
       for (const auto& [executor, job_id] : cancel) executor->Cancel(job_id);
-      if (read) StartRead(&incoming_);
-      if (write != nullptr) StartWrite(write);
+      if (read) StartRead(&incoming_bytes_);
+      if (write != nullptr) {
+        // Only this thread (the one kicking) touches the buffer until the write is done.
+        bool own_buffer = false;
+        outgoing_bytes_.Clear();  // the last write's
+        (void)grpc::SerializationTraits<BatchUpdate>::Serialize(*write, &outgoing_bytes_,
+                                                                &own_buffer);
+        StartWrite(&outgoing_bytes_);
+      }
       if (finish) Finish(status);
     }
     Delete();  // OnDone came while this thread was kicking
@@ -485,7 +499,9 @@ class ProfilerService::BatchReactor final
   ProfilerService* const service_;
   const std::string client_;  // who sent the stream (ProfilerService::Authenticate)
   const absl::Time deadline_;
-  kprof::v1::BatchRequest incoming_;  // touched by the read in flight only
+  grpc::ByteBuffer incoming_bytes_;   // touched by the read in flight only
+  kprof::v1::BatchRequest incoming_;  // parsed from it, in OnReadDone
+  grpc::ByteBuffer outgoing_bytes_;   // the write in flight: outbox_.front(), serialized
 
   absl::Mutex mutex_;
   std::set<std::pair<uint64_t, uint64_t>> ids_ ABSL_GUARDED_BY(mutex_);
@@ -515,7 +531,7 @@ class ProfilerService::BatchReactor final
   int pins_ ABSL_GUARDED_BY(mutex_) = 0;  // StartDraining's hold on it
 };
 
-grpc::ServerBidiReactor<kprof::v1::BatchRequest, BatchUpdate>* ProfilerService::MeasureBatch(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::MeasureBatch(
     grpc::CallbackServerContext* context) {
   absl::StatusOr<std::string> client = Authenticate(context);
   absl::Status admitted = client.status();

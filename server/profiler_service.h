@@ -34,7 +34,21 @@ struct ServiceLimits {
   absl::Duration upload_idle_timeout = absl::Seconds(30);  // an upload sending nothing is ended
 };
 
-class ProfilerService final : public kprof::v1::Profiler::CallbackService {
+// The callback service, but for MeasureBatch, whose messages the service parses itself: a
+// BatchRequest that is not valid protobuf ends the stream INVALID_ARGUMENT (grpc++ would
+// report it as the end of the client's writes, and the stream would end OK, unanswered).
+using ProfilerServiceBase = kprof::v1::Profiler::WithCallbackMethod_GetInfo<
+    kprof::v1::Profiler::WithCallbackMethod_HasModule<
+        kprof::v1::Profiler::WithCallbackMethod_LoadModule<
+            kprof::v1::Profiler::WithCallbackMethod_ListModules<
+                kprof::v1::Profiler::WithCallbackMethod_UnloadModule<
+                    kprof::v1::Profiler::WithCallbackMethod_ProfileFunction<
+                        kprof::v1::Profiler::WithCallbackMethod_TimeEvaluate<
+                            kprof::v1::Profiler::WithCallbackMethod_Profile<
+                                kprof::v1::Profiler::WithRawCallbackMethod_MeasureBatch<
+                                    kprof::v1::Profiler::Service>>>>>>>>>;
+
+class ProfilerService final : public ProfilerServiceBase {
  public:
   // `auth`: when set, every call needs a bearer token it knows (the health service, separate,
   // never does).
@@ -85,8 +99,8 @@ class ProfilerService final : public kprof::v1::Profiler::CallbackService {
   grpc::ServerUnaryReactor* Profile(grpc::CallbackServerContext* context,
                                     const kprof::v1::ProfileRequest* request,
                                     kprof::v1::ProfileResponse* response) override;
-  // In measure_batch.cc.
-  grpc::ServerBidiReactor<kprof::v1::BatchRequest, kprof::v1::BatchUpdate>* MeasureBatch(
+  // In measure_batch.cc: BatchRequest in, BatchUpdate out, as bytes.
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* MeasureBatch(
       grpc::CallbackServerContext* context) override;
 
  private:

@@ -72,6 +72,20 @@ def main():
                 assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
                 assert "/kprof.v1.Profiler/GetInfo is not a valid protobuf" in error.details(), error
 
+            # The same on a batch stream: a BatchRequest that does not parse ends the stream
+            # INVALID_ARGUMENT, where grpc++ alone would take it for the end of the requests
+            # and end the stream OK, with nothing answered.
+            batch = channel.stream_stream("/kprof.v1.Profiler/MeasureBatch")
+            try:
+                for _ in batch(iter([b"\xff\xff\xff\xff"]), timeout=10,
+                               metadata=[("authorization", "Bearer python-test-token")]
+                               if with_token else []):
+                    pass
+                raise AssertionError("a malformed BatchRequest must end the stream")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+                assert "a BatchRequest that does not parse" in error.details(), error
+
             reflect = channel.stream_stream(
                 "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo")
             token = [("authorization", "Bearer python-test-token")] if with_token else []
