@@ -307,25 +307,41 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     Hold(entry, client);
     return StoreResult{entry.module, mine};
   };
-  {
-    absl::MutexLock lock(&mutex_);
-    if (auto it = entries_.find(actual_sha256); it != entries_.end()) {
-      if (Intact(it->second)) return held(it->second);
-      DropDamaged(it);  // written again below
-    }
-  }
   // The bytes as they lie in the file (mapped, not read: a 256 MiB module costs page cache, not
   // the daemon's heap), described outside the lock, so lookups and jobs go on meanwhile; only
   // the rename into place is under it.
   const uint64_t size = upload.size();
-  void* mapped = nullptr;
-  if (size > 0) {
-    mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, upload.fd_, 0);
-    if (mapped == MAP_FAILED) return ErrnoError("cannot map", upload.path_);
+  const auto describe = [&]() -> absl::StatusOr<core::ModuleDescription> {
+    void* mapped = nullptr;
+    if (size > 0) {
+      mapped = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, upload.fd_, 0);
+      if (mapped == MAP_FAILED) return ErrnoError("cannot map", upload.path_);
+    }
+    absl::StatusOr<core::ModuleDescription> described = core::DescribeModule(
+        std::string_view(static_cast<const char*>(mapped), static_cast<size_t>(size)), format);
+    if (mapped != nullptr) munmap(mapped, size);
+    return described;
+  };
+  bool held_by_others = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (auto it = entries_.find(actual_sha256); it != entries_.end()) {
+      if (!Intact(it->second)) {
+        DropDamaged(it);  // written again below
+      } else if (it->second.holders.count(client) > 0) {
+        return held(it->second);
+      } else {
+        held_by_others = true;
+      }
+    }
   }
-  absl::StatusOr<core::ModuleDescription> described = core::DescribeModule(
-      std::string_view(static_cast<const char*>(mapped), static_cast<size_t>(size)), format);
-  if (mapped != nullptr) munmap(mapped, size);
+  // Bytes another client holds cost this client the same work as new ones (the description),
+  // so that how soon the answer comes does not tell it that someone holds them.
+  absl::StatusOr<core::ModuleDescription> described = describe();
+  if (held_by_others) {
+    absl::MutexLock lock(&mutex_);
+    if (auto it = entries_.find(actual_sha256); it != entries_.end()) return held(it->second);
+  }
   KPROF_RETURN_IF_ERROR(described.status());
   core::ModuleDescription info = *std::move(described);
   KPROF_RETURN_IF_ERROR(CheckExports(info));
@@ -345,7 +361,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
     discard();
     return held(it->second);
   }
-  if (absl::Status room = MakeRoom(size); !room.ok()) {
+  if (absl::Status room = MakeRoom(size, client); !room.ok()) {
     discard();
     return room;
   }
@@ -436,21 +452,45 @@ void ModuleRegistry::Remove(std::map<std::string, Entry>::iterator it) {
   entries_.erase(it);
 }
 
-absl::Status ModuleRegistry::MakeRoom(uint64_t bytes) {
+absl::Status ModuleRegistry::MakeRoom(uint64_t bytes, const std::string& client) {
   while (total_bytes_ + bytes > options_.max_cache_bytes ||
          entries_.size() + 1 > std::max<size_t>(options_.max_modules, 1)) {
-    auto victim = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->second.pins == 0 &&
-          (victim == entries_.end() || it->second.last_used < victim->second.last_used)) {
-        victim = it;
-      }
+    // What each client holds (a module several hold counts for each), the uploader included.
+    std::map<std::string, uint64_t> held;
+    held[client] += bytes;
+    for (const auto& [id, entry] : entries_) {
+      for (const std::string& holder : entry.holders) held[holder] += entry.module.size_bytes;
     }
+    const uint64_t share = options_.max_cache_bytes / held.size();
+    const uint64_t module_share = std::max<size_t>(options_.max_modules, 1) / held.size();
+    std::map<std::string, size_t> counts;
+    for (const auto& [id, entry] : entries_) {
+      for (const std::string& holder : entry.holders) ++counts[holder];
+    }
+    const auto over_share = [&](const std::string& holder) {
+      return held[holder] > share || counts[holder] > module_share;
+    };
+    // The oldest of the modules the uploader alone holds, and of those whose holders are all
+    // over their share; a client over its own share gives up its own first.
+    auto own = entries_.end(), others = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second.pins > 0) continue;
+      const std::set<std::string>& holders = it->second.holders;
+      auto& slot = holders.size() == 1 && holders.count(client) == 1 ? own : others;
+      if (&slot == &others &&
+          !std::all_of(holders.begin(), holders.end(), over_share)) {
+        continue;
+      }
+      if (slot == entries_.end() || it->second.last_used < slot->second.last_used) slot = it;
+    }
+    auto victim = over_share(client) ? (own != entries_.end() ? own : others)
+                                     : (others != entries_.end() ? others : own);
     if (victim == entries_.end()) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("module cache full: ", entries_.size(), " modules of ", total_bytes_,
-                       " bytes are in use (limits: ", options_.max_modules, " modules, ",
-                       options_.max_cache_bytes, " bytes)"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "module cache full: ", entries_.size(), " modules of ", total_bytes_,
+          " bytes are in use or held by clients within their share (limits: ",
+          options_.max_modules, " modules, ", options_.max_cache_bytes, " bytes, shared by ",
+          held.size(), " clients); unload modules this client holds, or retry later"));
     }
     core::Log(core::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
                                                      victim->second.module.name, ") to make room"));

@@ -150,7 +150,14 @@ class ModuleRegistry {
   ModuleRegistry(RegistryOptions options, int lock_fd)
       : options_(std::move(options)), lock_fd_(lock_fd) {}
   absl::Status Rescan();
-  absl::Status MakeRoom(uint64_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Evicts least recently used modules until `bytes` more fit, for `client`: a module only
+  // `client` holds may go, and one of other holders only if each of them holds more than a
+  // fair share of the cache (its size, and its module count, over the number of clients
+  // holding anything) — one client's uploads never push out the modules of a client within
+  // its share. A client over its share gives up its own modules first; one within it, those
+  // of the clients over theirs.
+  absl::Status MakeRoom(uint64_t bytes, const std::string& client)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Adds `client` to the entry's holders, recording them on disk when that is new.
   void Hold(Entry& entry, const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SaveHolders(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);

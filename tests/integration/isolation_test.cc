@@ -760,6 +760,54 @@ TEST(TokenLabels, ALabelIsPrintableAndShortOrTheDaemonRefusesToStart) {
   EXPECT_THAT(out, HasSubstr("the label 'ba7816bf' is also the label of a token without one"));
 }
 
+// The cache is shared fairly: one client's uploads evict its own modules, and another's only
+// where that one holds more than its share; a client within its share keeps what it holds.
+TEST(CacheShare, OneClientsUploadsNeverEvictAnotherWithinItsShare) {
+  TempDir dir;
+  std::ofstream(dir.path() + "/tokens") << kAttackerToken << "\n" << kVictimToken << "\n";
+  const int64_t size = static_cast<int64_t>(std::filesystem::file_size(TestModulePath("candidate_1")));
+  ASSERT_EQ(std::filesystem::file_size(TestModulePath("candidate_4")), static_cast<uintmax_t>(size));
+  Daemon daemon;
+  daemon.set_stderr(dir.path() + "/kprofd.log");
+  // Room for four and a half candidates: a share of 2.25 each for two clients.
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache",
+                           {"--token-file", dir.path() + "/tokens", "--max-cache-bytes",
+                            std::to_string(size * 9 / 2)}));
+  const auto connect = [&](const char* token) {
+    client::ClientOptions options;
+    options.bearer_token = token;
+    auto connected = client::Client::Connect(daemon.target(), options);
+    EXPECT_THAT(connected, IsOk());
+    return connected.ok() ? *std::move(connected) : nullptr;
+  };
+  auto victim = connect(kVictimToken);
+  auto flooder = connect(kAttackerToken);
+  auto kept = victim->LoadModuleFile(TestModulePath("candidate_1"));  // the oldest
+  ASSERT_THAT(kept, IsOk());
+  std::vector<std::string> flooded;
+  for (int k = 2; k <= 6; ++k) {
+    auto loaded = flooder->LoadModuleFile(TestModulePath("candidate_" + std::to_string(k)));
+    ASSERT_THAT(loaded, IsOk()) << k;
+    flooded.push_back(loaded->id());
+  }
+  // The victim's module stayed; the flooder's own oldest went to make room for its newest.
+  auto has = victim->HasModule(kept->id());
+  ASSERT_THAT(has, IsOk());
+  EXPECT_TRUE(*has) << ReadFileBytes(dir.path() + "/kprofd.log");
+  auto newest = flooder->HasModule(flooded.back());
+  ASSERT_THAT(newest, IsOk());
+  EXPECT_TRUE(*newest);
+  auto oldest = flooder->HasModule(flooded.front());
+  ASSERT_THAT(oldest, IsOk());
+  EXPECT_FALSE(*oldest);
+  // Within its own share (two modules), the victim's next upload takes room from the flooder,
+  // who is over its share, rather than from the victim's own older module.
+  EXPECT_THAT(victim->LoadModuleFile(TestModulePath("candidate_saxpy")), IsOk());
+  has = victim->HasModule(kept->id());
+  ASSERT_THAT(has, IsOk());
+  EXPECT_TRUE(*has);
+}
+
 // `kprofd --check-config` with `options`: its exit code and what it printed.
 std::pair<int, std::string> CheckConfig(const TempDir& dir, const std::string& options) {
   const std::string command = std::string(testing::KprofdPath()) + " --cache-dir " + dir.path() +
