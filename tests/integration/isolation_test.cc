@@ -44,12 +44,14 @@ using ::kprof::testing::TestModulePath;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// A sleep to a deadline ends a wake-up late; under ThreadSanitizer, whose interceptors sit on
-// the way, a longer one.
+// A sleep to a deadline ends a wake-up late: by half a millisecond now and then on a loaded
+// two-core host; under ThreadSanitizer, whose interceptors sit on the way, later still. The
+// victim's kernel takes 4 ms, its neighbours among the candidates 2 and 6 ms: a slack of 20%
+// still tells it from either, and a forged time (a nanosecond) from all.
 #if defined(__SANITIZE_THREAD__)
 constexpr double kSlack = 1.5;
 #else
-constexpr double kSlack = 1.10;
+constexpr double kSlack = 1.20;
 #endif
 
 constexpr char kAttackerToken[] = "token-of-the-attacking-client";
