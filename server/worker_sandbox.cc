@@ -296,6 +296,13 @@ absl::Status DropCapabilities() {
     return absl::InternalError(absl::StrCat("capget: ", std::strerror(errno)));
   }
   const uint32_t perfmon_bit = 1u << (kPerfmon - 32);
+  // Nothing to give up (an unprivileged daemon, or the unit's, whose filter denies capset):
+  // done without the call.
+  if (data[0].effective == 0 && data[0].permitted == 0 && data[0].inheritable == 0 &&
+      (data[1].permitted & ~perfmon_bit) == 0 && data[1].effective == data[1].permitted &&
+      data[1].inheritable == 0) {
+    return absl::OkStatus();
+  }
   data[0] = {0, 0, 0};
   data[1].permitted &= perfmon_bit;
   data[1].effective = data[1].permitted;  // raised again after a change of uid cleared it

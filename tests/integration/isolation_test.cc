@@ -10,10 +10,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -43,6 +47,7 @@ using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // A sleep to a deadline ends a wake-up late: by half a millisecond now and then on a loaded
 // two-core host; under ThreadSanitizer, whose interceptors sit on the way, later still. The
@@ -101,11 +106,74 @@ std::map<std::string, std::pair<off_t, mode_t>> CacheFiles(const std::string& di
   return files;
 }
 
-class IsolationTest : public ::testing::Test {
+// The system calls the unit's SystemCallFilter= lines leave allowed: the union of the allow
+// lines less the union of the deny (~) lines, groups expanded by systemd-analyze. Empty when
+// systemd-analyze is missing.
+std::set<std::string> UnitSyscalls(const std::string& unit) {
+  std::map<std::string, std::set<std::string>> groups;
+  std::function<void(const std::string&, std::set<std::string>*)> expand =
+      [&](const std::string& item, std::set<std::string>* into) {
+        if (item.empty() || item[0] != '@') {
+          into->insert(item);
+          return;
+        }
+        if (!groups.count(item)) {
+          std::set<std::string>& members = groups[item];
+          FILE* out = popen(("systemd-analyze syscall-filter " + item + " 2>/dev/null").c_str(), "r");
+          if (out == nullptr) return;
+          char line[256];
+          bool first = true;
+          std::vector<std::string> nested;
+          while (std::fgets(line, sizeof line, out) != nullptr) {
+            std::string word(line);
+            word.erase(0, word.find_first_not_of(" \t"));
+            word.erase(word.find_last_not_of(" \t\n") + 1);
+            if (first || word.empty() || word[0] == '#') {
+              first = false;
+              continue;
+            }
+            nested.push_back(word);
+          }
+          pclose(out);
+          for (const std::string& n : nested) expand(n, &members);
+        }
+        into->insert(groups[item].begin(), groups[item].end());
+      };
+  std::set<std::string> allowed, denied;
+  std::ifstream in(unit);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SystemCallFilter=", 0) != 0) continue;
+    std::string value = line.substr(std::strlen("SystemCallFilter="));
+    const bool deny = !value.empty() && value[0] == '~';
+    if (deny) value.erase(0, 1);
+    std::istringstream words(value);
+    for (std::string word; words >> word;) expand(word, deny ? &denied : &allowed);
+  }
+  for (const std::string& d : denied) allowed.erase(d);
+  return allowed;
+}
+
+// Run directly, and under the restrictions of the systemd unit (deploy/kprofd.service) applied
+// by hand: its user, no capabilities, no_new_privs and its system call filter — where the
+// workers' own sandbox (Landlock, seccomp, capabilities) must still be set up whole.
+class IsolationTest : public ::testing::TestWithParam<bool> {
  protected:
+  bool under_unit() const { return GetParam(); }
+
   void SetUp() override {
     std::ofstream(dir_.path() + "/tokens") << kAttackerToken << "\n" << kVictimToken << "\n";
     daemon_.set_stderr(dir_.path() + "/kprofd.log");
+    if (under_unit()) {
+      const std::set<std::string> syscalls = UnitSyscalls(KPROF_UNIT_FILE);
+      if (syscalls.empty()) GTEST_SKIP() << "systemd-analyze cannot expand the unit's filter";
+      std::ofstream list(dir_.path() + "/syscalls");
+      for (const std::string& s : syscalls) list << s << "\n";
+      list.close();
+      // The unit's dynamic user must write the cache and read the tokens.
+      chmod(dir_.path().c_str(), 0777);
+      chmod((dir_.path() + "/tokens").c_str(), 0644);
+      daemon_.set_launcher({KPROF_AS_UNIT_PATH, dir_.path() + "/syscalls", "61183"});
+    }
     ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--token-file", dir_.path() + "/tokens"}))
         << Log();
     attacker_ = Connect(kAttackerToken);
@@ -170,8 +238,25 @@ class IsolationTest : public ::testing::Test {
   std::string nice_, nofile_;
 };
 
-TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
+TEST_P(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
   KPROF_SKIP_UNDER_EMULATION("does not pass seccomp filters through");
+  // The workers' sandbox is whole, under the unit too (it must allow what setting it up takes).
+  auto info = victim_->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_THAT(info->isolation(), HasSubstr("Landlock ABI"));
+  EXPECT_THAT(info->isolation(), HasSubstr("seccomp filter"));
+  for (const char* missing : {"no Landlock", "no seccomp", "capabilities kept"}) {
+    EXPECT_THAT(info->isolation(), Not(HasSubstr(missing))) << Log();
+  }
+  // And perf's software counters count in the workers (the unit allows perf_event_open).
+  v1::ProfileFunctionRequest profile;
+  profile.mutable_call()->set_module_id("builtin");
+  profile.mutable_call()->set_function("spin_us");
+  profile.mutable_call()->add_args("float64:200");
+  auto* perf = profile.add_collectors();
+  perf->set_name("perf");
+  perf->add_options("task-clock");
+  EXPECT_THAT(victim_->ProfileFunction(profile), IsOk());
   nice_ = StatField(daemon_.pid(), 19);
   nofile_ = LimitsLine(daemon_.pid(), "Max open files");
   ASSERT_FALSE(nofile_.empty());
@@ -233,7 +318,7 @@ TEST_F(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
   EXPECT_EQ(CacheFiles(cache), cache_before);
 }
 
-TEST_F(IsolationTest, AReplacedJobSocketEndsTheWorkerAndTheNextJobRunsOnAFreshOne) {
+TEST_P(IsolationTest, AReplacedJobSocketEndsTheWorkerAndTheNextJobRunsOnAFreshOne) {
   KPROF_SKIP_UNDER_EMULATION("does not pass seccomp filters through");
   nice_ = StatField(daemon_.pid(), 19);
   nofile_ = LimitsLine(daemon_.pid(), "Max open files");
@@ -249,7 +334,7 @@ TEST_F(IsolationTest, AReplacedJobSocketEndsTheWorkerAndTheNextJobRunsOnAFreshOn
 // A module's file changed behind the daemon (an operator, a disk): the next job finds the file
 // is not the one stored, drops the module and answers as for an unknown module — which the
 // client library answers by uploading the bytes again, so its job runs the right code.
-TEST_F(IsolationTest, AModuleFileChangedBehindTheDaemonIsDroppedAndUploadedAgain) {
+TEST_P(IsolationTest, AModuleFileChangedBehindTheDaemonIsDroppedAndUploadedAgain) {
   const std::string file = dir_.path() + "/cache/modules/" + kernel_;
   const std::string bytes = ReadFileBytes(TestModulePath("candidate_2"));
   ASSERT_EQ(ReadFileBytes(file), bytes);
@@ -293,6 +378,11 @@ TEST_F(IsolationTest, AModuleFileChangedBehindTheDaemonIsDroppedAndUploadedAgain
   }
   EXPECT_EQ(logged, dropped);
 }
+
+INSTANTIATE_TEST_SUITE_P(Launch, IsolationTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& launch) {
+                           return launch.param ? "UnderTheUnit" : "Direct";
+                         });
 
 // Jobs of one client in a worker of its own: what one client's function leaves in its process
 // (here, an environment variable no check looks at) is never seen by another client's job.
