@@ -23,8 +23,7 @@ class FrameChannel {
 
   // Writes one frame, all of it, with `fds` (at most kMaxFds; duplicated into the peer, still
   // the caller's here) passed along with its first byte. UNAVAILABLE when the peer is gone.
-  absl::Status Write(const google::protobuf::MessageLite& message,
-                     absl::Span<const int> fds = {});
+  absl::Status Write(const google::protobuf::MessageLite& message, absl::Span<const int> fds = {});
 
   // Reads one frame into `message`, blocking. UNAVAILABLE on end of stream (the peer closed or
   // died), RESOURCE_EXHAUSTED for a frame over the cap, DATA_LOSS for bytes that do not parse.

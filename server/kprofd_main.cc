@@ -1,7 +1,7 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
-#include <netdb.h>
 #include <grp.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
@@ -395,13 +395,13 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const Flags& flags) {
       user.uid = static_cast<uid_t>(uid);
       user.gid = static_cast<gid_t>(gid);
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--worker-user '", name, "' is neither a user of this host nor UID[:GID]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--worker-user '", name, "' is neither a user of this host nor UID[:GID]"));
     }
   }
   if (user.uid == 0 || user.gid == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--worker-user '", name, "' is root (uid or gid 0); workers never run as root"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-user '", name, "' is root (uid or gid 0); workers never run as root"));
   }
   Log(LogSeverity::kInfo,
       absl::StrCat("workers run as ", name, " (uid ", user.uid, ", gid ", user.gid, ")"));

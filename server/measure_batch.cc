@@ -12,12 +12,12 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/support/byte_buffer.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/modules/builtin_module.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "server/grpc_status.h"
 #include "server/module_registry.h"
 #include "server/profiler_service.h"
@@ -107,8 +107,8 @@ class ProfilerService::BatchReactor final
       reading_ = false;
       if (!ok) {
         reads_done_ = true;
-      } else if (!grpc::SerializationTraits<kprof::v1::BatchRequest>::Deserialize(
-                      &incoming_bytes_, &incoming_)
+      } else if (!grpc::SerializationTraits<kprof::v1::BatchRequest>::Deserialize(&incoming_bytes_,
+                                                                                  &incoming_)
                       .ok()) {
         Protocol(absl::InvalidArgumentError(
             "a BatchRequest that does not parse (not a kprof.v1.BatchRequest in protobuf)"));
@@ -512,7 +512,7 @@ class ProfilerService::BatchReactor final
   size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // front: being written
   size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  absl::Status error_ ABSL_GUARDED_BY(mutex_);              // ends the stream
+  absl::Status error_ ABSL_GUARDED_BY(mutex_);  // ends the stream
   int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t running_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t done_count_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -228,7 +228,7 @@ absl::Status ModuleRegistry::Rescan() {
     entry.module.size_bytes = bytes->size();
     entry.module.functions = std::move(info->functions);
     entry.module.path = path;
-    if (struct stat st {}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
+    if (struct stat st{}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
     if (meta.is_object() && meta.value("name", nlohmann::json()).is_string()) {
       entry.module.name = meta["name"].get<std::string>();
     }
@@ -282,14 +282,12 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::str
 }
 
 absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
-    const std::string& client, const std::string& name, const std::string& format,
-    Upload& upload, uint64_t declared_size, const std::string& declared_sha256,
-    const std::string& actual_sha256) {
+    const std::string& client, const std::string& name, const std::string& format, Upload& upload,
+    uint64_t declared_size, const std::string& declared_sha256, const std::string& actual_sha256) {
   KPROF_RETURN_IF_ERROR(CheckHeader(name, format, declared_size, declared_sha256));
   if (upload.size() != declared_size) {
-    return absl::InvalidArgumentError(absl::StrCat("upload of ", upload.size(),
-                                                   " bytes does not match the declared size of ",
-                                                   declared_size));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "upload of ", upload.size(), " bytes does not match the declared size of ", declared_size));
   }
   if (actual_sha256 != declared_sha256) {
     return absl::InvalidArgumentError(absl::StrCat("upload's SHA-256 is ", actual_sha256,
@@ -376,7 +374,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   }
   Entry entry;
   entry.module = {actual_sha256, name, info.format, size, std::move(info.functions), path};
-  if (struct stat st {}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
+  if (struct stat st{}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
   entry.last_used = ++clock_;
   total_bytes_ += size;
   StoredModule stored = entry.module;
@@ -477,8 +475,7 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes, const std::string& client)
       if (it->second.pins > 0) continue;
       const std::set<std::string>& holders = it->second.holders;
       auto& slot = holders.size() == 1 && holders.count(client) == 1 ? own : others;
-      if (&slot == &others &&
-          !std::all_of(holders.begin(), holders.end(), over_share)) {
+      if (&slot == &others && !std::all_of(holders.begin(), holders.end(), over_share)) {
         continue;
       }
       if (slot == entries_.end() || it->second.last_used < slot->second.last_used) slot = it;
@@ -488,9 +485,9 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes, const std::string& client)
     if (victim == entries_.end()) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "module cache full: ", entries_.size(), " modules of ", total_bytes_,
-          " bytes are in use or held by clients within their share (limits: ",
-          options_.max_modules, " modules, ", options_.max_cache_bytes, " bytes, shared by ",
-          held.size(), " clients); unload modules this client holds, or retry later"));
+          " bytes are in use or held by clients within their share (limits: ", options_.max_modules,
+          " modules, ", options_.max_cache_bytes, " bytes, shared by ", held.size(),
+          " clients); unload modules this client holds, or retry later"));
     }
     core::Log(core::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
                                                      victim->second.module.name, ") to make room"));
@@ -510,8 +507,7 @@ absl::StatusOr<StoredModule> ModuleRegistry::Find(const std::string& client,
 }
 
 std::vector<StoredModule> ModuleRegistry::List(const std::string& client, const std::string& after,
-                                               size_t max_modules, size_t max_bytes,
-                                               bool* more) {
+                                               size_t max_modules, size_t max_bytes, bool* more) {
   absl::MutexLock lock(&mutex_);
   std::vector<StoredModule> modules;
   size_t bytes = 0;

@@ -119,8 +119,7 @@ class ModuleRegistry {
   absl::StatusOr<std::shared_ptr<Pin>> Acquire(const std::string& client,
                                                const std::vector<std::string>& ids,
                                                std::vector<StoredModule>* modules,
-                                               bool open_files = true)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+                                               bool open_files = true) ABSL_LOCKS_EXCLUDED(mutex_);
 
   const RegistryOptions& options() const { return options_; }
   uint64_t total_bytes() ABSL_LOCKS_EXCLUDED(mutex_);

@@ -108,10 +108,9 @@ class ProfilerService::UploadReactor final
     const absl::Duration idle =
         absl::Now() - absl::FromUnixNanos(last_activity_.load(std::memory_order_relaxed));
     if (idle < timeout) return;
-    FinishOnce(absl::DeadlineExceededError(
-        absl::StrCat("the upload sent nothing for ", absl::FormatDuration(idle),
-                     " (--upload-idle-timeout ", absl::FormatDuration(timeout),
-                     ") and was dropped; send the module again")));
+    FinishOnce(absl::DeadlineExceededError(absl::StrCat(
+        "the upload sent nothing for ", absl::FormatDuration(idle), " (--upload-idle-timeout ",
+        absl::FormatDuration(timeout), ") and was dropped; send the module again")));
   }
   void Ref() { refs_.fetch_add(1); }
   void Unref() {
@@ -340,13 +339,13 @@ absl::Status ProfilerService::ListPage(const std::string& client,
   constexpr int kMaxPage = 1000;
   constexpr size_t kMaxPageBytes = size_t{4} << 20;
   if (request.page_size() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "page_size = ", request.page_size(), " (accepted: 1 to ", kMaxPage, ", or 0 for ",
-        kMaxPage, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("page_size = ", request.page_size(),
+                                                   " (accepted: 1 to ", kMaxPage, ", or 0 for ",
+                                                   kMaxPage, ")"));
   }
   const std::string& token = request.page_token();
-  if (!token.empty() && !(token.size() == 64 && token.find_first_not_of("0123456789abcdef") ==
-                                                     std::string::npos)) {
+  if (!token.empty() &&
+      !(token.size() == 64 && token.find_first_not_of("0123456789abcdef") == std::string::npos)) {
     return absl::InvalidArgumentError(
         "page_token is not one a ListModules answer gave (its next_page_token)");
   }
@@ -541,16 +540,15 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
   }
   std::vector<StoredModule> modules;
   if (ids.size() > FrameChannel::kMaxFds) {
-    return absl::InvalidArgumentError(absl::StrCat("the job uses ", ids.size(),
-                                                   " modules (limit ", FrameChannel::kMaxFds, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job uses ", ids.size(), " modules (limit ", FrameChannel::kMaxFds, ")"));
   }
   KPROF_ASSIGN_OR_RETURN(std::shared_ptr<ModuleRegistry::Pin> pin,
                          registry_->Acquire(client, ids, &modules));
   for (const kprof::v1::FunctionCall* call : calls) {
     if (call->module_id() == core::kBuiltinModuleName) continue;
-    const StoredModule& module =
-        modules[static_cast<size_t>(std::find(ids.begin(), ids.end(), call->module_id()) -
-                                    ids.begin())];
+    const StoredModule& module = modules[static_cast<size_t>(
+        std::find(ids.begin(), ids.end(), call->module_id()) - ids.begin())];
     // CUDA code runs on CUDA devices; shared libraries run on the host for any device (on a
     // GPU they get device pointers and launch work themselves).
     if (core::IsCudaFormat(module.format) && device.type != core::DeviceType::kCuda) {

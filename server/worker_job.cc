@@ -165,8 +165,8 @@ absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string&
     if (file.id() != id) continue;
     std::unique_ptr<core::Module> module;
     if (static_cast<size_t>(i) < module_fds.size()) {
-      KPROF_ASSIGN_OR_RETURN(module, OpenDescriptor(file, module_fds[static_cast<size_t>(i)],
-                                                    device_));
+      KPROF_ASSIGN_OR_RETURN(module,
+                             OpenDescriptor(file, module_fds[static_cast<size_t>(i)], device_));
     } else {
       KPROF_ASSIGN_OR_RETURN(module, Open(file, device_));
     }

@@ -117,8 +117,7 @@ std::string ScratchLeftovers(const Scratch& scratch) {
   if (scratch.dir == nullptr) return "";
   // A function may close the descriptor, or put another directory on it, to hide its files.
   struct stat st {};
-  if (fstat(dirfd(scratch.dir), &st) != 0 || st.st_dev != scratch.dev ||
-      st.st_ino != scratch.ino) {
+  if (fstat(dirfd(scratch.dir), &st) != 0 || st.st_dev != scratch.dev || st.st_ino != scratch.ino) {
     return "closed or replaced the descriptor of its scratch directory";
   }
   rewinddir(scratch.dir);

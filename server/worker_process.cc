@@ -81,21 +81,22 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
       close(child);
       posix_spawn_file_actions_destroy(&actions);
       posix_spawnattr_destroy(&attributes);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot make the worker's scratch directory in ", options.scratch_root, ": ",
-          std::strerror(error)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot make the worker's scratch directory in ", options.scratch_root, ": ",
+                       std::strerror(error)));
     }
     scratch = std::move(name);
-    if (options.user.has_value() && chown(scratch.c_str(), options.user->uid, options.user->gid) != 0) {
+    if (options.user.has_value() &&
+        chown(scratch.c_str(), options.user->uid, options.user->gid) != 0) {
       const int error = errno;
       RemoveTree(scratch);
       close(sockets[0]);
       close(child);
       posix_spawn_file_actions_destroy(&actions);
       posix_spawnattr_destroy(&attributes);
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot give the worker's scratch directory to uid ", options.user->uid, ": ",
-          std::strerror(error)));
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot give the worker's scratch directory to uid ", options.user->uid,
+                       ": ", std::strerror(error)));
     }
   }
   std::unique_ptr<WorkerCgroups::Box> box;
@@ -155,9 +156,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   for (std::string& s : sandbox) argv.push_back(s.data());
   argv.push_back(nullptr);
   pid_t pid = 0;
-  const int error =
-      posix_spawn(&pid, options.executable.c_str(), &actions, &attributes, argv.data(),
-                  environment.data());
+  const int error = posix_spawn(&pid, options.executable.c_str(), &actions, &attributes,
+                                argv.data(), environment.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   close(child);
@@ -196,9 +196,8 @@ namespace {
 // capabilities).
 bool Searchable(const struct stat& st, const WorkerUser& user) {
   if (st.st_uid == user.uid) return (st.st_mode & S_IXUSR) != 0;
-  const bool in_group =
-      st.st_gid == user.gid ||
-      std::find(user.groups.begin(), user.groups.end(), st.st_gid) != user.groups.end();
+  const bool in_group = st.st_gid == user.gid || std::find(user.groups.begin(), user.groups.end(),
+                                                           st.st_gid) != user.groups.end();
   if (in_group) return (st.st_mode & S_IXGRP) != 0;
   return (st.st_mode & S_IXOTH) != 0;
 }
@@ -209,14 +208,14 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
     std::string base, const std::optional<WorkerUser>& user) {
   if (base.empty()) {
     const char* tmpdir = std::getenv("TMPDIR");
-    base = access("/dev/shm", W_OK | X_OK) == 0       ? "/dev/shm"
+    base = access("/dev/shm", W_OK | X_OK) == 0    ? "/dev/shm"
            : tmpdir != nullptr && tmpdir[0] == '/' ? tmpdir
                                                    : "/tmp";
   }
   char resolved[PATH_MAX];
   if (realpath(base.c_str(), resolved) == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the scratch directory '", base, "' (--scratch-dir): ", std::strerror(errno)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the scratch directory '", base, "' (--scratch-dir): ", std::strerror(errno)));
   }
   base = resolved;
   if (user.has_value()) {

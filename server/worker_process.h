@@ -85,7 +85,7 @@ class WorkerProcess {
   pid_t pid_;
   int socket_;
   FrameChannel channel_;
-  std::string scratch_;  // removed once the worker is reaped
+  std::string scratch_;                      // removed once the worker is reaped
   std::unique_ptr<WorkerCgroups::Box> box_;  // removed after the scratch
   uint64_t memory_limit_;
 };

@@ -2,12 +2,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
-#include <grp.h>
 #include <sched.h>
-#include <signal.h>
 #include <seccomp.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -176,11 +176,10 @@ absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
   // remove files and directories, but no links, devices or sockets. /tmp, /var/tmp and
   // /dev/shm are shared with the host and with other clients' workers: not writable.
   if (!paths.scratch.empty()) {
-    constexpr uint64_t kScratch =
-        LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
-        LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
-        LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
-        LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_TRUNCATE;
+    constexpr uint64_t kScratch = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                  LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_REMOVE_DIR |
+                                  LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_MAKE_DIR |
+                                  LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_TRUNCATE;
     ruleset.Grant(paths.scratch, kScratch & handled, {});
   }
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
@@ -265,8 +264,8 @@ absl::Status BecomeUser(const WorkerUser& user, pid_t parent) {
   if (setgroups(user.groups.size(), user.groups.data()) != 0 ||
       setresgid(user.gid, user.gid, user.gid) != 0 ||
       setresuid(user.uid, user.uid, user.uid) != 0) {
-    return absl::InternalError(absl::StrCat("cannot become uid ", user.uid, " gid ", user.gid,
-                                            ": ", std::strerror(errno)));
+    return absl::InternalError(absl::StrCat("cannot become uid ", user.uid, " gid ", user.gid, ": ",
+                                            std::strerror(errno)));
   }
   prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -377,9 +376,8 @@ absl::Status ApplyWorkerSyscallFilter() {
   // System V IPC and POSIX message queues are the host's, not a namespace's: a segment, a
   // semaphore or a queue one client's function made would be there for another's to find.
   for (const char* name : {"shmget", "shmat", "shmdt", "shmctl", "semget", "semop", "semtimedop",
-                           "semctl", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open",
-                           "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify",
-                           "mq_getsetattr"}) {
+                           "semctl", "msgget", "msgsnd", "msgrcv", "msgctl", "mq_open", "mq_unlink",
+                           "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr"}) {
     filter.Deny(name, eperm);
   }
   filter.DenyNumber(452, "fchmodat2", eperm);  // Linux 6.6, newer than libseccomp 2.5's tables

@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "module_files.h"
+#include "processes.h"
 #include "status_matchers.h"
 
 namespace kprof {
@@ -27,45 +28,13 @@ namespace {
 
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
+using ::kprof::testing::ChildrenOf;
+using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
 
-// The processes whose parent is `pid`.
-std::vector<pid_t> ChildrenOf(pid_t pid) {
-  std::vector<pid_t> children;
-  DIR* proc = opendir("/proc");
-  while (dirent* entry = readdir(proc)) {
-    const pid_t candidate = static_cast<pid_t>(std::atoi(entry->d_name));
-    if (candidate <= 0) continue;
-    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-    std::string line;
-    std::getline(stat, line);
-    const size_t paren = line.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(line.substr(paren + 2));
-    char state;
-    pid_t parent = 0;
-    rest >> state >> parent;
-    if (parent == pid && state != 'Z') children.push_back(candidate);
-  }
-  closedir(proc);
-  return children;
-}
-
-int64_t RssKilobytes(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  std::string key;
-  while (status >> key) {
-    if (key == "VmRSS:") {
-      int64_t kb = 0;
-      status >> kb;
-      return kb;
-    }
-  }
-  return -1;
-}
 
 class ReliabilityTest : public ::testing::Test {
  protected:
@@ -309,7 +278,7 @@ TEST_F(ReliabilityTest, InputLimitsHaveClearErrors) {
 TEST_F(ReliabilityTest, LoadTestMixingEveryKindOfJob) {
   Start();
   for (int i = 0; i < 20; ++i) ASSERT_THAT(Run("succeeds"), IsOk());  // warm up
-  const int64_t rss_before = RssKilobytes(daemon_.pid());
+  const int64_t rss_before = ResidentKb(daemon_.pid());
   std::atomic<int> wrong{0};
   std::vector<std::thread> clients;
   for (int c = 0; c < 32; ++c) {
@@ -346,7 +315,7 @@ TEST_F(ReliabilityTest, LoadTestMixingEveryKindOfJob) {
   EXPECT_EQ(wrong, 0);
   EXPECT_THAT(Run("succeeds"), IsOk());  // still up
   EXPECT_LE(ChildrenOf(daemon_.pid()).size(), 1u);
-  const int64_t rss_after = RssKilobytes(daemon_.pid());
+  const int64_t rss_after = ResidentKb(daemon_.pid());
 #if defined(__SANITIZE_THREAD__)
   constexpr int64_t kGrowthKb = 256 * 1024;  // ThreadSanitizer's shadow and history memory
 #else
