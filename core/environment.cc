@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/collectors/tegra.h"
+#include "core/interference.h"
 #include "core/placement.h"
 #include "kprof/config.h"
 
@@ -76,8 +77,7 @@ const StaticFields& Static() {
 }
 
 void CurrentFrequency(MetricMap& m) {
-  int64_t khz = 0;
-  if (absl::SimpleAtoi(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq"), &khz)) {
+  if (const int64_t khz = CpuKhz("/", 0); khz > 0) {
     m["CPU frequency (MHz)"] = Count{khz / 1000};
   } else if (Static().cpuinfo_mhz) {
     m["CPU frequency (MHz)"] = Count{*Static().cpuinfo_mhz};

@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
+#include <string>
 
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "core/collectors/tegra.h"
 
 namespace kprof::core {
@@ -18,6 +21,32 @@ bool ClockMoved(int64_t before_khz, int64_t after_khz, const InterferenceThresho
   if (before_khz <= 0 || after_khz <= 0) return false;
   return std::abs(static_cast<double>(after_khz - before_khz)) / static_cast<double>(before_khz) >=
          thresholds.frequency;
+}
+
+// The host's CPUs whose cpufreq node was found missing (a VM has none): such nodes do not
+// come and go while a process runs, and looking again would cost every job an open per sample.
+// Fake trees (tests) are looked at every time.
+class AbsentClocks {
+ public:
+  bool Known(const std::string& root, int cpu) {
+    if (root != "/") return false;
+    absl::MutexLock lock(&mutex_);
+    return cpus_.count(cpu) > 0;
+  }
+  void Mark(const std::string& root, int cpu) {
+    if (root != "/") return;
+    absl::MutexLock lock(&mutex_);
+    cpus_.insert(cpu);
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::set<int> cpus_ ABSL_GUARDED_BY(mutex_);
+};
+
+AbsentClocks& Absent() {
+  static AbsentClocks* const absent = new AbsentClocks;
+  return *absent;
 }
 
 }  // namespace
@@ -35,8 +64,13 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
 }
 
 int64_t CpuKhz(const std::string& root, int cpu) {
+  if (Absent().Known(root, cpu)) return -1;
   std::ifstream in(
       absl::StrFormat("%ssys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", root, cpu));
+  if (!in.is_open()) {
+    Absent().Mark(root, cpu);
+    return -1;
+  }
   int64_t khz = -1;
   if (!(in >> khz) || khz <= 0) return -1;
   return khz;

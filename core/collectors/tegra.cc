@@ -247,8 +247,7 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> TegraRailsCollecto
 
 namespace {
 
-// The devfreq node of a Tegra GPU under `root`, or an empty path.
-fs::path GpuDevfreq(const std::string& root) {
+fs::path FindGpuDevfreq(const std::string& root) {
   for (const fs::path& node : Entries(fs::path(root) / "sys/class/devfreq")) {
     const std::string name = node.filename().string();
     for (const char* gpu : {"gv11b", "ga10b", "gp10b", "gm20b", "gpu"}) {
@@ -256,6 +255,15 @@ fs::path GpuDevfreq(const std::string& root) {
     }
   }
   return {};
+}
+
+// The devfreq node of a Tegra GPU under `root`, or an empty path. The host's is looked for
+// once: devfreq nodes are there from boot, and every job samples the GPU clock twice. Fake
+// trees (tests) are looked at every time.
+fs::path GpuDevfreq(const std::string& root) {
+  if (root != "/") return FindGpuDevfreq(root);
+  static const fs::path* const host = new fs::path(FindGpuDevfreq(root));
+  return *host;
 }
 
 }  // namespace
