@@ -24,7 +24,7 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::string ModuleId(const std::string& bytes) { return core::Sha256Hex(bytes); }
+std::string ModuleId(std::string_view bytes) { return core::Sha256Hex(bytes); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
@@ -110,7 +110,7 @@ absl::Status Client::UnloadModule(const std::string& id) {
   return FromGrpcStatus(stub_->UnloadModule(&context, request, &response));
 }
 
-absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
+absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(std::string_view bytes,
                                                      const std::string& id, const std::string& name,
                                                      const std::string& format) {
   grpc::ClientContext context;
@@ -125,7 +125,8 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
   bool open = writer->Write(header);
   for (size_t offset = 0; open && offset < bytes.size(); offset += options_.chunk_bytes) {
     kprof::v1::LoadModuleRequest chunk;
-    chunk.set_chunk(bytes.substr(offset, options_.chunk_bytes));
+    const std::string_view part = bytes.substr(offset, options_.chunk_bytes);
+    chunk.set_chunk(part.data(), part.size());
     open = writer->Write(chunk);  // false: the daemon already answered (an error)
   }
   writer->WritesDone();
@@ -133,8 +134,16 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(const std::string& bytes,
   return response.module();
 }
 
-absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes, const std::string& name,
+absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string_view bytes,
+                                                         const std::string& name,
                                                          const std::string& format) {
+  return LoadModule(bytes, name, format, nullptr);
+}
+
+absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string_view bytes,
+                                                         const std::string& name,
+                                                         const std::string& format,
+                                                         std::string* owned) {
   const std::string id = ModuleId(bytes);
   kprof::v1::HasModuleResponse response;
   if (bytes.size() > options_.upload_without_asking_bytes) {
@@ -151,19 +160,21 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string bytes, cons
     if (!uploaded.ok()) return uploaded.status();
     *response.mutable_module() = *uploaded;
   }
-  Remember(id, std::move(bytes), name, format);
+  Remember(id, bytes, name, format, owned);
   return response.module();
 }
 
-void Client::Remember(const std::string& id, std::string bytes, const std::string& name,
-                      const std::string& format) {
+void Client::Remember(const std::string& id, std::string_view bytes, const std::string& name,
+                      const std::string& format, std::string* owned) {
   absl::MutexLock lock(&mutex_);
   if (auto it = uploaded_.find(id); it != uploaded_.end()) {
     it->second.order = next_order_++;
     return;
   }
   remembered_bytes_ += bytes.size();
-  uploaded_[id] = Uploaded{std::move(bytes), name, format, next_order_++};
+  uploaded_[id] =
+      Uploaded{owned != nullptr ? std::move(*owned) : std::string(bytes), name, format,
+               next_order_++};
   while (remembered_bytes_ > options_.max_remembered_bytes && uploaded_.size() > 1) {
     auto oldest = uploaded_.begin();
     for (auto it = uploaded_.begin(); it != uploaded_.end(); ++it) {
@@ -176,9 +187,10 @@ void Client::Remember(const std::string& id, std::string bytes, const std::strin
 
 absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& path,
                                                              const std::string& format) {
+  // Read, not mapped: a file truncated under a mapping would end this process with SIGBUS.
   absl::StatusOr<std::string> bytes = core::ReadFile(path, "module file");
   if (!bytes.ok()) return bytes.status();
-  return LoadModule(*std::move(bytes), path.substr(path.rfind('/') + 1), format);
+  return LoadModule(*bytes, path.substr(path.rfind('/') + 1), format, &*bytes);
 }
 
 std::string UnknownModule(int code, std::string_view message) {

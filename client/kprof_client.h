@@ -64,8 +64,9 @@ class Client {
   absl::Status UnloadModule(const std::string& id);
 
   // Makes the daemon hold `bytes` (uploading them only when it lacks them) and returns what it
-  // holds. The client remembers the bytes, to upload them again should the daemon evict them.
-  absl::StatusOr<kprof::v1::ModuleInfo> LoadModule(std::string bytes, const std::string& name,
+  // holds. The client remembers the bytes (a copy, the first time), to upload them again should
+  // the daemon evict them; bytes it remembers already cost a hash and a question, no copy.
+  absl::StatusOr<kprof::v1::ModuleInfo> LoadModule(std::string_view bytes, const std::string& name,
                                                    const std::string& format = "auto");
   absl::StatusOr<kprof::v1::ModuleInfo> LoadModuleFile(const std::string& path,
                                                        const std::string& format = "auto");
@@ -103,7 +104,7 @@ class Client {
       : stub_(std::move(stub)), options_(options) {}
 
   void Prepare(grpc::ClientContext* context, absl::Duration timeout) const;
-  absl::StatusOr<kprof::v1::ModuleInfo> Upload(const std::string& bytes, const std::string& id,
+  absl::StatusOr<kprof::v1::ModuleInfo> Upload(std::string_view bytes, const std::string& id,
                                                const std::string& name, const std::string& format);
   // Runs `call`; when it fails with NOT_FOUND for a module this client uploaded, uploads that
   // module again and retries once.
@@ -116,8 +117,11 @@ class Client {
   ClientOptions options_;
   // Remembers `bytes` under `id` for re-upload, forgetting the oldest beyond
   // ClientOptions::max_remembered_bytes.
-  void Remember(const std::string& id, std::string bytes, const std::string& name,
-                const std::string& format);
+  // `owned`: the bytes' own string, which the remembering may take instead of a copy.
+  absl::StatusOr<kprof::v1::ModuleInfo> LoadModule(std::string_view bytes, const std::string& name,
+                                                   const std::string& format, std::string* owned);
+  void Remember(const std::string& id, std::string_view bytes, const std::string& name,
+                const std::string& format, std::string* owned = nullptr);
 
   struct Uploaded {
     std::string bytes, name, format;
@@ -140,6 +144,6 @@ std::string UnknownModule(int code, std::string_view message);
 inline constexpr int kMaxResends = 3;
 
 // Lowercase hex SHA-256 of `bytes`: a module's id.
-std::string ModuleId(const std::string& bytes);
+std::string ModuleId(std::string_view bytes);
 
 }  // namespace kprof::client
