@@ -427,15 +427,21 @@ KPROF_EXPORT int32_t reads_other_scratch(DLTensor* args, int32_t num_args) {
   return 0;
 }
 
+/* $TMPDIR/NAME into OUT: 0, or -1 without a TMPDIR. */
+static int scratch_path(char* out, size_t size, const char* name) {
+  const char* tmpdir = getenv("TMPDIR");
+  if (tmpdir == NULL) return -1;
+  snprintf(out, size, "%s/%s", tmpdir, name);
+  return 0;
+}
+
 /* A function's own scratch: $TMPDIR is writable, and what it leaves there ends its worker. */
 KPROF_EXPORT int32_t writes_its_scratch(DLTensor* args, int32_t num_args) {
   UNUSED;
-  const char* tmpdir = getenv("TMPDIR");
-  if (tmpdir == NULL) return 1;
   char path[4096];
-  snprintf(path, sizeof path, "%s/sub", tmpdir);
+  if (scratch_path(path, sizeof path, "sub") != 0) return 1;
   if (mkdir(path, 0700) != 0) return 2;
-  snprintf(path, sizeof path, "%s/sub/file", tmpdir);
+  scratch_path(path, sizeof path, "sub/file");
   const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return 3;
   char byte = 7;
@@ -443,17 +449,15 @@ KPROF_EXPORT int32_t writes_its_scratch(DLTensor* args, int32_t num_args) {
   close(fd);
   if (!written) return 4;
   if (unlink(path) != 0) return 5;
-  snprintf(path, sizeof path, "%s/sub", tmpdir);
+  scratch_path(path, sizeof path, "sub");
   if (rmdir(path) != 0) return 6;
   return 0;
 }
 
 KPROF_EXPORT int32_t leaves_a_file_in_its_scratch(DLTensor* args, int32_t num_args) {
   UNUSED;
-  const char* tmpdir = getenv("TMPDIR");
-  if (tmpdir == NULL) return 1;
   char path[4096];
-  snprintf(path, sizeof path, "%s/left-behind", tmpdir);
+  if (scratch_path(path, sizeof path, "left-behind") != 0) return 1;
   const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return errno;
   close(fd);
@@ -495,10 +499,8 @@ KPROF_EXPORT int32_t maps_shared_memory(DLTensor* args, int32_t num_args) {
 
 KPROF_EXPORT int32_t fills_its_scratch(DLTensor* args, int32_t num_args) {
   UNUSED;
-  const char* tmpdir = getenv("TMPDIR");
-  if (tmpdir == NULL) return 1;
   char path[4096];
-  snprintf(path, sizeof path, "%s/big", tmpdir);
+  if (scratch_path(path, sizeof path, "big") != 0) return 1;
   const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return errno;
   static char block[1 << 20];
