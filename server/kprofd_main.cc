@@ -374,7 +374,8 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const Flags& flags) {
     return std::optional<WorkerUser>();
   }
   std::string name = flags.worker_user;
-  if (name.empty()) name = getpwnam("kprofd-worker") != nullptr ? "kprofd-worker" : "nobody";
+  const bool chosen = !name.empty();
+  if (!chosen) name = getpwnam("kprofd-worker") != nullptr ? "kprofd-worker" : "nobody";
   WorkerUser user;
   if (const passwd* pw = getpwnam(name.c_str()); pw != nullptr) {
     user.uid = pw->pw_uid;
@@ -398,6 +399,17 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const Flags& flags) {
       return absl::InvalidArgumentError(
           absl::StrCat("--worker-user '", name, "' is neither a user of this host nor UID[:GID]"));
     }
+  }
+  // The default user opens the GPU's nodes where they are the video or render group's (a
+  // Jetson's /dev/nvhost-*), as the daemon did.
+  if (!chosen) {
+    for (const char* group : {"video", "render"}) {
+      if (const struct group* g = getgrnam(group); g != nullptr) user.groups.push_back(g->gr_gid);
+    }
+  }
+  if (user.uid == static_cast<uid_t>(-1) || user.gid == static_cast<gid_t>(-1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-user '", name, "': uid and gid 4294967295 mean \"no change\", not a user"));
   }
   if (user.uid == 0 || user.gid == 0) {
     return absl::InvalidArgumentError(absl::StrCat(

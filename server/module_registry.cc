@@ -241,6 +241,7 @@ absl::Status ModuleRegistry::Rescan() {
       }
     }
     entry.last_used = ++clock_;
+    entry.generation = ++generations_;
     total_bytes_ += entry.module.size_bytes;
     entries_.emplace(id, std::move(entry));
   }
@@ -376,6 +377,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   entry.module = {actual_sha256, name, info.format, size, std::move(info.functions), path};
   if (struct stat st{}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
   entry.last_used = ++clock_;
+  entry.generation = ++generations_;
   total_bytes_ += size;
   StoredModule stored = entry.module;
   Hold(entries_.emplace(actual_sha256, std::move(entry)).first->second, client);
@@ -566,6 +568,13 @@ absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
   for (const std::string& id : open_files ? ids : std::vector<std::string>()) {
     const auto it = entries_.find(id);
     const int fd = open(it->second.module.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0 && errno != ENOENT && errno != ELOOP) {
+      // Out of descriptors, say: nothing is wrong with the module.
+      const int error = errno;
+      close_all();
+      return absl::UnavailableError(absl::StrCat(
+          "cannot open module ", id, " for the job: ", std::strerror(error), "; retry later"));
+    }
     struct stat st {};
     if (fd < 0 || fstat(fd, &st) != 0 || !(IdentityOf(st) == it->second.file)) {
       if (fd >= 0) close(fd);
@@ -578,24 +587,30 @@ absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
     }
     fds.push_back(fd);
   }
+  std::vector<std::pair<std::string, uint64_t>> pinned;
   for (const std::string& id : ids) {
     Entry& entry = entries_.at(id);
     ++entry.pins;
     entry.last_used = ++clock_;
+    pinned.emplace_back(id, entry.generation);
     if (modules != nullptr) modules->push_back(entry.module);
   }
-  return std::make_shared<Pin>(this, ids, std::move(fds));
+  return std::make_shared<Pin>(this, std::move(pinned), std::move(fds));
 }
 
 ModuleRegistry::Pin::~Pin() {
   for (int fd : fds_) close(fd);
-  registry_->Release(ids_);
+  registry_->Release(pinned_);
 }
 
-void ModuleRegistry::Release(const std::vector<std::string>& ids) {
+void ModuleRegistry::Release(const std::vector<std::pair<std::string, uint64_t>>& pinned) {
   absl::MutexLock lock(&mutex_);
-  for (const std::string& id : ids) {
-    if (auto it = entries_.find(id); it != entries_.end()) --it->second.pins;
+  for (const auto& [id, generation] : pinned) {
+    // An entry dropped (damaged) under the pin and stored again is another entry: its pins are
+    // not this one's.
+    if (auto it = entries_.find(id); it != entries_.end() && it->second.generation == generation) {
+      --it->second.pins;
+    }
   }
 }
 

@@ -143,6 +143,7 @@ class ModuleRegistry {
     FileIdentity file;
     uint64_t last_used = 0;
     int pins = 0;
+    uint64_t generation = 0;  // each entry made anew, after a drop too, has its own
     std::set<std::string> holders;
   };
 
@@ -166,7 +167,8 @@ class ModuleRegistry {
   void DropDamaged(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Removes the module's files and entry.
   void Remove(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void Release(const std::vector<std::string>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+  void Release(const std::vector<std::pair<std::string, uint64_t>>& pinned)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   std::string ModulesDir() const { return options_.cache_dir + "/modules"; }
 
   const RegistryOptions options_;
@@ -175,12 +177,14 @@ class ModuleRegistry {
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mutex_);
   uint64_t total_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;  // use counter for LRU order
+  uint64_t generations_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 class ModuleRegistry::Pin {
  public:
-  Pin(ModuleRegistry* registry, std::vector<std::string> ids, std::vector<int> fds)
-      : registry_(registry), ids_(std::move(ids)), fds_(std::move(fds)) {}
+  Pin(ModuleRegistry* registry, std::vector<std::pair<std::string, uint64_t>> pinned,
+      std::vector<int> fds)
+      : registry_(registry), pinned_(std::move(pinned)), fds_(std::move(fds)) {}
   ~Pin();
   Pin(const Pin&) = delete;
   Pin& operator=(const Pin&) = delete;
@@ -189,7 +193,7 @@ class ModuleRegistry::Pin {
 
  private:
   ModuleRegistry* registry_;
-  std::vector<std::string> ids_;
+  std::vector<std::pair<std::string, uint64_t>> pinned_;  // id and entry generation
   std::vector<int> fds_;
 };
 

@@ -75,12 +75,16 @@ class ProfilerService::UploadReactor final
       FinishOnce(admitted.status());
       return;
     }
-    StartRead(&message_);
+    Read();
   }
 
   void OnReadDone(bool ok) override {
     Touch();
-    if (finished()) return;  // ended meanwhile (idle): the read failed with it
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      reading_ = false;
+      if (finished_) return;  // ended meanwhile (idle): the read failed with it
+    }
     if (!ok) {
       Complete();
       return;
@@ -89,7 +93,7 @@ class ProfilerService::UploadReactor final
       FinishOnce(s);
       return;
     }
-    StartRead(&message_);
+    Read();
   }
 
   void OnDone() override {
@@ -103,14 +107,20 @@ class ProfilerService::UploadReactor final
   }
 
   // For the service's sweeper (which holds a reference meanwhile): ends the upload if it has
-  // sent nothing for `timeout`.
+  // waited on a read for `timeout` — only then: a callback at work (a chunk taken, the module
+  // stored) is not interrupted, and no read is started after the end.
   void ExpireIfIdle(absl::Duration timeout) {
     const absl::Duration idle =
         absl::Now() - absl::FromUnixNanos(last_activity_.load(std::memory_order_relaxed));
     if (idle < timeout) return;
-    FinishOnce(absl::DeadlineExceededError(absl::StrCat(
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      if (!reading_ || finished_) return;
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(absl::DeadlineExceededError(absl::StrCat(
         "the upload sent nothing for ", absl::FormatDuration(idle), " (--upload-idle-timeout ",
-        absl::FormatDuration(timeout), ") and was dropped; send the module again")));
+        absl::FormatDuration(timeout), ") and was dropped; send the module again"))));
   }
   void Ref() { refs_.fetch_add(1); }
   void Unref() {
@@ -119,9 +129,15 @@ class ProfilerService::UploadReactor final
 
  private:
   void Touch() { last_activity_.store(absl::ToUnixNanos(absl::Now()), std::memory_order_relaxed); }
-  bool finished() {
-    absl::MutexLock lock(&finish_mutex_);
-    return finished_;
+  // The next read; from here until it is done, the sweeper may end the upload.
+  void Read() {
+    Touch();
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      if (finished_) return;
+      reading_ = true;
+    }
+    StartRead(&message_);
   }
   void FinishOnce(const absl::Status& status) {
     {
@@ -195,6 +211,7 @@ class ProfilerService::UploadReactor final
   std::atomic<int64_t> last_activity_{0};
   absl::Mutex finish_mutex_;
   bool finished_ ABSL_GUARDED_BY(finish_mutex_) = false;
+  bool reading_ ABSL_GUARDED_BY(finish_mutex_) = false;  // a read is outstanding
   core::Sha256 hash_;
   kprof::v1::LoadModuleRequest message_;
   kprof::v1::ModuleHeader header_;

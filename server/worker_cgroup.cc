@@ -154,7 +154,12 @@ absl::StatusOr<std::string> SetUpV2() {
   if (absl::Status s = WriteText(front + "/cgroup.procs", std::to_string(getpid())); !s.ok()) {
     return s;
   }
-  if (absl::Status s = WriteText(own + "/cgroup.subtree_control", "+memory"); !s.ok()) return s;
+  if (absl::Status s = WriteText(own + "/cgroup.subtree_control", "+memory"); !s.ok()) {
+    // Other processes in the cgroup, say: the front goes back where it was.
+    (void)WriteText(own + "/cgroup.procs", std::to_string(getpid()));
+    rmdir(front.c_str());
+    return s;
+  }
   const std::string workers = own + "/workers";
   if (absl::Status s = MakeDir(workers); !s.ok()) return s;
   if (absl::Status s = WriteText(workers + "/cgroup.subtree_control", "+memory"); !s.ok()) {

@@ -1,8 +1,6 @@
 #include "server/worker_job.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -116,38 +114,33 @@ absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::Modu
   return core::SharedLibraryModule::OpenFile(file.path());
 }
 
-// Opens a module from a descriptor the daemon opened: its bytes copied into a sealed memfd,
-// which the loaders open by its /proc/self/fd path (the descriptor's own path, in the cache,
-// is one the worker's sandbox does not let it open again).
+// Opens a module from a descriptor the daemon opened (the worker's sandbox does not let it open
+// the cache's path): a host library through its descriptor (SharedLibraryModule makes its own
+// sealed copy), CUDA code read whole from it.
 absl::StatusOr<std::unique_ptr<core::Module>> OpenDescriptor(
     const kprof::worker::v1::ModuleFile& file, int fd, core::Device device) {
-  const int copy = memfd_create(("kprof-module-" + file.id().substr(0, 16)).c_str(),
-                                MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (copy < 0) {
-    return absl::InternalError(absl::StrCat("memfd_create: ", std::strerror(errno)));
+  if (!core::IsCudaFormat(file.format())) return core::SharedLibraryModule::OpenDescriptor(fd);
+  if (device.type != core::DeviceType::kCuda) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
   }
-  const auto fail = [copy](const char* what) {
-    const int error = errno;
-    close(copy);
-    return absl::InternalError(
-        absl::StrCat("copying the module into memory: ", what, ": ", std::strerror(error)));
-  };
-  struct stat st {};
-  if (fstat(fd, &st) != 0) return fail("fstat");
-  for (off_t offset = 0; offset < st.st_size;) {
-    const ssize_t sent = sendfile(copy, fd, &offset, static_cast<size_t>(st.st_size - offset));
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0) return fail("sendfile");
-    if (sent == 0) break;  // shorter than it said: the loader will say what is wrong
+#if KPROF_HAS_CUDA
+  std::string bytes;
+  char buffer[1 << 16];
+  for (off_t offset = 0;;) {
+    const ssize_t n = pread(fd, buffer, sizeof buffer, offset);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      return absl::InternalError(absl::StrCat("reading the module: ", std::strerror(errno)));
+    }
+    if (n == 0) break;
+    bytes.append(buffer, static_cast<size_t>(n));
+    offset += n;
   }
-  if (fcntl(copy, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
-    return fail("sealing");
-  }
-  kprof::worker::v1::ModuleFile in_memory = file;
-  in_memory.set_path(absl::StrCat("/proc/self/fd/", copy));
-  absl::StatusOr<std::unique_ptr<core::Module>> module = Open(in_memory, device);
-  close(copy);  // a loaded library keeps its mapping; CUDA code was read whole
-  return module;
+  return core::CudaModule::Load(std::move(bytes), file.format(), device.id);
+#else
+  return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");
+#endif
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 
 #if KPROF_HAS_CUDA
 #include "core/cuda/cuda_context.h"
+#include "core/cuda/cuda_driver.h"
 #endif
 
 namespace {
@@ -244,6 +245,7 @@ int main(int argc, char** argv) {
   kprof::server::SandboxPaths sandbox;
   kprof::core::Placement placement;
   std::optional<kprof::server::WorkerUser> user;
+  bool describer = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
@@ -255,6 +257,8 @@ int main(int argc, char** argv) {
       absl::StatusOr<kprof::server::WorkerUser> parsed = kprof::server::ParseWorkerUser(argv[++i]);
       if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
       user = *std::move(parsed);
+    } else if (std::strcmp(argv[i], "--describer") == 0) {
+      describer = true;
     } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
       sandbox.scratch = argv[++i];
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
@@ -317,6 +321,10 @@ int main(int argc, char** argv) {
   // /root) are out of reach, on top of the Landlock rules. Its CUDA device, opened above, stays
   // open.
   if (user.has_value()) {
+#if KPROF_HAS_CUDA
+    if (describer) kprof::core::CudaDriver::Preload();
+#endif
+    kprof::server::DropBoundingSet();  // while the capability to do so is still there
     if (const absl::Status s = kprof::server::BecomeUser(*user, parent); !s.ok()) {
       std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
       return 1;

@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -135,6 +135,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   if (options.user.has_value()) {
     sandbox.insert(sandbox.end(), {"--user", FormatWorkerUser(*options.user)});
   }
+  if (options.describer) sandbox.push_back("--describer");
   if (!options.placement.cpus.empty()) {
     sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
   }
@@ -262,9 +263,21 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
 ScratchRoot::~ScratchRoot() { RemoveTree(path_); }
 
 bool RemoveTree(const std::string& path) {
-  std::error_code error;
-  std::filesystem::remove_all(path, error);  // symbolic links are removed, never followed
-  return !error;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return errno == ENOENT;
+  if (!S_ISDIR(st.st_mode)) return unlink(path.c_str()) == 0;  // links too, never followed
+  // A job may leave a directory made without rights for its owner (mkdir with mode 0): they are
+  // given back first, or a daemon that is not root could neither list nor empty it.
+  if ((st.st_mode & S_IRWXU) != S_IRWXU) chmod(path.c_str(), S_IRWXU);
+  if (DIR* dir = opendir(path.c_str())) {
+    while (dirent* entry = readdir(dir)) {
+      const std::string_view name = entry->d_name;
+      if (name == "." || name == "..") continue;
+      RemoveTree(path + "/" + entry->d_name);
+    }
+    closedir(dir);
+  }
+  return rmdir(path.c_str()) == 0;
 }
 
 std::string WorkerProcess::Reap(absl::Duration grace) {
@@ -349,6 +362,7 @@ DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout) {
   options.device = {core::DeviceType::kCpu, 0};
   options.max_data_bytes = 0;  // the CUDA driver reserves address space as it initialises
   options.placement = {};      // the daemon's CPUs, at the daemon's priority
+  options.describer = true;
   const absl::Time deadline = absl::Now() + timeout;
   DescribedHost described;
   std::unique_ptr<WorkerProcess> worker;

@@ -38,6 +38,9 @@ struct WorkerOptions {
   std::optional<WorkerUser> user;
   // A memory cgroup per worker (not owned); none: RLIMIT_DATA alone bounds it.
   WorkerCgroups* cgroups = nullptr;
+  // The worker describes the host (DescribeHost): it loads the CUDA driver library before
+  // becoming `user`, who may not reach the library (a driver under a private tree).
+  bool describer = false;
 };
 
 class WorkerProcess {

@@ -157,7 +157,7 @@ absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
   ruleset.Grant("/", kRead, unreadable);
   // Of /dev, what a measured function and the GPU drivers use: the null, zero and random
   // devices, and NVIDIA's nodes (nvidia*, nvidia-caps/ on a discrete GPU; nvhost-*, nvmap,
-  // nvgpu/ on a Jetson).
+  // nvgpu/ on a Jetson) — by those names, not by "nv", which nvme disks share.
   constexpr uint64_t kDevice = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE |
                                LANDLOCK_ACCESS_FS_READ_DIR | LANDLOCK_ACCESS_FS_IOCTL_DEV;
   const uint64_t device_rights = kDevice & handled;
@@ -166,7 +166,12 @@ absl::StatusOr<std::string> ApplyWorkerSandbox(const SandboxPaths& paths) {
   }
   if (DIR* dev = opendir("/dev")) {
     while (dirent* entry = readdir(dev)) {
-      if (std::strncmp(entry->d_name, "nv", 2) == 0) {
+      const std::string_view name = entry->d_name;
+      bool gpu = false;
+      for (const char* prefix : {"nvidia", "nvhost-", "nvmap", "nvgpu"}) {
+        gpu |= name.rfind(prefix, 0) == 0;  // not nvme*, nvram: disks and firmware
+      }
+      if (gpu) {
         ruleset.Grant(std::string("/dev/") + entry->d_name, device_rights, {});
       }
     }
@@ -240,11 +245,15 @@ absl::StatusOr<WorkerUser> ParseWorkerUser(const std::string& text) {
   WorkerUser user;
   unsigned long uid = 0, gid = 0;
   int end = 0;
-  if (std::sscanf(text.c_str(), "%lu:%lu%n", &uid, &gid, &end) != 2 || uid == 0) {
+  if (std::sscanf(text.c_str(), "%lu:%lu%n", &uid, &gid, &end) != 2) {
     return absl::InvalidArgumentError("--user wants UID:GID[:G1,G2...] of a user other than root");
   }
   user.uid = static_cast<uid_t>(uid);
   user.gid = static_cast<gid_t>(gid);
+  if (user.uid != uid || user.gid != gid || user.uid == 0 || user.gid == 0 ||
+      user.uid == static_cast<uid_t>(-1) || user.gid == static_cast<gid_t>(-1)) {
+    return absl::InvalidArgumentError("--user: not a user other than root");
+  }
   for (const char* p = text.c_str() + end; *p == ':' || *p == ',';) {
     char* next = nullptr;
     const unsigned long group = std::strtoul(p + 1, &next, 10);
@@ -268,6 +277,13 @@ absl::Status BecomeUser(const WorkerUser& user, pid_t parent) {
                                             std::strerror(errno)));
   }
   prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0);
+  uid_t ruid, euid, suid;
+  gid_t rgid, egid, sgid;
+  if (getresuid(&ruid, &euid, &suid) != 0 || getresgid(&rgid, &egid, &sgid) != 0 ||
+      ruid != user.uid || euid != user.uid || suid != user.uid || rgid != user.gid ||
+      egid != user.gid || sgid != user.gid) {
+    return absl::InternalError(absl::StrCat("did not become uid ", user.uid, " gid ", user.gid));
+  }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (parent > 0 && getppid() != parent) {
     return absl::FailedPreconditionError("the daemon is gone");
@@ -275,20 +291,27 @@ absl::Status BecomeUser(const WorkerUser& user, pid_t parent) {
   return absl::OkStatus();
 }
 
-absl::Status DropCapabilities() {
+namespace {
+constexpr int kPerfmon = 38;  // CAP_PERFMON, newer than some headers
+}  // namespace
+
+void DropBoundingSet() {
   // The highest capability this kernel knows; the bounding set is dropped one by one.
   int last = CAP_LAST_CAP;
   if (FILE* f = std::fopen("/proc/sys/kernel/cap_last_cap", "r")) {
     if (std::fscanf(f, "%d", &last) != 1) last = CAP_LAST_CAP;
     std::fclose(f);
   }
-  constexpr int kPerfmon = 38;  // CAP_PERFMON, newer than some headers
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   for (int cap = 0; cap <= last; ++cap) {
     // Without CAP_SETPCAP (an unprivileged daemon) the bounding set stays, and so does its
     // emptiness: such a process has nothing in it to use.
     if (cap != kPerfmon) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   }
+}
+
+absl::Status DropCapabilities() {
+  DropBoundingSet();
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] = {};
   if (syscall(SYS_capget, &header, data) != 0) {
@@ -398,6 +421,16 @@ absl::Status ApplyWorkerSyscallFilter() {
   for (int family = 0; family < AF_NETLINK; ++family) {
     filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_EQ, static_cast<scmp_datum_t>(family)));
   }
+  // A pair of stream sockets only: a datagram one could still send to any socket path by
+  // address (sendto), the system log's say.
+  filter.Deny(
+      "socketpair", eperm,
+      SCMP_A1_32(SCMP_CMP_MASKED_EQ, ~static_cast<scmp_datum_t>(SOCK_CLOEXEC | SOCK_NONBLOCK),
+                 static_cast<scmp_datum_t>(SOCK_DGRAM)));
+  filter.Deny(
+      "socketpair", eperm,
+      SCMP_A1_32(SCMP_CMP_MASKED_EQ, ~static_cast<scmp_datum_t>(SOCK_CLOEXEC | SOCK_NONBLOCK),
+                 static_cast<scmp_datum_t>(SOCK_SEQPACKET)));
   filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_GT, static_cast<scmp_datum_t>(AF_NETLINK)));
 
   if (!filter.ok()) return absl::InternalError(filter.error());

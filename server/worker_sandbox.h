@@ -56,6 +56,10 @@ absl::StatusOr<WorkerUser> ParseWorkerUser(const std::string& text);
 // again (a change of credentials clears it); FAILED_PRECONDITION if it is already gone.
 absl::Status BecomeUser(const WorkerUser& user, pid_t parent);
 
+// Drops every capability but CAP_PERFMON from the bounding set (which needs CAP_SETPCAP: before
+// BecomeUser) and clears the ambient set.
+void DropBoundingSet();
+
 // Gives up every capability but CAP_PERFMON (which lets the collectors count in kernel mode
 // where the daemon runs as root): effective, permitted, inheritable, ambient and, where the
 // process may, the bounding set. A root daemon's workers keep uid 0 but none of its powers.

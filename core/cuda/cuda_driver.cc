@@ -104,6 +104,10 @@ CudaDriver::~CudaDriver() {
   if (handle_ != nullptr) dlclose(handle_);
 }
 
+void CudaDriver::Preload() {
+  (void)dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);  // kept for the life of the process
+}
+
 absl::StatusOr<CudaDriver*> CudaDriver::Get() {
   static std::once_flag once;
   static absl::StatusOr<CudaDriver*>* loaded = nullptr;

@@ -31,6 +31,11 @@ class CudaDriver {
   // "cuInit: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected)".
   static absl::StatusOr<CudaDriver*> Get();
 
+  // Loads the driver library (libcuda.so.1 from the loader's path) without initialising it,
+  // so that a later Get() finds it loaded: for a process about to become a user who may not
+  // reach where the library lies. Nothing when it is not there.
+  static void Preload();
+
   // Loads `library` and resolves the entry points, without cuInit: for tests of the failure
   // paths (a missing library, one without cuGetProcAddress).
   static absl::StatusOr<std::unique_ptr<CudaDriver>> Open(const std::string& library);

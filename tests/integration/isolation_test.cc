@@ -175,9 +175,22 @@ class IsolationTest : public ::testing::TestWithParam<bool> {
       std::ofstream list(dir_.path() + "/syscalls");
       for (const std::string& s : syscalls) list << s << "\n";
       list.close();
-      // The unit's dynamic user must write the cache and read the tokens.
+      // The unit's dynamic user must write the cache and read the tokens, and run the daemon
+      // and its worker from where it may reach them (a build tree in a private directory is
+      // out of its reach): copies of the two, side by side.
       chmod(dir_.path().c_str(), 0777);
       chmod((dir_.path() + "/tokens").c_str(), 0644);
+      const std::filesystem::path built(testing::KprofdPath());
+      const std::filesystem::path bin = dir_.path() + "/bin";
+      std::filesystem::create_directory(bin);
+      for (const char* program : {"kprofd", "kprofd-worker"}) {
+        std::filesystem::copy_file(built.parent_path() / program, bin / program);
+      }
+      std::filesystem::permissions(
+          bin, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                   std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                   std::filesystem::perms::others_exec);
+      daemon_.set_program((bin / "kprofd").string());
       daemon_.set_launcher({KPROF_AS_UNIT_PATH, dir_.path() + "/syscalls", "61183"});
     }
     ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--token-file", dir_.path() + "/tokens"}))
@@ -316,6 +329,7 @@ TEST_P(IsolationTest, EveryAttackIsRefusedAndTheVictimIsMeasuredRight) {
       {"uses_system_v_ipc", eperm},
       {"opens_a_message_queue", eperm},
       {"opens_a_unix_socket", eperm},
+      {"makes_a_datagram_pair", eperm},
       // A root daemon's workers become another user (here, where the tests run as root).
       {"runs_as_root", eperm},
       {"reads_a_root_only_file", std::to_string(EACCES)},
@@ -491,6 +505,11 @@ TEST_F(ClientWorkersTest, EachWorkerHasAScratchDirectoryOfItsOwnRemovedWithIt) {
   ASSERT_THAT(Run(0, "writes_its_scratch"), IsOk());
   EXPECT_EQ(workers().size(), 2u);
   EXPECT_EQ(Cpu().workers_started(), 3);
+  // A directory its owner may not enter goes too.
+  EXPECT_THAT(Run(1, "leaves_a_locked_directory"),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("in its scratch directory")));
+  EXPECT_EQ(workers().size(), 1u);
+  ASSERT_THAT(Run(1, "writes_its_scratch"), IsOk());
   // The daemon ends: the root goes, with every worker's directory.
   clients_.clear();
   daemon_.Stop();

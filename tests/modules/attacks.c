@@ -513,3 +513,29 @@ KPROF_EXPORT int32_t fills_its_scratch(DLTensor* args, int32_t num_args) {
   unlink(path);
   return error;
 }
+
+/* A datagram socket pair: with sendto, either end reaches any datagram socket by its path. */
+KPROF_EXPORT int32_t makes_a_datagram_pair(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) != 0) return errno;
+  close(pair[0]);
+  close(pair[1]);
+  return 0;
+}
+
+/* A directory its owner may write and enter but not list (mode 0300), with a file in it, left
+ * in the scratch: the front, which may not list it either unless it is root, removes it all the
+ * same. */
+KPROF_EXPORT int32_t leaves_a_locked_directory(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  char path[4096];
+  if (scratch_path(path, sizeof path, "locked") != 0) return 1;
+  if (mkdir(path, 0300) != 0) return errno;
+  char inner[4200];
+  snprintf(inner, sizeof inner, "%s/inner", path);
+  const int fd = open(inner, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  close(fd);
+  return 0;
+}

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   }
   fclose(names);
   const uid_t uid = (uid_t)strtoul(argv[2], NULL, 10);
+  /* No capabilities at all, bounding set included: dropped while CAP_SETPCAP is still there. */
+  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   if (uid != 0 && geteuid() == 0) {
     if (setgroups(0, NULL) != 0 || setresgid(uid, uid, uid) != 0 ||
         setresuid(uid, uid, uid) != 0) {
@@ -44,8 +46,6 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  /* No capabilities at all, bounding set included (where the process may still drop them). */
-  for (int cap = 0; cap <= 63; ++cap) prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
   struct __user_cap_data_struct data[2];
