@@ -110,8 +110,8 @@ absl::Status Client::UnloadModule(const std::string& id) {
   return FromGrpcStatus(stub_->UnloadModule(&context, request, &response));
 }
 
-absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(std::string_view bytes,
-                                                     const std::string& id, const std::string& name,
+absl::StatusOr<kprof::v1::ModuleInfo> Client::Upload(std::string_view bytes, const std::string& id,
+                                                     const std::string& name,
                                                      const std::string& format) {
   grpc::ClientContext context;
   Prepare(&context, {});
@@ -172,9 +172,8 @@ void Client::Remember(const std::string& id, std::string_view bytes, const std::
     return;
   }
   remembered_bytes_ += bytes.size();
-  uploaded_[id] =
-      Uploaded{owned != nullptr ? std::move(*owned) : std::string(bytes), name, format,
-               next_order_++};
+  uploaded_[id] = Uploaded{owned != nullptr ? std::move(*owned) : std::string(bytes), name, format,
+                           next_order_++};
   while (remembered_bytes_ > options_.max_remembered_bytes && uploaded_.size() > 1) {
     auto oldest = uploaded_.begin();
     for (auto it = uploaded_.begin(); it != uploaded_.end(); ++it) {

@@ -12,4 +12,8 @@ namespace kprof::core {
 // cannot be opened.
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what = "file");
 
+// The whole of `fd` from offset 0 (pread: the descriptor's offset is left alone).
+// INVALID_ARGUMENT "cannot read the module: ..." when a read fails.
+absl::StatusOr<std::string> ReadDescriptor(int fd);
+
 }  // namespace kprof::core

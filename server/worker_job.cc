@@ -1,18 +1,13 @@
 #include "server/worker_job.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/local_runner.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
 #include "core/modules/shared_library.h"
+#include "core/read_file.h"
 #include "core/status_macros.h"
 #include "kprof/config.h"
 #include "proto/wire.h"
@@ -125,18 +120,7 @@ absl::StatusOr<std::unique_ptr<core::Module>> OpenDescriptor(
         absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
   }
 #if KPROF_HAS_CUDA
-  std::string bytes;
-  char buffer[1 << 16];
-  for (off_t offset = 0;;) {
-    const ssize_t n = pread(fd, buffer, sizeof buffer, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return absl::InternalError(absl::StrCat("reading the module: ", std::strerror(errno)));
-    }
-    if (n == 0) break;
-    bytes.append(buffer, static_cast<size_t>(n));
-    offset += n;
-  }
+  KPROF_ASSIGN_OR_RETURN(std::string bytes, core::ReadDescriptor(fd));
   return core::CudaModule::Load(std::move(bytes), file.format(), device.id);
 #else
   return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");

@@ -44,9 +44,9 @@ class WorkerJobs {
   static std::string Describe(const kprof::worker::v1::WorkerRequest& request);
 
  private:
-  absl::StatusOr<const core::Module*> ResolveModule(
-      const std::string& id, const kprof::worker::v1::WorkerRequest& request,
-      absl::Span<const int> module_fds);
+  absl::StatusOr<const core::Module*> ResolveModule(const std::string& id,
+                                                    const kprof::worker::v1::WorkerRequest& request,
+                                                    absl::Span<const int> module_fds);
   absl::Status RunJob(const kprof::worker::v1::WorkerRequest& request,
                       absl::Span<const int> module_fds,
                       kprof::worker::v1::WorkerResponse* response);

@@ -36,8 +36,8 @@ namespace kprof::server {
 // changes, alarms and timers, signal handlers, the working directory, the umask, CPU affinity,
 // priority and scheduling class); new sessions and process groups; mounts, namespaces,
 // keyrings, BPF, kernel modules, clocks, reboot and swap; file mode and owner changes; System V
-// IPC and POSIX message queues; and every socket but netlink's. What a filter cannot see (the job socket replaced, threads left
-// running) the worker checks at the end of each job.
+// IPC and POSIX message queues; and every socket but netlink's. What a filter cannot see (the job
+// socket replaced, threads left running) the worker checks at the end of each job.
 absl::Status ApplyWorkerSyscallFilter();
 
 // The user a root daemon's workers run as: never root, and no process of the daemon's.

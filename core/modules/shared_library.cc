@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/modules/elf_inspector.h"
+#include "core/read_file.h"
 
 namespace kprof::core {
 
@@ -29,23 +30,6 @@ struct RetainedImage {
 };
 
 namespace {
-
-// Reads the whole of `fd` from offset 0 (pread: the descriptor's offset is left alone).
-absl::StatusOr<std::string> ReadAll(int fd) {
-  std::string bytes;
-  char buffer[1 << 16];
-  for (off_t offset = 0;;) {
-    const ssize_t n = pread(fd, buffer, sizeof buffer, offset);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cannot read the module: ", std::strerror(errno)));
-    }
-    if (n == 0) return bytes;
-    bytes.append(buffer, static_cast<size_t>(n));
-    offset += n;
-  }
-}
 
 std::string ProcPath(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
 
@@ -229,7 +213,7 @@ absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::Load(
 }
 
 absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::OpenDescriptor(int fd) {
-  absl::StatusOr<std::string> bytes = ReadAll(fd);
+  absl::StatusOr<std::string> bytes = ReadDescriptor(fd);
   if (!bytes.ok()) return bytes.status();
   return Load(*bytes);
 }
@@ -259,7 +243,7 @@ SharedLibraryModule::~SharedLibraryModule() {
   // and a later load of the same bytes takes it again.
   if (void* still = HeldUnder(ProcPath(fd_)); still != nullptr) {
     dlclose(still);
-    if (absl::StatusOr<std::string> bytes = ReadAll(fd_); bytes.ok()) {
+    if (absl::StatusOr<std::string> bytes = ReadDescriptor(fd_); bytes.ok()) {
       images.retained.push_back(RetainedImage{*std::move(bytes), fd_, false});
     }
     return;

@@ -26,15 +26,14 @@
 namespace kprof {
 namespace {
 
+using ::kprof::testing::ChildrenOf;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
-using ::kprof::testing::ChildrenOf;
 using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
-
 
 class ReliabilityTest : public ::testing::Test {
  protected:

@@ -271,13 +271,13 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
     EXPECT_LT(farm_done, 600) << "the farm batch ended before the daemon was killed";
     kill(second.pid(), SIGKILL);
     for (std::thread& t : work) t.join();
-    EXPECT_THAT(failures, ::testing::IsEmpty())
-        << "the first daemon's stderr:\n" << ReadAll(dir.path() + "/first.err");
+    EXPECT_THAT(failures, ::testing::IsEmpty()) << "the first daemon's stderr:\n"
+                                                << ReadAll(dir.path() + "/first.err");
     // The first serves on.
     ASSERT_EQ(kill(first.pid(), 0), 0)
         << "the first daemon died: " << ReadAll(dir.path() + "/first.err");
-    ASSERT_THAT((*unary_client)->Info(), IsOk())
-        << "the first daemon's stderr:\n" << ReadAll(dir.path() + "/first.err");
+    ASSERT_THAT((*unary_client)->Info(), IsOk()) << "the first daemon's stderr:\n"
+                                                 << ReadAll(dir.path() + "/first.err");
   }
   const int status = first.Stop();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
