@@ -195,12 +195,13 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     Daemon& d = daemons[i];
     d.batch = d.client->OpenBatch();
     d.reader = std::thread([&mutex, &wake, &events, &d, i] {
-      BatchUpdate update;
-      while (d.batch->stream->Read(&update)) {
+      BatchUpdate message;
+      while (d.batch->stream->Read(&message)) {
+        std::vector<BatchUpdate> updates = Unpack(std::move(message));
+        message = BatchUpdate();
         std::lock_guard<std::mutex> lock(mutex);
-        events.push_back(Event{i, false, std::move(update)});
+        for (BatchUpdate& update : updates) events.push_back(Event{i, false, std::move(update)});
         wake.notify_one();
-        update = BatchUpdate();
       }
       std::lock_guard<std::mutex> lock(mutex);
       events.push_back(Event{i, true, {}});
@@ -239,6 +240,7 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     unreachable.push_back(absl::StrCat(d.address, ": ", why));
   };
 
+  std::map<size_t, kprof::v1::BatchRequest> outgoing;  // by daemon
   while (finished.size() < unique) {
     // Hand out what fits, each job to a live daemon with its device.
     std::deque<size_t> unplaced;
@@ -296,11 +298,18 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
         d.uploaded.insert(module);
       }
       if (d.batch == nullptr) open(best);
-      kprof::v1::BatchRequest message;
+      kprof::v1::BatchRequest& message = outgoing[best];
+      message.set_updates_per_message(kUpdatesPerMessage);
       *message.add_jobs() = job;
       d.holding.insert(j);
-      if (!d.batch->stream->Write(message)) lose(best, "its stream closed");
     }
+    // What each daemon gets, in one message.
+    for (auto& [i, message] : outgoing) {
+      if (daemons[i].alive && !daemons[i].batch->stream->Write(message)) {
+        lose(i, "its stream closed");
+      }
+    }
+    outgoing.clear();
     pending = std::move(unplaced);
     if (finished.size() >= unique) break;
 

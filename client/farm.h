@@ -46,11 +46,13 @@ class Farm {
                                             const std::string& format = "auto");
 
   // Runs `jobs` (ids unique) across the daemons; `on_update` sees every update in this thread,
-  // and exactly one DONE or FAILED per job. At most `window` jobs wait or run per daemon.
+  // and exactly one DONE or FAILED per job. At most `window` jobs wait or run per daemon: enough
+  // to keep a daemon's pipeline full (it hands up to 8 of a stream's jobs to a worker at once),
+  // few enough that a daemon lost mid-batch leaves little to send elsewhere.
   // Fails only when no daemon answers at all.
   absl::Status MeasureBatch(const std::vector<kprof::v1::BatchJob>& jobs,
                             const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
-                            size_t window = 4);
+                            size_t window = 32);
 
  private:
   Farm(std::vector<std::string> addresses, std::vector<std::unique_ptr<Client>> clients)

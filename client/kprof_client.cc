@@ -192,6 +192,16 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& 
   return LoadModule(*bytes, path.substr(path.rfind('/') + 1), format, &*bytes);
 }
 
+std::vector<kprof::v1::BatchUpdate> Unpack(kprof::v1::BatchUpdate message) {
+  std::vector<kprof::v1::BatchUpdate> updates;
+  updates.reserve(1 + static_cast<size_t>(message.more_size()));
+  google::protobuf::RepeatedPtrField<kprof::v1::BatchUpdate> more;
+  more.Swap(message.mutable_more());
+  updates.push_back(std::move(message));
+  for (kprof::v1::BatchUpdate& update : more) updates.push_back(std::move(update));
+  return updates;
+}
+
 std::string UnknownModule(int code, std::string_view message) {
   constexpr std::string_view kUnknown = "unknown module ";
   if (code != static_cast<int>(absl::StatusCode::kNotFound)) return "";
@@ -294,6 +304,7 @@ absl::Status Client::MeasureBatch(
   size_t unanswered = index.size();
   std::thread writer([&] {
     kprof::v1::BatchRequest message;
+    message.set_updates_per_message(kUpdatesPerMessage);
     size_t bytes = 0;
     bool open = true;
     for (size_t i = 0; open && i < jobs.size(); ++i) {
@@ -322,8 +333,9 @@ absl::Status Client::MeasureBatch(
     stream->WritesDone();
   });
   std::map<std::string, int> resent;
-  kprof::v1::BatchUpdate update;
-  while (stream->Read(&update)) {
+  kprof::v1::BatchUpdate message;
+  while (stream->Read(&message)) {
+    for (const kprof::v1::BatchUpdate& update : Unpack(std::move(message))) {
     const bool final = update.state() == kprof::v1::BatchUpdate::DONE ||
                        update.state() == kprof::v1::BatchUpdate::FAILED;
     const auto job = index.find(update.id());
@@ -343,6 +355,8 @@ absl::Status Client::MeasureBatch(
       wake.notify_one();
     }
     on_update(update);
+    }
+    message.Clear();
   }
   {
     std::lock_guard<std::mutex> lock(mutex);

@@ -143,6 +143,12 @@ std::string UnknownModule(int code, std::string_view message);
 // How often one batch job is sent again after its daemon evicted its module.
 inline constexpr int kMaxResends = 3;
 
+// Updates one MeasureBatch message carries when a client asks for several
+// (BatchRequest.updates_per_message), and the updates of `message` one by one, in order: the
+// message itself (its `more` moved out), then those in its `more`.
+inline constexpr uint32_t kUpdatesPerMessage = 1024;
+std::vector<kprof::v1::BatchUpdate> Unpack(kprof::v1::BatchUpdate message);
+
 // Lowercase hex SHA-256 of `bytes`: a module's id.
 std::string ModuleId(std::string_view bytes);
 

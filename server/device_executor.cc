@@ -1,9 +1,13 @@
 #include "server/device_executor.h"
 
+#include <poll.h>
 #include <signal.h>
-#include <sys/stat.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "core/log.h"
@@ -11,40 +15,81 @@
 
 namespace kprof::server {
 
+using kprof::worker::v1::WorkerRequest;
+using kprof::worker::v1::WorkerResponse;
+
 DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
                                WorkerPool pool)
     : worker_options_(std::move(worker)),
       max_queue_(max_queue),
       job_timeout_(job_timeout),
       pool_(pool) {
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    core::Log(core::LogSeverity::kError,
+              absl::StrCat("eventfd: ", std::strerror(errno), "; the executor polls instead"));
+  }
   thread_ = std::thread([this] { Loop(); });
 }
 
-DeviceExecutor::~DeviceExecutor() { Drain(); }
+DeviceExecutor::~DeviceExecutor() {
+  Drain();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
 
-absl::Status DeviceExecutor::Submit(kprof::worker::v1::WorkerRequest request, std::string client,
+void DeviceExecutor::Wake() {
+  if (wake_fd_ < 0) return;
+  const uint64_t one = 1;
+  while (write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
+absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client,
                                     absl::Time deadline, Done done,
                                     std::shared_ptr<void> keep_alive, std::function<void()> started,
                                     bool beyond_bound, std::vector<int> module_fds) {
-  absl::MutexLock lock(&mutex_);
-  if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
-  // The bound is each client's: one client's flood never fills the queue for the others.
-  const auto mine = queues_.find(client);
-  const int waiting = mine == queues_.end() ? 0 : static_cast<int>(mine->second.size());
-  if (!beyond_bound && waiting >= max_queue_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
-                     waiting, " jobs waiting, limit ", max_queue_, " per client); retry later"));
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
+    // The bound is each client's: one client's flood never fills the queue for the others.
+    const auto mine = queues_.find(client);
+    // Jobs handed to its worker behind the running one wait too; those queued beyond the bound
+    // (a batch stream's, which bounds its own) do not count.
+    int waiting = handed_client_ == client ? handed_waiting_bounded_ : 0;
+    if (mine != queues_.end()) {
+      for (const Job& queued : mine->second) waiting += !queued.beyond_bound;
+    }
+    if (!beyond_bound && waiting >= max_queue_) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
+                       waiting, " jobs waiting, limit ", max_queue_, " per client); retry later"));
+    }
+    std::deque<Job>& queue = queues_[client];
+    if (queue.empty()) turns_.push_back(client);
+    Job job;
+    job.request = std::move(request);
+    job.client = std::move(client);
+    job.deadline = deadline;
+    job.enqueued = absl::Now();
+    job.done = std::move(done);
+    job.keep_alive = std::move(keep_alive);
+    job.started = std::move(started);
+    job.module_fds = std::move(module_fds);
+    job.beyond_bound = beyond_bound;
+    queue.push_back(std::move(job));
+    ++queued_;
+    wake = std::exchange(sleeping_, false);
   }
-  std::deque<Job>& queue = queues_[client];
-  if (queue.empty()) turns_.push_back(client);
-  queue.push_back(Job{std::move(request), std::move(client), deadline, absl::Now(), std::move(done),
-                      std::move(keep_alive), std::move(started), std::move(module_fds)});
-  ++queued_;
+  if (wake) Wake();
   return absl::OkStatus();
 }
 
-DeviceExecutor::Job DeviceExecutor::TakeNext() {
+DeviceExecutor::Job DeviceExecutor::TakeNext(const std::string& after) {
+  if (turns_.size() > 1 && turns_.front() == after) {
+    turns_.push_back(std::move(turns_.front()));  // it just had its turn
+    turns_.pop_front();
+  }
   const std::string client = std::move(turns_.front());
   turns_.pop_front();
   std::deque<Job>& queue = queues_[client];
@@ -59,36 +104,44 @@ DeviceExecutor::Job DeviceExecutor::TakeNext() {
   return job;
 }
 
-void DeviceExecutor::Cancel(uint64_t job_id) {
-  Done done;
-  {
-    absl::MutexLock lock(&mutex_);
-    if (running_job_ == job_id && busy_) {
-      running_cancelled_ = true;
-      KillRunningWorker();
-      return;
-    }
-    for (auto q = queues_.begin(); q != queues_.end() && !done; ++q) {
-      std::deque<Job>& queue = q->second;
-      const auto it = std::find_if(queue.begin(), queue.end(), [job_id](const Job& job) {
-        return job.request.job_id() == job_id;
-      });
-      if (it == queue.end()) continue;
-      done = std::move(it->done);
-      queue.erase(it);
-      --queued_;
-      if (queue.empty()) {
-        turns_.erase(std::find(turns_.begin(), turns_.end(), q->first));
-        queues_.erase(q);
-      }
-      break;  // q is gone
-    }
-  }
-  if (done) done(absl::CancelledError("the client cancelled; the job left the queue"), {});
+bool DeviceExecutor::OthersWaiting() const {
+  return std::any_of(turns_.begin(), turns_.end(),
+                     [this](const std::string& c) { return c != active_client_; });
 }
 
-void DeviceExecutor::KillRunningWorker() {
-  if (running_pid_ > 0) kill(-running_pid_, SIGKILL);
+DeviceExecutor::Done DeviceExecutor::TakeFromQueue(uint64_t job_id) {
+  for (auto q = queues_.begin(); q != queues_.end(); ++q) {
+    std::deque<Job>& queue = q->second;
+    const auto it = std::find_if(queue.begin(), queue.end(), [job_id](const Job& job) {
+      return job.request.job_id() == job_id;
+    });
+    if (it == queue.end()) continue;
+    Done done = std::move(it->done);
+    queue.erase(it);
+    --queued_;
+    if (queue.empty()) {
+      turns_.erase(std::find(turns_.begin(), turns_.end(), q->first));
+      queues_.erase(q);
+    }
+    return done;
+  }
+  return nullptr;
+}
+
+void DeviceExecutor::Cancel(uint64_t job_id) {
+  Done done;
+  bool wake = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (in_flight_ids_.count(job_id) > 0) {  // with the loop: it stops the job or takes it back
+      cancels_.push_back(job_id);
+      wake = std::exchange(sleeping_, false);
+    } else {
+      done = TakeFromQueue(job_id);
+    }
+  }
+  if (wake) Wake();
+  if (done) done(absl::CancelledError("the client cancelled; the job left the queue"), {});
 }
 
 void DeviceExecutor::Drain(absl::Duration grace) {
@@ -96,8 +149,10 @@ void DeviceExecutor::Drain(absl::Duration grace) {
   {
     absl::MutexLock lock(&mutex_);
     draining_ = true;
-    while (!turns_.empty()) refused.push_back(TakeNext());
+    while (!turns_.empty()) refused.push_back(TakeNext(""));
+    sleeping_ = false;
   }
+  Wake();
   for (Job& job : refused) {
     job.done(absl::UnavailableError("kprofd is shutting down; the job did not start"), {});
   }
@@ -108,7 +163,7 @@ void DeviceExecutor::Drain(absl::Duration grace) {
       core::Log(core::LogSeverity::kWarning,
                 absl::StrCat("the job on ", core::DeviceSpec(worker_options_.device),
                              " did not finish within the shutdown grace; killing it"));
-      KillRunningWorker();
+      if (running_pid_ > 0) kill(-running_pid_, SIGKILL);
     }
   }
   if (thread_.joinable()) thread_.join();
@@ -116,7 +171,8 @@ void DeviceExecutor::Drain(absl::Duration grace) {
 
 DeviceExecutor::Stats DeviceExecutor::stats() {
   absl::MutexLock lock(&mutex_);
-  return Stats{queued_, busy_, completed_, failed_, workers_running_, workers_started_};
+  return Stats{queued_ + std::max(handed_on_ - 1, 0), handed_on_ > 0, completed_, failed_,
+               workers_running_, workers_started_};
 }
 
 absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& client) {
@@ -144,10 +200,18 @@ absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& clie
   return worker.process.get();
 }
 
+void DeviceExecutor::EndWorker(const std::string& client) {
+  workers_.erase(client);
+  absl::MutexLock lock(&mutex_);
+  workers_running_ = static_cast<int>(workers_.size());
+}
+
 void DeviceExecutor::RetireIdleWorkers() {
   const absl::Time now = absl::Now();
   for (auto it = workers_.begin(); it != workers_.end();) {
-    if (now - it->second.last_job >= pool_.idle_timeout || !it->second.process->alive()) {
+    const bool active = it->second.process.get() == active_;
+    if (!active &&
+        (now - it->second.last_job >= pool_.idle_timeout || !it->second.process->alive())) {
       it = workers_.erase(it);
     } else {
       ++it;
@@ -157,99 +221,351 @@ void DeviceExecutor::RetireIdleWorkers() {
   workers_running_ = static_cast<int>(workers_.size());
 }
 
-absl::StatusOr<kprof::worker::v1::WorkerResponse> DeviceExecutor::Execute(const Job& job) {
-  if (job.deadline <= absl::Now()) {
-    return absl::DeadlineExceededError("the request's deadline passed while the job waited");
-  }
-  absl::StatusOr<WorkerProcess*> found = WorkerFor(job.client);
-  if (!found.ok()) return found.status();
-  WorkerProcess* worker = *found;
-  const absl::Duration left = job.deadline - absl::Now();  // after a worker's start, if any
-  if (left <= absl::ZeroDuration()) {
-    return absl::DeadlineExceededError("the request's deadline passed while its worker started");
-  }
-  const absl::Duration timeout = std::min(left, job_timeout_);
+void DeviceExecutor::Requeue(Job job) {
+  job.taking_back = false;
   {
     absl::MutexLock lock(&mutex_);
-    if (running_cancelled_) {  // cancelled while the worker was starting
-      return absl::CancelledError("the client cancelled; the job did not start");
+    in_flight_ids_.erase(job.request.job_id());
+    if (!draining_) {
+      // In order: job ids grow with submission, so the taken-back job goes before the later ones.
+      std::deque<Job>& queue = queues_[job.client];
+      if (queue.empty()) turns_.push_back(job.client);
+      const uint64_t id = job.request.job_id();
+      const auto at = std::find_if(queue.begin(), queue.end(), [id](const Job& queued) {
+        return queued.request.job_id() > id;
+      });
+      queue.insert(at, std::move(job));
+      ++queued_;
+      return;
     }
-    running_pid_ = worker->pid();
   }
-  auto response = worker->Run(job.request, timeout, job.module_fds);
-  workers_[job.client].last_job = absl::Now();
-  bool cancelled = false;
-  {
-    absl::MutexLock lock(&mutex_);
-    running_pid_ = -1;
-    cancelled = running_cancelled_;
-  }
-  // A worker that is disturbed (it says so), stopped or dead is replaced at its client's next
-  // job.
-  const auto end_worker = [&] {
-    workers_.erase(job.client);
-    absl::MutexLock lock(&mutex_);
-    workers_running_ = static_cast<int>(workers_.size());
-  };
-  if (cancelled) {
-    end_worker();
-    return absl::CancelledError("the client cancelled; the running job was stopped");
-  }
-  if (response.ok() && response->recycle()) end_worker();
-  if (!response.ok() && !worker->alive()) {
-    end_worker();
-    if (absl::IsDeadlineExceeded(response.status())) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the job ran ", absl::FormatDuration(timeout),
-          timeout == job_timeout_ ? " (the daemon's --job-timeout)" : " (the request's deadline)",
-          " and was stopped; its worker was restarted"));
-    }
-    core::Log(core::LogSeverity::kWarning, absl::StrCat(core::DeviceSpec(worker_options_.device),
-                                                        ": ", response.status().message()));
-  }
-  return response;
+  job.keep_alive.reset();
+  job.done(absl::UnavailableError("kprofd is shutting down; the job did not start"), {});
 }
 
-void DeviceExecutor::Loop() {
+void DeviceExecutor::FrontStarted(absl::Time at) {
+  front_since_ = at;
+  if (in_flight_.empty()) return;
+  Job& front = in_flight_.front();
+  if (front.cancelled || front.taking_back || !front.started) return;
+  std::function<void()> started = std::move(front.started);
+  front.started = nullptr;
+  started();
+}
+
+void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerResponse> result, absl::Time started,
+                             absl::Time ended) {
+  const JobTiming timing{std::max(started - job.enqueued, absl::ZeroDuration()), ended - started};
+  const bool ok = result.ok() && result->code() == 0;
+  {
+    // Counted before the answer goes out: a client that asks GetInfo right after its answer
+    // must see its job counted.
+    absl::MutexLock lock(&mutex_);
+    (ok ? completed_ : failed_) += 1;
+    in_flight_ids_.erase(job.request.job_id());
+  }
+  job.keep_alive.reset();  // modules unpinned before the answer, too
+  Done done = std::move(job.done);
+  if (done) done(std::move(result), timing);
+}
+
+bool DeviceExecutor::Hand(Job job) {
+  if (job.deadline <= absl::Now()) {
+    Deliver(job, absl::DeadlineExceededError("the request's deadline passed while the job waited"),
+            absl::Now(), absl::Now());
+    return false;
+  }
+  if (active_ == nullptr) {
+    active_client_ = job.client;
+    absl::StatusOr<WorkerProcess*> found = WorkerFor(job.client);
+    if (!found.ok()) {
+      const absl::Time now = absl::Now();
+      Deliver(job, found.status(), now, now);
+      return false;
+    }
+    active_ = *found;
+    active_broken_ = false;
+    absl::MutexLock lock(&mutex_);
+    running_pid_ = active_->pid();
+  }
+  if (job.deadline != absl::InfiniteFuture()) {
+    job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
+  }
+  if (!active_->Send(job.request, job.module_fds).ok()) {
+    // It closed its end: what it answered before is still to be read, then its end is seen.
+    active_broken_ = true;
+    Requeue(std::move(job));
+    return false;
+  }
+  const bool first = in_flight_.empty();
+  in_flight_.push_back(std::move(job));
+  Account();
+  if (first) FrontStarted(absl::Now());
+  return true;
+}
+
+void DeviceExecutor::Refill() {
   while (true) {
     Job job;
     {
       absl::MutexLock lock(&mutex_);
-      const absl::Condition work(
-          +[](DeviceExecutor* self) ABSL_EXCLUSIVE_LOCKS_REQUIRED(self->mutex_) {
-            return !self->turns_.empty() || self->draining_;
-          },
-          this);
-      // Idle: wake now and then to end the workers whose clients have gone quiet.
-      while (!mutex_.AwaitWithTimeout(work, std::min(pool_.idle_timeout, absl::Seconds(10)))) {
-        mutex_.Unlock();
-        RetireIdleWorkers();
-        mutex_.Lock();
+      if (active_ != nullptr && in_flight_.empty() &&
+          (active_broken_ || OthersWaiting() || turns_.empty())) {
+        // The pipeline is empty: the next client may have the device (a broken worker is
+        // replaced at its client's next job).
+        if (active_broken_) {
+          mutex_.Unlock();
+          EndWorker(active_client_);
+          mutex_.Lock();
+        }
+        active_ = nullptr;
+        running_pid_ = -1;
       }
-      if (turns_.empty()) break;  // draining and nothing left
-      job = TakeNext();
-      busy_ = true;
-      running_job_ = job.request.job_id();
-      running_cancelled_ = false;
+      if (active_ == nullptr) {
+        if (turns_.empty()) return;
+        job = TakeNext(active_client_);
+        in_flight_ids_.insert(job.request.job_id());  // a Cancel from now on goes to the loop
+      } else {
+        if (active_broken_) return;
+        if (OthersWaiting()) {
+          // Another client waits: it runs after the running job and at most one more; the rest
+          // handed on go back to the queue.
+          std::vector<uint64_t> ids;
+          for (size_t i = 2; i < in_flight_.size(); ++i) {
+            Job& j = in_flight_[i];
+            if (j.cancelled || j.taking_back) continue;
+            j.taking_back = true;
+            ids.push_back(j.request.job_id());
+          }
+          if (!ids.empty()) {
+            mutex_.Unlock();
+            Withdraw(ids);
+            mutex_.Lock();
+          }
+          return;
+        }
+        if (static_cast<int>(in_flight_.size()) >= pool_.pipeline_depth) return;
+        const auto mine = queues_.find(active_client_);
+        if (mine == queues_.end()) return;
+        job = TakeNext(active_client_);  // the only client with a turn
+        in_flight_ids_.insert(job.request.job_id());
+      }
     }
-    if (job.started) job.started();
-    const absl::Time started = absl::Now();
-    absl::StatusOr<kprof::worker::v1::WorkerResponse> result = Execute(job);
-    const JobTiming timing{started - job.enqueued, absl::Now() - started};
-    const bool ok = result.ok() && result->code() == 0;
-    {
-      // Counted before the answer goes out: a client that asks GetInfo right after its answer
-      // must see its job counted.
-      absl::MutexLock lock(&mutex_);
-      busy_ = false;
-      (ok ? completed_ : failed_) += 1;
-    }
-    job.keep_alive.reset();  // modules unpinned before the answer, too
-    job.done(std::move(result), timing);
+    Hand(std::move(job));
   }
+}
+
+void DeviceExecutor::LoseWorker(const absl::Status* front) {
+  std::deque<Job> jobs;
+  jobs.swap(in_flight_);
+  {
+    absl::MutexLock lock(&mutex_);
+    in_flight_ids_.clear();
+    handed_on_ = 0;
+    handed_waiting_bounded_ = 0;
+    running_pid_ = -1;
+  }
+  const absl::Time now = absl::Now();
+  EndWorker(active_client_);
+  active_ = nullptr;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    if (job.cancelled) continue;  // answered already
+    if (i == 0 && front != nullptr) {
+      Deliver(job, *front, front_since_, now);
+    } else {
+      Requeue(std::move(job));  // never failed for the crash of the job before it
+    }
+  }
+}
+
+void DeviceExecutor::Answer(absl::StatusOr<WorkerResponse> answer) {
+  const absl::Time now = absl::Now();
+  if (!answer.ok()) {  // the worker ended
+    const std::string message(answer.status().message());
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat(core::DeviceSpec(worker_options_.device), ": ", message));
+    LoseWorker(&answer.status());
+    return;
+  }
+  const uint64_t id = answer->job_id();
+  const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                               [id](const Job& job) { return job.request.job_id() == id; });
+  if (it == in_flight_.end()) return;  // no job of this worker's (a forged id): dropped
+  const bool front = it == in_flight_.begin();
+  Job job = std::move(*it);
+  in_flight_.erase(it);
+  {
+    absl::MutexLock lock(&mutex_);
+    in_flight_ids_.erase(id);
+  }
+  Account();
+  workers_[active_client_].last_job = now;
+  const absl::Time started = front_since_;
+  if (answer->recycle()) {
+    // Disturbed: it exits after this answer, without reading the jobs behind it, which are
+    // queued again. It is gone (its scratch directory too) before the answer goes out.
+    LoseWorker(nullptr);
+  } else if (front) {
+    FrontStarted(now);  // the worker goes straight into the next
+  }
+  if (answer->withdrawn()) {
+    if (!job.cancelled) Requeue(std::move(job));
+  } else if (!job.cancelled) {
+    Deliver(job, std::move(answer), started, now);
+  }
+}
+
+void DeviceExecutor::HandleCancels(std::vector<uint64_t> ids) {
+  std::vector<uint64_t> withdraw;
+  for (const uint64_t id : ids) {
+    const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                                 [id](const Job& job) { return job.request.job_id() == id; });
+    if (it == in_flight_.end()) {
+      // Taken back into the queue meanwhile, or answered.
+      Done done;
+      {
+        absl::MutexLock lock(&mutex_);
+        done = TakeFromQueue(id);
+      }
+      if (done) done(absl::CancelledError("the client cancelled; the job left the queue"), {});
+      continue;
+    }
+    if (it->cancelled) continue;
+    if (it == in_flight_.begin()) {
+      // Running: only stopping the worker stops it. The jobs behind it run on a fresh one.
+      it->cancelled = true;
+      Deliver(*it, absl::CancelledError("the client cancelled; the running job was stopped"),
+              front_since_, absl::Now());
+      active_->Kill();
+      LoseWorker(nullptr);  // it is answered; the ones behind it are queued again
+      continue;
+    }
+    it->cancelled = true;
+    Deliver(*it, absl::CancelledError("the client cancelled; the job left the queue"), absl::Now(),
+            absl::Now());
+    if (!it->taking_back) withdraw.push_back(id);
+  }
+  Withdraw(withdraw);
+  Account();
+}
+
+void DeviceExecutor::Withdraw(const std::vector<uint64_t>& ids) {
+  if (ids.empty() || active_ == nullptr) return;
+  WorkerRequest request;
+  for (uint64_t id : ids) request.mutable_withdraw()->add_job_ids(id);
+  if (!active_->Send(request).ok()) active_broken_ = true;
+}
+
+void DeviceExecutor::Account() {
+  int handed_on = 0, waiting_bounded = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    const Job& job = in_flight_[i];
+    handed_on += !job.cancelled;
+    waiting_bounded += i > 0 && !job.cancelled && !job.beyond_bound;
+  }
+  absl::MutexLock lock(&mutex_);
+  handed_on_ = handed_on;
+  handed_waiting_bounded_ = waiting_bounded;
+  handed_client_ = active_client_;
+}
+
+void DeviceExecutor::ExpireHandedOn(absl::Time now) {
+  std::vector<uint64_t> ids;
+  for (size_t i = 1; i < in_flight_.size(); ++i) {
+    Job& job = in_flight_[i];
+    if (job.cancelled || job.deadline > now) continue;
+    job.cancelled = true;
+    Deliver(job, absl::DeadlineExceededError("the request's deadline passed while the job waited"),
+            now, now);
+    if (!job.taking_back) ids.push_back(job.request.job_id());
+  }
+  if (ids.empty()) return;
+  Withdraw(ids);
+  Account();
+}
+
+void DeviceExecutor::Loop() {
+  absl::Time idle_check = absl::Now();
+  while (true) {
+    std::vector<uint64_t> cancels;
+    {
+      absl::MutexLock lock(&mutex_);
+      cancels.swap(cancels_);
+      if (draining_ && turns_.empty() && in_flight_.empty() && cancels.empty()) break;
+    }
+    if (!cancels.empty()) HandleCancels(std::move(cancels));
+    Refill();
+    if (active_ != nullptr && !in_flight_.empty() && active_->HasAnswer()) {
+      Answer(active_->Receive());
+      continue;
+    }
+    // Wait for an answer, new work, a cancel, the front job's time to run out, or (idle) the
+    // time to end the workers whose clients have gone quiet.
+    const absl::Time now = absl::Now();
+    absl::Time until = std::max(idle_check, now);
+    if (active_ != nullptr && !in_flight_.empty()) {
+      const Job& front = in_flight_.front();
+      until = std::min(front.deadline, front_since_ + job_timeout_);
+      for (const Job& job : in_flight_) {
+        if (!job.cancelled) until = std::min(until, job.deadline);
+      }
+    }
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!cancels_.empty() || (draining_ && turns_.empty() && in_flight_.empty())) continue;
+      const bool more = !turns_.empty() && (active_ == nullptr || (!OthersWaiting() &&
+          static_cast<int>(in_flight_.size()) < pool_.pipeline_depth && !active_broken_));
+      if (more) continue;
+      sleeping_ = true;
+    }
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}};
+    if (active_ != nullptr && !in_flight_.empty()) fds[1].fd = active_->fd();
+    const absl::Duration left = until - now;
+    const int ms = wake_fd_ < 0 ? 10
+                   : left <= absl::ZeroDuration()
+                       ? 0
+                       : static_cast<int>(
+                             std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+    const int ready = poll(fds, 2, ms);
+    {
+      absl::MutexLock lock(&mutex_);
+      sleeping_ = false;
+    }
+    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+      uint64_t count = 0;
+      (void)!read(wake_fd_, &count, sizeof count);
+    }
+    if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      Answer(active_->Receive());
+      continue;
+    }
+    const absl::Time after = absl::Now();
+    if (active_ != nullptr && !in_flight_.empty()) ExpireHandedOn(after);
+    if (active_ != nullptr && !in_flight_.empty()) {
+      const Job& front = in_flight_.front();
+      const absl::Time limit = std::min(front.deadline, front_since_ + job_timeout_);
+      if (after >= limit && !active_->HasAnswer()) {
+        const bool by_job_timeout = front_since_ + job_timeout_ <= front.deadline;
+        const absl::Duration ran = after - front_since_;
+        active_->Kill();
+        const absl::Status stopped = absl::DeadlineExceededError(absl::StrCat(
+            "the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
+            by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
+            " and was stopped; its worker was restarted"));
+        LoseWorker(&stopped);
+      }
+    } else if (after >= idle_check) {
+      RetireIdleWorkers();
+      idle_check = after + std::min(pool_.idle_timeout, absl::Seconds(10));
+    }
+  }
+  in_flight_.clear();
+  active_ = nullptr;
   workers_.clear();
   absl::MutexLock lock(&mutex_);
   workers_running_ = 0;
+  running_pid_ = -1;
   finished_ = true;
 }
 

@@ -2,17 +2,25 @@
 // device. Each client (ProfilerService::Authenticate) has a worker of its own: no check can see
 // every change a function makes inside its process (a patched timer, a hooked clock_gettime),
 // so one client's job never runs in a process another client's code has run in. Only one job
-// runs at a time, so measurements never overlap; the queue takes the clients in turn, a job
-// each. Workers start on their client's first job and stay for the next, up to
-// `max_workers` per device (past it, the one idle longest is stopped) and for `idle_timeout`
-// without a job. A bounded queue: past `max_queue` waiting jobs of one client, Submit refuses
-// that client's next at once.
+// runs at a time, so measurements never overlap; the queue takes the clients in turn. Workers
+// start on their client's first job and stay for the next, up to `max_workers` per device (past
+// it, the one idle longest is stopped) and for `idle_timeout` without a job. A bounded queue:
+// past `max_queue` waiting jobs of one client, Submit refuses that client's next at once.
+//
+// Pipelined: while one client alone has work on the device, up to `pipeline_depth` of its jobs
+// are handed to its worker at once, which goes from one straight into the next and answers each
+// as it ends. When another client's job arrives, the jobs handed on beyond the running one and
+// the next are taken back (a Withdraw frame) and queued again in order, so the newcomer waits
+// for two jobs at most. A job whose worker crashes under it fails; the jobs behind it run on a
+// fresh worker. One thread (Loop) owns the workers; it waits on the worker's socket and on an
+// eventfd that Submit and Cancel ring.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -35,6 +43,7 @@ struct JobTiming {
 struct WorkerPool {
   int max_workers = 4;                             // one per client
   absl::Duration idle_timeout = absl::Minutes(5);  // a worker without a job this long ends
+  int pipeline_depth = 8;                          // jobs handed to a worker at once
 };
 
 class DeviceExecutor {
@@ -61,7 +70,9 @@ class DeviceExecutor {
                       std::vector<int> module_fds = {}) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Takes job `job_id` out of the queue (its Done gets CANCELLED), or stops it if it runs (its
-  // worker is killed and its result dropped; Done gets CANCELLED). No-op for unknown jobs.
+  // worker is killed and its result dropped; Done gets CANCELLED; the jobs handed on behind it
+  // run on a fresh worker). A job handed on but not started is taken back. No-op for unknown
+  // jobs.
   void Cancel(uint64_t job_id) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Refuses new jobs, answers queued ones UNAVAILABLE, lets the running one finish for up to
@@ -69,7 +80,7 @@ class DeviceExecutor {
   void Drain(absl::Duration grace = absl::Seconds(10)) ABSL_LOCKS_EXCLUDED(mutex_);
 
   struct Stats {
-    int queue_length = 0;
+    int queue_length = 0;  // waiting, handed on to the worker but not started included
     bool busy = false;
     int64_t completed = 0;
     int64_t failed = 0;
@@ -90,6 +101,11 @@ class DeviceExecutor {
     std::shared_ptr<void> keep_alive;
     std::function<void()> started;
     std::vector<int> module_fds;  // owned by keep_alive
+    // With the worker (Loop's): answered already (cancelled while handed on; its answer, when it
+    // comes, is dropped), or being taken back for another client's turn.
+    bool cancelled = false;
+    bool taking_back = false;
+    bool beyond_bound = false;  // not counted against max_queue (Submit)
   };
 
   struct Worker {
@@ -98,32 +114,69 @@ class DeviceExecutor {
   };
 
   void Loop();
-  absl::StatusOr<kprof::worker::v1::WorkerResponse> Execute(const Job& job);
+  // Hands jobs to the active worker (choosing the next client when it has none), or takes
+  // jobs back when another client waits.
+  void Refill();
+  // Sends `job` to the active worker; false (the job answered or queued again) when it cannot.
+  bool Hand(Job job);
+  // An answer (or the failure to get one) from the active worker.
+  void Answer(absl::StatusOr<kprof::worker::v1::WorkerResponse> answer);
+  // The active worker is gone or stopped: the job at the front of the pipeline gets `front`
+  // (null: it is answered already), the ones behind it are queued again.
+  void LoseWorker(const absl::Status* front);
+  void HandleCancels(std::vector<uint64_t> ids);
+  // Takes back the jobs handed on and not started whose deadline has passed (answered
+  // DEADLINE_EXCEEDED at once).
+  void ExpireHandedOn(absl::Time now);
+  void Withdraw(const std::vector<uint64_t>& ids);
+  // Publishes the pipeline's figures for stats() and Submit's bound.
+  void Account();
+  void Deliver(Job& job, absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
+               absl::Time started, absl::Time ended);
+  // Back in its client's queue, in order (or refused when draining).
+  void Requeue(Job job) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Starts the front job's clock, and says so to whoever waits for it.
+  void FrontStarted(absl::Time at);
   // The worker of `client`, started if need be (stopping the one idle longest at the bound).
   absl::StatusOr<WorkerProcess*> WorkerFor(const std::string& client);
   void RetireIdleWorkers();
-  void KillRunningWorker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The next job, clients in turn.
-  Job TakeNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void EndWorker(const std::string& client);
+  void Wake();
+  // The next job, clients in turn; `after` (the client just served) goes last when others wait.
+  Job TakeNext(const std::string& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool OthersWaiting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Takes a queued job out; its Done, or null when it is not queued.
+  Done TakeFromQueue(uint64_t job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const WorkerOptions worker_options_;
   const int max_queue_;
   const absl::Duration job_timeout_;
   const WorkerPool pool_;
-  std::map<std::string, Worker> workers_;  // by client; used by the executor thread only
+  int wake_fd_ = -1;  // an eventfd: new work or a cancel for the loop
+
+  // The loop's own.
+  std::map<std::string, Worker> workers_;  // by client
+  std::string active_client_;              // whose worker has the pipeline
+  WorkerProcess* active_ = nullptr;        // its worker; null when the pipeline is empty
+  bool active_broken_ = false;             // it closed its end: no more jobs to it
+  std::deque<Job> in_flight_;              // handed to active_, in order
+  absl::Time front_since_;                 // when in_flight_.front() began to run
 
   absl::Mutex mutex_;
   std::map<std::string, std::deque<Job>> queues_ ABSL_GUARDED_BY(mutex_);  // by client
   std::deque<std::string> turns_ ABSL_GUARDED_BY(mutex_);  // clients with jobs, next first
+  std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mutex_);  // of jobs with the worker
   int queued_ ABSL_GUARDED_BY(mutex_) = 0;
+  int handed_on_ ABSL_GUARDED_BY(mutex_) = 0;  // in_flight_'s jobs not answered yet
+  int handed_waiting_bounded_ ABSL_GUARDED_BY(mutex_) = 0;  // behind the front, within bound
+  std::string handed_client_ ABSL_GUARDED_BY(mutex_);        // whose they are
+  std::set<uint64_t> in_flight_ids_ ABSL_GUARDED_BY(mutex_);
   int workers_running_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t workers_started_ ABSL_GUARDED_BY(mutex_) = 0;
   bool draining_ ABSL_GUARDED_BY(mutex_) = false;
-  bool busy_ ABSL_GUARDED_BY(mutex_) = false;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;  // the loop has ended
-  uint64_t running_job_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool sleeping_ ABSL_GUARDED_BY(mutex_) = false;  // the loop waits: Wake it
   pid_t running_pid_ ABSL_GUARDED_BY(mutex_) = -1;
-  bool running_cancelled_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t completed_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread thread_;

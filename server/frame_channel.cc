@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
@@ -14,11 +15,35 @@
 namespace kprof::server {
 namespace {
 
+using google::protobuf::io::CodedOutputStream;
+
+// What one recvmsg asks for at least: a worker's answers and a front's jobs are mostly small,
+// and several of them fit.
+constexpr size_t kReadChunk = 64 << 10;
+// A buffer grown past this for one large frame is given back once it is empty.
+constexpr size_t kKeptBuffer = 1 << 20;
+
 absl::Status Errno(std::string_view what) {
   return absl::UnavailableError(absl::StrCat(std::string(what), ": ", std::strerror(errno)));
 }
 
+// A varint of at most 32 bits at data[0..size): its length, 0 when incomplete, -1 when malformed.
+int DecodeVarint(const char* data, size_t size, uint64_t* value) {
+  *value = 0;
+  for (int i = 0; i < 5; ++i) {
+    if (static_cast<size_t>(i) >= size) return 0;
+    const auto byte = static_cast<unsigned char>(data[i]);
+    *value |= uint64_t{byte & 0x7Fu} << (7 * i);
+    if ((byte & 0x80u) == 0) return i + 1;
+  }
+  return -1;
+}
+
 }  // namespace
+
+FrameChannel::~FrameChannel() {
+  for (int fd : received_) close(fd);
+}
 
 absl::Status FrameChannel::Write(const google::protobuf::MessageLite& message,
                                  absl::Span<const int> fds) {
@@ -31,12 +56,14 @@ absl::Status FrameChannel::Write(const google::protobuf::MessageLite& message,
     return absl::ResourceExhaustedError(
         absl::StrCat("message of ", size, " bytes is over the frame limit of ", max_frame_bytes_));
   }
+  const auto count = static_cast<uint32_t>(fds.size());
+  const auto length = static_cast<uint32_t>(size);
   std::string frame;
-  frame.resize(google::protobuf::io::CodedOutputStream::VarintSize32(static_cast<uint32_t>(size)) +
+  frame.resize(CodedOutputStream::VarintSize32(count) + CodedOutputStream::VarintSize32(length) +
                size);
   auto* out = reinterpret_cast<uint8_t*>(frame.data());
-  out = google::protobuf::io::CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size),
-                                                                      out);
+  out = CodedOutputStream::WriteVarint32ToArray(count, out);
+  out = CodedOutputStream::WriteVarint32ToArray(length, out);
   if (!message.SerializeToArray(out, static_cast<int>(size))) {
     return absl::InternalError("cannot serialise a frame");
   }
@@ -65,18 +92,29 @@ absl::Status FrameChannel::Write(const google::protobuf::MessageLite& message,
   return absl::OkStatus();
 }
 
-absl::Status FrameChannel::ReadExactly(char* data, size_t size, bool at_frame_start,
-                                       std::vector<int>* fds) {
+absl::Status FrameChannel::Receive(bool block, size_t want, size_t* got) {
+  *got = 0;
+  if (start_ == end_) start_ = end_ = 0;
+  want = std::max(want, kReadChunk);
+  if (buffer_.size() - end_ < want) {
+    if (start_ > 0) {  // what is left of the last frames to the front first
+      std::memmove(buffer_.data(), buffer_.data() + start_, end_ - start_);
+      end_ -= start_;
+      start_ = 0;
+    }
+    if (buffer_.size() - end_ < want) buffer_.resize(end_ + want);
+  }
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  for (size_t got = 0; got < size;) {
-    iovec iov{data + got, size - got};
+  while (true) {
+    iovec iov{buffer_.data() + end_, buffer_.size() - end_};
     msghdr header{};
     header.msg_iov = &iov;
     header.msg_iovlen = 1;
     header.msg_control = control;
     header.msg_controllen = sizeof control;
-    const ssize_t n = recvmsg(fd_, &header, MSG_CMSG_CLOEXEC);
+    const ssize_t n = recvmsg(fd_, &header, MSG_CMSG_CLOEXEC | (block ? 0 : MSG_DONTWAIT));
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && !block && (errno == EAGAIN || errno == EWOULDBLOCK)) return absl::OkStatus();
     if (n < 0) return Errno("reading a frame");
     for (cmsghdr* c = CMSG_FIRSTHDR(&header); c != nullptr; c = CMSG_NXTHDR(&header, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
@@ -84,42 +122,123 @@ absl::Status FrameChannel::ReadExactly(char* data, size_t size, bool at_frame_st
       for (size_t i = 0; i < count; ++i) {
         int fd = -1;
         std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-        if (fds != nullptr) {
-          fds->push_back(fd);
+        // A peer that sends descriptors no frame claims cannot fill this process with them.
+        if (received_.size() >= 4 * kMaxFds) {
+          close(fd);
         } else {
-          close(fd);  // not asked for: a peer cannot fill this process with descriptors
+          received_.push_back(fd);
         }
       }
     }
     if (n == 0) {
-      return absl::UnavailableError(at_frame_start && got == 0 ? "end of stream"
-                                                               : "end of stream inside a frame");
+      ended_ = true;
+      return absl::UnavailableError(start_ == end_ ? "end of stream"
+                                                   : "end of stream inside a frame");
     }
-    got += static_cast<size_t>(n);
+    end_ += static_cast<size_t>(n);
+    *got = static_cast<size_t>(n);
+    return absl::OkStatus();
   }
+}
+
+bool FrameChannel::Parse(size_t* header, uint64_t* fd_count, uint64_t* size,
+                         absl::Status* status) const {
+  const char* data = buffer_.data() + start_;
+  const size_t available = end_ - start_;
+  const int count_length = DecodeVarint(data, available, fd_count);
+  const int size_length =
+      count_length <= 0 ? count_length
+                        : DecodeVarint(data + count_length, available - count_length, size);
+  if (count_length < 0 || size_length < 0) {
+    *status = absl::DataLossError("a frame's header is not a valid varint");
+    return false;
+  }
+  if (count_length == 0 || size_length == 0) return false;
+  if (*fd_count > kMaxFds) {
+    *status = absl::DataLossError(
+        absl::StrCat("a frame says it carries ", *fd_count, " descriptors (limit ", kMaxFds, ")"));
+    return false;
+  }
+  if (*size > max_frame_bytes_) {
+    *status = absl::ResourceExhaustedError(absl::StrCat(
+        "incoming frame of ", *size, " bytes is over the limit of ", max_frame_bytes_));
+    return false;
+  }
+  *header = static_cast<size_t>(count_length + size_length);
+  return available >= *header + *size;
+}
+
+bool FrameChannel::HasFrame() const {
+  size_t header = 0;
+  uint64_t fd_count = 0, size = 0;
+  absl::Status ignored;
+  return Parse(&header, &fd_count, &size, &ignored);
+}
+
+absl::Status FrameChannel::Take(google::protobuf::MessageLite* message, std::vector<int>* fds,
+                                size_t header, uint64_t fd_count, uint64_t size) {
+  const bool parsed =
+      message->ParseFromArray(buffer_.data() + start_ + header, static_cast<int>(size));
+  start_ += header + size;
+  if (start_ == end_) {
+    start_ = end_ = 0;
+    if (buffer_.size() > kKeptBuffer) std::string().swap(buffer_);
+  }
+  if (fds == nullptr) {  // not asked for: none are kept
+    for (int fd : received_) close(fd);
+    received_.clear();
+  } else if (received_.size() < fd_count) {
+    return absl::DataLossError(absl::StrCat("a frame's ", fd_count, " descriptors did not come with it"));
+  } else {
+    for (uint64_t i = 0; i < fd_count; ++i) {
+      fds->push_back(received_.front());
+      received_.pop_front();
+    }
+  }
+  if (!parsed) return absl::DataLossError("a frame does not parse");
   return absl::OkStatus();
 }
 
 absl::Status FrameChannel::Read(google::protobuf::MessageLite* message, std::vector<int>* fds) {
-  uint64_t size = 0;
-  for (int shift = 0;; shift += 7) {
-    if (shift > 28) return absl::DataLossError("frame length is not a valid varint");
-    char byte = 0;
-    if (absl::Status s = ReadExactly(&byte, 1, shift == 0, fds); !s.ok()) return s;
-    size |= uint64_t{static_cast<unsigned char>(byte) & 0x7Fu} << shift;
-    if ((static_cast<unsigned char>(byte) & 0x80u) == 0) break;
+  while (true) {
+    size_t header = 0;
+    uint64_t fd_count = 0, size = 0;
+    absl::Status status;
+    if (Parse(&header, &fd_count, &size, &status)) {
+      return Take(message, fds, header, fd_count, size);
+    }
+    if (!status.ok()) return status;
+    if (ended_) {
+      return absl::UnavailableError(start_ == end_ ? "end of stream"
+                                                   : "end of stream inside a frame");
+    }
+    // A large frame's header says how much is still to come: room for all of it at once.
+    const size_t want = header > 0 || size > 0 ? static_cast<size_t>(size) + 10 : 0;
+    size_t got = 0;
+    if (absl::Status s = Receive(true, want, &got); !s.ok()) return s;
   }
-  if (size > max_frame_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("incoming frame of ", size, " bytes is over the limit of ", max_frame_bytes_));
+}
+
+bool FrameChannel::TryRead(google::protobuf::MessageLite* message, std::vector<int>* fds,
+                           absl::Status* status) {
+  *status = absl::OkStatus();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    size_t header = 0;
+    uint64_t fd_count = 0, size = 0;
+    if (Parse(&header, &fd_count, &size, status)) {
+      *status = Take(message, fds, header, fd_count, size);
+      return status->ok();
+    }
+    if (!status->ok() || ended_ || attempt == 1) return false;
+    size_t got = 0;
+    *status = Receive(false, size > 0 ? static_cast<size_t>(size) + 10 : 0, &got);
+    if (!status->ok() || got == 0) return false;
   }
-  std::string body(size, '\0');
-  if (absl::Status s = ReadExactly(body.data(), body.size(), false, fds); !s.ok()) return s;
-  if (!message->ParseFromString(body)) return absl::DataLossError("a frame does not parse");
-  return absl::OkStatus();
+  return false;
 }
 
 absl::Status FrameChannel::WaitReadable(absl::Duration timeout) {
+  if (HasFrame() || ended_) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
     const absl::Duration left = deadline - absl::Now();

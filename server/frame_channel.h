@@ -1,9 +1,14 @@
 // FrameChannel: length-delimited protobuf messages over a stream socket — the wire between the
-// daemon's front and a worker. Each frame is a varint length and the message bytes; a frame
-// over the size cap is refused on both ends. gRPC-free: the worker links it.
+// daemon's front and a worker. Each frame is a varint count of the descriptors that travel with
+// it, a varint length and the message bytes; a frame over the size cap is refused on both ends.
+// Reads are buffered: one recvmsg takes in every frame the peer has written so far (a worker
+// handed several jobs reads them all at once), and later reads parse them from the buffer.
+// gRPC-free: the worker links it.
 #pragma once
 
 #include <cstddef>
+#include <deque>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +22,9 @@ class FrameChannel {
  public:
   // Uses `fd` (not owned, not closed) with frames of at most `max_frame_bytes`.
   FrameChannel(int fd, size_t max_frame_bytes) : fd_(fd), max_frame_bytes_(max_frame_bytes) {}
+  ~FrameChannel();  // closes descriptors received and not claimed by a frame yet
+  FrameChannel(const FrameChannel&) = delete;
+  FrameChannel& operator=(const FrameChannel&) = delete;
 
   // The most descriptors one frame carries (the kernel's SCM_MAX_FD).
   static constexpr size_t kMaxFds = 253;
@@ -26,21 +34,44 @@ class FrameChannel {
   absl::Status Write(const google::protobuf::MessageLite& message, absl::Span<const int> fds = {});
 
   // Reads one frame into `message`, blocking. UNAVAILABLE on end of stream (the peer closed or
-  // died), RESOURCE_EXHAUSTED for a frame over the cap, DATA_LOSS for bytes that do not parse.
-  // Descriptors that came with the frame are appended to `fds` (close-on-exec, the caller's to
-  // close), or closed when `fds` is null.
+  // died), RESOURCE_EXHAUSTED for a frame over the cap, DATA_LOSS for bytes that do not parse
+  // or descriptors that did not come with their frame. The frame's descriptors are appended to
+  // `fds` (close-on-exec, the caller's to close), or closed when `fds` is null.
   absl::Status Read(google::protobuf::MessageLite* message, std::vector<int>* fds = nullptr);
 
-  // Waits until a frame can be read, up to `timeout`. DEADLINE_EXCEEDED when none arrives.
+  // Like Read, without blocking: false (and nothing read) when no whole frame has arrived yet;
+  // a failure is in `status`.
+  bool TryRead(google::protobuf::MessageLite* message, std::vector<int>* fds, absl::Status* status);
+
+  // Waits until a frame can be read, up to `timeout`: at once when one is buffered already.
+  // DEADLINE_EXCEEDED when none arrives.
   absl::Status WaitReadable(absl::Duration timeout);
+
+  // Whether a whole frame is buffered (Read returns it without a system call).
+  bool HasFrame() const;
+
+  // Whether the peer has closed its end (frames still buffered can be read).
+  bool ended() const { return ended_; }
 
   int fd() const { return fd_; }
 
  private:
-  absl::Status ReadExactly(char* data, size_t size, bool at_frame_start, std::vector<int>* fds);
+  // One recvmsg into the buffer; `block` false: MSG_DONTWAIT. OK with nothing new only when
+  // not blocking and nothing is there (`*got` 0); UNAVAILABLE at the end of the stream.
+  absl::Status Receive(bool block, size_t want, size_t* got);
+  // The frame at the buffer's start: its descriptor count and body, or false when incomplete.
+  // A malformed or oversized header fails `status`.
+  bool Parse(size_t* header, uint64_t* fd_count, uint64_t* size, absl::Status* status) const;
+  absl::Status Take(google::protobuf::MessageLite* message, std::vector<int>* fds, size_t header,
+                    uint64_t fd_count, uint64_t size);
 
   int fd_;
   size_t max_frame_bytes_;
+  std::string buffer_;  // its size is its capacity
+  size_t start_ = 0;           // buffer_[start_, end_): received, not parsed yet
+  size_t end_ = 0;
+  std::deque<int> received_;   // descriptors received, in order, not claimed by a frame yet
+  bool ended_ = false;         // the peer closed its end
 };
 
 }  // namespace kprof::server

@@ -35,13 +35,18 @@ constexpr uint64_t kMaxJobsPerStream = 1'000'000;
 // Jobs a stream may hold (waiting, running, or with updates not yet written) before it stops
 // reading: past this the client's writes wait on gRPC's flow control.
 constexpr size_t kMaxOutstanding = 4096;
-// Jobs of one stream handed to one device's executor at a time.
-constexpr int kInExecutorPerDevice = 2;
+// Jobs of one stream handed to one device's executor at a time: enough to keep its worker's
+// pipeline full (WorkerPool::pipeline_depth).
+constexpr int kInExecutorPerDevice = 16;
 // Bytes a stream may hold in the front: of jobs waiting (past it, it stops reading), and of
 // updates its client has not read yet (past it, no further job goes to a device: a client that
 // reads slowly, or never, stalls its own stream, not the daemon's memory). A result of a
 // million repeats is some 9 MB; the jobs already with an executor may add theirs on top.
 constexpr size_t kMaxHeldBytes = size_t{32} << 20;
+// Updates sharing one message (BatchRequest.updates_per_message), and its bytes: several
+// results of many repeats go in messages of their own.
+constexpr size_t kMaxUpdatesPerMessage = 4096;
+constexpr size_t kMaxMessageBytes = size_t{1} << 20;
 
 // Two independent 64-bit hashes of an id: a stream remembers up to a million ids in 16 bytes
 // each, not in up to 256, and a false "used twice" needs both to collide.
@@ -118,6 +123,10 @@ class ProfilerService::BatchReactor final
                                                            incoming_.jobs_size(), " jobs (limit ",
                                                            kMaxJobsPerMessage, " per message)")));
         } else {
+          if (incoming_.updates_per_message() > 0) {
+            updates_per_message_ =
+                std::min<size_t>(incoming_.updates_per_message(), kMaxUpdatesPerMessage);
+          }
           for (BatchJob& job : *incoming_.mutable_jobs()) Accept(std::move(job));
         }
         incoming_.Clear();
@@ -131,8 +140,9 @@ class ProfilerService::BatchReactor final
     {
       absl::MutexLock lock(&mutex_);
       writing_ = false;
-      outbox_bytes_ -= outbox_.front().ByteSizeLong();
-      outbox_.pop_front();
+      outbox_bytes_ -= writing_bytes_;
+      writing_bytes_ = 0;
+      writing_count_ = 0;
       if (!ok) {  // the client is gone; OnCancel follows
         broken_ = true;
         outbox_.clear();
@@ -178,7 +188,17 @@ class ProfilerService::BatchReactor final
     std::string device;
     DeviceExecutor* executor = nullptr;
     bool running = false;
+    size_t result_bytes = 0;  // its result's size, as guessed (ResultBytes)
   };
+
+  // A guess at the size of a job's result, to bound what results the jobs with executors may
+  // add to the outbox: some 9 bytes per repeat for its seconds and numbers, and the rest.
+  static size_t ResultBytes(const BatchJob& job) {
+    const int64_t repeat = job.has_time_evaluate()
+                               ? (job.time_evaluate().has_repeat() ? job.time_evaluate().repeat() : 1)
+                               : 1;
+    return 4096 + 20 * static_cast<size_t>(std::max<int64_t>(repeat, 1));
+  }
 
   bool Unused() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return done_ && in_executor_.empty() && !kicking_ && pins_ == 0;
@@ -190,7 +210,25 @@ class ProfilerService::BatchReactor final
   }
 
   size_t Outstanding() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return waiting_count_ + in_executor_.size() + outbox_.size();
+    return waiting_count_ + in_executor_.size() + outbox_.size() + writing_count_;
+  }
+
+  // Moves the next message's updates out of the outbox into `outgoing_`: the first, and as many
+  // more as the client takes in one message (up to kMaxMessageBytes).
+  void TakeOutgoing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    size_t bytes = outbox_.front().ByteSizeLong();
+    outgoing_ = std::move(outbox_.front());
+    outbox_.pop_front();
+    writing_count_ = 1;
+    while (!outbox_.empty() && writing_count_ < updates_per_message_) {
+      const size_t next = outbox_.front().ByteSizeLong();
+      if (bytes + next > kMaxMessageBytes) break;
+      *outgoing_.add_more() = std::move(outbox_.front());
+      outbox_.pop_front();
+      bytes += next;
+      ++writing_count_;
+    }
+    writing_bytes_ = bytes;
   }
 
   // Takes every waiting job away and says which are with executors, to cancel them.
@@ -316,11 +354,17 @@ class ProfilerService::BatchReactor final
   // with reading the updates.
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     if (outbox_bytes_ >= kMaxHeldBytes) return;  // the write that makes room kicks again
+    size_t held = outbox_bytes_;
+    for (const auto& [job_id, slot] : in_executor_) held += slot.result_bytes;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       auto& [device, jobs] = *it;
       int busy = 0;
       for (const auto& [job_id, slot] : in_executor_) busy += slot.device == device;
-      while (busy < kInExecutorPerDevice && !jobs.empty()) {
+      // Up to kInExecutorPerDevice, while the results they may bring fit the bound (one at a
+      // time past it).
+      while (busy < kInExecutorPerDevice && !jobs.empty() &&
+             (busy == 0 || held + ResultBytes(jobs.front().job) <= kMaxHeldBytes)) {
+        held += ResultBytes(jobs.front().job);
         Waiting next = std::move(jobs.front());
         jobs.pop_front();
         --waiting_count_;
@@ -347,8 +391,7 @@ class ProfilerService::BatchReactor final
       kicking_ = true;
     }
     while (true) {
-      bool read = false, finish = false;
-      const BatchUpdate* write = nullptr;
+      bool read = false, finish = false, write = false;
       grpc::Status status;
       std::vector<std::pair<DeviceExecutor*, uint64_t>> cancel;
       {
@@ -366,7 +409,8 @@ class ProfilerService::BatchReactor final
           }
           if (!stopping && !writing_ && !outbox_.empty() && !broken_) {
             writing_ = true;
-            write = &outbox_.front();
+            write = true;
+            TakeOutgoing();
           }
           const bool answered =
               in_executor_.empty() && waiting_count_ == 0 && outbox_.empty() && !writing_;
@@ -386,7 +430,7 @@ class ProfilerService::BatchReactor final
           }
           if (finish) finished_ = true;
         }
-        if (!read && write == nullptr && !finish && cancel.empty() && !again_) {
+        if (!read && !write && !finish && cancel.empty() && !again_) {
           kicking_ = false;
           if (Unused()) break;
           return;
@@ -394,12 +438,13 @@ class ProfilerService::BatchReactor final
       }
       for (const auto& [executor, job_id] : cancel) executor->Cancel(job_id);
       if (read) StartRead(&incoming_bytes_);
-      if (write != nullptr) {
-        // Only this thread (the one kicking) touches the buffer until the write is done.
+      if (write) {
+        // Only this thread (the one kicking) touches them until the write is done.
         bool own_buffer = false;
         outgoing_bytes_.Clear();  // the last write's
-        (void)grpc::SerializationTraits<BatchUpdate>::Serialize(*write, &outgoing_bytes_,
+        (void)grpc::SerializationTraits<BatchUpdate>::Serialize(outgoing_, &outgoing_bytes_,
                                                                 &own_buffer);
+        outgoing_.Clear();
         StartWrite(&outgoing_bytes_);
       }
       if (finish) Finish(status);
@@ -447,7 +492,7 @@ class ProfilerService::BatchReactor final
         std::move(job->pin), [this, job_id, id] { Started(job_id, id); },
         /*beyond_bound=*/true, std::move(job->module_fds));
     if (!submitted.ok()) return submitted;
-    in_executor_[job_id] = InExecutor{id, device, executor, false};
+    in_executor_[job_id] = InExecutor{id, device, executor, false, ResultBytes(waiting.job)};
     return absl::OkStatus();
   }
 
@@ -501,7 +546,8 @@ class ProfilerService::BatchReactor final
   const absl::Time deadline_;
   grpc::ByteBuffer incoming_bytes_;   // touched by the read in flight only
   kprof::v1::BatchRequest incoming_;  // parsed from it, in OnReadDone
-  grpc::ByteBuffer outgoing_bytes_;   // the write in flight: outbox_.front(), serialized
+  BatchUpdate outgoing_;              // the next write's updates (TakeOutgoing)
+  grpc::ByteBuffer outgoing_bytes_;   // the write in flight, serialized
 
   absl::Mutex mutex_;
   std::set<std::pair<uint64_t, uint64_t>> ids_ ABSL_GUARDED_BY(mutex_);
@@ -511,7 +557,10 @@ class ProfilerService::BatchReactor final
   std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
   size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // front: being written
-  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // the write in flight's included
+  size_t writing_count_ ABSL_GUARDED_BY(mutex_) = 0;  // updates in the write in flight
+  size_t writing_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  size_t updates_per_message_ ABSL_GUARDED_BY(mutex_) = 1;
   absl::Status error_ ABSL_GUARDED_BY(mutex_);  // ends the stream
   int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t running_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -15,6 +15,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "core/device.h"
 #include "core/placement.h"
 #include "kprof/config.h"
@@ -352,14 +355,70 @@ int main(int argc, char** argv) {
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device, max_open_modules);
   jobs.set_isolation(absl::StrJoin(isolation, "; "), isolated);
-  while (true) {
+  // Jobs handed on and not started yet, in order: everything that has arrived is read before
+  // each job starts, so a job taken back (Withdraw) is answered without running.
+  struct Pending {
     kprof::worker::v1::WorkerRequest request;
-    std::vector<int> module_fds;
-    const absl::Status read = channel.Read(&request, &module_fds);
-    if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
-    if (!read.ok()) {
-      std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
-      return 1;
+    std::vector<int> fds;
+  };
+  std::deque<Pending> pending;
+  const auto take_in = [&](kprof::worker::v1::WorkerRequest request,
+                           std::vector<int> fds) -> bool {
+    if (!request.has_withdraw()) {
+      pending.push_back(Pending{std::move(request), std::move(fds)});
+      return true;
+    }
+    for (const uint64_t id : request.withdraw().job_ids()) {
+      const auto it = std::find_if(pending.begin(), pending.end(),
+                                   [id](const Pending& p) { return p.request.job_id() == id; });
+      if (it == pending.end()) continue;  // started already, or answered
+      for (int fd : it->fds) close(fd);
+      pending.erase(it);
+      kprof::worker::v1::WorkerResponse withdrawn;
+      withdrawn.set_job_id(id);
+      withdrawn.set_withdrawn(true);
+      if (!channel.Write(withdrawn).ok()) return false;
+    }
+    return true;
+  };
+  while (true) {
+    if (pending.empty()) {
+      kprof::worker::v1::WorkerRequest request;
+      std::vector<int> fds;
+      const absl::Status read = channel.Read(&request, &fds);
+      if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
+      if (!read.ok()) {
+        std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
+        return 1;
+      }
+      if (!take_in(std::move(request), std::move(fds))) return 0;
+    }
+    while (true) {
+      kprof::worker::v1::WorkerRequest request;
+      std::vector<int> fds;
+      absl::Status read;
+      if (!channel.TryRead(&request, &fds, &read)) {
+        if (!read.ok() && !absl::IsUnavailable(read)) {
+          std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
+          return 1;
+        }
+        break;
+      }
+      if (!take_in(std::move(request), std::move(fds))) return 0;
+    }
+    if (channel.ended()) return 0;  // the daemon is done with this worker
+    if (pending.empty()) continue;
+    const kprof::worker::v1::WorkerRequest request = std::move(pending.front().request);
+    const std::vector<int> module_fds = std::move(pending.front().fds);
+    pending.pop_front();
+    if (request.deadline_unix_ns() != 0 && absl::ToUnixNanos(absl::Now()) >= request.deadline_unix_ns()) {
+      for (int fd : module_fds) close(fd);
+      kprof::worker::v1::WorkerResponse late;
+      late.set_job_id(request.job_id());
+      late.set_code(static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded));
+      late.set_message("the request's deadline passed while the job waited");
+      if (!channel.Write(late).ok()) return 0;
+      continue;
     }
     kprof::worker::v1::WorkerResponse response = jobs.Run(request, module_fds);
     for (int fd : module_fds) close(fd);

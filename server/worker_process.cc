@@ -332,11 +332,28 @@ std::string WorkerProcess::KillAndReap() {
                       " later (stuck in the kernel, as in a GPU driver's call)");
 }
 
+absl::Status WorkerProcess::Send(const kprof::worker::v1::WorkerRequest& request,
+                                 absl::Span<const int> module_fds) {
+  if (pid_ <= 0) return absl::UnavailableError("the worker is not running");
+  return channel_.Write(request, module_fds);
+}
+
+absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
+  if (pid_ <= 0) return absl::AbortedError("worker gone");
+  kprof::worker::v1::WorkerResponse response;
+  if (const absl::Status read = channel_.Read(&response); !read.ok()) {
+    // The worker closed its end (it died), or wrote what is no answer: either way it is done.
+    return absl::AbortedError(absl::StrCat(
+        "worker ", Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap())));
+  }
+  return response;
+}
+
 absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
     const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout,
     absl::Span<const int> module_fds) {
   if (pid_ <= 0) return absl::InternalError("the worker is not running");
-  if (absl::Status s = channel_.Write(request, module_fds); !s.ok()) {
+  if (absl::Status s = Send(request, module_fds); !s.ok()) {
     return absl::AbortedError(absl::StrCat("worker ", Ended(Reap(absl::Seconds(1)))));
   }
   const absl::Time deadline = absl::Now() + timeout;
@@ -346,13 +363,8 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
       KillAndReap();
       return absl::DeadlineExceededError("the job ran past its deadline; its worker was killed");
     }
-    kprof::worker::v1::WorkerResponse response;
-    const absl::Status read = ready.ok() ? channel_.Read(&response) : ready;
-    if (!read.ok()) {
-      // The worker closed its end: it died. Say how.
-      return absl::AbortedError(absl::StrCat("worker ", Ended(Reap(absl::Seconds(1)))));
-    }
-    if (response.job_id() == request.job_id()) return response;
+    absl::StatusOr<kprof::worker::v1::WorkerResponse> response = Receive();
+    if (!response.ok() || response->job_id() == request.job_id()) return response;
     // An answer to an earlier job (abandoned after a deadline would have killed it, so this
     // cannot happen with one job at a time); skip it.
   }

@@ -62,6 +62,19 @@ class WorkerProcess {
       const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout,
       absl::Span<const int> module_fds = {});
 
+  // The pipelined form (DeviceExecutor): Send hands a job on without waiting, Receive takes the
+  // next answer once fd() is readable or HasAnswer(). Send fails (UNAVAILABLE) when the worker
+  // has closed its end; the answers it wrote before are still there to Receive. Receive is
+  // ABORTED, naming how the worker ended, once it has ended and every answer is read; the
+  // worker is reaped then.
+  absl::Status Send(const kprof::worker::v1::WorkerRequest& request,
+                    absl::Span<const int> module_fds = {});
+  absl::StatusOr<kprof::worker::v1::WorkerResponse> Receive();
+  bool HasAnswer() const { return channel_.HasFrame(); }
+  int fd() const { return socket_; }
+  // Kills the worker's process group and reaps it; returns how it ended.
+  std::string Kill() { return pid_ > 0 ? KillAndReap() : "gone"; }
+
   bool alive() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   const std::string& scratch() const { return scratch_; }

@@ -277,7 +277,8 @@ class Client:
         by_id = {request.id: request for request in requests}
         outbox = queue.Queue()
         for i in range(0, len(requests), 64):
-            outbox.put(kprof_pb2.BatchRequest(jobs=requests[i:i + 64]))
+            outbox.put(kprof_pb2.BatchRequest(jobs=requests[i:i + 64],
+                                              updates_per_message=UPDATES_PER_MESSAGE))
         unanswered = len(by_id)
         if not unanswered:
             outbox.put(None)
@@ -292,7 +293,7 @@ class Client:
         resent = {}
         stream = self._stub.MeasureBatch(messages(), metadata=self._metadata)
         try:
-            for update in stream:
+            for update in _updates(stream):
                 if progress is not None:
                     progress(update.progress)
                 if update.state not in (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED):
@@ -321,6 +322,21 @@ class Client:
 
 
 _MAX_RESENDS = 3  # times one batch job is sent again after its daemon evicted its module
+
+
+# Updates one MeasureBatch message may carry (BatchRequest.updates_per_message): results that
+# are ready together travel together.
+UPDATES_PER_MESSAGE = 1024
+
+
+def _updates(stream):
+    """The updates of a MeasureBatch stream one by one: each message, then those in its
+    `more`."""
+    for message in stream:
+        more = list(message.more)
+        message.ClearField("more")
+        yield message
+        yield from more
 
 
 def _unknown_module(update):

@@ -19,9 +19,9 @@ from collections import deque
 
 import grpc
 
-from kprof.client import (_MAX_RESENDS, _MODULE_ID, BatchResult, Client, KprofError,
-                          _batch_job, _batch_result, _module_bytes, _unknown_module,
-                          default_target, default_token)
+from kprof.client import (_MAX_RESENDS, _MODULE_ID, UPDATES_PER_MESSAGE, BatchResult, Client,
+                          KprofError, _batch_job, _batch_result, _module_bytes,
+                          _unknown_module, _updates, default_target, default_token)
 from kprof.v1 import kprof_pb2
 
 
@@ -115,7 +115,7 @@ class _Daemon:
         def read():
             error = None
             try:
-                for update in self.stream:
+                for update in _updates(self.stream):
                     events.put((index, update, None))
             except grpc.RpcError as failed:
                 error = failed.details() or failed.code().name
@@ -128,7 +128,8 @@ class _Daemon:
         self.reader.start()
 
     def send(self, job):
-        self.requests.put(kprof_pb2.BatchRequest(jobs=[job]))
+        self.requests.put(kprof_pb2.BatchRequest(jobs=[job],
+                                                 updates_per_message=UPDATES_PER_MESSAGE))
 
     def close(self):
         if self.requests is not None:
@@ -139,7 +140,7 @@ class Farm:
     """The daemons `target` names (see resolve_target), each with a Client made with `token`
     and the other keyword arguments of Client."""
 
-    def __init__(self, target, token=None, window=4, **kwargs):
+    def __init__(self, target, token=None, window=32, **kwargs):
         self.addresses = resolve_target(target)
         self._clients = [Client(a, token=token, **kwargs) for a in self.addresses]
         self._window = max(1, int(window))

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "client/farm.h"
 #include "client/kprof_client.h"
 #include "core/args/arguments.h"
 #include "core/environment.h"
@@ -404,48 +405,12 @@ double CallsPerSecond(const std::string& target, const std::string& method,
   return rate;
 }
 
-// A 1 KiB message to another thread and back over a socketpair: the IPC floor.
-double SocketPingPong() {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) Fail("socketpair");
-  constexpr int kRounds = 20000;
-  std::thread echo([fd = fds[1]] {
-    char buffer[1024];
-    for (int i = 0; i < kRounds; ++i) {
-      size_t got = 0;
-      while (got < sizeof buffer)
-        got += static_cast<size_t>(read(fd, buffer + got, sizeof buffer - got));
-      if (write(fd, buffer, sizeof buffer) != sizeof buffer) return;
-    }
-  });
-  char buffer[1024] = {0};
-  const auto start = Clock::now();
-  for (int i = 0; i < kRounds; ++i) {
-    if (write(fds[0], buffer, sizeof buffer) != sizeof buffer) Fail("ping");
-    size_t got = 0;
-    while (got < sizeof buffer)
-      got += static_cast<size_t>(read(fds[0], buffer + got, sizeof buffer - got));
-  }
-  const double each = Seconds(Clock::now() - start) / kRounds;
-  echo.join();
-  close(fds[0]);
-  close(fds[1]);
-  return each;
-}
-
-void Throughput(const std::string& target, kprof::client::Client& client) {
+void Throughput(const std::string& target) {
   kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
   const double jobs = CallsPerSecond(target, kTimeEvaluate, request.SerializeAsString());
   const double checks = CallsPerSecond(target, kHealthCheck, "");
   Add("throughput", "TimeEvaluate(nop) per second, 8 clients", absl::StrFormat("%.0f/s", jobs),
       absl::StrFormat("health checks %.0f/s", checks), jobs / checks);
-  std::vector<double> execution;
-  for (int i = 0; i < 500; ++i) {
-    execution.push_back(Must(client.TimeEvaluate(request), "nop").timing().execution_seconds());
-  }
-  const double ping = SocketPingPong();
-  Add("throughput", "front to worker and back per job (p50)", Us(Percentile(execution, 50)),
-      "socketpair 1 KiB ping-pong " + Us(ping), Percentile(execution, 50) / ping);
 }
 
 // --- 5. upload --------------------------------------------------------------------------------
@@ -705,6 +670,128 @@ void Isolation() {
       workers / RssMiB(box.daemon.pid()));
 }
 
+// --- 4b. batches ------------------------------------------------------------------------------
+
+// `count` TimeEvaluate jobs of `function` in `module` (number 1, repeat 1) on one MeasureBatch
+// stream: wall time per job.
+double BatchSecondsPerJob(kprof::client::Client& client, const std::string& module,
+                          const std::string& function, int count) {
+  std::vector<kprof::v1::BatchJob> jobs(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    kprof::v1::BatchJob& job = jobs[static_cast<size_t>(i)];
+    job.set_id(absl::StrFormat("j%d", i));
+    *job.mutable_time_evaluate() = TimeRequest(module, function, {});
+    job.mutable_time_evaluate()->set_number(1);
+    job.mutable_time_evaluate()->set_repeat(1);
+  }
+  int done = 0;
+  const auto start = Clock::now();
+  const absl::Status status = client.MeasureBatch(
+      jobs, [&](const kprof::v1::BatchUpdate& u) { done += u.state() == u.DONE; }, {}, 500);
+  const double seconds = Seconds(Clock::now() - start);
+  if (!status.ok() || done != count) {
+    Fail(absl::StrFormat("batch of %d %s jobs: %d done, %s", count, function, done,
+                         status.ToString()));
+  }
+  return seconds / count;
+}
+
+// Each candidate a module of its own, uploaded by the farm while earlier ones are measured.
+double BatchSecondsPerCandidate(const std::string& target, const std::string& base, int count) {
+  auto farm = Must(kprof::client::Farm::Connect(target), "farm");
+  std::vector<kprof::v1::BatchJob> jobs(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const std::string id = farm->AddModule(Candidate(base, 50 * 1024, 200000 + i), "cand.so");
+    kprof::v1::BatchJob& job = jobs[static_cast<size_t>(i)];
+    job.set_id(absl::StrFormat("c%d", i));
+    *job.mutable_time_evaluate() =
+        TimeRequest(id, "vadd", {"float32[256]", "float32[256]:random", "float32[256]:random"});
+    job.mutable_time_evaluate()->set_number(1);
+    job.mutable_time_evaluate()->set_repeat(1);
+  }
+  int done = 0;
+  const auto start = Clock::now();
+  const absl::Status status =
+      farm->MeasureBatch(jobs, [&](const kprof::v1::BatchUpdate& u) { done += u.state() == u.DONE; });
+  const double seconds = Seconds(Clock::now() - start);
+  if (!status.ok() || done != count) {
+    Fail(absl::StrFormat("batch of %d candidates: %d done, %s", count, done, status.ToString()));
+  }
+  return seconds / count;
+}
+
+// A 1 KiB message to another process and back over a socketpair, p50 of single round trips:
+// the floor of a front-to-worker round trip.
+double ProcessPingPong() {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) Fail("socketpair");
+  constexpr int kRounds = 5000;
+  const pid_t echo = fork();
+  if (echo == 0) {
+    close(fds[0]);
+    char buffer[1024];
+    while (true) {
+      size_t got = 0;
+      while (got < sizeof buffer) {
+        const ssize_t n = read(fds[1], buffer + got, sizeof buffer - got);
+        if (n <= 0) _exit(0);
+        got += static_cast<size_t>(n);
+      }
+      if (write(fds[1], buffer, sizeof buffer) != sizeof buffer) _exit(0);
+    }
+  }
+  close(fds[1]);
+  char buffer[1024] = {0};
+  std::vector<double> rounds;
+  for (int i = 0; i < kRounds; ++i) {
+    const auto start = Clock::now();
+    if (write(fds[0], buffer, sizeof buffer) != sizeof buffer) Fail("ping");
+    size_t got = 0;
+    while (got < sizeof buffer) {
+      const ssize_t n = read(fds[0], buffer + got, sizeof buffer - got);
+      if (n <= 0) Fail("pong");
+      got += static_cast<size_t>(n);
+    }
+    rounds.push_back(Seconds(Clock::now() - start));
+  }
+  close(fds[0]);
+  waitpid(echo, nullptr, 0);
+  return Percentile(rounds, 50);
+}
+
+void Batches(const std::string& target, kprof::client::Client& client, const std::string& base,
+             const std::string& faults) {
+  RawCaller caller(target);
+  const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
+  const double health_p50 = Percentile(health, 50);
+  (void)BatchSecondsPerJob(client, "builtin", "nop", 200);  // warm: the worker starts
+  const double nop = BatchSecondsPerJob(client, "builtin", "nop", 2000);
+  Add("batch", "MeasureBatch per nop job, 2000 on one stream", Us(nop),
+      "health Check " + Us(health_p50), nop / health_p50,
+      "<= 0.15: " + Met(nop / health_p50 <= 0.15));
+  const std::string module = Must(client.LoadModule(faults, "faults.so"), "upload faults.so").id();
+  (void)BatchSecondsPerJob(client, module, "succeeds", 200);
+  const double empty = BatchSecondsPerJob(client, module, "succeeds", 2000);
+  Add("batch", "  the same, an uploaded module's empty function", Us(empty),
+      "health Check " + Us(health_p50), empty / health_p50,
+      "<= 0.15: " + Met(empty / health_p50 <= 0.15));
+  const double candidate = BatchSecondsPerCandidate(target, base, 200);
+  Add("batch", "per candidate: 200 distinct 50 KB modules, each timed once", Us(candidate),
+      "health Check " + Us(health_p50), candidate / health_p50,
+      "<= 3: " + Met(candidate / health_p50 <= 3));
+  std::vector<double> execution;
+  kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
+  request.set_number(1);
+  request.set_repeat(1);
+  for (int i = 0; i < 1000; ++i) {
+    execution.push_back(Must(client.TimeEvaluate(request), "nop").timing().execution_seconds());
+  }
+  const double ping = ProcessPingPong();
+  Add("batch", "front to worker and back per unary job (p50)", Us(Percentile(execution, 50)),
+      "two-process 1 KiB ping-pong " + Us(ping), Percentile(execution, 50) / ping,
+      "<= 1.5: " + Met(Percentile(execution, 50) / ping <= 1.5));
+}
+
 // --- 7. timer floor ---------------------------------------------------------------------------
 
 void TimerFloor(kprof::client::Client& client) {
@@ -818,7 +905,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
-  if (!only.empty() && only != "footprint") Fail("--only takes 'footprint'");
+  if (!only.empty() && only != "footprint" && only != "batch") {
+    Fail("--only takes 'footprint' or 'batch'");
+  }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
   benchmark::Initialize(&benchmark_argc, argv);
@@ -836,6 +925,14 @@ int main(int argc, char** argv) {
     Isolation();
     return 0;
   }
+  if (only == "batch") {
+    kprof::testing::Daemon daemon;
+    if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
+    auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+    Batches(daemon.target(), *client, base,
+            kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
+    return 0;
+  }
   {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
@@ -844,7 +941,9 @@ int main(int argc, char** argv) {
     RawCaller caller(daemon.target());
     const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
     PerCandidate(*client, base, Percentile(health, 50));
-    Throughput(daemon.target(), *client);
+    Throughput(daemon.target());
+    Batches(daemon.target(), *client, base,
+            kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
     Upload(daemon.target(), *client, base);
     TimerFloor(*client);
   }
