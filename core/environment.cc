@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -19,6 +20,7 @@
 #include "core/collectors/tegra.h"
 #include "core/interference.h"
 #include "core/placement.h"
+#include "core/read_file.h"
 #include "kprof/config.h"
 
 namespace kprof::core {
@@ -139,7 +141,7 @@ MetricMap EnvironmentManifest() {
   // Jetson boards: GPU and memory clocks, and whether DVFS is locked.
   for (auto& [name, value] : TegraManifest()) m.emplace(name, std::move(value));
   // /proc/loadavg: the 1, 5 and 15 minute load averages, then "runnable/total".
-  std::ifstream loadavg("/proc/loadavg");
+  std::istringstream loadavg(ReadKeptOpen("/proc/loadavg"));
   double load[3] = {0, 0, 0};
   std::string runnable;
   int64_t running = 0;

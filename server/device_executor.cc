@@ -37,6 +37,8 @@ DeviceExecutor::~DeviceExecutor() {
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
+void DeviceExecutor::Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+
 void DeviceExecutor::Wake() {
   if (wake_fd_ < 0) return;
   const uint64_t one = 1;
@@ -500,6 +502,13 @@ void DeviceExecutor::Loop() {
       Answer(active_->Receive());
       continue;
     }
+    // Nothing more to do at once: what the answers so far asked to run after them.
+    if (!deferred_.empty()) {
+      std::vector<std::function<void()>> deferred;
+      deferred.swap(deferred_);
+      for (auto& fn : deferred) fn();
+      continue;
+    }
     // Wait for an answer, new work, a cancel, the front job's time to run out, or (idle) the
     // time to end the workers whose clients have gone quiet.
     const absl::Time now = absl::Now();
@@ -563,6 +572,8 @@ void DeviceExecutor::Loop() {
   in_flight_.clear();
   active_ = nullptr;
   workers_.clear();
+  for (auto& fn : deferred_) fn();
+  deferred_.clear();
   absl::MutexLock lock(&mutex_);
   workers_running_ = 0;
   running_pid_ = -1;

@@ -79,6 +79,12 @@ class DeviceExecutor {
   // `grace` (then kills it), stops the worker. Idempotent.
   void Drain(absl::Duration grace = absl::Seconds(10)) ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // From a Done or `started` callback (the executor's thread) only: runs `fn` on that thread
+  // once the answers that have arrived together are handled, before it waits again. A caller
+  // that writes each answer out can write them together.
+  void Defer(std::function<void()> fn);
+  bool OnItsThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
   struct Stats {
     int queue_length = 0;  // waiting, handed on to the worker but not started included
     bool busy = false;
@@ -161,6 +167,7 @@ class DeviceExecutor {
   bool active_broken_ = false;             // it closed its end: no more jobs to it
   std::deque<Job> in_flight_;              // handed to active_, in order
   absl::Time front_since_;                 // when in_flight_.front() began to run
+  std::vector<std::function<void()>> deferred_;  // Defer's
 
   absl::Mutex mutex_;
   std::map<std::string, std::deque<Job>> queues_ ABSL_GUARDED_BY(mutex_);  // by client

@@ -497,25 +497,53 @@ class ProfilerService::BatchReactor final
   }
 
   void Started(uint64_t job_id, const std::string& id) {
+    DeviceExecutor* executor = nullptr;
     {
       absl::MutexLock lock(&mutex_);
       const auto it = in_executor_.find(job_id);
       if (it == in_executor_.end()) return;
       it->second.running = true;
+      executor = it->second.executor;
       Update(id, BatchUpdate::RUNNING);
     }
-    Kick();
+    if (executor->OnItsThread()) {
+      KickLater(executor);
+    } else {
+      Kick();
+    }
+  }
+
+  // On an executor's thread: the updates of the answers it handles together go out together,
+  // once it has handled them (DeviceExecutor::Defer), rather than a write each.
+  void KickLater(DeviceExecutor* executor) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!kick_deferred_.insert(executor).second) return;  // one is due already
+      ++pins_;
+    }
+    executor->Defer([this, executor] {
+      {
+        absl::MutexLock lock(&mutex_);
+        kick_deferred_.erase(executor);
+      }
+      Kick();
+      Unpin();
+    });
   }
 
   void Finished(uint64_t job_id, const std::string& id, const absl::Status& status,
                 absl::StatusOr<kprof::worker::v1::WorkerResponse>& result, JobTiming timing,
                 bool time) {
     bool last = false;
+    DeviceExecutor* executor = nullptr;
     {
       absl::MutexLock lock(&mutex_);
       const auto it = in_executor_.find(job_id);
       const bool was_running = it != in_executor_.end() && it->second.running;
-      if (it != in_executor_.end()) in_executor_.erase(it);
+      if (it != in_executor_.end()) {
+        executor = it->second.executor;
+        in_executor_.erase(it);
+      }
       (was_running ? running_ : queued_) -= 1;
       if (status.ok()) {
         BatchUpdate update;
@@ -538,7 +566,12 @@ class ProfilerService::BatchReactor final
       Delete();
       return;
     }
-    Kick();
+    // Answers that come together (a worker several jobs deep) are written together.
+    if (executor != nullptr && executor->OnItsThread()) {
+      KickLater(executor);
+    } else {
+      Kick();
+    }
   }
 
   ProfilerService* const service_;
@@ -577,7 +610,8 @@ class ProfilerService::BatchReactor final
   bool done_ ABSL_GUARDED_BY(mutex_) = false;
   bool kicking_ ABSL_GUARDED_BY(mutex_) = false;
   bool again_ ABSL_GUARDED_BY(mutex_) = false;
-  int pins_ ABSL_GUARDED_BY(mutex_) = 0;  // StartDraining's hold on it
+  int pins_ ABSL_GUARDED_BY(mutex_) = 0;  // StartDraining's and KickLater's holds on it
+  std::set<DeviceExecutor*> kick_deferred_ ABSL_GUARDED_BY(mutex_);  // KickLater's, due
 };
 
 grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::MeasureBatch(

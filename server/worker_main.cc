@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -66,13 +67,20 @@ void InstallCrashHandlers() {
 int CountThreads(bool skip_cuda) {
   if (!skip_cuda) {
     // Field 20 of /proc/self/stat, after the command name's closing parenthesis (a name may
-    // hold spaces and parentheses of its own): three calls, where listing /proc/self/task
-    // takes five. Opened afresh each time: a descriptor kept open could be swapped by a job
-    // for a file that lies.
-    const int stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    // hold spaces and parentheses of its own), read through a descriptor kept open: a pread
+    // where an open would walk the path. A function could close the descriptor or put another
+    // file on it to hide its threads: the file's identity (procfs's own inode of this process's
+    // stat, which no other file has) is checked first, and a stranger is opened afresh.
+    static int stat = -1;
+    static struct stat identity {};
+    struct stat now {};
+    if (stat < 0 || fstat(stat, &now) != 0 || now.st_dev != identity.st_dev ||
+        now.st_ino != identity.st_ino) {
+      stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);  // an old number is not closed
+      if (stat >= 0 && fstat(stat, &identity) != 0) stat = -1;
+    }
     char text[1024];
-    const ssize_t n = stat < 0 ? -1 : read(stat, text, sizeof text - 1);
-    if (stat >= 0) close(stat);
+    const ssize_t n = stat < 0 ? -1 : pread(stat, text, sizeof text - 1, 0);
     if (n > 0) {
       text[n] = 0;
       if (const char* end = std::strrchr(text, ')')) {
@@ -170,9 +178,13 @@ std::string ScratchLeftovers(const Scratch& scratch) {
 
 // Why the worker is no longer fit for the next job, or "" when it is.
 std::string Disturbance(int baseline_threads, bool skip_cuda, const Scratch& scratch) {
+  // One poll asks after all three: a closed descriptor is POLLNVAL.
+  pollfd streams[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};
   std::vector<std::string> closed;
-  for (int fd : {0, 1, 2}) {
-    if (fcntl(fd, F_GETFD) == -1) closed.push_back(std::to_string(fd));
+  if (poll(streams, 3, 0) >= 0) {
+    for (const pollfd& p : streams) {
+      if ((p.revents & POLLNVAL) != 0) closed.push_back(std::to_string(p.fd));
+    }
   }
   if (!closed.empty()) {
     return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
