@@ -336,25 +336,25 @@ absl::Status Client::MeasureBatch(
   kprof::v1::BatchUpdate message;
   while (stream->Read(&message)) {
     for (const kprof::v1::BatchUpdate& update : Unpack(std::move(message))) {
-    const bool final = update.state() == kprof::v1::BatchUpdate::DONE ||
-                       update.state() == kprof::v1::BatchUpdate::FAILED;
-    const auto job = index.find(update.id());
-    if (final && job != index.end() && update.state() == kprof::v1::BatchUpdate::FAILED) {
-      const std::string module = UnknownModule(update.code(), update.message());
-      if (!module.empty() && resent[update.id()] < kMaxResends && Reupload(module).ok()) {
-        ++resent[update.id()];
-        std::lock_guard<std::mutex> lock(mutex);
-        resend.push_back(job->second);
-        wake.notify_one();
-        continue;
+      const bool final = update.state() == kprof::v1::BatchUpdate::DONE ||
+                         update.state() == kprof::v1::BatchUpdate::FAILED;
+      const auto job = index.find(update.id());
+      if (final && job != index.end() && update.state() == kprof::v1::BatchUpdate::FAILED) {
+        const std::string module = UnknownModule(update.code(), update.message());
+        if (!module.empty() && resent[update.id()] < kMaxResends && Reupload(module).ok()) {
+          ++resent[update.id()];
+          std::lock_guard<std::mutex> lock(mutex);
+          resend.push_back(job->second);
+          wake.notify_one();
+          continue;
+        }
       }
-    }
-    if (final && job != index.end()) {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (unanswered > 0) --unanswered;
-      wake.notify_one();
-    }
-    on_update(update);
+      if (final && job != index.end()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (unanswered > 0) --unanswered;
+        wake.notify_one();
+      }
+      on_update(update);
     }
     message.Clear();
   }

@@ -46,10 +46,10 @@ void DeviceExecutor::Wake() {
   }
 }
 
-absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client,
-                                    absl::Time deadline, Done done,
-                                    std::shared_ptr<void> keep_alive, std::function<void()> started,
-                                    bool beyond_bound, std::vector<int> module_fds) {
+absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, absl::Time deadline,
+                                    Done done, std::shared_ptr<void> keep_alive,
+                                    std::function<void()> started, bool beyond_bound,
+                                    std::vector<int> module_fds) {
   bool wake = false;
   {
     absl::MutexLock lock(&mutex_);
@@ -173,8 +173,12 @@ void DeviceExecutor::Drain(absl::Duration grace) {
 
 DeviceExecutor::Stats DeviceExecutor::stats() {
   absl::MutexLock lock(&mutex_);
-  return Stats{queued_ + std::max(handed_on_ - 1, 0), handed_on_ > 0, completed_, failed_,
-               workers_running_, workers_started_};
+  return Stats{queued_ + std::max(handed_on_ - 1, 0),
+               handed_on_ > 0,
+               completed_,
+               failed_,
+               workers_running_,
+               workers_started_};
 }
 
 absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& client) {
@@ -523,19 +527,29 @@ void DeviceExecutor::Loop() {
     {
       absl::MutexLock lock(&mutex_);
       if (!cancels_.empty() || (draining_ && turns_.empty() && in_flight_.empty())) continue;
-      const bool more = !turns_.empty() && (active_ == nullptr || (!OthersWaiting() &&
-          static_cast<int>(in_flight_.size()) < pool_.pipeline_depth && !active_broken_));
+      // Work that came while Refill ran: a job to hand on, or another client's that the jobs
+      // handed on beyond the next must make way for.
+      bool more = false;
+      if (!turns_.empty() && active_ == nullptr) {
+        more = true;
+      } else if (!turns_.empty() && !active_broken_ && !OthersWaiting()) {
+        more = static_cast<int>(in_flight_.size()) < pool_.pipeline_depth;
+      } else if (!turns_.empty() && !active_broken_) {
+        for (size_t i = 2; i < in_flight_.size() && !more; ++i) {
+          more = !in_flight_[i].cancelled && !in_flight_[i].taking_back;
+        }
+      }
       if (more) continue;
       sleeping_ = true;
     }
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}};
     if (active_ != nullptr && !in_flight_.empty()) fds[1].fd = active_->fd();
     const absl::Duration left = until - now;
-    const int ms = wake_fd_ < 0 ? 10
-                   : left <= absl::ZeroDuration()
-                       ? 0
-                       : static_cast<int>(
-                             std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+    const int ms =
+        wake_fd_ < 0 ? 10
+        : left <= absl::ZeroDuration()
+            ? 0
+            : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
     const int ready = poll(fds, 2, ms);
     {
       absl::MutexLock lock(&mutex_);

@@ -20,8 +20,8 @@
 #include <deque>
 #include <functional>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -161,12 +161,12 @@ class DeviceExecutor {
   int wake_fd_ = -1;  // an eventfd: new work or a cancel for the loop
 
   // The loop's own.
-  std::map<std::string, Worker> workers_;  // by client
-  std::string active_client_;              // whose worker has the pipeline
-  WorkerProcess* active_ = nullptr;        // its worker; null when the pipeline is empty
-  bool active_broken_ = false;             // it closed its end: no more jobs to it
-  std::deque<Job> in_flight_;              // handed to active_, in order
-  absl::Time front_since_;                 // when in_flight_.front() began to run
+  std::map<std::string, Worker> workers_;        // by client
+  std::string active_client_;                    // whose worker has the pipeline
+  WorkerProcess* active_ = nullptr;              // its worker; null when the pipeline is empty
+  bool active_broken_ = false;                   // it closed its end: no more jobs to it
+  std::deque<Job> in_flight_;                    // handed to active_, in order
+  absl::Time front_since_;                       // when in_flight_.front() began to run
   std::vector<std::function<void()>> deferred_;  // Defer's
 
   absl::Mutex mutex_;
@@ -174,9 +174,9 @@ class DeviceExecutor {
   std::deque<std::string> turns_ ABSL_GUARDED_BY(mutex_);  // clients with jobs, next first
   std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mutex_);  // of jobs with the worker
   int queued_ ABSL_GUARDED_BY(mutex_) = 0;
-  int handed_on_ ABSL_GUARDED_BY(mutex_) = 0;  // in_flight_'s jobs not answered yet
+  int handed_on_ ABSL_GUARDED_BY(mutex_) = 0;               // in_flight_'s jobs not answered yet
   int handed_waiting_bounded_ ABSL_GUARDED_BY(mutex_) = 0;  // behind the front, within bound
-  std::string handed_client_ ABSL_GUARDED_BY(mutex_);        // whose they are
+  std::string handed_client_ ABSL_GUARDED_BY(mutex_);       // whose they are
   std::set<uint64_t> in_flight_ids_ ABSL_GUARDED_BY(mutex_);
   int workers_running_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t workers_started_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -146,9 +146,9 @@ bool FrameChannel::Parse(size_t* header, uint64_t* fd_count, uint64_t* size,
   const char* data = buffer_.data() + start_;
   const size_t available = end_ - start_;
   const int count_length = DecodeVarint(data, available, fd_count);
-  const int size_length =
-      count_length <= 0 ? count_length
-                        : DecodeVarint(data + count_length, available - count_length, size);
+  const int size_length = count_length <= 0
+                              ? count_length
+                              : DecodeVarint(data + count_length, available - count_length, size);
   if (count_length < 0 || size_length < 0) {
     *status = absl::DataLossError("a frame's header is not a valid varint");
     return false;
@@ -188,7 +188,8 @@ absl::Status FrameChannel::Take(google::protobuf::MessageLite* message, std::vec
     for (int fd : received_) close(fd);
     received_.clear();
   } else if (received_.size() < fd_count) {
-    return absl::DataLossError(absl::StrCat("a frame's ", fd_count, " descriptors did not come with it"));
+    return absl::DataLossError(
+        absl::StrCat("a frame's ", fd_count, " descriptors did not come with it"));
   } else {
     for (uint64_t i = 0; i < fd_count; ++i) {
       fds->push_back(received_.front());

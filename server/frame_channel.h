@@ -68,10 +68,10 @@ class FrameChannel {
   int fd_;
   size_t max_frame_bytes_;
   std::string buffer_;  // its size is its capacity
-  size_t start_ = 0;           // buffer_[start_, end_): received, not parsed yet
+  size_t start_ = 0;    // buffer_[start_, end_): received, not parsed yet
   size_t end_ = 0;
-  std::deque<int> received_;   // descriptors received, in order, not claimed by a frame yet
-  bool ended_ = false;         // the peer closed its end
+  std::deque<int> received_;  // descriptors received, in order, not claimed by a frame yet
+  bool ended_ = false;        // the peer closed its end
 };
 
 }  // namespace kprof::server

@@ -194,9 +194,10 @@ class ProfilerService::BatchReactor final
   // A guess at the size of a job's result, to bound what results the jobs with executors may
   // add to the outbox: some 9 bytes per repeat for its seconds and numbers, and the rest.
   static size_t ResultBytes(const BatchJob& job) {
-    const int64_t repeat = job.has_time_evaluate()
-                               ? (job.time_evaluate().has_repeat() ? job.time_evaluate().repeat() : 1)
-                               : 1;
+    const int64_t repeat =
+        job.has_time_evaluate()
+            ? (job.time_evaluate().has_repeat() ? job.time_evaluate().repeat() : 1)
+            : 1;
     return 4096 + 20 * static_cast<size_t>(std::max<int64_t>(repeat, 1));
   }
 
@@ -590,8 +591,8 @@ class ProfilerService::BatchReactor final
   std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
   size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // front: being written
-  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;  // the write in flight's included
-  size_t writing_count_ ABSL_GUARDED_BY(mutex_) = 0;  // updates in the write in flight
+  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;         // the write in flight's included
+  size_t writing_count_ ABSL_GUARDED_BY(mutex_) = 0;        // updates in the write in flight
   size_t writing_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t updates_per_message_ ABSL_GUARDED_BY(mutex_) = 1;
   absl::Status error_ ABSL_GUARDED_BY(mutex_);  // ends the stream

@@ -12,12 +12,12 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -374,8 +374,7 @@ int main(int argc, char** argv) {
     std::vector<int> fds;
   };
   std::deque<Pending> pending;
-  const auto take_in = [&](kprof::worker::v1::WorkerRequest request,
-                           std::vector<int> fds) -> bool {
+  const auto take_in = [&](kprof::worker::v1::WorkerRequest request, std::vector<int> fds) -> bool {
     if (!request.has_withdraw()) {
       pending.push_back(Pending{std::move(request), std::move(fds)});
       return true;
@@ -423,7 +422,8 @@ int main(int argc, char** argv) {
     const kprof::worker::v1::WorkerRequest request = std::move(pending.front().request);
     const std::vector<int> module_fds = std::move(pending.front().fds);
     pending.pop_front();
-    if (request.deadline_unix_ns() != 0 && absl::ToUnixNanos(absl::Now()) >= request.deadline_unix_ns()) {
+    if (request.deadline_unix_ns() != 0 &&
+        absl::ToUnixNanos(absl::Now()) >= request.deadline_unix_ns()) {
       for (int fd : module_fds) close(fd);
       kprof::worker::v1::WorkerResponse late;
       late.set_job_id(request.job_id());

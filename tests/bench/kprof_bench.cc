@@ -711,8 +711,8 @@ double BatchSecondsPerCandidate(const std::string& target, const std::string& ba
   }
   int done = 0;
   const auto start = Clock::now();
-  const absl::Status status =
-      farm->MeasureBatch(jobs, [&](const kprof::v1::BatchUpdate& u) { done += u.state() == u.DONE; });
+  const absl::Status status = farm->MeasureBatch(
+      jobs, [&](const kprof::v1::BatchUpdate& u) { done += u.state() == u.DONE; });
   const double seconds = Seconds(Clock::now() - start);
   if (!status.ok() || done != count) {
     Fail(absl::StrFormat("batch of %d candidates: %d done, %s", count, done, status.ToString()));

@@ -108,10 +108,9 @@ KPROF_EXPORT int32_t allocates_too_much(DLTensor* args, int32_t num_args) {
   return 0;
 }
 
-/* Appends "start end" (CLOCK_MONOTONIC ns) to $KPROF_TEST_INTERVALS after a short busy wait,
- * so a test can check that no two jobs on one device overlap. */
-KPROF_EXPORT int32_t records_interval(DLTensor* args, int32_t num_args) {
-  UNUSED;
+/* Writes "TAG start end" (CLOCK_MONOTONIC ns) to the worker's standard error after a short busy
+ * wait, so a test can check that no two jobs on one device overlap, and tell whose they are. */
+static int32_t record_interval(const char* tag) {
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   do {
@@ -120,10 +119,21 @@ KPROF_EXPORT int32_t records_interval(DLTensor* args, int32_t num_args) {
   /* To the worker's standard error, the daemon's log (a worker writes no shared file): one
    * write of one line, which the log's other writers do not split. */
   char line[80];
-  const int n = snprintf(line, sizeof line, "interval %lld %lld\n",
+  const int n = snprintf(line, sizeof line, "%s %lld %lld\n", tag,
                          (long long)start.tv_sec * 1000000000LL + start.tv_nsec,
                          (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
   return write(2, line, (size_t)n) == n ? 0 : 4;
+}
+
+KPROF_EXPORT int32_t records_interval(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return record_interval("interval");
+}
+
+/* The same, tagged otherwise: another client's job among them. */
+KPROF_EXPORT int32_t records_marked_interval(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  return record_interval("marked");
 }
 
 KPROF_EXPORT int32_t succeeds(DLTensor* args, int32_t num_args) {

@@ -1,0 +1,313 @@
+// Pipelined workers: a client's jobs handed several deep to its worker. A real kprofd on
+// 127.0.0.1:0, real workers, clients told apart by their tokens' labels; the jobs come from
+// tests/modules/faults.c, whose records_interval functions write each call's interval to the
+// worker's standard error (the daemon's log) so that the order of what ran can be read back.
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "kprof/v1/kprof.grpc.pb.h"
+#include "module_files.h"
+#include "status_matchers.h"
+#include "temp_dir.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::HasSubstr;
+
+struct Interval {
+  std::string tag;  // "interval" or "marked"
+  int64_t start = 0, end = 0;
+};
+
+class PipelineTest : public ::testing::Test {
+ protected:
+  void Start(int clients, std::vector<std::string> extra = {}) {
+    std::ofstream tokens(dir_.path() + "/tokens");
+    for (int i = 0; i < clients; ++i) tokens << "token-" << i << " client-" << i << "\n";
+    tokens.close();
+    extra.insert(extra.end(), {"--token-file", dir_.path() + "/tokens"});
+    daemon_.set_stderr(log_);
+    ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", extra));
+    for (int i = 0; i < clients; ++i) {
+      client::ClientOptions options;
+      options.bearer_token = "token-" + std::to_string(i);
+      auto connected = client::Client::Connect(daemon_.target(), options);
+      ASSERT_THAT(connected, IsOk());
+      clients_.push_back(*std::move(connected));
+      auto faults = clients_.back()->LoadModuleFile(TestModulePath("faults"));
+      ASSERT_THAT(faults, IsOk());
+      faults_ = faults->id();
+    }
+  }
+
+  v1::TimeEvaluateRequest Call(const std::string& function) const {
+    v1::TimeEvaluateRequest request;
+    request.mutable_call()->set_module_id(faults_);
+    request.mutable_call()->set_function(function);
+    request.set_number(1);
+    request.set_repeat(1);
+    return request;
+  }
+
+  v1::BatchJob Job(const std::string& id, const std::string& function) const {
+    v1::BatchJob job;
+    job.set_id(id);
+    *job.mutable_time_evaluate() = Call(function);
+    return job;
+  }
+
+  // Each job's final update, by id.
+  std::map<std::string, v1::BatchUpdate> Batch(int client, const std::vector<v1::BatchJob>& jobs) {
+    std::map<std::string, v1::BatchUpdate> finals;
+    const absl::Status status = clients_[client]->MeasureBatch(
+        jobs,
+        [&](const v1::BatchUpdate& u) {
+          if (u.state() == v1::BatchUpdate::DONE || u.state() == v1::BatchUpdate::FAILED) {
+            EXPECT_TRUE(finals.emplace(u.id(), u).second) << u.id() << " answered twice";
+          }
+        },
+        {}, 1000);
+    EXPECT_THAT(status, IsOk());
+    return finals;
+  }
+
+  std::vector<Interval> Intervals() const {
+    std::vector<Interval> found;
+    std::ifstream in(log_);
+    for (std::string line; std::getline(in, line);) {
+      char tag[16] = {0};
+      Interval i;
+      if (std::sscanf(line.c_str(), "%15s %" SCNd64 " %" SCNd64, tag, &i.start, &i.end) == 3 &&
+          (std::string(tag) == "interval" || std::string(tag) == "marked")) {
+        i.tag = tag;
+        found.push_back(i);
+      }
+    }
+    std::sort(found.begin(), found.end(),
+              [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    return found;
+  }
+
+  // The daemon's log less the intervals, for failure messages.
+  std::string DaemonLog() const {
+    std::ifstream in(log_);
+    std::string text;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("interval ", 0) != 0 && line.rfind("marked ", 0) != 0) text += line + "\n";
+    }
+    return text;
+  }
+
+  v1::DeviceInfo Cpu() {
+    auto info = clients_[0]->Info();
+    EXPECT_THAT(info, IsOk());
+    return info.ok() ? info->devices(0) : v1::DeviceInfo();
+  }
+
+  TempDir dir_;
+  const std::string log_ = dir_.path() + "/kprofd.log";
+  Daemon daemon_;
+  std::vector<std::unique_ptr<client::Client>> clients_;
+  std::string faults_;
+};
+
+// Every way a job can end its worker, each with jobs handed on behind it: the job fails, named
+// as the unary call names it; the ones behind it run on a fresh worker and succeed.
+TEST_F(PipelineTest, AJobThatEndsItsWorkerFailsAloneAndTheJobsBehindItRun) {
+  Start(1, {"--job-timeout", "2s"});
+  const std::pair<const char*, std::string> faults[] = {
+      {"segfault", "function 'segfault' crashed: worker killed by SIGSEGV"},
+      {"aborts", "killed by SIGABRT"},
+      {"divides_by_zero", "killed by SIGFPE"},
+      {"bus_error", "killed by SIGBUS"},
+      {"illegal_instruction", "killed by SIGILL"},
+      {"overflows_stack", "killed by SIGSEGV"},
+      {"calls_exit", "worker exited with status 3"},
+      {"calls_underscore_exit", "worker exited with status 4"},
+      {"closes_streams", "closed the worker's standard streams (0, 1, 2); its worker was replaced"},
+      {"leaves_thread", "thread(s) running; its worker was replaced"},
+      {"hangs", "the job ran 2s (the daemon's --job-timeout) and was stopped"},
+  };
+  std::vector<v1::BatchJob> jobs;
+  for (const auto& [function, message] : faults) {
+    for (int i = 0; i < 3; ++i)
+      jobs.push_back(Job(absl::StrCat(function, "-before-", i), "succeeds"));
+    jobs.push_back(Job(function, function));
+    for (int i = 0; i < 5; ++i)
+      jobs.push_back(Job(absl::StrCat(function, "-after-", i), "succeeds"));
+  }
+  const std::map<std::string, v1::BatchUpdate> finals = Batch(0, jobs);
+  ASSERT_EQ(finals.size(), jobs.size());
+  for (const auto& [function, message] : faults) {
+    const v1::BatchUpdate& failed = finals.at(function);
+    EXPECT_EQ(failed.state(), v1::BatchUpdate::FAILED) << function;
+    EXPECT_THAT(failed.message(), HasSubstr(message)) << function;
+  }
+  for (const v1::BatchJob& job : jobs) {
+    if (job.time_evaluate().call().function() != "succeeds") continue;
+    EXPECT_EQ(finals.at(job.id()).state(), v1::BatchUpdate::DONE)
+        << job.id() << ": " << finals.at(job.id()).message();
+  }
+  // A fresh worker for each fault, and one to begin with.
+  EXPECT_EQ(Cpu().workers_started(), static_cast<int64_t>(std::size(faults)) + 1);
+  EXPECT_EQ(Cpu().jobs_failed(), static_cast<int64_t>(std::size(faults)));
+}
+
+// Jobs handed to the worker behind a long one, whose deadline passes or whose client cancels:
+// they are answered at once and never run, and the long one is not disturbed.
+TEST_F(PipelineTest, AJobHandedOnThatExpiresOrIsCancelledNeverRuns) {
+  Start(1);
+  v1::TimeEvaluateRequest long_job = Call("records_marked_interval");
+  long_job.set_number(2000);  // some 0.4 s of calls
+  absl::StatusOr<v1::TimeEvaluateResponse> long_result;
+  std::thread running([&] { long_result = clients_[0]->TimeEvaluate(long_job); });
+  for (int i = 0; i < 500 && !Cpu().busy(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(Cpu().busy());
+  // Handed to the same worker behind it (the client has the device alone), then past their
+  // deadlines while the long job runs.
+  std::vector<std::thread> expiring;
+  std::vector<absl::Status> expired(4);
+  std::vector<absl::Duration> took(4);
+  for (int i = 0; i < 4; ++i) {
+    expiring.emplace_back([&, i] {
+      const absl::Time start = absl::Now();
+      expired[static_cast<size_t>(i)] =
+          clients_[0]->TimeEvaluate(Call("records_interval"), absl::Milliseconds(150)).status();
+      took[static_cast<size_t>(i)] = absl::Now() - start;
+    });
+  }
+  // And a batch of them, cancelled while the long job runs.
+  {
+    grpc::ClientContext context;
+    auto stub = v1::Profiler::NewStub(
+        grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials()));
+    context.AddMetadata("authorization", "Bearer token-0");
+    auto stream = stub->MeasureBatch(&context);
+    v1::BatchRequest request;
+    for (int i = 0; i < 6; ++i) *request.add_jobs() = Job(absl::StrCat("c", i), "records_interval");
+    ASSERT_TRUE(stream->Write(request));
+    v1::BatchUpdate update;
+    int queued = 0;
+    while (queued < 6 && stream->Read(&update)) {
+      for (const v1::BatchUpdate& u : client::Unpack(update)) queued += u.state() == u.QUEUED;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    context.TryCancel();
+    EXPECT_THAT(client::FromGrpcStatus(stream->Finish()), StatusIs(absl::StatusCode::kCancelled));
+  }
+  for (auto& t : expiring) t.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_THAT(expired[static_cast<size_t>(i)], StatusIs(absl::StatusCode::kDeadlineExceeded));
+    EXPECT_LT(took[static_cast<size_t>(i)], absl::Milliseconds(300)) << "waited for the long job";
+  }
+  running.join();
+  ASSERT_THAT(long_result, IsOk());
+  EXPECT_EQ(long_result->seconds_per_call_size(), 1);
+  EXPECT_TRUE(Cpu().queue_length() == 0);
+  // Only the long job's calls ran: the one discarded and the 2000 timed.
+  const std::vector<Interval> intervals = Intervals();
+  EXPECT_EQ(std::count_if(intervals.begin(), intervals.end(),
+                          [](const Interval& i) { return i.tag == "interval"; }),
+            0);
+  EXPECT_EQ(intervals.size(), 2001u);
+  // The same worker goes on.
+  EXPECT_THAT(clients_[0]->TimeEvaluate(Call("succeeds")), IsOk());
+  EXPECT_EQ(Cpu().workers_started(), 1) << DaemonLog();
+}
+
+// Four clients' batches at once, each pipelined when it has the device: no two calls overlap.
+TEST_F(PipelineTest, NoTwoMeasurementsOverlapWhenClientsPipelineAtOnce) {
+  Start(4);
+  std::vector<std::thread> streams;
+  std::vector<size_t> done(4);
+  for (int c = 0; c < 4; ++c) {
+    streams.emplace_back([&, c] {
+      std::vector<v1::BatchJob> jobs;
+      for (int j = 0; j < 40; ++j) jobs.push_back(Job(absl::StrCat("j", j), "records_interval"));
+      for (const auto& [id, u] : Batch(c, jobs))
+        done[static_cast<size_t>(c)] += u.state() == u.DONE;
+    });
+  }
+  for (auto& t : streams) t.join();
+  for (size_t d : done) EXPECT_EQ(d, 40u);
+  const std::vector<Interval> intervals = Intervals();
+  ASSERT_EQ(intervals.size(), 4u * 40 * 2);  // a discarded call and a timed one per job
+  for (size_t i = 1; i < intervals.size(); ++i) {
+    ASSERT_GE(intervals[i].start, intervals[i - 1].end) << "two calls overlapped";
+  }
+  EXPECT_EQ(Cpu().workers(), 4);
+}
+
+// One client's 5000-job batch has the device; another client's single job waits for at most
+// two of them: the one running and at most one more. The jobs handed on beyond are taken back
+// and run after it, none lost.
+TEST_F(PipelineTest, AnotherClientsJobWaitsForAtMostTwoJobsOfALongBatch) {
+  Start(2);
+  constexpr int kJobs = 5000;
+  std::vector<v1::BatchJob> jobs;
+  for (int j = 0; j < kJobs; ++j) jobs.push_back(Job(absl::StrCat("j", j), "records_interval"));
+  std::map<std::string, v1::BatchUpdate> finals;
+  std::thread batch([&] { finals = Batch(0, jobs); });
+  // Several times over while the batch runs: each time the pipeline is full again. When the
+  // daemon queued the job: its first call's start less its queue wait (which ends as the job
+  // goes to the worker, a little before that call).
+  std::vector<double> queue_waits;
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(round == 0 ? 300 : 100));
+    auto marked = clients_[1]->TimeEvaluate(Call("records_marked_interval"));
+    ASSERT_THAT(marked, IsOk());
+    queue_waits.push_back(marked->timing().queue_wait_seconds());
+  }
+  batch.join();
+  ASSERT_EQ(finals.size(), static_cast<size_t>(kJobs));
+  for (const auto& [id, u] : finals) ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << id;
+  const std::vector<Interval> intervals = Intervals();
+  ASSERT_EQ(intervals.size(), 2u * (kJobs + 5));
+  size_t round = 0;
+  for (size_t i = 0; i < intervals.size(); ++i) {
+    if (intervals[i].tag != "marked") continue;
+    // The marked job's discarded call; its timed call follows at once.
+    ASSERT_LT(round, queue_waits.size());
+    ASSERT_LT(i + 1, intervals.size());
+    EXPECT_EQ(intervals[i + 1].tag, "marked");
+    const int64_t queued = intervals[i].start - static_cast<int64_t>(queue_waits[round] * 1e9);
+    int others = 0;
+    for (size_t k = 0; k < i; ++k) {
+      others += intervals[k].tag == "interval" && intervals[k].start > queued;
+    }
+    // Calls of the batch begun after the job was queued: the running job's second (at most),
+    // and one more job's two. One more: the job after that may have begun before the worker
+    // read that it was taken back (the front, woken by the newcomer, sends the Withdraw; on a
+    // busy host that takes a while).
+    EXPECT_LE(others, 5) << "round " << round << ": the other client's job waited "
+                         << queue_waits[round] * 1e3 << " ms, for " << others
+                         << " calls of the batch";
+    ++round;
+    ++i;
+  }
+  EXPECT_EQ(round, queue_waits.size());
+  EXPECT_EQ(Cpu().workers_started(), 2);
+}
+
+}  // namespace
+}  // namespace kprof
