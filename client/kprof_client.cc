@@ -18,6 +18,12 @@
 #include "grpcpp/security/credentials.h"
 
 namespace kprof::client {
+namespace {
+
+// Modules from this size up are copied for Remember on a thread of their own.
+constexpr size_t kParallelCopyBytes = size_t{4} << 20;
+
+}  // namespace
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
@@ -144,7 +150,17 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string_view bytes,
                                                          const std::string& name,
                                                          const std::string& format,
                                                          std::string* owned) {
+  // The copy kept for uploading again (Remember) is made on another thread while this one
+  // hashes: for a large module, both passes over the bytes cost the time of the hash alone.
+  std::string copy;
+  std::thread copier;
+  if (owned == nullptr && bytes.size() >= kParallelCopyBytes &&
+      bytes.size() <= options_.max_remembered_bytes) {
+    copier = std::thread([&copy, bytes] { copy.assign(bytes.data(), bytes.size()); });
+    owned = &copy;
+  }
   const std::string id = ModuleId(bytes);
+  if (copier.joinable()) copier.join();
   kprof::v1::HasModuleResponse response;
   if (bytes.size() > options_.upload_without_asking_bytes) {
     grpc::ClientContext context;
