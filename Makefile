@@ -75,14 +75,14 @@ test-asan:
 test-tsan:
 	$(MAKE) test PRESET=tsan
 
-# The stress mix (the preset's three rounds) and the isolation tests under TSan, built alone:
-# the TSan run to make before a change lands.
+# The stress mix (the preset's three rounds), the isolation and the pipeline tests under TSan,
+# built alone: the TSan run to make before a change lands.
 TSAN_CI_TARGETS := kprofd kprofd-worker kprof kprof_test_modules kprof_python \
-  kprof_without_sandbox stress_test isolation_test
+  kprof_without_sandbox kprof_as_unit stress_test isolation_test pipeline_test
 test-tsan-ci: $(DEPS_STAMP)
 	cmake --preset tsan
 	cmake --build --preset tsan --target $(TSAN_CI_TARGETS)
-	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.|MemoryBounds|CacheShare'
+	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.|MemoryBounds|CacheShare|PipelineTest'
 
 release:
 	$(MAKE) build PRESET=release

@@ -310,7 +310,9 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       }
     }
     outgoing.clear();
-    pending = std::move(unplaced);
+    // A daemon lost in the writes above put its jobs back in `pending`: they stay, before the
+    // ones that did not fit.
+    for (size_t j : unplaced) pending.push_back(j);
     if (finished.size() >= unique) break;
 
     // Wait for the next update or a stream's end.

@@ -298,8 +298,17 @@ bool DeviceExecutor::Hand(Job job) {
     job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
   }
   if (!active_->Send(job.request, job.module_fds).ok()) {
-    // It closed its end: what it answered before is still to be read, then its end is seen.
     active_broken_ = true;
+    if (in_flight_.empty()) {
+      // It died with nothing to do (killed from outside, a start that failed): the job is told
+      // how, rather than handed to a worker that may die the same way again and again.
+      const absl::StatusOr<WorkerResponse> ended = active_->Receive();
+      const absl::Time now = absl::Now();
+      Deliver(job, ended.ok() ? absl::AbortedError("worker closed its socket") : ended.status(),
+              now, now);
+      return false;
+    }
+    // It closed its end: what it answered before is still to be read, then its end is seen.
     Requeue(std::move(job));
     return false;
   }
@@ -333,6 +342,23 @@ void DeviceExecutor::Refill() {
         in_flight_ids_.insert(job.request.job_id());  // a Cancel from now on goes to the loop
       } else {
         if (active_broken_) return;
+        if (draining_) {
+          // Shutting down: the running job finishes, the ones handed on behind it do not start
+          // (queued again, they are refused).
+          std::vector<uint64_t> ids;
+          for (size_t i = 1; i < in_flight_.size(); ++i) {
+            Job& j = in_flight_[i];
+            if (j.cancelled || j.taking_back) continue;
+            j.taking_back = true;
+            ids.push_back(j.request.job_id());
+          }
+          if (!ids.empty()) {
+            mutex_.Unlock();
+            Withdraw(ids);
+            mutex_.Lock();
+          }
+          return;
+        }
         if (OthersWaiting()) {
           // Another client waits: it runs after the running job and at most one more; the rest
           // handed on go back to the queue.
@@ -365,8 +391,9 @@ void DeviceExecutor::LoseWorker(const absl::Status* front) {
   std::deque<Job> jobs;
   jobs.swap(in_flight_);
   {
+    // Each job's id leaves in_flight_ids_ as it is answered or queued again (Deliver, Requeue):
+    // a Cancel meanwhile still reaches the loop.
     absl::MutexLock lock(&mutex_);
-    in_flight_ids_.clear();
     handed_on_ = 0;
     handed_waiting_bounded_ = 0;
     running_pid_ = -1;
@@ -401,10 +428,6 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerResponse> answer) {
   const bool front = it == in_flight_.begin();
   Job job = std::move(*it);
   in_flight_.erase(it);
-  {
-    absl::MutexLock lock(&mutex_);
-    in_flight_ids_.erase(id);
-  }
   Account();
   workers_[active_client_].last_job = now;
   const absl::Time started = front_since_;
@@ -418,7 +441,11 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerResponse> answer) {
   if (answer->withdrawn()) {
     if (!job.cancelled) Requeue(std::move(job));
   } else if (!job.cancelled) {
+    if (job.started) job.started();  // it ran though taken back: it began all the same
     Deliver(job, std::move(answer), started, now);
+  } else {
+    absl::MutexLock lock(&mutex_);
+    in_flight_ids_.erase(id);
   }
 }
 
@@ -486,9 +513,16 @@ void DeviceExecutor::ExpireHandedOn(absl::Time now) {
             now, now);
     if (!job.taking_back) ids.push_back(job.request.job_id());
   }
-  if (ids.empty()) return;
   Withdraw(ids);
   Account();
+}
+
+absl::Time DeviceExecutor::FrontLimit() const {
+  const Job& front = in_flight_.front();
+  // Answered already (cancelled, or expired while handed on): its worker was told to skip it,
+  // and gets a moment to say so, or to end it if it had begun.
+  if (front.cancelled) return front_since_ + absl::Milliseconds(100);
+  return std::min(front.deadline, front_since_ + job_timeout_);
 }
 
 void DeviceExecutor::Loop() {
@@ -518,10 +552,9 @@ void DeviceExecutor::Loop() {
     const absl::Time now = absl::Now();
     absl::Time until = std::max(idle_check, now);
     if (active_ != nullptr && !in_flight_.empty()) {
-      const Job& front = in_flight_.front();
-      until = std::min(front.deadline, front_since_ + job_timeout_);
-      for (const Job& job : in_flight_) {
-        if (!job.cancelled) until = std::min(until, job.deadline);
+      until = FrontLimit();
+      for (size_t i = 1; i < in_flight_.size(); ++i) {
+        if (!in_flight_[i].cancelled) until = std::min(until, in_flight_[i].deadline);
       }
     }
     {
@@ -567,7 +600,7 @@ void DeviceExecutor::Loop() {
     if (active_ != nullptr && !in_flight_.empty()) ExpireHandedOn(after);
     if (active_ != nullptr && !in_flight_.empty()) {
       const Job& front = in_flight_.front();
-      const absl::Time limit = std::min(front.deadline, front_since_ + job_timeout_);
+      const absl::Time limit = FrontLimit();
       if (after >= limit && !active_->HasAnswer()) {
         const bool by_job_timeout = front_since_ + job_timeout_ <= front.deadline;
         const absl::Duration ran = after - front_since_;
@@ -586,8 +619,11 @@ void DeviceExecutor::Loop() {
   in_flight_.clear();
   active_ = nullptr;
   workers_.clear();
-  for (auto& fn : deferred_) fn();
-  deferred_.clear();
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> deferred;
+    deferred.swap(deferred_);
+    for (auto& fn : deferred) fn();
+  }
   absl::MutexLock lock(&mutex_);
   workers_running_ = 0;
   running_pid_ = -1;

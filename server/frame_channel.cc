@@ -184,7 +184,9 @@ absl::Status FrameChannel::Take(google::protobuf::MessageLite* message, std::vec
     start_ = end_ = 0;
     if (buffer_.size() > kKeptBuffer) std::string().swap(buffer_);
   }
-  if (fds == nullptr) {  // not asked for: none are kept
+  if (fds == nullptr) {
+    // A reader that takes no descriptors takes none at all: whatever a peer sent, with this
+    // frame or claimed by none, is closed, so that it cannot fill this process with them.
     for (int fd : received_) close(fd);
     received_.clear();
   } else if (received_.size() < fd_count) {

@@ -506,12 +506,14 @@ class ProfilerService::BatchReactor final
       it->second.running = true;
       executor = it->second.executor;
       Update(id, BatchUpdate::RUNNING);
+      ++pins_;  // the job is with the executor, so the stream is not deleted before this
     }
     if (executor->OnItsThread()) {
       KickLater(executor);
     } else {
       Kick();
     }
+    Unpin();
   }
 
   // On an executor's thread: the updates of the answers it handles together go out together,
@@ -562,6 +564,7 @@ class ProfilerService::BatchReactor final
         Fail(id, status);
       }
       last = Unused();
+      if (!last) ++pins_;  // held until the kick below: another thread may end the stream now
     }
     if (last) {
       Delete();
@@ -573,6 +576,7 @@ class ProfilerService::BatchReactor final
     } else {
       Kick();
     }
+    Unpin();
   }
 
   ProfilerService* const service_;
