@@ -240,7 +240,17 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     unreachable.push_back(absl::StrCat(d.address, ": ", why));
   };
 
-  std::map<size_t, kprof::v1::BatchRequest> outgoing;  // by daemon
+  // The jobs placed and not sent yet, by daemon: each daemon's go in one message.
+  std::map<size_t, kprof::v1::BatchRequest> outgoing;
+  const auto flush = [&] {
+    std::map<size_t, kprof::v1::BatchRequest> sending;
+    sending.swap(outgoing);
+    for (auto& [i, message] : sending) {
+      if (daemons[i].alive && !daemons[i].batch->stream->Write(message)) {
+        lose(i, "its stream closed");
+      }
+    }
+  };
   while (finished.size() < unique) {
     // Hand out what fits, each job to a live daemon with its device.
     std::deque<size_t> unplaced;
@@ -279,6 +289,12 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       // The job's module, where this farm has its bytes and the daemon has not had them yet.
       const std::string& module = CallOf(job).module_id();
       if (const auto m = modules_.find(module); m != modules_.end() && !d.uploaded.count(module)) {
+        // The jobs placed so far go first, to be measured while this module uploads.
+        flush();
+        if (!d.alive) {  // lost in that write: the job is placed again
+          pending.push_front(j);
+          continue;
+        }
         // A module the daemon refused is not sent again for each of its jobs.
         const auto refused = d.refused.find(module);
         const absl::Status loaded =
@@ -303,13 +319,7 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       *message.add_jobs() = job;
       d.holding.insert(j);
     }
-    // What each daemon gets, in one message.
-    for (auto& [i, message] : outgoing) {
-      if (daemons[i].alive && !daemons[i].batch->stream->Write(message)) {
-        lose(i, "its stream closed");
-      }
-    }
-    outgoing.clear();
+    flush();
     // A daemon lost in the writes above put its jobs back in `pending`: they stay, before the
     // ones that did not fit.
     for (size_t j : unplaced) pending.push_back(j);

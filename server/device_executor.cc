@@ -319,6 +319,17 @@ bool DeviceExecutor::Hand(Job job) {
   return true;
 }
 
+std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
+  std::vector<uint64_t> ids;
+  for (size_t i = first; i < in_flight_.size(); ++i) {
+    Job& job = in_flight_[i];
+    if (job.cancelled || job.taking_back) continue;
+    job.taking_back = true;
+    ids.push_back(job.request.job_id());
+  }
+  return ids;
+}
+
 void DeviceExecutor::Refill() {
   while (true) {
     Job job;
@@ -342,33 +353,11 @@ void DeviceExecutor::Refill() {
         in_flight_ids_.insert(job.request.job_id());  // a Cancel from now on goes to the loop
       } else {
         if (active_broken_) return;
-        if (draining_) {
+        if (draining_ || OthersWaiting()) {
           // Shutting down: the running job finishes, the ones handed on behind it do not start
-          // (queued again, they are refused).
-          std::vector<uint64_t> ids;
-          for (size_t i = 1; i < in_flight_.size(); ++i) {
-            Job& j = in_flight_[i];
-            if (j.cancelled || j.taking_back) continue;
-            j.taking_back = true;
-            ids.push_back(j.request.job_id());
-          }
-          if (!ids.empty()) {
-            mutex_.Unlock();
-            Withdraw(ids);
-            mutex_.Lock();
-          }
-          return;
-        }
-        if (OthersWaiting()) {
-          // Another client waits: it runs after the running job and at most one more; the rest
-          // handed on go back to the queue.
-          std::vector<uint64_t> ids;
-          for (size_t i = 2; i < in_flight_.size(); ++i) {
-            Job& j = in_flight_[i];
-            if (j.cancelled || j.taking_back) continue;
-            j.taking_back = true;
-            ids.push_back(j.request.job_id());
-          }
+          // (queued again, they are refused). Another client waits: it runs after the running
+          // job and at most one more; the rest handed on go back to the queue.
+          const std::vector<uint64_t> ids = MarkTakenBack(draining_ ? 1 : 2);
           if (!ids.empty()) {
             mutex_.Unlock();
             Withdraw(ids);

@@ -135,6 +135,8 @@ class DeviceExecutor {
   // DEADLINE_EXCEEDED at once).
   void ExpireHandedOn(absl::Time now);
   void Withdraw(const std::vector<uint64_t>& ids);
+  // Marks the jobs handed on from position `first` on as being taken back; their ids.
+  std::vector<uint64_t> MarkTakenBack(size_t first);
   // When the front job's time is up: its deadline or the job timeout from when it began.
   absl::Time FrontLimit() const;
   // Publishes the pipeline's figures for stats() and Submit's bound.
