@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
@@ -131,6 +132,12 @@ MetricMap Settings() {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> placement_fixed{false};
+}  // namespace
+
+void PlacementIsFixed() { placement_fixed.store(true, std::memory_order_release); }
+
 MetricMap EnvironmentManifest() {
   MetricMap m = Settings();
   m["kprofd version"] = std::string(KPROF_VERSION);
@@ -155,17 +162,38 @@ MetricMap EnvironmentManifest() {
   } else {
     m["Runnable processes"] = std::string(kUnavailable);
   }
+  // Read once when fixed (PlacementIsFixed), else afresh each time.
+  static std::atomic<bool> fixed_read{false};
+  static std::string fixed_affinity, fixed_priority;
+  if (placement_fixed.load(std::memory_order_acquire) &&
+      fixed_read.load(std::memory_order_acquire)) {
+    m["Worker CPU affinity"] = fixed_affinity;
+    m["Worker priority"] = fixed_priority;
+    return m;
+  }
   const std::vector<int> cpus = AllowedCpus();
-  m["Worker CPU affinity"] = cpus.empty() ? std::string(kUnavailable) : FormatCpuList(cpus);
+  std::string affinity = cpus.empty() ? std::string(kUnavailable) : FormatCpuList(cpus);
   // The calling thread's: on Linux, nice and scheduling policy are per thread.
+  std::string priority;
   const int policy = sched_getscheduler(0);
   if (sched_param param{};
       (policy == SCHED_FIFO || policy == SCHED_RR) && sched_getparam(0, &param) == 0) {
-    m["Worker priority"] = absl::StrCat(policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_RR",
-                                        ", priority ", param.sched_priority);
+    priority = absl::StrCat(policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_RR", ", priority ",
+                            param.sched_priority);
   } else {
-    m["Worker priority"] = absl::StrCat("SCHED_OTHER, nice ", getpriority(PRIO_PROCESS, 0));
+    priority = absl::StrCat("SCHED_OTHER, nice ", getpriority(PRIO_PROCESS, 0));
   }
+  if (placement_fixed.load(std::memory_order_acquire)) {
+    static absl::Mutex mutex(absl::kConstInit);
+    absl::MutexLock lock(&mutex);
+    if (!fixed_read.load(std::memory_order_relaxed)) {
+      fixed_affinity = affinity;
+      fixed_priority = priority;
+      fixed_read.store(true, std::memory_order_release);
+    }
+  }
+  m["Worker CPU affinity"] = std::move(affinity);
+  m["Worker priority"] = std::move(priority);
   return m;
 }
 

@@ -12,4 +12,9 @@ namespace kprof::core {
 // "Turbo", "Load average", "Runnable processes", "Worker CPU affinity", "Worker priority".
 MetricMap EnvironmentManifest();
 
+// The calling process can no longer change its CPU affinity or priority (a worker under its
+// syscall filter, which denies it that): EnvironmentManifest reads them once from now on rather
+// than for every manifest.
+void PlacementIsFixed();
+
 }  // namespace kprof::core

@@ -390,6 +390,18 @@ void DeviceExecutor::LoseWorker(const absl::Status* front) {
   const absl::Time now = absl::Now();
   EndWorker(active_client_);
   active_ = nullptr;
+  // Its replacement starts now, while the answer goes out: a client whose candidate crashed
+  // sends the next one at once, and a worker takes some 15 ms to be ready.
+  bool draining = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    draining = draining_;
+  }
+  // Not at the bound, where it would stop another client's idle worker for one that may not
+  // be wanted.
+  if (!draining && static_cast<int>(workers_.size()) < pool_.max_workers) {
+    (void)WorkerFor(active_client_);
+  }
   for (size_t i = 0; i < jobs.size(); ++i) {
     Job& job = jobs[i];
     if (job.cancelled) continue;  // answered already

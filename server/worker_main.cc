@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/device.h"
+#include "core/environment.h"
 #include "core/placement.h"
 #include "kprof/config.h"
 #include "server/frame_channel.h"
@@ -353,6 +354,7 @@ int main(int argc, char** argv) {
   // Last: everything above may do what the filter denies to the functions it runs.
   if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); s.ok()) {
     isolation.push_back("seccomp filter");
+    kprof::core::PlacementIsFixed();  // the filter denies changing CPUs and priority
   } else {
     isolation.push_back(absl::StrCat("no seccomp filter (", s.message(), ")"));
     isolated = false;
