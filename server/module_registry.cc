@@ -197,9 +197,15 @@ absl::Status ModuleRegistry::Rescan() {
     if (absl::StatusOr<std::string> text = core::ReadFile(path + ".meta"); text.ok()) {
       meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     }
+    // Holders are in the .meta; a cache from before kept them in a .holders file of their own,
+    // moved into the .meta below.
     nlohmann::json holders;
-    if (absl::StatusOr<std::string> text = core::ReadFile(path + ".holders"); text.ok()) {
+    bool legacy_holders = false;
+    if (meta.is_object() && meta.contains("holders")) {
+      holders = meta["holders"];
+    } else if (absl::StatusOr<std::string> text = core::ReadFile(path + ".holders"); text.ok()) {
       holders = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      legacy_holders = true;
     }
     const std::string format =
         meta.is_object() && meta.value("format", nlohmann::json()).is_string()
@@ -243,6 +249,10 @@ absl::Status ModuleRegistry::Rescan() {
     entry.last_used = ++clock_;
     entry.generation = ++generations_;
     total_bytes_ += entry.module.size_bytes;
+    if (legacy_holders) {
+      SaveHolders(entry);
+      unlink((path + ".holders").c_str());
+    }
     entries_.emplace(id, std::move(entry));
   }
   if (!entries_.empty()) {
@@ -349,9 +359,10 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
 
   const std::string path = ModulesDir() + "/" + actual_sha256;
   const std::string temp = upload.path_;
-  const nlohmann::json meta = {{"name", name}, {"format", info.format}};
-  absl::StatusOr<std::string> meta_temp = WriteTemporary(
-      ModulesDir(), meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // Name, format and holders in one file beside the bytes: an upload makes two files, not three
+  // (each new file costs the filesystem an inode to find, the dearest step of a small upload).
+  absl::StatusOr<std::string> meta_temp =
+      WriteTemporary(ModulesDir(), MetaText(name, info.format, {client}));
   const auto discard = [&] {  // the upload's own file goes with it
     if (meta_temp.ok()) unlink(meta_temp->c_str());
   };
@@ -379,8 +390,9 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   entry.last_used = ++clock_;
   entry.generation = ++generations_;
   total_bytes_ += size;
+  entry.holders.insert(client);  // recorded in the .meta above
   StoredModule stored = entry.module;
-  Hold(entries_.emplace(actual_sha256, std::move(entry)).first->second, client);
+  entries_.emplace(actual_sha256, std::move(entry));
   return StoreResult{std::move(stored), false};
 }
 
@@ -431,13 +443,19 @@ void ModuleRegistry::DropDamaged(std::map<std::string, Entry>::iterator it) {
   Remove(it);
 }
 
+std::string ModuleRegistry::MetaText(const std::string& name, const std::string& format,
+                                     const std::set<std::string>& holders) {
+  // Holders in hex: a certificate's subject need not be UTF-8, which JSON strings must be.
+  nlohmann::json hex = nlohmann::json::array();
+  for (const std::string& holder : holders) hex.push_back(core::ToHex(holder));
+  const nlohmann::json meta = {{"name", name}, {"format", format}, {"holders", hex}};
+  return meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 void ModuleRegistry::SaveHolders(const Entry& entry) {
-  // Hex: a certificate's subject need not be UTF-8, which JSON strings must be.
-  nlohmann::json holders = nlohmann::json::array();
-  for (const std::string& holder : entry.holders) holders.push_back(core::ToHex(holder));
-  absl::StatusOr<std::string> temp = WriteTemporary(
-      ModulesDir(), holders.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  if (!temp.ok() || !Commit(*temp, entry.module.path + ".holders").ok()) {
+  absl::StatusOr<std::string> temp =
+      WriteTemporary(ModulesDir(), MetaText(entry.module.name, entry.module.format, entry.holders));
+  if (!temp.ok() || !Commit(*temp, entry.module.path + ".meta").ok()) {
     core::Log(core::LogSeverity::kWarning,
               absl::StrCat("module ", entry.module.id,
                            ": its holders are not recorded, and will not be after a restart"));

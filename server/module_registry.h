@@ -10,9 +10,10 @@
 // Modules have holders: the clients (ProfilerService::Authenticate) that uploaded them. Bytes
 // several clients upload are stored once, but a client sees, runs and unloads only what it
 // holds; unloading drops its hold, and the module goes with its last holder. Holders are kept
-// in CACHE_DIR/modules/ID.holders (a JSON array of their labels in hex) and survive a restart; a
-// module stored before holders were recorded has none until a client uploads its bytes again (which
-// writes nothing but the hold).
+// in CACHE_DIR/modules/ID.meta beside the name and format (their labels in hex, in "holders")
+// and survive a restart; a cache that kept them in an ID.holders file of their own has them
+// moved at start. A module stored before holders were recorded has none until a client uploads
+// its bytes again (which writes nothing but the hold).
 //
 // Workers never see the cache: a job's modules reach its worker as descriptors the front opened
 // (Acquire), each checked to be the file stored — same inode, size and change time — so a file
@@ -160,6 +161,9 @@ class ModuleRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Adds `client` to the entry's holders, recording them on disk when that is new.
   void Hold(Entry& entry, const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The .meta file's text: the module's name, format and holders.
+  static std::string MetaText(const std::string& name, const std::string& format,
+                              const std::set<std::string>& holders);
   void SaveHolders(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Whether the entry's file is still the one stored (a stat; no hash).
   static bool Intact(const Entry& entry);

@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
+#include "nlohmann/json.hpp"
 #include "processes.h"
 #include "status_matchers.h"
 
@@ -637,9 +638,24 @@ TEST_F(ClientWorkersTest, AClientSeesRunsAndUnloadsOnlyTheModulesItHolds) {
   EXPECT_THAT(clients_[0]->HasModule(id), IsOkAndHolds(false));
   EXPECT_THAT(run(1), IsOk()) << "client 0's unload dropped only its own hold";
 
-  // Holds are on disk: after a restart, client 1 still runs it and client 0 still cannot.
+  // Holds are on disk: after a restart, client 1 still runs it and client 0 still cannot. The
+  // cache is put back as an older daemon left it, the holders in a file of their own (labels in
+  // hex), which the start moves into the .meta.
   daemon_.Stop();
+  const std::string stored = dir_.path() + "/cache/modules/" + id;
+  {
+    const nlohmann::json meta = nlohmann::json::parse(ReadFileBytes(stored + ".meta"));
+    ASSERT_TRUE(meta.contains("holders")) << meta.dump();
+    EXPECT_EQ(meta["holders"], nlohmann::json::array({"636c69656e742d31"}));  // "client-1"
+    std::ofstream(stored + ".holders") << meta["holders"].dump();
+    unlink((stored + ".meta").c_str());  // read-only
+    std::ofstream(stored + ".meta")
+        << nlohmann::json{{"name", meta["name"]}, {"format", meta["format"]}}.dump();
+  }
   ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--token-file", dir_.path() + "/tokens"}));
+  EXPECT_FALSE(std::ifstream(stored + ".holders").good());
+  EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(stored + ".meta"))["holders"],
+            nlohmann::json::array({"636c69656e742d31"}));
   for (int i = 0; i < 2; ++i) {
     client::ClientOptions options;
     options.bearer_token = "token-" + std::to_string(i);
