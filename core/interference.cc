@@ -1,6 +1,7 @@
 #include "core/interference.h"
 
 #include <sched.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,7 +14,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "core/collectors/tegra.h"
-#include "core/read_file.h"
 
 namespace kprof::core {
 namespace {
@@ -56,13 +56,13 @@ AbsentClocks& Absent() {
 SystemSample SampleSystem(const std::string& root, int cpu) {
   SystemSample sample;
   // The host's own file through a kept descriptor (one pread per sample); a test's root afresh.
+  // The host's from sysinfo(2), which hands over the kernel's fixed-point figure where reading
+  // /proc/loadavg has it formatted first; a test's root from its file.
   std::string text;
-  if (root == "/") {
-    text = ReadKeptOpen("/proc/loadavg");
+  if (struct sysinfo info{}; root == "/" && sysinfo(&info) == 0) {
+    sample.load_average = static_cast<double>(info.loads[0]) / (1 << SI_LOAD_SHIFT);
   } else if (std::ifstream in(root + "proc/loadavg"); in >> text) {
-  }
-  if (double load = 0; absl::SimpleAtod(text.substr(0, text.find(' ')), &load) && load >= 0) {
-    sample.load_average = load;
+    if (double load = 0; absl::SimpleAtod(text, &load) && load >= 0) sample.load_average = load;
   }
   sample.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -65,32 +65,49 @@ void InstallCrashHandlers() {
 // The worker's own threads, counted at start; a job that leaves more behind disturbs the next.
 // The process's threads, less the CUDA driver's own when `skip_cuda` (it starts them as it
 // sees fit — "cuda-EvtHandlr", "cuda00001400006" — and they are not a job's leftovers).
+// Field 20 of /proc/self/stat, after the command name's closing parenthesis (a name may hold
+// spaces and parentheses of its own); -1 when it cannot be read.
+int ThreadsFromStat() {
+  const int stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  char text[1024];
+  const ssize_t n = stat < 0 ? -1 : read(stat, text, sizeof text - 1);
+  if (stat >= 0) close(stat);
+  if (n <= 0) return -1;
+  text[n] = 0;
+  const char* end = std::strrchr(text, ')');
+  if (end == nullptr) return -1;
+  int field = 2, threads = -1;
+  for (const char* p = end + 1; *p != 0 && threads < 0; ++p) {
+    if (*p == ' ' && ++field == 20) threads = std::atoi(p + 1);
+  }
+  return threads;
+}
+
 int CountThreads(bool skip_cuda) {
   if (!skip_cuda) {
-    // Field 20 of /proc/self/stat, after the command name's closing parenthesis (a name may
-    // hold spaces and parentheses of its own), read through a descriptor kept open: a pread
-    // where an open would walk the path. A function could close the descriptor or put another
-    // file on it to hide its threads: the file's identity (procfs's own inode of this process's
-    // stat, which no other file has) is checked first, and a stranger is opened afresh.
-    static int stat = -1;
+    // procfs gives /proc/self/task a link count of its own links plus one per thread: one fstat
+    // of a descriptor kept open counts them, where reading /proc/self/stat has the kernel format
+    // some fifty fields. The links of its own are found once, against /proc/self/stat. A
+    // function could close the descriptor or put another file on it to hide its threads: the
+    // file's identity (procfs's own inode of this process's task directory, which no other file
+    // has) comes with the same fstat, and a stranger is replaced by a fresh descriptor.
+    static int task = -1;
     static struct stat identity {};
+    static int own_links = 0;
     struct stat now {};
-    if (stat < 0 || fstat(stat, &now) != 0 || now.st_dev != identity.st_dev ||
+    if (task < 0 || fstat(task, &now) != 0 || now.st_dev != identity.st_dev ||
         now.st_ino != identity.st_ino) {
-      stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);  // an old number is not closed
-      if (stat >= 0 && fstat(stat, &identity) != 0) stat = -1;
-    }
-    char text[1024];
-    const ssize_t n = stat < 0 ? -1 : pread(stat, text, sizeof text - 1, 0);
-    if (n > 0) {
-      text[n] = 0;
-      if (const char* end = std::strrchr(text, ')')) {
-        int field = 2, threads = -1;
-        for (const char* p = end + 1; *p != 0 && threads < 0; ++p) {
-          if (*p == ' ' && ++field == 20) threads = std::atoi(p + 1);
-        }
+      task = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // an old number stays
+      const int threads = ThreadsFromStat();
+      if (task < 0 || fstat(task, &identity) != 0 || threads <= 0) {
+        task = -1;
         if (threads > 0) return threads;
+      } else {
+        own_links = static_cast<int>(identity.st_nlink) - threads;
+        return threads;
       }
+    } else {
+      return static_cast<int>(now.st_nlink) - own_links;
     }
   }
   int threads = 0;
