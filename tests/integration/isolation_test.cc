@@ -36,12 +36,14 @@
 #include "nlohmann/json.hpp"
 #include "processes.h"
 #include "status_matchers.h"
+#include "token_clients.h"
 
 namespace kprof {
 namespace {
 
 using ::kprof::testing::ChildrenOf;
 using ::kprof::testing::CommandOf;
+using ::kprof::testing::ConnectAs;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::IsOkAndHolds;
@@ -51,6 +53,7 @@ using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
+using ::kprof::testing::WriteTokenFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -417,16 +420,10 @@ INSTANTIATE_TEST_SUITE_P(Launch, IsolationTest, ::testing::Values(false, true),
 class ClientWorkersTest : public ::testing::Test {
  protected:
   void Start(int clients, std::vector<std::string> extra = {}) {
-    std::ofstream tokens(dir_.path() + "/tokens");
-    tokens << "# token, then the client's label\n";
-    for (int i = 0; i < clients; ++i) tokens << "token-" << i << " client-" << i << "\n";
-    tokens.close();
-    extra.insert(extra.end(), {"--token-file", dir_.path() + "/tokens"});
+    extra.insert(extra.end(), {"--token-file", WriteTokenFile(dir_.path(), clients)});
     ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", extra));
     for (int i = 0; i < clients; ++i) {
-      client::ClientOptions options;
-      options.bearer_token = "token-" + std::to_string(i);
-      auto connected = client::Client::Connect(daemon_.target(), options);
+      auto connected = ConnectAs(daemon_.target(), i);
       ASSERT_THAT(connected, IsOk());
       clients_.push_back(*std::move(connected));
       auto attacks = clients_.back()->LoadModuleFile(TestModulePath("attacks"));
@@ -657,9 +654,7 @@ TEST_F(ClientWorkersTest, AClientSeesRunsAndUnloadsOnlyTheModulesItHolds) {
   EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(stored + ".meta"))["holders"],
             nlohmann::json::array({"636c69656e742d31"}));
   for (int i = 0; i < 2; ++i) {
-    client::ClientOptions options;
-    options.bearer_token = "token-" + std::to_string(i);
-    auto connected = client::Client::Connect(daemon_.target(), options);
+    auto connected = ConnectAs(daemon_.target(), i);
     ASSERT_THAT(connected, IsOk());
     clients_[i] = *std::move(connected);
   }

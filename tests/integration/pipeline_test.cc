@@ -21,15 +21,18 @@
 #include "module_files.h"
 #include "status_matchers.h"
 #include "temp_dir.h"
+#include "token_clients.h"
 
 namespace kprof {
 namespace {
 
+using ::kprof::testing::ConnectAs;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
+using ::kprof::testing::WriteTokenFile;
 using ::testing::HasSubstr;
 
 struct Interval {
@@ -40,16 +43,11 @@ struct Interval {
 class PipelineTest : public ::testing::Test {
  protected:
   void Start(int clients, std::vector<std::string> extra = {}) {
-    std::ofstream tokens(dir_.path() + "/tokens");
-    for (int i = 0; i < clients; ++i) tokens << "token-" << i << " client-" << i << "\n";
-    tokens.close();
-    extra.insert(extra.end(), {"--token-file", dir_.path() + "/tokens"});
+    extra.insert(extra.end(), {"--token-file", WriteTokenFile(dir_.path(), clients)});
     daemon_.set_stderr(log_);
     ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", extra));
     for (int i = 0; i < clients; ++i) {
-      client::ClientOptions options;
-      options.bearer_token = "token-" + std::to_string(i);
-      auto connected = client::Client::Connect(daemon_.target(), options);
+      auto connected = ConnectAs(daemon_.target(), i);
       ASSERT_THAT(connected, IsOk());
       clients_.push_back(*std::move(connected));
       auto faults = clients_.back()->LoadModuleFile(TestModulePath("faults"));
