@@ -281,6 +281,11 @@ TEST_F(PipelineTest, AnotherClientsJobWaitsForAtMostTwoJobsOfALongBatch) {
   for (const auto& [id, u] : finals) ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << id;
   const std::vector<Interval> intervals = Intervals();
   ASSERT_EQ(intervals.size(), 2u * (kJobs + 5));
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr int kMaxCallsBefore = 20;
+#else
+  constexpr int kMaxCallsBefore = 5;
+#endif
   size_t round = 0;
   for (size_t i = 0; i < intervals.size(); ++i) {
     if (intervals[i].tag != "marked") continue;
@@ -296,10 +301,11 @@ TEST_F(PipelineTest, AnotherClientsJobWaitsForAtMostTwoJobsOfALongBatch) {
     // Calls of the batch begun after the job was queued: the running job's second (at most),
     // and one more job's two. One more: the job after that may have begun before the worker
     // read that it was taken back (the front, woken by the newcomer, sends the Withdraw; on a
-    // busy host that takes a while).
-    EXPECT_LE(others, 5) << "round " << round << ": the other client's job waited "
-                         << queue_waits[round] * 1e3 << " ms, for " << others
-                         << " calls of the batch";
+    // busy host that takes a while). Under a sanitizer each step of the executor's thread is
+    // several times slower and the batch's calls (a busy wait) are not: ten jobs there.
+    EXPECT_LE(others, kMaxCallsBefore)
+        << "round " << round << ": the other client's job waited " << queue_waits[round] * 1e3
+        << " ms, for " << others << " calls of the batch";
     ++round;
     ++i;
   }
