@@ -850,7 +850,7 @@ constexpr char kFindings[] = R"md(
   disturbs its worker is the one told.
 - **batch** (goal 0.15 of a health Check per job): pipelining took the 2000-job batch from 8.3
   to 1.4 context switches and from 242 to about 73 us of daemon CPU per job; with about 50 us
-  in the worker and the client's own share, on two CPUs, a job still costs some 80-110 us. What
+  in the worker and the client's own share, on two CPUs, a job still costs 55-110 us. What
   is left per job: the worker's manifest (built and sent whole with every answer), a copy of
   every result into its update, and an executor wake-up per answer when the worker is not
   ahead.
