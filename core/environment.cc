@@ -10,6 +10,9 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -99,55 +102,97 @@ std::string Turbo() {
 
 std::string Or(std::string value) { return value.empty() ? kUnavailable : value; }
 
-// The host's settings — CPUs online, governor, clock range, SMT, turbo — read at most once a
-// second: a dozen sysfs files cost a job ~80 us, and a person changes these by hand, not
-// between two jobs of the same second. The current clock, the load and the process's own
-// placement are read every time.
+// The host's settings — CPUs online, governor, clock range, SMT, turbo.
 MetricMap Settings() {
-  static absl::Mutex mutex;
-  static MetricMap* cached ABSL_GUARDED_BY(mutex) = nullptr;
-  static absl::Time read_at ABSL_GUARDED_BY(mutex);
-  absl::MutexLock lock(&mutex);
-  const absl::Time now = absl::Now();
-  if (cached == nullptr || now - read_at >= absl::Seconds(1)) {
-    MetricMap m;
-    m["CPUs online"] = Count{sysconf(_SC_NPROCESSORS_ONLN)};
-    m["CPU governor"] = Or(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"));
-    const std::string base = "/sys/devices/system/cpu/cpu0/cpufreq/";
-    if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_min_freq"), &khz)) {
-      m["CPU frequency min (MHz)"] = Count{khz / 1000};
-    }
-    if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_max_freq"), &khz)) {
-      m["CPU frequency max (MHz)"] = Count{khz / 1000};
-    }
-    const std::string smt = FirstLine("/sys/devices/system/cpu/smt/active");
-    m["SMT"] = smt.empty() ? std::string(kUnavailable) : std::string(smt == "1" ? "on" : "off");
-    m["Turbo"] = Turbo();
-    delete cached;
-    cached = new MetricMap(std::move(m));
-    read_at = now;
+  MetricMap m;
+  m["CPUs online"] = Count{sysconf(_SC_NPROCESSORS_ONLN)};
+  m["CPU governor"] = Or(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"));
+  const std::string base = "/sys/devices/system/cpu/cpu0/cpufreq/";
+  if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_min_freq"), &khz)) {
+    m["CPU frequency min (MHz)"] = Count{khz / 1000};
   }
-  return *cached;
+  if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_max_freq"), &khz)) {
+    m["CPU frequency max (MHz)"] = Count{khz / 1000};
+  }
+  const std::string smt = FirstLine("/sys/devices/system/cpu/smt/active");
+  m["SMT"] = smt.empty() ? std::string(kUnavailable) : std::string(smt == "1" ? "on" : "off");
+  m["Turbo"] = Turbo();
+  return m;
+}
+
+std::atomic<bool> placement_fixed{false};
+
+// The process's CPU affinity and priority (the calling thread's: on Linux, nice and the
+// scheduling policy are per thread).
+void ReadPlacement(MetricMap& m) {
+  const std::vector<int> cpus = AllowedCpus();
+  m["Worker CPU affinity"] = cpus.empty() ? std::string(kUnavailable) : FormatCpuList(cpus);
+  const int policy = sched_getscheduler(0);
+  if (sched_param param{};
+      (policy == SCHED_FIFO || policy == SCHED_RR) && sched_getparam(0, &param) == 0) {
+    m["Worker priority"] = absl::StrCat(policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_RR",
+                                        ", priority ", param.sched_priority);
+  } else {
+    m["Worker priority"] = absl::StrCat("SCHED_OTHER, nice ", getpriority(PRIO_PROCESS, 0));
+  }
+}
+
+// The host part, kept: a dozen sysfs files cost a job ~80 us, and a person changes the host's
+// settings by hand, not between two jobs of the same second. A fixed placement is read once.
+struct HostPart {
+  absl::Mutex mutex;
+  std::shared_ptr<const MetricMap> fields ABSL_GUARDED_BY(mutex);
+  uint64_t generation ABSL_GUARDED_BY(mutex) = 0;
+  absl::Time read_at ABSL_GUARDED_BY(mutex);
+  bool with_placement ABSL_GUARDED_BY(mutex) = false;
+  MetricMap placement ABSL_GUARDED_BY(mutex);  // read once it is fixed
+};
+
+HostPart& Host() {
+  static HostPart* const part = new HostPart;
+  return *part;
+}
+
+// The host part and whether it holds the placement.
+std::pair<std::shared_ptr<const MetricMap>, uint64_t> HostFields(bool* with_placement) {
+  HostPart& part = Host();
+  absl::MutexLock lock(&part.mutex);
+  const absl::Time now = absl::Now();
+  const bool fixed = placement_fixed.load(std::memory_order_acquire);
+  if (part.fields == nullptr || now - part.read_at >= absl::Seconds(1) ||
+      fixed != part.with_placement) {
+    auto m = std::make_shared<MetricMap>(Settings());
+    (*m)["kprofd version"] = std::string(KPROF_VERSION);
+    (*m)["Host"] = Static().host;
+    (*m)["Kernel"] = Static().kernel;
+    (*m)["CPU model"] = Static().cpu_model;
+    if (fixed) {
+      if (part.placement.empty()) ReadPlacement(part.placement);
+      for (const auto& [name, value] : part.placement) (*m)[name] = value;
+    }
+    if (part.fields == nullptr || *part.fields != *m) {
+      part.fields = std::move(m);
+      ++part.generation;
+    }
+    part.read_at = now;
+    part.with_placement = fixed;
+  }
+  *with_placement = part.with_placement;
+  return {part.fields, part.generation};
 }
 
 }  // namespace
 
-namespace {
-std::atomic<bool> placement_fixed{false};
-}  // namespace
-
 void PlacementIsFixed() { placement_fixed.store(true, std::memory_order_release); }
 
-MetricMap EnvironmentManifest() {
-  MetricMap m = Settings();
-  m["kprofd version"] = std::string(KPROF_VERSION);
-  m["Host"] = Static().host;
-  m["Kernel"] = Static().kernel;
-  m["CPU model"] = Static().cpu_model;
+Environment ReadEnvironment() {
+  Environment environment;
+  bool with_placement = false;
+  std::tie(environment.host, environment.host_generation) = HostFields(&with_placement);
+  MetricMap& m = environment.job;
   CurrentFrequency(m);
   // Jetson boards: GPU and memory clocks, and whether DVFS is locked.
   for (auto& [name, value] : TegraManifest()) m.emplace(name, std::move(value));
-  // /proc/loadavg: the 1, 5 and 15 minute load averages, then "runnable/total".
   // "0.52 0.58 0.59 3/107 4935": the three load averages as the file writes them (two
   // decimals), then runnable/total. Split by hand: an istringstream costs more than the read.
   const std::string loadavg = ReadKeptOpen("/proc/loadavg");
@@ -166,38 +211,14 @@ MetricMap EnvironmentManifest() {
   } else {
     m["Runnable processes"] = std::string(kUnavailable);
   }
-  // Read once when fixed (PlacementIsFixed), else afresh each time.
-  static std::atomic<bool> fixed_read{false};
-  static std::string fixed_affinity, fixed_priority;
-  if (placement_fixed.load(std::memory_order_acquire) &&
-      fixed_read.load(std::memory_order_acquire)) {
-    m["Worker CPU affinity"] = fixed_affinity;
-    m["Worker priority"] = fixed_priority;
-    return m;
-  }
-  const std::vector<int> cpus = AllowedCpus();
-  std::string affinity = cpus.empty() ? std::string(kUnavailable) : FormatCpuList(cpus);
-  // The calling thread's: on Linux, nice and scheduling policy are per thread.
-  std::string priority;
-  const int policy = sched_getscheduler(0);
-  if (sched_param param{};
-      (policy == SCHED_FIFO || policy == SCHED_RR) && sched_getparam(0, &param) == 0) {
-    priority = absl::StrCat(policy == SCHED_FIFO ? "SCHED_FIFO" : "SCHED_RR", ", priority ",
-                            param.sched_priority);
-  } else {
-    priority = absl::StrCat("SCHED_OTHER, nice ", getpriority(PRIO_PROCESS, 0));
-  }
-  if (placement_fixed.load(std::memory_order_acquire)) {
-    static absl::Mutex mutex(absl::kConstInit);
-    absl::MutexLock lock(&mutex);
-    if (!fixed_read.load(std::memory_order_relaxed)) {
-      fixed_affinity = affinity;
-      fixed_priority = priority;
-      fixed_read.store(true, std::memory_order_release);
-    }
-  }
-  m["Worker CPU affinity"] = std::move(affinity);
-  m["Worker priority"] = std::move(priority);
+  if (!with_placement) ReadPlacement(m);
+  return environment;
+}
+
+MetricMap EnvironmentManifest() {
+  Environment environment = ReadEnvironment();
+  MetricMap m = *environment.host;
+  m.merge(environment.job);
   return m;
 }
 

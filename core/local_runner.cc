@@ -59,14 +59,22 @@ std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricC
   return pointers;
 }
 
-// The environment manifest of a run on `device`: the host's, and the GPU's on cuda.
-MetricMap Manifest(Device device) {
-  MetricMap manifest = EnvironmentManifest();
+// The GPU's part of the manifest of a run on `device` (cuda), added to `manifest`.
+void AddDeviceManifest(Device device, MetricMap& manifest) {
 #if KPROF_HAS_CUDA
   if (device.type == DeviceType::kCuda) {
     for (auto& [name, value] : CudaManifest(device.id)) manifest.emplace(name, std::move(value));
   }
+#else
+  (void)device;
+  (void)manifest;
 #endif
+}
+
+// The environment manifest of a run on `device`: the host's, and the GPU's on cuda.
+MetricMap Manifest(Device device) {
+  MetricMap manifest = EnvironmentManifest();
+  AddDeviceManifest(device, manifest);
   return manifest;
 }
 
@@ -189,7 +197,15 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     result.filtered =
         Summarize(Without(result.evaluation.seconds_per_call, result.evaluation.outliers));
   }
-  result.environment = Manifest(job.device);
+  if (time.host_environment_apart) {
+    Environment environment = ReadEnvironment();
+    result.environment = std::move(environment.job);
+    AddDeviceManifest(job.device, result.environment);
+    result.host_environment = std::move(environment.host);
+    result.host_generation = environment.host_generation;
+  } else {
+    result.environment = Manifest(job.device);
+  }
   result.argument_shapes = prepared.args->ShapeString();
   if (time.checksums) {
     KPROF_ASSIGN_OR_RETURN(result.checksums, prepared.args->Sha256());

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,10 @@ struct TimeJob {
   bool flush_l2 = false;         // cache_flush_bytes = the CUDA device's L2 size
   std::string preprocess;        // "" or kCacheFlushCpuNonFirstArg
   bool checksums = false;        // SHA-256 of each argument after the run
+  // The result's `environment` holds the job's part of the manifest alone, and
+  // `host_environment` the host's (ReadEnvironment): for a process that sends the host's part
+  // once (a worker).
+  bool host_environment_apart = false;
 };
 
 struct TimeResult {
@@ -57,6 +62,9 @@ struct TimeResult {
   std::string argument_shapes;
   std::vector<std::string> checksums;  // when asked for
   MetricMap environment;               // EnvironmentManifest() at the end of the run
+  // With TimeJob::host_environment_apart: the host's part, and its generation.
+  std::shared_ptr<const MetricMap> host_environment;
+  uint64_t host_generation = 0;
 };
 
 struct ProfileJob {

@@ -229,6 +229,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       time.flush_l2 = r.flush_l2();
       time.preprocess = r.preprocess();
       time.checksums = r.checksums();
+      time.host_environment_apart = true;  // the front attaches the host's part
       KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
       KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
@@ -250,6 +251,10 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       out->set_device(core::DeviceSpec(device_));
       out->set_argument_shapes(result.argument_shapes);
       wire::ToProto(result.environment, out->mutable_environment());
+      if (result.host_environment != nullptr && result.host_generation != sent_host_generation_) {
+        wire::ToProto(*result.host_environment, response->mutable_host_environment());
+        sent_host_generation_ = result.host_generation;
+      }
       return absl::OkStatus();
     }
     case WorkerRequest::kProfileFunction: {

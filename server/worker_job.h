@@ -65,6 +65,9 @@ class WorkerJobs {
   size_t max_open_modules_;
   uint64_t jobs_ = 0;
   std::map<std::string, OpenModule> modules_;
+  // The generation of the host's part of the manifest (core::ReadEnvironment) the front has:
+  // an answer carries it only when it changed.
+  uint64_t sent_host_generation_ = 0;
 };
 
 }  // namespace kprof::server

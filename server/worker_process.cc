@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/log.h"
+#include "google/protobuf/unknown_field_set.h"
 
 extern char** environ;
 
@@ -356,6 +357,18 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
     // The worker closed its end (it died), or wrote what is no answer: either way it is done.
     return absl::AbortedError(absl::StrCat(
         "worker ", Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap())));
+  }
+  if (response.has_host_environment()) {
+    host_environment_ = response.host_environment().SerializeAsString();
+    response.clear_host_environment();
+  }
+  if (response.has_time_evaluate() && !host_environment_.empty()) {
+    // The host's part joins the result's environment without being parsed again: a message
+    // field that occurs twice on the wire is merged by every reader, so it travels as a second,
+    // serialised occurrence of `environment` after the job's part.
+    kprof::v1::TimeEvaluateResponse* result = response.mutable_time_evaluate();
+    result->GetReflection()->MutableUnknownFields(result)->AddLengthDelimited(
+        kprof::v1::TimeEvaluateResponse::kEnvironmentFieldNumber, host_environment_);
   }
   return response;
 }

@@ -66,7 +66,8 @@ class WorkerProcess {
   // next answer once fd() is readable or HasAnswer(). Send fails (UNAVAILABLE) when the worker
   // has closed its end; the answers it wrote before are still there to Receive. Receive is
   // ABORTED, naming how the worker ended, once it has ended and every answer is read; the
-  // worker is reaped then.
+  // worker is reaped then. A TimeEvaluate result's environment is whole: the host's part the
+  // worker sent once (WorkerResponse.host_environment) is added to each.
   absl::Status Send(const kprof::worker::v1::WorkerRequest& request,
                     absl::Span<const int> module_fds = {});
   absl::StatusOr<kprof::worker::v1::WorkerResponse> Receive();
@@ -101,6 +102,7 @@ class WorkerProcess {
   pid_t pid_;
   int socket_;
   FrameChannel channel_;
+  std::string host_environment_;             // serialised kprof.v1.MetricMap, the last sent
   std::string scratch_;                      // removed once the worker is reaped
   std::unique_ptr<WorkerCgroups::Box> box_;  // removed after the scratch
   uint64_t memory_limit_;

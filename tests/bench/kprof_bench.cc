@@ -19,7 +19,8 @@
 //                  clock_gettime
 //
 // It prints a table and, with --markdown FILE, writes it with the machine and the command;
-// --only footprint runs section 6 alone.
+// --only footprint runs section 6 alone, --only batch the batch rows, and --only batch-cpu times
+// 2000-job nop batches over and over with the CPU each process spends per job (for profiling).
 // It fails nothing: a missed goal is reported as such.
 #include <arpa/inet.h>
 #include <benchmark/benchmark.h>
@@ -41,6 +42,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -760,6 +762,43 @@ double ProcessPingPong() {
   return Percentile(rounds, 50);
 }
 
+// CPU seconds (user + system) `pid` has spent, its threads included.
+double CpuSeconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t end = stat.rfind(')');
+  if (end == std::string::npos) return 0;
+  std::istringstream fields(stat.substr(end + 2));
+  std::string skip;
+  for (int i = 3; i < 14; ++i) fields >> skip;  // state .. cmajflt: fields 3 to 13
+  double user = 0, system = 0;
+  fields >> user >> system;
+  return (user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Rounds of 2000-job nop batches, each with the wall time and the CPU time the client, the
+// daemon and its workers spent per job.
+void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client) {
+  constexpr int kJobs = 2000;
+  (void)BatchSecondsPerJob(client, "builtin", "nop", 200);  // the worker starts
+  for (int round = 0; round < 10; ++round) {
+    const auto children = kprof::testing::ChildProcesses(daemon.pid());
+    const auto workers_cpu = [&] {
+      double sum = 0;
+      for (const pid_t child : children) sum += CpuSeconds(child);
+      return sum;
+    };
+    const double client0 = CpuSeconds(getpid()), daemon0 = CpuSeconds(daemon.pid());
+    const double workers0 = workers_cpu();
+    const double wall = BatchSecondsPerJob(client, "builtin", "nop", kJobs);
+    std::printf(
+        "per nop job: wall %6.1f us  cpu: client %6.1f us  daemon %6.1f us  workers %6.1f us\n",
+        wall * 1e6, (CpuSeconds(getpid()) - client0) * 1e6 / kJobs,
+        (CpuSeconds(daemon.pid()) - daemon0) * 1e6 / kJobs,
+        (workers_cpu() - workers0) * 1e6 / kJobs);
+  }
+}
+
 void Batches(const std::string& target, kprof::client::Client& client, const std::string& base,
              const std::string& faults) {
   RawCaller caller(target);
@@ -930,8 +969,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
-  if (!only.empty() && only != "footprint" && only != "batch") {
-    Fail("--only takes 'footprint' or 'batch'");
+  if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu") {
+    Fail("--only takes 'footprint', 'batch' or 'batch-cpu'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -950,10 +989,14 @@ int main(int argc, char** argv) {
     Isolation();
     return 0;
   }
-  if (only == "batch") {
+  if (only == "batch" || only == "batch-cpu") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+    if (only == "batch-cpu") {
+      BatchCpu(daemon, *client);
+      return 0;
+    }
     Batches(daemon.target(), *client, base,
             kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
     return 0;

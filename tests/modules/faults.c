@@ -110,14 +110,15 @@ KPROF_EXPORT int32_t allocates_too_much(DLTensor* args, int32_t num_args) {
 
 /* Writes "TAG start end" (CLOCK_MONOTONIC ns) to the worker's standard error after a short busy
  * wait, so a test can check that no two jobs on one device overlap, and tell whose they are. */
-static int32_t record_interval(const char* tag) {
+/* Spins for `ns`, then writes "TAG START END" (CLOCK_MONOTONIC nanoseconds) to the worker's
+ * standard error, the daemon's log (a worker writes no shared file): one write of one line,
+ * which the log's other writers do not split. */
+static int32_t record_interval(const char* tag, long ns) {
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   do {
     clock_gettime(CLOCK_MONOTONIC, &now);
-  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 200000L);
-  /* To the worker's standard error, the daemon's log (a worker writes no shared file): one
-   * write of one line, which the log's other writers do not split. */
+  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < ns);
   char line[80];
   const int n = snprintf(line, sizeof line, "%s %lld %lld\n", tag,
                          (long long)start.tv_sec * 1000000000LL + start.tv_nsec,
@@ -125,15 +126,24 @@ static int32_t record_interval(const char* tag) {
   return write(2, line, (size_t)n) == n ? 0 : 4;
 }
 
+/* The spin of a call: a float64 scalar argument in microseconds, else 200. */
+static long spin_ns(const DLTensor* args, int32_t num_args) {
+  if (num_args >= 1 && args[0].ndim == 0 && args[0].dtype.code == kDLFloat &&
+      args[0].dtype.bits == 64) {
+    double us = 0;
+    memcpy(&us, (const char*)args[0].data + args[0].byte_offset, sizeof us);
+    if (us >= 0 && us <= 1e6) return (long)(us * 1000);
+  }
+  return 200000L;
+}
+
 KPROF_EXPORT int32_t records_interval(DLTensor* args, int32_t num_args) {
-  UNUSED;
-  return record_interval("interval");
+  return record_interval("interval", spin_ns(args, num_args));
 }
 
 /* The same, tagged otherwise: another client's job among them. */
 KPROF_EXPORT int32_t records_marked_interval(DLTensor* args, int32_t num_args) {
-  UNUSED;
-  return record_interval("marked");
+  return record_interval("marked", spin_ns(args, num_args));
 }
 
 KPROF_EXPORT int32_t succeeds(DLTensor* args, int32_t num_args) {

@@ -179,6 +179,28 @@ TEST_F(WorkerJobsTest, CandidatesSharingAnEntryPointEachMeasureTheirOwnCost) {
 
 // The daemon's question at start: the CPU part lists cpu:0 and its collectors, the CUDA part
 // the GPUs or why there are none. Neither needs a module.
+// The host's part of the manifest goes to the front once, with the first result; each result
+// carries the job's part.
+TEST_F(WorkerJobsTest, SendsTheHostsPartOfTheManifestOnceAndTheJobsPartWithEveryResult) {
+  WorkerJobs jobs(kCpu, /*max_open_modules=*/4);
+  for (int i = 0; i < 3; ++i) {
+    const auto response = jobs.Run(Vadd(0));
+    ASSERT_EQ(response.code(), 0) << response.message();
+    const auto& job = response.time_evaluate().environment().metrics();
+    EXPECT_EQ(job.count("Load average"), 1u) << "job " << i;
+    EXPECT_EQ(job.count("Runnable processes"), 1u) << "job " << i;
+    EXPECT_EQ(job.count("Host"), 0u) << "job " << i;
+    EXPECT_EQ(response.has_host_environment(), i == 0) << "job " << i;
+    if (i == 0) {
+      const auto& host = response.host_environment().metrics();
+      for (const char* key : {"kprofd version", "Host", "Kernel", "CPU model", "CPU governor"}) {
+        EXPECT_EQ(host.count(key), 1u) << key;
+        EXPECT_EQ(job.count(key), 0u) << key;
+      }
+    }
+  }
+}
+
 TEST(WorkerDescribeTest, DescribesTheCpuAndTheGpusInTwoParts) {
   WorkerJobs jobs(kCpu);
   WorkerRequest request;
