@@ -275,48 +275,59 @@ void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerResponse> result, ab
   if (done) done(std::move(result), timing);
 }
 
-bool DeviceExecutor::Hand(Job job) {
-  if (job.deadline <= absl::Now()) {
-    Deliver(job, absl::DeadlineExceededError("the request's deadline passed while the job waited"),
-            absl::Now(), absl::Now());
-    return false;
+void DeviceExecutor::Hand(std::vector<Job> jobs) {
+  std::vector<Job> live;
+  const absl::Time now = absl::Now();
+  for (Job& job : jobs) {
+    if (job.deadline <= now) {
+      Deliver(job,
+              absl::DeadlineExceededError("the request's deadline passed while the job waited"),
+              now, now);
+    } else {
+      live.push_back(std::move(job));
+    }
   }
+  if (live.empty()) return;
   if (active_ == nullptr) {
-    active_client_ = job.client;
-    absl::StatusOr<WorkerProcess*> found = WorkerFor(job.client);
+    active_client_ = live.front().client;  // one client's, as Refill takes them
+    absl::StatusOr<WorkerProcess*> found = WorkerFor(active_client_);
     if (!found.ok()) {
-      const absl::Time now = absl::Now();
-      Deliver(job, found.status(), now, now);
-      return false;
+      for (Job& job : live) Deliver(job, found.status(), now, now);
+      return;
     }
     active_ = *found;
     active_broken_ = false;
     absl::MutexLock lock(&mutex_);
     running_pid_ = active_->pid();
   }
-  if (job.deadline != absl::InfiniteFuture()) {
-    job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
+  std::vector<FrameChannel::Outgoing> frames;
+  frames.reserve(live.size());
+  for (Job& job : live) {
+    if (job.deadline != absl::InfiniteFuture()) {
+      job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
+    }
+    frames.push_back({&job.request, job.module_fds});
   }
-  if (!active_->Send(job.request, job.module_fds).ok()) {
+  if (!active_->SendMany(frames).ok()) {
     active_broken_ = true;
+    size_t requeue_from = 0;
     if (in_flight_.empty()) {
-      // It died with nothing to do (killed from outside, a start that failed): the job is told
-      // how, rather than handed to a worker that may die the same way again and again.
+      // It died with nothing to do (killed from outside, a start that failed): the first job
+      // is told how, rather than handed to a worker that may die the same way again and again.
       const absl::StatusOr<WorkerResponse> ended = active_->Receive();
-      const absl::Time now = absl::Now();
-      Deliver(job, ended.ok() ? absl::AbortedError("worker closed its socket") : ended.status(),
-              now, now);
-      return false;
+      const absl::Time at = absl::Now();
+      Deliver(live.front(),
+              ended.ok() ? absl::AbortedError("worker closed its socket") : ended.status(), at, at);
+      requeue_from = 1;
     }
     // It closed its end: what it answered before is still to be read, then its end is seen.
-    Requeue(std::move(job));
-    return false;
+    for (size_t i = requeue_from; i < live.size(); ++i) Requeue(std::move(live[i]));
+    return;
   }
   const bool first = in_flight_.empty();
-  in_flight_.push_back(std::move(job));
+  for (Job& job : live) in_flight_.push_back(std::move(job));
   Account();
   if (first) FrontStarted(absl::Now());
-  return true;
 }
 
 std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
@@ -330,9 +341,15 @@ std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
   return ids;
 }
 
+bool DeviceExecutor::WantsMore() const {
+  return active_ != nullptr && !active_broken_ && !draining_ && !OthersWaiting() &&
+         in_flight_.size() <= static_cast<size_t>(pool_.pipeline_depth / 2) &&
+         queues_.count(active_client_) > 0;
+}
+
 void DeviceExecutor::Refill() {
   while (true) {
-    Job job;
+    std::vector<Job> jobs;
     {
       absl::MutexLock lock(&mutex_);
       if (active_ != nullptr && in_flight_.empty() &&
@@ -348,9 +365,10 @@ void DeviceExecutor::Refill() {
         running_pid_ = -1;
       }
       if (active_ == nullptr) {
+        // The first job goes on alone, so that the worker starts on it at once.
         if (turns_.empty()) return;
-        job = TakeNext(active_client_);
-        in_flight_ids_.insert(job.request.job_id());  // a Cancel from now on goes to the loop
+        jobs.push_back(TakeNext(active_client_));
+        in_flight_ids_.insert(jobs.back().request.job_id());  // a Cancel now goes to the loop
       } else {
         if (active_broken_) return;
         if (draining_ || OthersWaiting()) {
@@ -365,14 +383,16 @@ void DeviceExecutor::Refill() {
           }
           return;
         }
-        if (static_cast<int>(in_flight_.size()) >= pool_.pipeline_depth) return;
-        const auto mine = queues_.find(active_client_);
-        if (mine == queues_.end()) return;
-        job = TakeNext(active_client_);  // the only client with a turn
-        in_flight_ids_.insert(job.request.job_id());
+        // Filled up again once it is half empty, all at once: one frame write for several jobs.
+        if (!WantsMore()) return;
+        while (in_flight_.size() + jobs.size() < static_cast<size_t>(pool_.pipeline_depth) &&
+               queues_.count(active_client_) > 0) {
+          jobs.push_back(TakeNext(active_client_));  // the only client with a turn
+          in_flight_ids_.insert(jobs.back().request.job_id());
+        }
       }
     }
-    Hand(std::move(job));
+    Hand(std::move(jobs));
   }
 }
 
@@ -567,7 +587,7 @@ void DeviceExecutor::Loop() {
       if (!turns_.empty() && active_ == nullptr) {
         more = true;
       } else if (!turns_.empty() && !active_broken_ && !OthersWaiting()) {
-        more = static_cast<int>(in_flight_.size()) < pool_.pipeline_depth;
+        more = WantsMore();
       } else if (!turns_.empty() && !active_broken_) {
         for (size_t i = 2; i < in_flight_.size() && !more; ++i) {
           more = !in_flight_[i].cancelled && !in_flight_[i].taking_back;

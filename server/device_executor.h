@@ -24,6 +24,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -123,8 +124,12 @@ class DeviceExecutor {
   // Hands jobs to the active worker (choosing the next client when it has none), or takes
   // jobs back when another client waits.
   void Refill();
-  // Sends `job` to the active worker; false (the job answered or queued again) when it cannot.
-  bool Hand(Job job);
+  // Sends `jobs` (one client's) to the active worker, starting it when there is none; jobs it
+  // cannot take are answered or queued again.
+  void Hand(std::vector<Job> jobs);
+  // Whether the active pipeline of a client alone on the device is to be filled up: it is half
+  // empty and the client has jobs queued.
+  bool WantsMore() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // An answer (or the failure to get one) from the active worker.
   void Answer(absl::StatusOr<kprof::worker::v1::WorkerResponse> answer);
   // The active worker is gone or stopped: the job at the front of the pipeline gets `front`

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -47,30 +49,61 @@ FrameChannel::~FrameChannel() {
 
 absl::Status FrameChannel::Write(const google::protobuf::MessageLite& message,
                                  absl::Span<const int> fds) {
-  if (fds.size() > kMaxFds) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(fds.size(), " descriptors for one frame (limit ", kMaxFds, ")"));
+  const Outgoing frame{&message, fds};
+  return WriteMany({&frame, 1});
+}
+
+absl::Status FrameChannel::WriteMany(absl::Span<const Outgoing> frames) {
+  std::vector<size_t> sizes;
+  sizes.reserve(frames.size());
+  size_t total = 0;
+  for (const Outgoing& frame : frames) {
+    if (frame.fds.size() > kMaxFds) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(frame.fds.size(), " descriptors for one frame (limit ", kMaxFds, ")"));
+    }
+    const size_t size = frame.message->ByteSizeLong();
+    if (size > max_frame_bytes_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "message of ", size, " bytes is over the frame limit of ", max_frame_bytes_));
+    }
+    sizes.push_back(size);
+    total += CodedOutputStream::VarintSize32(static_cast<uint32_t>(frame.fds.size())) +
+             CodedOutputStream::VarintSize32(static_cast<uint32_t>(size)) + size;
   }
-  const size_t size = message.ByteSizeLong();
-  if (size > max_frame_bytes_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("message of ", size, " bytes is over the frame limit of ", max_frame_bytes_));
+  std::string bytes(total, '\0');
+  // Sent in runs whose descriptors fit one message: each run's go with its first byte.
+  size_t run_start = 0;
+  std::vector<int> run_fds;
+  auto* out = reinterpret_cast<uint8_t*>(bytes.data());
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Outgoing& frame = frames[i];
+    if (run_fds.size() + frame.fds.size() > kMaxFds) {
+      const size_t here = static_cast<size_t>(reinterpret_cast<char*>(out) - bytes.data());
+      if (absl::Status s =
+              Send(std::string_view(bytes).substr(run_start, here - run_start), run_fds);
+          !s.ok()) {
+        return s;
+      }
+      run_start = here;
+      run_fds.clear();
+    }
+    run_fds.insert(run_fds.end(), frame.fds.begin(), frame.fds.end());
+    out = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(frame.fds.size()), out);
+    out = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(sizes[i]), out);
+    if (!frame.message->SerializeToArray(out, static_cast<int>(sizes[i]))) {
+      return absl::InternalError("cannot serialise a frame");
+    }
+    out += sizes[i];
   }
-  const auto count = static_cast<uint32_t>(fds.size());
-  const auto length = static_cast<uint32_t>(size);
-  std::string frame;
-  frame.resize(CodedOutputStream::VarintSize32(count) + CodedOutputStream::VarintSize32(length) +
-               size);
-  auto* out = reinterpret_cast<uint8_t*>(frame.data());
-  out = CodedOutputStream::WriteVarint32ToArray(count, out);
-  out = CodedOutputStream::WriteVarint32ToArray(length, out);
-  if (!message.SerializeToArray(out, static_cast<int>(size))) {
-    return absl::InternalError("cannot serialise a frame");
-  }
+  return Send(std::string_view(bytes).substr(run_start), run_fds);
+}
+
+absl::Status FrameChannel::Send(std::string_view bytes, absl::Span<const int> fds) {
   // The descriptors ride with the first send; the kernel delivers them with the first byte.
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  for (size_t sent = 0; sent < frame.size();) {
-    iovec iov{frame.data() + sent, frame.size() - sent};
+  for (size_t sent = 0; sent < bytes.size();) {
+    iovec iov{const_cast<char*>(bytes.data()) + sent, bytes.size() - sent};
     msghdr header{};
     header.msg_iov = &iov;
     header.msg_iovlen = 1;

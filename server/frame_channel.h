@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +33,16 @@ class FrameChannel {
   // Writes one frame, all of it, with `fds` (at most kMaxFds; duplicated into the peer, still
   // the caller's here) passed along with its first byte. UNAVAILABLE when the peer is gone.
   absl::Status Write(const google::protobuf::MessageLite& message, absl::Span<const int> fds = {});
+
+  // Writes several frames, in order, with one sendmsg where their descriptors fit one (more
+  // when they carry over kMaxFds together): a front handing a worker four jobs wakes it, and
+  // pays the system call, once. A frame that cannot be written (too large, too many
+  // descriptors) fails it before anything is sent.
+  struct Outgoing {
+    const google::protobuf::MessageLite* message;
+    absl::Span<const int> fds;
+  };
+  absl::Status WriteMany(absl::Span<const Outgoing> frames);
 
   // Reads one frame into `message`, blocking. UNAVAILABLE on end of stream (the peer closed or
   // died), RESOURCE_EXHAUSTED for a frame over the cap, DATA_LOSS for bytes that do not parse
@@ -61,6 +72,8 @@ class FrameChannel {
   absl::Status Receive(bool block, size_t want, size_t* got);
   // The frame at the buffer's start: its descriptor count and body, or false when incomplete.
   // A malformed or oversized header fails `status`.
+  // Sends `bytes`, with `fds` along with their first byte.
+  absl::Status Send(std::string_view bytes, absl::Span<const int> fds);
   bool Parse(size_t* header, uint64_t* fd_count, uint64_t* size, absl::Status* status) const;
   absl::Status Take(google::protobuf::MessageLite* message, std::vector<int>* fds, size_t header,
                     uint64_t fd_count, uint64_t size);

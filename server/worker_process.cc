@@ -350,6 +350,11 @@ absl::Status WorkerProcess::Send(const kprof::worker::v1::WorkerRequest& request
   return channel_.Write(request, module_fds);
 }
 
+absl::Status WorkerProcess::SendMany(absl::Span<const FrameChannel::Outgoing> requests) {
+  if (pid_ <= 0) return absl::UnavailableError("the worker is not running");
+  return channel_.WriteMany(requests);
+}
+
 absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
   if (pid_ <= 0) return absl::AbortedError("worker gone");
   kprof::worker::v1::WorkerResponse response;

@@ -70,6 +70,8 @@ class WorkerProcess {
   // worker sent once (WorkerResponse.host_environment) is added to each.
   absl::Status Send(const kprof::worker::v1::WorkerRequest& request,
                     absl::Span<const int> module_fds = {});
+  // Several jobs at once, in order, with one system call where their descriptors fit one.
+  absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> requests);
   absl::StatusOr<kprof::worker::v1::WorkerResponse> Receive();
   bool HasAnswer() const { return channel_.HasFrame(); }
   int fd() const { return socket_; }

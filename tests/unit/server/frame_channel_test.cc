@@ -86,5 +86,56 @@ TEST_F(FrameChannelTest, MoreDescriptorsThanAFrameCarriesAreRefused) {
   EXPECT_NE(s.message().find("limit 253"), std::string::npos) << s;
 }
 
+// Several frames written at once, with more descriptors together than one message carries:
+// each frame is read with its own, in order.
+TEST_F(FrameChannelTest, FramesWrittenTogetherKeepTheirOwnDescriptors) {
+  FrameChannel front(pair_[0], 1 << 20), worker(pair_[1], 1 << 20);
+  int pipes[4][2];
+  for (auto& p : pipes) ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  // Frame i carries 100 descriptors of pipe i (none for frame 3): 300 in all, over kMaxFds.
+  std::vector<std::vector<int>> fds(4);
+  std::vector<kprof::worker::v1::WorkerRequest> requests(4);
+  std::vector<FrameChannel::Outgoing> frames;
+  for (int i = 0; i < 4; ++i) {
+    requests[i].set_job_id(static_cast<uint64_t>(i) + 1);
+    if (i < 3) fds[i].assign(100, pipes[i][1]);
+    frames.push_back({&requests[i], fds[i]});
+  }
+  ASSERT_TRUE(front.WriteMany(frames).ok());
+  for (int i = 0; i < 4; ++i) {
+    kprof::worker::v1::WorkerRequest received;
+    std::vector<int> got;
+    ASSERT_TRUE(worker.Read(&received, &got).ok()) << i;
+    EXPECT_EQ(received.job_id(), static_cast<uint64_t>(i) + 1);
+    ASSERT_EQ(got.size(), i < 3 ? 100u : 0u) << i;
+    for (int fd : got) {
+      // Each a descriptor of frame i's pipe: a byte written to it comes out of that pipe.
+      ASSERT_EQ(write(fd, "x", 1), 1);
+      char byte = 0;
+      ASSERT_EQ(read(pipes[i][0], &byte, 1), 1) << "frame " << i;
+      close(fd);
+    }
+  }
+  for (auto& p : pipes) {
+    close(p[0]);
+    close(p[1]);
+  }
+}
+
+// A frame of the set that cannot be sent fails the set before any is.
+TEST_F(FrameChannelTest, ASetWithAFrameOverTheLimitIsNotSentAtAll) {
+  FrameChannel front(pair_[0], 64), worker(pair_[1], 1 << 20);
+  kprof::worker::v1::WorkerRequest small, large;
+  small.set_job_id(1);
+  large.set_job_id(2);
+  large.add_modules()->set_path(std::string(100, 'p'));
+  const FrameChannel::Outgoing frames[] = {{&small, {}}, {&large, {}}};
+  EXPECT_EQ(front.WriteMany(frames).code(), absl::StatusCode::kResourceExhausted);
+  kprof::worker::v1::WorkerRequest received;
+  absl::Status status;
+  EXPECT_FALSE(worker.TryRead(&received, nullptr, &status));
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 }  // namespace
 }  // namespace kprof::server
