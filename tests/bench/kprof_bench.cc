@@ -20,7 +20,8 @@
 //
 // It prints a table and, with --markdown FILE, writes it with the machine and the command;
 // --only footprint runs section 6 alone, --only batch the batch rows, and --only batch-cpu times
-// 2000-job nop batches over and over with the CPU each process spends per job (for profiling).
+// 2000-job nop batches over and over with the CPU each process spends per job, --only unary-cpu
+// the same for unary TimeEvaluate(nop) calls and health checks (for profiling).
 // It fails nothing: a missed goal is reported as such.
 #include <arpa/inet.h>
 #include <benchmark/benchmark.h>
@@ -242,6 +243,46 @@ void Accuracy(kprof::client::Client& client) {
 
 // --- 2. overhead ----------------------------------------------------------------------------
 
+// A 1 KiB message to another process and back over a socketpair, `kRounds` single round trips
+// (seconds each): the floor of a front-to-worker round trip.
+std::vector<double> ProcessPingPongs(int kRounds) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) Fail("socketpair");
+  const pid_t echo = fork();
+  if (echo == 0) {
+    close(fds[0]);
+    char buffer[1024];
+    while (true) {
+      size_t got = 0;
+      while (got < sizeof buffer) {
+        const ssize_t n = read(fds[1], buffer + got, sizeof buffer - got);
+        if (n <= 0) _exit(0);
+        got += static_cast<size_t>(n);
+      }
+      if (write(fds[1], buffer, sizeof buffer) != sizeof buffer) _exit(0);
+    }
+  }
+  close(fds[1]);
+  char buffer[1024] = {0};
+  std::vector<double> rounds;
+  for (int i = 0; i < kRounds; ++i) {
+    const auto start = Clock::now();
+    if (write(fds[0], buffer, sizeof buffer) != sizeof buffer) Fail("ping");
+    size_t got = 0;
+    while (got < sizeof buffer) {
+      const ssize_t n = read(fds[0], buffer + got, sizeof buffer - got);
+      if (n <= 0) Fail("pong");
+      got += static_cast<size_t>(n);
+    }
+    rounds.push_back(Seconds(Clock::now() - start));
+  }
+  close(fds[0]);
+  waitpid(echo, nullptr, 0);
+  return rounds;
+}
+
+double ProcessPingPong() { return Percentile(ProcessPingPongs(5000), 50); }
+
 void Overhead(const std::string& target, const std::string& label) {
   RawCaller caller(target);
   kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
@@ -249,21 +290,28 @@ void Overhead(const std::string& target, const std::string& label) {
   request.set_repeat(1);
   const std::string job = request.SerializeAsString();
   // Interleaved in blocks, so both see the same noise.
-  std::vector<double> health, time;
+  std::vector<double> health, time, ping;
   for (int warm = 0; warm < 50; ++warm) caller.Call(kTimeEvaluate, job);
   for (int block = 0; block < 20; ++block) {
     const auto h = TimeCalls(100, [&] { caller.Call(kHealthCheck, ""); });
     const auto t = TimeCalls(100, [&] {
       if (!caller.Call(kTimeEvaluate, job)) Fail("TimeEvaluate of nop failed");
     });
+    const auto p = ProcessPingPongs(100);
     health.insert(health.end(), h.begin(), h.end());
     time.insert(time.end(), t.begin(), t.end());
+    ping.insert(ping.end(), p.begin(), p.end());
   }
   const double p50 = Percentile(time, 50) / Percentile(health, 50);
   Add("overhead", "TimeEvaluate(nop) p50, " + label, Us(Percentile(time, 50)),
       "health Check " + Us(Percentile(health, 50)), p50, "<= 1.3: " + Met(p50 <= 1.3));
   Add("overhead", "TimeEvaluate(nop) p99, " + label, Us(Percentile(time, 99)),
       "health Check " + Us(Percentile(health, 99)), Percentile(time, 99) / Percentile(health, 99));
+  // What no job run in another process can beat: the health check's own round trip plus one
+  // to a second process and back, with nothing measured.
+  const double floor = Percentile(health, 50) + Percentile(ping, 50);
+  Add("overhead", "  floor: health Check + two-process ping-pong, " + label, Us(floor),
+      "health Check " + Us(Percentile(health, 50)), floor / Percentile(health, 50));
 }
 
 // --- streams to a server that only reads them -----------------------------------------------
@@ -723,45 +771,6 @@ double BatchSecondsPerCandidate(const std::string& target, const std::string& ba
   return seconds / count;
 }
 
-// A 1 KiB message to another process and back over a socketpair, p50 of single round trips:
-// the floor of a front-to-worker round trip.
-double ProcessPingPong() {
-  int fds[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds) != 0) Fail("socketpair");
-  constexpr int kRounds = 5000;
-  const pid_t echo = fork();
-  if (echo == 0) {
-    close(fds[0]);
-    char buffer[1024];
-    while (true) {
-      size_t got = 0;
-      while (got < sizeof buffer) {
-        const ssize_t n = read(fds[1], buffer + got, sizeof buffer - got);
-        if (n <= 0) _exit(0);
-        got += static_cast<size_t>(n);
-      }
-      if (write(fds[1], buffer, sizeof buffer) != sizeof buffer) _exit(0);
-    }
-  }
-  close(fds[1]);
-  char buffer[1024] = {0};
-  std::vector<double> rounds;
-  for (int i = 0; i < kRounds; ++i) {
-    const auto start = Clock::now();
-    if (write(fds[0], buffer, sizeof buffer) != sizeof buffer) Fail("ping");
-    size_t got = 0;
-    while (got < sizeof buffer) {
-      const ssize_t n = read(fds[0], buffer + got, sizeof buffer - got);
-      if (n <= 0) Fail("pong");
-      got += static_cast<size_t>(n);
-    }
-    rounds.push_back(Seconds(Clock::now() - start));
-  }
-  close(fds[0]);
-  waitpid(echo, nullptr, 0);
-  return Percentile(rounds, 50);
-}
-
 // CPU seconds (user + system) `pid` has spent, its threads included.
 double CpuSeconds(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
@@ -796,6 +805,37 @@ void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client) {
         wall * 1e6, (CpuSeconds(getpid()) - client0) * 1e6 / kJobs,
         (CpuSeconds(daemon.pid()) - daemon0) * 1e6 / kJobs,
         (workers_cpu() - workers0) * 1e6 / kJobs);
+  }
+}
+
+// Rounds of unary calls (TimeEvaluate of nop, then health checks) with the CPU each process
+// spent per call.
+void UnaryCpu(kprof::testing::Daemon& daemon) {
+  constexpr int kCalls = 3000;
+  RawCaller caller(daemon.target());
+  kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
+  request.set_number(1);
+  request.set_repeat(1);
+  const std::string job = request.SerializeAsString();
+  for (int warm = 0; warm < 100; ++warm) caller.Call(kTimeEvaluate, job);
+  for (int round = 0; round < 6; ++round) {
+    const bool time = round % 2 == 0;
+    const auto children = kprof::testing::ChildProcesses(daemon.pid());
+    const auto workers_cpu = [&] {
+      double sum = 0;
+      for (const pid_t child : children) sum += CpuSeconds(child);
+      return sum;
+    };
+    const double client0 = CpuSeconds(getpid()), daemon0 = CpuSeconds(daemon.pid());
+    const double workers0 = workers_cpu();
+    const auto calls = TimeCalls(kCalls, [&] {
+      if (!caller.Call(time ? kTimeEvaluate : kHealthCheck, time ? job : "")) Fail("call failed");
+    });
+    std::printf("per %-12s p50 %6.1f us  cpu: client %6.1f us  daemon %6.1f us  workers %6.1f us\n",
+                time ? "TimeEvaluate" : "health Check", Percentile(calls, 50) * 1e6,
+                (CpuSeconds(getpid()) - client0) * 1e6 / kCalls,
+                (CpuSeconds(daemon.pid()) - daemon0) * 1e6 / kCalls,
+                (workers_cpu() - workers0) * 1e6 / kCalls);
   }
 }
 
@@ -969,8 +1009,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
   }
-  if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu") {
-    Fail("--only takes 'footprint', 'batch' or 'batch-cpu'");
+  if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
+      only != "unary-cpu") {
+    Fail("--only takes 'footprint', 'batch', 'batch-cpu' or 'unary-cpu'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -989,12 +1030,16 @@ int main(int argc, char** argv) {
     Isolation();
     return 0;
   }
-  if (only == "batch" || only == "batch-cpu") {
+  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
     if (only == "batch-cpu") {
       BatchCpu(daemon, *client);
+      return 0;
+    }
+    if (only == "unary-cpu") {
+      UnaryCpu(daemon);
       return 0;
     }
     Batches(daemon.target(), *client, base,
