@@ -12,10 +12,12 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "core/log.h"
 #include "core/modules/elf_inspector.h"
 #include "core/modules/module_format.h"
@@ -168,7 +170,13 @@ absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
   return registry;
 }
 
-ModuleRegistry::~ModuleRegistry() { close(lock_fd_); }  // releases the lock
+ModuleRegistry::~ModuleRegistry() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (journal_fd_ >= 0) close(journal_fd_);
+  }
+  close(lock_fd_);  // releases the lock
+}
 
 absl::Status ModuleRegistry::Rescan() {
   const std::string dir = ModulesDir();
@@ -189,23 +197,36 @@ absl::Status ModuleRegistry::Rescan() {
   std::sort(found.begin(), found.end());  // oldest first: least recently used first
   RemoveOldViews(options_.cache_dir + "/views");
 
+  // The journal's last line for each module. A line cut short by a crash does not parse and
+  // is passed over.
+  std::map<std::string, nlohmann::json> recorded;
+  if (absl::StatusOr<std::string> journal = core::ReadFile(JournalPath()); journal.ok()) {
+    for (absl::string_view line : absl::StrSplit(*journal, '\n', absl::SkipEmpty())) {
+      nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (record.is_object() && record.value("id", nlohmann::json()).is_string()) {
+        const std::string id = record["id"].get<std::string>();
+        recorded[id] = std::move(record);
+      }
+    }
+  }
+
   absl::MutexLock lock(&mutex_);
   for (const auto& [mtime, id] : found) {
     const std::string path = dir + "/" + id;
     absl::StatusOr<std::string> bytes = core::ReadFile(path, "module");
+    // The journal's line; a cache from before kept name and format in a .meta file beside the
+    // module, and before that the holders in a .holders file: both moved into the journal.
     nlohmann::json meta;
-    if (absl::StatusOr<std::string> text = core::ReadFile(path + ".meta"); text.ok()) {
+    if (const auto it = recorded.find(id); it != recorded.end()) {
+      meta = std::move(it->second);
+    } else if (absl::StatusOr<std::string> text = core::ReadFile(path + ".meta"); text.ok()) {
       meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     }
-    // Holders are in the .meta; a cache from before kept them in a .holders file of their own,
-    // moved into the .meta below.
     nlohmann::json holders;
-    bool legacy_holders = false;
     if (meta.is_object() && meta.contains("holders")) {
       holders = meta["holders"];
     } else if (absl::StatusOr<std::string> text = core::ReadFile(path + ".holders"); text.ok()) {
       holders = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-      legacy_holders = true;
     }
     const std::string format =
         meta.is_object() && meta.value("format", nlohmann::json()).is_string()
@@ -249,11 +270,20 @@ absl::Status ModuleRegistry::Rescan() {
     entry.last_used = ++clock_;
     entry.generation = ++generations_;
     total_bytes_ += entry.module.size_bytes;
-    if (legacy_holders) {
-      SaveHolders(entry);
-      unlink((path + ".holders").c_str());
-    }
     entries_.emplace(id, std::move(entry));
+  }
+  // The journal written anew, holding each module once; the files of older caches go once it
+  // holds what they said.
+  if (absl::Status compacted = CompactJournal(); compacted.ok()) {
+    for (const auto& [id, entry] : entries_) {
+      unlink((entry.module.path + ".meta").c_str());
+      unlink((entry.module.path + ".holders").c_str());
+    }
+  } else {
+    core::Log(core::LogSeverity::kWarning,
+              absl::StrCat(compacted.message(),
+                           "; names and holders of modules uploaded from now "
+                           "on will not be known after a restart"));
   }
   if (!entries_.empty()) {
     core::Log(core::LogSeverity::kInfo,
@@ -359,38 +389,21 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
 
   const std::string path = ModulesDir() + "/" + actual_sha256;
   const std::string temp = upload.path_;
-  // Name, format and holders in one file beside the bytes: an upload makes two files, not three
-  // (each new file costs the filesystem an inode to find, the dearest step of a small upload).
-  absl::StatusOr<std::string> meta_temp =
-      WriteTemporary(ModulesDir(), MetaText(name, info.format, {client}));
-  const auto discard = [&] {  // the upload's own file goes with it
-    if (meta_temp.ok()) unlink(meta_temp->c_str());
-  };
   absl::MutexLock lock(&mutex_);
   if (auto it = entries_.find(actual_sha256); it != entries_.end()) {  // a racing upload won
-    discard();
     return held(it->second);
   }
-  if (absl::Status room = MakeRoom(size, client); !room.ok()) {
-    discard();
-    return room;
-  }
+  KPROF_RETURN_IF_ERROR(MakeRoom(size, client));
   upload.path_.clear();  // Commit renames it or removes it
-  if (absl::Status committed = Commit(temp, path); !committed.ok()) {
-    if (meta_temp.ok()) unlink(meta_temp->c_str());
-    return committed;
-  }
-  if (!meta_temp.ok() || !Commit(*meta_temp, path + ".meta").ok()) {
-    core::Log(core::LogSeverity::kWarning,
-              absl::StrCat("module ", actual_sha256, " stored without its name"));
-  }
+  KPROF_RETURN_IF_ERROR(Commit(temp, path));
   Entry entry;
   entry.module = {actual_sha256, name, info.format, size, std::move(info.functions), path};
   if (struct stat st{}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
   entry.last_used = ++clock_;
   entry.generation = ++generations_;
   total_bytes_ += size;
-  entry.holders.insert(client);  // recorded in the .meta above
+  entry.holders.insert(client);
+  Record(entry);
   StoredModule stored = entry.module;
   entries_.emplace(actual_sha256, std::move(entry));
   return StoreResult{std::move(stored), false};
@@ -424,7 +437,7 @@ absl::Status ModuleRegistry::Upload::Append(std::string_view chunk) {
 
 void ModuleRegistry::Hold(Entry& entry, const std::string& client) {
   if (!entry.holders.insert(client).second) return;
-  SaveHolders(entry);
+  Record(entry);
 }
 
 ModuleRegistry::FileIdentity ModuleRegistry::IdentityOf(const struct stat& st) {
@@ -443,23 +456,52 @@ void ModuleRegistry::DropDamaged(std::map<std::string, Entry>::iterator it) {
   Remove(it);
 }
 
-std::string ModuleRegistry::MetaText(const std::string& name, const std::string& format,
-                                     const std::set<std::string>& holders) {
+std::string ModuleRegistry::RecordText(const Entry& entry) {
   // Holders in hex: a certificate's subject need not be UTF-8, which JSON strings must be.
   nlohmann::json hex = nlohmann::json::array();
-  for (const std::string& holder : holders) hex.push_back(core::ToHex(holder));
-  const nlohmann::json meta = {{"name", name}, {"format", format}, {"holders", hex}};
-  return meta.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  for (const std::string& holder : entry.holders) hex.push_back(core::ToHex(holder));
+  const nlohmann::json record = {{"id", entry.module.id},
+                                 {"name", entry.module.name},
+                                 {"format", entry.module.format},
+                                 {"holders", hex}};
+  return record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-void ModuleRegistry::SaveHolders(const Entry& entry) {
-  absl::StatusOr<std::string> temp =
-      WriteTemporary(ModulesDir(), MetaText(entry.module.name, entry.module.format, entry.holders));
-  if (!temp.ok() || !Commit(*temp, entry.module.path + ".meta").ok()) {
+void ModuleRegistry::Record(const Entry& entry) {
+  const std::string line = RecordText(entry) + "\n";
+  // One write with O_APPEND: a crash leaves at most this line cut short.
+  if (journal_fd_ < 0 ||
+      write(journal_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     core::Log(core::LogSeverity::kWarning,
-              absl::StrCat("module ", entry.module.id,
-                           ": its holders are not recorded, and will not be after a restart"));
+              absl::StrCat("module ", entry.module.id, ": its name and holders are not recorded (",
+                           journal_fd_ < 0 ? "no journal" : std::strerror(errno),
+                           "), and will not be known after a restart"));
+    return;
   }
+  journal_bytes_ += line.size();
+  if (journal_bytes_ > std::max<uint64_t>(64 << 10, 4 * journal_compacted_bytes_)) {
+    if (absl::Status compacted = CompactJournal(); !compacted.ok()) {
+      core::Log(core::LogSeverity::kWarning, std::string(compacted.message()));
+    }
+  }
+}
+
+absl::Status ModuleRegistry::CompactJournal() {
+  std::string text;
+  for (const auto& [id, entry] : entries_) text += RecordText(entry) + "\n";
+  KPROF_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(ModulesDir(), text));
+  if (chmod(temp.c_str(), 0640) != 0) {
+    const absl::Status status = ErrnoError("cannot make writable", temp);
+    unlink(temp.c_str());
+    return status;
+  }
+  KPROF_RETURN_IF_ERROR(Commit(temp, JournalPath()));
+  const int fd = open(JournalPath().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return ErrnoError("cannot open", JournalPath());
+  if (journal_fd_ >= 0) close(journal_fd_);
+  journal_fd_ = fd;
+  journal_bytes_ = journal_compacted_bytes_ = text.size();
+  return absl::OkStatus();
 }
 
 void ModuleRegistry::Remove(std::map<std::string, Entry>::iterator it) {
@@ -556,7 +598,7 @@ absl::Status ModuleRegistry::Unload(const std::string& client, const std::string
   Entry& entry = it->second;
   if (entry.holders.size() > 1) {  // others still hold it
     entry.holders.erase(client);
-    SaveHolders(entry);
+    Record(entry);
     return absl::OkStatus();
   }
   if (entry.pins > 0) {

@@ -161,10 +161,13 @@ class ModuleRegistry {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Adds `client` to the entry's holders, recording them on disk when that is new.
   void Hold(Entry& entry, const std::string& client) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // The .meta file's text: the module's name, format and holders.
-  static std::string MetaText(const std::string& name, const std::string& format,
-                              const std::set<std::string>& holders);
-  void SaveHolders(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The journal's line for a module: its id, name, format and holders, as JSON.
+  static std::string RecordText(const Entry& entry);
+  // Appends the entry's line to the journal (its name, format and holders after a restart).
+  void Record(const Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Writes the journal anew with one line per module held, and appends to it from then on.
+  absl::Status CompactJournal() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  std::string JournalPath() const { return ModulesDir() + "/journal"; }
   // Whether the entry's file is still the one stored (a stat; no hash).
   static bool Intact(const Entry& entry);
   // Logs and removes an entry whose file is no longer the one stored.
@@ -182,6 +185,13 @@ class ModuleRegistry {
   uint64_t total_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;  // use counter for LRU order
   uint64_t generations_ ABSL_GUARDED_BY(mutex_) = 0;
+  // modules/journal: a line per module stored and per change of its holders, the last line of
+  // an id the one that counts. One append per upload, where a file of its own per module would
+  // cost the filesystem an inode each (the dearest step of storing a small module). Written
+  // anew at each start and once it grows past four times what it holds.
+  int journal_fd_ ABSL_GUARDED_BY(mutex_) = -1;
+  uint64_t journal_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t journal_compacted_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 class ModuleRegistry::Pin {

@@ -810,7 +810,7 @@ void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client) {
 
 // Rounds of unary calls (TimeEvaluate of nop, then health checks) with the CPU each process
 // spent per call.
-void UnaryCpu(kprof::testing::Daemon& daemon) {
+void UnaryCpu(kprof::testing::Daemon& daemon, const std::string& kind) {
   constexpr int kCalls = 3000;
   RawCaller caller(daemon.target());
   kprof::v1::TimeEvaluateRequest request = TimeRequest("builtin", "nop", {});
@@ -819,7 +819,7 @@ void UnaryCpu(kprof::testing::Daemon& daemon) {
   const std::string job = request.SerializeAsString();
   for (int warm = 0; warm < 100; ++warm) caller.Call(kTimeEvaluate, job);
   for (int round = 0; round < 6; ++round) {
-    const bool time = round % 2 == 0;
+    const bool time = kind == "time" || (kind != "health" && round % 2 == 0);
     const auto children = kprof::testing::ChildProcesses(daemon.pid());
     const auto workers_cpu = [&] {
       double sum = 0;
@@ -1005,12 +1005,14 @@ void WriteMarkdown(const std::string& path, const std::string& started) {
 int main(int argc, char** argv) {
   std::string markdown;
   std::string only;
+  std::string kind;  // --only unary-cpu: "time" or "health" alone
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
     if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+    if (std::strcmp(argv[i], "--calls") == 0 && i + 1 < argc) kind = argv[++i];
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
-      only != "unary-cpu") {
+      only != "unary-cpu" && only != "upload-exp") {
     Fail("--only takes 'footprint', 'batch', 'batch-cpu' or 'unary-cpu'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
@@ -1030,7 +1032,7 @@ int main(int argc, char** argv) {
     Isolation();
     return 0;
   }
-  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu") {
+  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "upload-exp") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
@@ -1038,8 +1040,26 @@ int main(int argc, char** argv) {
       BatchCpu(daemon, *client);
       return 0;
     }
+    if (only == "upload-exp") {
+      for (int threads : {1, 2, 3, 4, 1, 2, 3, 4}) {
+        static int seed = 300000;
+        std::vector<std::string> bytes;
+        for (int i = 0; i < 200; ++i) bytes.push_back(Candidate(base, 50 * 1024, seed++));
+        std::atomic<int> next{0};
+        const auto start = Clock::now();
+        std::vector<std::thread> pool;
+        for (int t = 0; t < threads; ++t) {
+          pool.emplace_back([&] {
+            for (int i; (i = next++) < 200;) (void)client->LoadModule(bytes[i], "c.so");
+          });
+        }
+        for (auto& t : pool) t.join();
+        std::printf("%d threads: %.1f us per upload\n", threads, Seconds(Clock::now() - start) / 200 * 1e6);
+      }
+      return 0;
+    }
     if (only == "unary-cpu") {
-      UnaryCpu(daemon);
+      UnaryCpu(daemon, kind);
       return 0;
     }
     Batches(daemon.target(), *client, base,

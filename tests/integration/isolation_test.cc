@@ -636,23 +636,35 @@ TEST_F(ClientWorkersTest, AClientSeesRunsAndUnloadsOnlyTheModulesItHolds) {
   EXPECT_THAT(run(1), IsOk()) << "client 0's unload dropped only its own hold";
 
   // Holds are on disk: after a restart, client 1 still runs it and client 0 still cannot. The
-  // cache is put back as an older daemon left it, the holders in a file of their own (labels in
-  // hex), which the start moves into the .meta.
+  // cache is put back as an older daemon left it, name and format in a .meta file beside the
+  // module and the holders in a .holders file (labels in hex), which the start moves into the
+  // cache's journal.
   daemon_.Stop();
   const std::string stored = dir_.path() + "/cache/modules/" + id;
+  const std::string journal = dir_.path() + "/cache/modules/journal";
+  const auto journal_record = [&]() -> nlohmann::json {
+    nlohmann::json last;
+    std::ifstream in(journal);
+    for (std::string line; std::getline(in, line);) {
+      const nlohmann::json record = nlohmann::json::parse(line);
+      if (record["id"] == id) last = record;
+    }
+    return last;
+  };
   {
-    const nlohmann::json meta = nlohmann::json::parse(ReadFileBytes(stored + ".meta"));
-    ASSERT_TRUE(meta.contains("holders")) << meta.dump();
-    EXPECT_EQ(meta["holders"], nlohmann::json::array({"636c69656e742d31"}));  // "client-1"
-    std::ofstream(stored + ".holders") << meta["holders"].dump();
-    unlink((stored + ".meta").c_str());  // read-only
+    const nlohmann::json record = journal_record();
+    ASSERT_TRUE(record.contains("holders")) << record.dump();
+    EXPECT_EQ(record["holders"], nlohmann::json::array({"636c69656e742d31"}));  // "client-1"
+    EXPECT_EQ(record["format"], "shared-library");
+    std::ofstream(stored + ".holders") << record["holders"].dump();
     std::ofstream(stored + ".meta")
-        << nlohmann::json{{"name", meta["name"]}, {"format", meta["format"]}}.dump();
+        << nlohmann::json{{"name", record["name"]}, {"format", record["format"]}}.dump();
+    ASSERT_EQ(unlink(journal.c_str()), 0);
   }
   ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--token-file", dir_.path() + "/tokens"}));
   EXPECT_FALSE(std::ifstream(stored + ".holders").good());
-  EXPECT_EQ(nlohmann::json::parse(ReadFileBytes(stored + ".meta"))["holders"],
-            nlohmann::json::array({"636c69656e742d31"}));
+  EXPECT_FALSE(std::ifstream(stored + ".meta").good());
+  EXPECT_EQ(journal_record()["holders"], nlohmann::json::array({"636c69656e742d31"}));
   for (int i = 0; i < 2; ++i) {
     auto connected = ConnectAs(daemon_.target(), i);
     ASSERT_THAT(connected, IsOk());

@@ -3,11 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "client/kprof_client.h"
 #include "core/collectors/rapl_collector.h"
@@ -21,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "kprof/config.h"
 #include "module_files.h"
+#include "nlohmann/json.hpp"
 #include "process_info.h"
 #include "proto/wire.h"
 #include "status_matchers.h"
@@ -456,6 +460,71 @@ TEST_F(ServiceTest, ModulesSurviveARestart) {
   auto timed = client_->TimeEvaluate(
       Time(module->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"}));
   EXPECT_THAT(timed, IsOk());
+}
+
+// Names and formats are kept in the cache's journal, a line per change: a line cut short by a
+// crash is passed over and the lines before it still count; each start writes the journal anew
+// with one line per module.
+TEST_F(ServiceTest, TheCacheJournalSurvivesALineCutShortAndIsWrittenAnewAtStart) {
+  auto first = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(first, IsOk());
+  auto second = client_->LoadModule(ReadFileBytes(TestModulePath("many_exports")), "second.so");
+  ASSERT_THAT(second, IsOk());
+  ASSERT_THAT(client_->LoadModule(ReadFileBytes(TestModulePath("vector_add")), "again.so"), IsOk());
+  ASSERT_EQ(daemon_.Stop(), 0);
+  const std::string journal = cache_.path() + "/cache/modules/journal";
+  const auto lines = [&] {
+    std::vector<std::string> found;
+    std::ifstream in(journal);
+    for (std::string line; std::getline(in, line);) found.push_back(line);
+    return found;
+  };
+  EXPECT_EQ(lines().size(), 2u) << "one line per module stored (the same bytes again add none)";
+  // As a crash mid-append would leave it: a new name for the first module, cut short.
+  std::ofstream(journal, std::ios::app) << R"({"id":")" << first->id() << R"(","name":"renam)";
+  StartDaemon();
+  auto modules = client_->ListModules();
+  ASSERT_THAT(modules, IsOk());
+  std::map<std::string, std::string> names;
+  for (const v1::ModuleInfo& m : *modules) names[m.id()] = m.name();
+  EXPECT_EQ(names[first->id()], "vector_add.so");
+  EXPECT_EQ(names[second->id()], "second.so");
+  const std::vector<std::string> rewritten = lines();
+  EXPECT_EQ(rewritten.size(), 2u);
+  for (const std::string& line : rewritten) {
+    EXPECT_TRUE(nlohmann::json::accept(line)) << line;
+  }
+  EXPECT_THAT(client_->TimeEvaluate(
+                  Time(first->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"})),
+              IsOk());
+}
+
+// A daemon that stores and drops modules for a long time keeps its journal small: once it
+// grows past 64 KiB and four times what it holds, it is written anew.
+TEST_F(ServiceTest, TheCacheJournalIsWrittenAnewAsItGrows) {
+  auto kept = client_->LoadModuleFile(TestModulePath("vector_add"));
+  ASSERT_THAT(kept, IsOk());
+  const std::string bytes = ReadFileBytes(TestModulePath("many_exports"));
+  const std::string journal = cache_.path() + "/cache/modules/journal";
+  size_t largest = 0, previous = 0;
+  int rewritten = 0;
+  for (int i = 0; i < 500; ++i) {  // each a line of some 170 bytes: 85 KB in all
+    auto loaded = client_->LoadModule(bytes, absl::StrCat("cycle-", i, ".so"));
+    ASSERT_THAT(loaded, IsOk());
+    ASSERT_THAT(client_->UnloadModule(loaded->id()), IsOk());
+    const auto size = static_cast<size_t>(std::filesystem::file_size(journal));
+    rewritten += size < previous;
+    largest = std::max(largest, size);
+    previous = size;
+  }
+  EXPECT_GE(rewritten, 1);
+  EXPECT_LE(largest, 70u << 10);
+  ASSERT_EQ(daemon_.Stop(), 0);
+  StartDaemon();
+  auto modules = client_->ListModules();
+  ASSERT_THAT(modules, IsOk());
+  ASSERT_EQ(modules->size(), 2u);  // the builtins and the one kept
+  EXPECT_EQ((*modules)[1].name(), "vector_add.so");
 }
 
 TEST_F(ServiceTest, SecondDaemonOnTheSameCacheIsRefused) {
