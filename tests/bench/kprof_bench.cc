@@ -1012,7 +1012,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--calls") == 0 && i + 1 < argc) kind = argv[++i];
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
-      only != "unary-cpu" && only != "upload-exp") {
+      only != "unary-cpu") {
     Fail("--only takes 'footprint', 'batch', 'batch-cpu' or 'unary-cpu'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
@@ -1032,30 +1032,12 @@ int main(int argc, char** argv) {
     Isolation();
     return 0;
   }
-  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "upload-exp") {
+  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
     if (only == "batch-cpu") {
       BatchCpu(daemon, *client);
-      return 0;
-    }
-    if (only == "upload-exp") {
-      for (int threads : {1, 2, 3, 4, 1, 2, 3, 4}) {
-        static int seed = 300000;
-        std::vector<std::string> bytes;
-        for (int i = 0; i < 200; ++i) bytes.push_back(Candidate(base, 50 * 1024, seed++));
-        std::atomic<int> next{0};
-        const auto start = Clock::now();
-        std::vector<std::thread> pool;
-        for (int t = 0; t < threads; ++t) {
-          pool.emplace_back([&] {
-            for (int i; (i = next++) < 200;) (void)client->LoadModule(bytes[i], "c.so");
-          });
-        }
-        for (auto& t : pool) t.join();
-        std::printf("%d threads: %.1f us per upload\n", threads, Seconds(Clock::now() - start) / 200 * 1e6);
-      }
       return 0;
     }
     if (only == "unary-cpu") {
