@@ -3,8 +3,10 @@
 #include <netdb.h>
 #include <sys/socket.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -18,6 +20,10 @@
 
 namespace kprof::client {
 namespace {
+
+// Uploads a farm starts ahead of the jobs that need them, beside the one a job waits for: on
+// two CPUs three at once stored 50 KB modules 1.4 to 1.6 times as fast as one.
+constexpr size_t kUploadsAhead = 2;
 
 using kprof::v1::BatchJob;
 using kprof::v1::BatchUpdate;
@@ -240,6 +246,71 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     unreachable.push_back(absl::StrCat(d.address, ": ", why));
   };
 
+  // Uploads started ahead of their jobs' placement, by daemon and module: while one module
+  // uploads (most of it waiting on the daemon's store), the next ones do too, and the jobs
+  // placed before them are measured meanwhile.
+  std::map<std::pair<size_t, std::string>, std::future<absl::Status>> uploading;
+  // The daemon a job would go to were it placed now (the least loaded live one with its
+  // device, room or not), or daemons.size().
+  const auto likely_daemon = [&](const BatchJob& job) {
+    const std::string device = DeviceOf(job);
+    size_t best = daemons.size();
+    for (size_t i = 0; i < daemons.size(); ++i) {
+      const Daemon& d = daemons[i];
+      if (!d.alive || d.draining || d.devices.count(device) == 0) continue;
+      if (best == daemons.size() || d.holding.size() < daemons[best].holding.size()) best = i;
+    }
+    return best;
+  };
+  // Starts the uploads the next pending jobs will need, up to kUploadsAhead at once.
+  const auto upload_ahead = [&] {
+    for (const size_t j : pending) {
+      if (uploading.size() >= kUploadsAhead) return;
+      const std::string& module = CallOf(jobs[j]).module_id();
+      const auto m = modules_.find(module);
+      const size_t i = likely_daemon(jobs[j]);
+      if (m == modules_.end() || i == daemons.size() || daemons[i].uploaded.count(module) > 0 ||
+          daemons[i].refused.count(module) > 0 || uploading.count({i, module}) > 0) {
+        continue;
+      }
+      Client* client = daemons[i].client;
+      const Module* bytes = &m->second;
+      uploading.emplace(
+          std::make_pair(i, module), std::async(std::launch::async, [client, bytes] {
+            return client->LoadModule(bytes->bytes, bytes->name, bytes->format).status();
+          }));
+    }
+  };
+  // The upload of `module` to daemon `i`: the one started ahead (waited for), or one now.
+  const auto upload = [&](size_t i, const std::string& module) -> absl::Status {
+    if (const auto it = uploading.find({i, module}); it != uploading.end()) {
+      absl::Status status = it->second.get();
+      uploading.erase(it);
+      return status;
+    }
+    const Module& m = modules_.at(module);
+    return daemons[i].client->LoadModule(m.bytes, m.name, m.format).status();
+  };
+  // Uploads ahead that ended, taken in: a module a daemon now holds is not sent again, one it
+  // refused is refused for each of its jobs there (one lost to a daemon's failure is tried again
+  // when a job needs it).
+  const auto finished_uploads = [&] {
+    for (auto it = uploading.begin(); it != uploading.end();) {
+      if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+        ++it;
+        continue;
+      }
+      const absl::Status status = it->second.get();
+      Daemon& d = daemons[it->first.first];
+      if (status.ok()) {
+        d.uploaded.insert(it->first.second);
+      } else if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) {
+        d.refused.emplace(it->first.second, status);
+      }
+      it = uploading.erase(it);
+    }
+  };
+
   // The jobs placed and not sent yet, by daemon: each daemon's go in one message.
   std::map<size_t, kprof::v1::BatchRequest> outgoing;
   const auto flush = [&] {
@@ -252,6 +323,7 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     }
   };
   while (finished.size() < unique) {
+    finished_uploads();
     // Hand out what fits, each job to a live daemon with its device.
     std::deque<size_t> unplaced;
     while (!pending.empty()) {
@@ -297,10 +369,13 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
         }
         // A module the daemon refused is not sent again for each of its jobs.
         const auto refused = d.refused.find(module);
-        const absl::Status loaded =
-            refused != d.refused.end()
-                ? refused->second
-                : d.client->LoadModule(m->second.bytes, m->second.name, m->second.format).status();
+        absl::Status loaded;
+        if (refused != d.refused.end()) {
+          loaded = refused->second;
+        } else {
+          upload_ahead();
+          loaded = upload(best, module);
+        }
         if (!loaded.ok()) {
           if (absl::IsUnavailable(loaded) || absl::IsDeadlineExceeded(loaded)) {
             pending.push_front(j);

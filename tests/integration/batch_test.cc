@@ -541,6 +541,54 @@ TEST(FarmTest, ADaemonStoppingMidBatchHandsItsJobsOn) {
 }
 
 // A module a daemon refuses fails each of its jobs with the daemon's reason; the others run.
+// Candidates of one entry point, each its own module, which the farm uploads ahead of their
+// jobs, several at once: each job measures its own candidate (candidate_K sleeps 2K ms), and
+// the daemon holds each module once.
+TEST(FarmTest, ModulesUploadedAheadEachMeasureTheirOwnCandidate) {
+  TempDir dir;
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
+  auto farm = client::Farm::Connect(daemon.target());
+  ASSERT_THAT(farm, IsOk());
+  std::vector<v1::BatchJob> jobs;
+  for (int k = 1; k <= 6; ++k) {
+    const std::string id = (*farm)->AddModule(
+        ::kprof::testing::ReadFileBytes(TestModulePath(absl::StrCat("candidate_", k))),
+        absl::StrCat("candidate_", k, ".so"), "auto");
+    for (int again = 0; again < 2; ++again) {  // a second job of the same module: no upload
+      v1::BatchJob job;
+      job.set_id(absl::StrCat("k", k, "-", again));
+      job.mutable_time_evaluate()->mutable_call()->set_module_id(id);
+      job.mutable_time_evaluate()->mutable_call()->set_function("gemm");
+      job.mutable_time_evaluate()->set_number(1);
+      job.mutable_time_evaluate()->set_repeat(1);
+      jobs.push_back(job);
+    }
+  }
+  std::map<std::string, v1::BatchUpdate> finals;
+  ASSERT_THAT((*farm)->MeasureBatch(jobs,
+                                    [&](const v1::BatchUpdate& u) {
+                                      if (u.state() == v1::BatchUpdate::DONE ||
+                                          u.state() == v1::BatchUpdate::FAILED) {
+                                        finals[u.id()] = u;
+                                      }
+                                    }),
+              IsOk());
+  ASSERT_EQ(finals.size(), jobs.size());
+  for (int k = 1; k <= 6; ++k) {
+    for (int again = 0; again < 2; ++again) {
+      const v1::BatchUpdate& u = finals.at(absl::StrCat("k", k, "-", again));
+      ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << u.id() << ": " << u.message();
+      EXPECT_NEAR(u.time_evaluate().statistics().median(), 2e-3 * k, 0.4e-3 * k) << u.id();
+    }
+  }
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  auto modules = (*client)->ListModules();
+  ASSERT_THAT(modules, IsOk());
+  EXPECT_EQ(modules->size(), 7u);  // the builtins and the six candidates
+}
+
 TEST(FarmTest, ARefusedModuleFailsEachOfItsJobsWithTheReason) {
   TempDir dir;
   Daemon daemon;
