@@ -16,6 +16,7 @@ import queue
 import socket
 import threading
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
@@ -23,6 +24,9 @@ from kprof.client import (_MAX_RESENDS, _MODULE_ID, UPDATES_PER_MESSAGE, BatchRe
                           KprofError, _batch_job, _batch_result, _module_bytes,
                           _unknown_module, _updates, default_target, default_token)
 from kprof.v1 import kprof_pb2
+
+# Uploads a farm starts ahead of the jobs that need them, beside the one a job waits for.
+_UPLOADS_AHEAD = 2
 
 
 def _split_host_port(address):
@@ -250,6 +254,56 @@ class Farm:
             daemon.holding.clear()
             unreachable.append(f"{daemon.address}: {why}")
 
+        # Uploads started ahead of their jobs' placement, by (daemon index, module): while one
+        # module uploads, the next ones do too (on two CPUs three at once stored small modules
+        # about 1.5 times as fast as one).
+        uploads = {}
+        uploaders = ThreadPoolExecutor(max_workers=_UPLOADS_AHEAD + 1,
+                                       thread_name_prefix="kprof-upload")
+
+        def likely_daemon(job):
+            """The daemon a job would go to were it placed now, room or not (None: none)."""
+            device = _device_spec(job.time_evaluate.device)
+            able = [d for d in daemons if d.alive and not d.draining and device in d.devices]
+            return min(able, key=lambda d: len(d.holding)) if able else None
+
+        def upload_ahead():
+            """Starts the uploads the next pending jobs need, up to _UPLOADS_AHEAD at once."""
+            for j in pending:
+                if len(uploads) >= _UPLOADS_AHEAD:
+                    return
+                module = prepared[j].time_evaluate.call.module_id
+                daemon = likely_daemon(prepared[j])
+                if module not in self._modules or daemon is None:
+                    continue
+                key = (daemons.index(daemon), module)
+                if module in daemon.uploaded or module in daemon.refused or key in uploads:
+                    continue
+                data, name = self._modules[module]
+                uploads[key] = uploaders.submit(daemon.client.load_module, data, name=name)
+
+        def upload(daemon, module, data, name):
+            """The upload of `module` to `daemon`: the one started ahead, or one now."""
+            future = uploads.pop((daemons.index(daemon), module), None)
+            if future is None:
+                daemon.client.load_module(data, name=name)
+            else:
+                future.result()  # its KprofError, if it failed
+
+        def finished_uploads():
+            """Takes in the uploads ahead that ended: a module a daemon now holds is not sent
+            again, one it refused is refused for each of its jobs there."""
+            for key, future in list(uploads.items()):
+                if not future.done():
+                    continue
+                del uploads[key]
+                daemon, error = daemons[key[0]], future.exception()
+                if error is None:
+                    daemon.uploaded.add(key[1])
+                elif isinstance(error, KprofError) and error.code not in (
+                        grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+                    daemon.refused[key[1]] = error
+
         def place(j):
             """Sends job j to the least loaded live daemon with its device; False when every
             such daemon is full."""
@@ -274,7 +328,8 @@ class Farm:
                 try:
                     if refused is not None:
                         raise refused
-                    daemon.client.load_module(data, name=name)
+                    upload_ahead()
+                    upload(daemon, module, data, name)
                 except KprofError as error:
                     if error.code in (grpc.StatusCode.UNAVAILABLE,
                                       grpc.StatusCode.DEADLINE_EXCEEDED):
@@ -297,6 +352,7 @@ class Farm:
         reuploads = {}  # job -> times sent again after its daemon lost its module
         try:
             while True:
+                finished_uploads()
                 unplaced = deque()
                 while pending:
                     j = pending.popleft()
@@ -343,11 +399,14 @@ class Farm:
                         continue
                 deliver(_batch_result(update))
         finally:
+            for future in uploads.values():
+                future.cancel()  # not begun: not wanted
             for daemon in daemons:
                 if daemon.stream is not None and (not daemon.alive or len(finished) <
                                                   len(prepared)):
                     daemon.stream.cancel()  # abandoned early: nothing more is wanted
-                daemon.close()
+                daemon.close()  # an upload still under way fails with its channel
+            uploaders.shutdown(wait=True)
             for daemon in daemons:
                 if daemon.reader is not None:
                     daemon.reader.join(timeout=10)

@@ -274,6 +274,31 @@ def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons)
     assert all(jobs_completed(t) > 0 for t in targets), "every daemon ran jobs"
 
 
+def test_a_farm_uploads_candidates_ahead_and_each_job_runs_its_own(daemon):
+    """Candidates of one entry point, each its own module, uploaded ahead of their jobs several
+    at once: each job runs its own candidate (its `candidate` returns K, which fails the job
+    saying so; its `gemm` sleeps 2K ms), a refused module fails each of its jobs with the
+    daemon's reason, and the others run."""
+    jobs = []
+    for k in range(1, 7):
+        path = os.path.join(MODULES, f"candidate_{k}.so")
+        jobs.append({"id": f"gemm{k}", "module": path, "function": "gemm", "number": 1,
+                     "repeat": 1})
+        jobs.append({"id": f"which{k}", "module": path, "function": "candidate"})
+    jobs.insert(3, {"id": "junk", "module": b"not an ELF file at all", "function": "gemm"})
+    with kprof.Farm(daemon) as farm:
+        results = {r.id: r for r in farm.batch(jobs)}
+    assert sorted(results) == sorted(j["id"] for j in jobs)
+    assert not results["junk"].ok and results["junk"].code.name == "INVALID_ARGUMENT"
+    for k in range(1, 7):
+        which = results[f"which{k}"]
+        assert not which.ok and f"returned {k}" in which.message, (k, which.message)
+        gemm = results[f"gemm{k}"]
+        assert gemm.ok, gemm.message
+        # A sleep never ends early; on a busy host it may end late.
+        assert 2e-3 * k * 0.99 <= gemm.result.median < 2e-3 * k * 1.5 + 2e-3, gemm.result
+
+
 def run_within(seconds, work):
     """work() in a thread, failing the test if it takes longer than `seconds` (a batch that
     waits forever must fail, not hang the suite)."""
