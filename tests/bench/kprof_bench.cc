@@ -915,29 +915,36 @@ constexpr char kFindings[] = R"md(
 | The worker opened /proc/loadavg three times and /proc/self/stat once per job, and asked fcntl three times of its standard streams | strace -c of a worker: 23 calls per nop job, the path walks under openat the most costly | worker CPU per nop job 123 us | 51 us: kept descriptors read with pread (the stat one checked by its inode first), one poll for the three streams |
 | ... and then the kernel's formatting of those files | perf record --call-graph dwarf of a worker: pread of /proc/self/stat (do_task_stat) and /proc/loadavg a quarter of a nop job | Disturbance 18% and pread 24% of the worker | 6% and 6%: threads counted by one fstat of /proc/self/task (a link per thread), the load sampled with sysinfo(2), /proc/loadavg read once and split by hand |
 | A second upload of 64 MiB the client had not sent before copied the bytes after hashing them | the upload rows: 2.05 x one SHA-256 pass | 87 ms | the copy kept for uploading again is made on a second thread while the first hashes |
+| Every answer of a worker carried the whole environment manifest, built, serialised, parsed by the front and serialised again per job | perf record of a 2000-job nop batch (`kprof_bench --only batch-cpu`): protobuf map building and hashing about 38% of the worker | worker CPU per nop job in a batch 37 us | 29 us: the host's part goes to the front once per worker, which adds it, serialised, to each result |
+| The executor handed a pipelined worker one job per answer, a frame write each | perf trace -s of the daemon: 1.3 sendmsg per job | daemon CPU per nop job in a batch 47 us | 43 us: the pipeline is filled again once half empty, its jobs in one write |
+| Each stored module made a second file beside it for its name and holders | strace -T of the store: on this VM's ext4 the open that makes a file, 0.1 to 0.8 ms, was the dearest step of an upload | per candidate in a batch 4.3-4.7 ms (the filesystem after many runs) | 2.8-3.3 ms, the two interleaved: one journal line per module instead |
+| Farms uploaded one module at a time | 200 uploads of 50 KB from one thread and from three | 783 us per upload | 476-588 us with three at once: the next jobs' modules upload while one job's does |
 
 ## Goals still missed, and why
 
-- **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): the TimeEvaluate
-  crosses two process boundaries the health check does not — front to worker and back, each a
-  wake-up of a sleeping process — and the worker measures, samples the host twice and checks
-  itself (its threads, streams, socket and scratch directory) before it answers, about 50 us of
-  its CPU for a `nop` here. On this 2-vCPU VM, with client, gRPC threads, the executor and the
-  worker competing for two CPUs, those wake-ups dominate. Running jobs in the front process
-  would remove them, and with them the isolation that lets a crashing kernel take down only its
-  worker; kprofd keeps the isolation. The checks stay before the answer so that a job that
-  disturbs its worker is the one told.
-- **batch** (goal 0.15 of a health Check per job): pipelining took the 2000-job batch from 8.3
-  to 1.4 context switches and from 242 to about 73 us of daemon CPU per job; with about 50 us
-  in the worker and the client's own share, on two CPUs, a job still costs 55-110 us. What
-  is left per job: the worker's manifest (built and sent whole with every answer), a copy of
-  every result into its update, and an executor wake-up per answer when the worker is not
-  ahead.
-- **per candidate in a batch** (goal 3): the upload is a client stream plus the store (three
-  files made and renamed per module), about 0.9 ms over a raw stream of the same bytes, and
-  the farm uploads each module before it places the job.
-- **front to worker and back** (goal 1.5 of a two-process ping-pong): the same worker work as
-  the overhead row, against a reference that does none.
+- **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): below what running the
+  job in another process costs here. The floor row is the health check plus one two-process
+  ping-pong, with nothing measured: 1.25-1.28 of a health check unpinned, which leaves the
+  goal 2-5% for everything else a job does. On one core, where a wake-up costs no
+  inter-processor interrupt, the floor is 1.08 and the job 1.77-1.82; `kprof_bench --only
+  unary-cpu` puts the difference in CPU per call: the client's the same (about 100 us), the
+  daemon's 220 us against 123 us for a health check (the executor's wake-ups and the worker's
+  socket), and the worker's 63 us, of which the job itself is the 27 us it costs in a batch and
+  the rest is being switched to and from. Running jobs in the front process would remove the
+  crossing, and with it the isolation that lets a crashing kernel take down only its worker;
+  kprofd keeps the isolation. The checks stay before the answer so that a job that disturbs its
+  worker is the one told.
+- **batch** (goal 0.15 of a health Check per job): a 2000-job nop batch costs the client about
+  27 us of CPU per job, the daemon 43 and the worker 27: some 97 us on two CPUs, 49 us of wall
+  time at best, where the goal is 32-40 us. Allocation is the largest part left in the daemon
+  (malloc and free about 15% of its CPU: each result is parsed, moved into its update and
+  serialised, with a QUEUED, a RUNNING and a DONE update per job).
+- **per candidate in a batch** (goal 3): the upload is a client stream plus the store of one
+  file on the filesystem; three uploads at once and one file per module brought it from
+  5.3-5.6 to about 4.9 health checks. What is left is the upload's own round trip, the file,
+  and the worker's first load of each module.
+- **front to worker and back** (goal 1.5 of a two-process ping-pong): the worker's 63 us of
+  CPU per unary job above against a reference that does none.
 - **candidate** (goal 1 ms): close on a quiet machine (the upload is a client stream, itself
   about 0.3 ms here, plus the store; the first TimeEvaluate loads the module in the worker);
   over it when the VM is busy.
