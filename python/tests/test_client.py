@@ -295,8 +295,9 @@ def test_a_farm_uploads_candidates_ahead_and_each_job_runs_its_own(daemon):
         assert not which.ok and f"returned {k}" in which.message, (k, which.message)
         gemm = results[f"gemm{k}"]
         assert gemm.ok, gemm.message
-        # A sleep never ends early; on a busy host it may end late.
-        assert 2e-3 * k * 0.99 <= gemm.result.median < 2e-3 * k * 1.5 + 2e-3, gemm.result
+        # A sleep never ends early; on a busy host it may end late, by more than the
+        # candidates' spacing (the `candidate` job above tells them apart).
+        assert gemm.result.median >= 2e-3 * k * 0.99, gemm.result
 
 
 def run_within(seconds, work):

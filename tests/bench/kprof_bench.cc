@@ -785,26 +785,36 @@ double CpuSeconds(pid_t pid) {
   return (user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// CPU seconds spent so far by this process (the client), the daemon and its workers.
+struct CpuSpent {
+  double client = 0, daemon = 0, workers = 0;
+};
+CpuSpent CpuSpentBy(const kprof::testing::Daemon& daemon) {
+  CpuSpent spent{CpuSeconds(getpid()), CpuSeconds(daemon.pid()), 0};
+  for (const pid_t child : kprof::testing::ChildProcesses(daemon.pid())) {
+    spent.workers += CpuSeconds(child);
+  }
+  return spent;
+}
+
+// "cpu: client .. us  daemon .. us  workers .. us": what each spent per call between the two.
+std::string PerCall(const CpuSpent& before, const CpuSpent& after, int calls) {
+  return absl::StrFormat("cpu: client %6.1f us  daemon %6.1f us  workers %6.1f us",
+                         (after.client - before.client) * 1e6 / calls,
+                         (after.daemon - before.daemon) * 1e6 / calls,
+                         (after.workers - before.workers) * 1e6 / calls);
+}
+
 // Rounds of 2000-job nop batches, each with the wall time and the CPU time the client, the
 // daemon and its workers spent per job.
 void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client) {
   constexpr int kJobs = 2000;
   (void)BatchSecondsPerJob(client, "builtin", "nop", 200);  // the worker starts
   for (int round = 0; round < 10; ++round) {
-    const auto children = kprof::testing::ChildProcesses(daemon.pid());
-    const auto workers_cpu = [&] {
-      double sum = 0;
-      for (const pid_t child : children) sum += CpuSeconds(child);
-      return sum;
-    };
-    const double client0 = CpuSeconds(getpid()), daemon0 = CpuSeconds(daemon.pid());
-    const double workers0 = workers_cpu();
+    const CpuSpent before = CpuSpentBy(daemon);
     const double wall = BatchSecondsPerJob(client, "builtin", "nop", kJobs);
-    std::printf(
-        "per nop job: wall %6.1f us  cpu: client %6.1f us  daemon %6.1f us  workers %6.1f us\n",
-        wall * 1e6, (CpuSeconds(getpid()) - client0) * 1e6 / kJobs,
-        (CpuSeconds(daemon.pid()) - daemon0) * 1e6 / kJobs,
-        (workers_cpu() - workers0) * 1e6 / kJobs);
+    std::printf("per nop job: wall %6.1f us  %s\n", wall * 1e6,
+                PerCall(before, CpuSpentBy(daemon), kJobs).c_str());
   }
 }
 
@@ -820,22 +830,12 @@ void UnaryCpu(kprof::testing::Daemon& daemon, const std::string& kind) {
   for (int warm = 0; warm < 100; ++warm) caller.Call(kTimeEvaluate, job);
   for (int round = 0; round < 6; ++round) {
     const bool time = kind == "time" || (kind != "health" && round % 2 == 0);
-    const auto children = kprof::testing::ChildProcesses(daemon.pid());
-    const auto workers_cpu = [&] {
-      double sum = 0;
-      for (const pid_t child : children) sum += CpuSeconds(child);
-      return sum;
-    };
-    const double client0 = CpuSeconds(getpid()), daemon0 = CpuSeconds(daemon.pid());
-    const double workers0 = workers_cpu();
+    const CpuSpent before = CpuSpentBy(daemon);
     const auto calls = TimeCalls(kCalls, [&] {
       if (!caller.Call(time ? kTimeEvaluate : kHealthCheck, time ? job : "")) Fail("call failed");
     });
-    std::printf("per %-12s p50 %6.1f us  cpu: client %6.1f us  daemon %6.1f us  workers %6.1f us\n",
-                time ? "TimeEvaluate" : "health Check", Percentile(calls, 50) * 1e6,
-                (CpuSeconds(getpid()) - client0) * 1e6 / kCalls,
-                (CpuSeconds(daemon.pid()) - daemon0) * 1e6 / kCalls,
-                (workers_cpu() - workers0) * 1e6 / kCalls);
+    std::printf("per %-12s p50 %6.1f us  %s\n", time ? "TimeEvaluate" : "health Check",
+                Percentile(calls, 50) * 1e6, PerCall(before, CpuSpentBy(daemon), kCalls).c_str());
   }
 }
 

@@ -449,6 +449,16 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   EXPECT_EQ(malformed, 2);
 }
 
+// The farm's batch of `jobs`: each job's final update, by id, in `finals`.
+absl::Status FarmFinals(client::Farm& farm, const std::vector<v1::BatchJob>& jobs,
+                        std::map<std::string, v1::BatchUpdate>& finals) {
+  return farm.MeasureBatch(jobs, [&](const v1::BatchUpdate& u) {
+    if (u.state() == v1::BatchUpdate::DONE || u.state() == v1::BatchUpdate::FAILED) {
+      finals[u.id()] = u;
+    }
+  });
+}
+
 // `n` daemons with caches under `dir`; fewer when one did not start.
 std::vector<std::unique_ptr<Daemon>> StartDaemons(int n, const std::string& dir) {
   std::vector<std::unique_ptr<Daemon>> daemons;
@@ -566,14 +576,7 @@ TEST(FarmTest, ModulesUploadedAheadEachRunTheirOwnCandidate) {
     }
   }
   std::map<std::string, v1::BatchUpdate> finals;
-  ASSERT_THAT((*farm)->MeasureBatch(jobs,
-                                    [&](const v1::BatchUpdate& u) {
-                                      if (u.state() == v1::BatchUpdate::DONE ||
-                                          u.state() == v1::BatchUpdate::FAILED) {
-                                        finals[u.id()] = u;
-                                      }
-                                    }),
-              IsOk());
+  ASSERT_THAT(FarmFinals(**farm, jobs, finals), IsOk());
   ASSERT_EQ(finals.size(), jobs.size());
   for (int k = 1; k <= 6; ++k) {
     const v1::BatchUpdate& which = finals.at(absl::StrCat("candidate", k));
@@ -581,10 +584,9 @@ TEST(FarmTest, ModulesUploadedAheadEachRunTheirOwnCandidate) {
     EXPECT_THAT(which.message(), HasSubstr(absl::StrCat("returned ", k))) << k;
     const v1::BatchUpdate& gemm = finals.at(absl::StrCat("gemm", k));
     ASSERT_EQ(gemm.state(), v1::BatchUpdate::DONE) << k << ": " << gemm.message();
-    // A sleep never ends early; on a busy host it may end late.
-    const double median = gemm.time_evaluate().statistics().median();
-    EXPECT_GE(median, 2e-3 * k * 0.99) << k;
-    EXPECT_LT(median, 2e-3 * k * 1.5 + 2e-3) << k;
+    // A sleep never ends early; on a busy host it may end late, by more than the candidates'
+    // spacing (the `candidate` job above tells them apart).
+    EXPECT_GE(gemm.time_evaluate().statistics().median(), 2e-3 * k * 0.99) << k;
   }
   auto client = client::Client::Connect(daemon.target());
   ASSERT_THAT(client, IsOk());
@@ -609,14 +611,7 @@ TEST(FarmTest, ARefusedModuleFailsEachOfItsJobsWithTheReason) {
     jobs.push_back(job);
   }
   std::map<std::string, v1::BatchUpdate> finals;
-  ASSERT_THAT((*farm)->MeasureBatch(jobs,
-                                    [&](const v1::BatchUpdate& u) {
-                                      if (u.state() == v1::BatchUpdate::DONE ||
-                                          u.state() == v1::BatchUpdate::FAILED) {
-                                        finals[u.id()] = u;
-                                      }
-                                    }),
-              IsOk());
+  ASSERT_THAT(FarmFinals(**farm, jobs, finals), IsOk());
   ASSERT_EQ(finals.size(), 6u);
   for (int i = 0; i < 4; ++i) {
     const v1::BatchUpdate& u = finals.at("r" + std::to_string(i));
