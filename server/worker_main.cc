@@ -423,6 +423,9 @@ int main(int argc, char** argv) {
       }
       if (!take_in(std::move(request), std::move(fds))) return 0;
     }
+    // Everything that has come, withdrawals included, before a job starts. Asked of the socket
+    // even right after a blocking read: a recvmsg stops at a frame that carries descriptors,
+    // so the frames behind a job's may still be there.
     while (true) {
       kprof::worker::v1::WorkerRequest request;
       std::vector<int> fds;
