@@ -1,8 +1,9 @@
 // FrameChannel: length-delimited protobuf messages over a stream socket — the wire between the
 // daemon's front and a worker. Each frame is a varint count of the descriptors that travel with
 // it, a varint length and the message bytes; a frame over the size cap is refused on both ends.
-// Reads are buffered: one recvmsg takes in every frame the peer has written so far (a worker
-// handed several jobs reads them all at once), and later reads parse them from the buffer.
+// Reads are buffered: one recvmsg takes in the frames the peer has written so far, up to and
+// including the next that carries descriptors (the kernel stops there), and later reads parse
+// them from the buffer.
 // gRPC-free: the worker links it.
 #pragma once
 
