@@ -276,6 +276,11 @@ void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerResponse> result, ab
 }
 
 void DeviceExecutor::Hand(std::vector<Job> jobs) {
+  HandOn(std::move(jobs));
+  Account();  // whatever became of them
+}
+
+void DeviceExecutor::HandOn(std::vector<Job> jobs) {
   std::vector<Job> live;
   const absl::Time now = absl::Now();
   for (Job& job : jobs) {
@@ -308,7 +313,22 @@ void DeviceExecutor::Hand(std::vector<Job> jobs) {
     }
     frames.push_back({&job.request, job.module_fds});
   }
-  if (!active_->SendMany(frames).ok()) {
+  const absl::Status sent = active_->SendMany(frames);
+  if (!sent.ok() && !absl::IsUnavailable(sent) && live.size() > 1) {
+    // A frame the channel refuses (over the size cap, too many descriptors) is refused before
+    // anything is sent: one at a time, each job meets its own fate.
+    for (Job& job : live) {
+      std::vector<Job> one;
+      one.push_back(std::move(job));
+      Hand(std::move(one));
+    }
+    return;
+  }
+  if (!sent.ok() && !absl::IsUnavailable(sent)) {
+    Deliver(live.front(), sent, now, now);  // the worker has not seen it, and is fine
+    return;
+  }
+  if (!sent.ok()) {
     active_broken_ = true;
     size_t requeue_from = 0;
     if (in_flight_.empty()) {
@@ -326,7 +346,6 @@ void DeviceExecutor::Hand(std::vector<Job> jobs) {
   }
   const bool first = in_flight_.empty();
   for (Job& job : live) in_flight_.push_back(std::move(job));
-  Account();
   if (first) FrontStarted(absl::Now());
 }
 
@@ -341,10 +360,13 @@ std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
   return ids;
 }
 
+size_t DeviceExecutor::Depth() const {
+  return static_cast<size_t>(std::max(pool_.pipeline_depth, 1));
+}
+
 bool DeviceExecutor::WantsMore() const {
   return active_ != nullptr && !active_broken_ && !draining_ && !OthersWaiting() &&
-         in_flight_.size() <= static_cast<size_t>(pool_.pipeline_depth / 2) &&
-         queues_.count(active_client_) > 0;
+         in_flight_.size() <= Depth() / 2 && queues_.count(active_client_) > 0;
 }
 
 void DeviceExecutor::Refill() {
@@ -385,13 +407,15 @@ void DeviceExecutor::Refill() {
         }
         // Filled up again once it is half empty, all at once: one frame write for several jobs.
         if (!WantsMore()) return;
-        while (in_flight_.size() + jobs.size() < static_cast<size_t>(pool_.pipeline_depth) &&
-               queues_.count(active_client_) > 0) {
+        while (in_flight_.size() + jobs.size() < Depth() && queues_.count(active_client_) > 0) {
           jobs.push_back(TakeNext(active_client_));  // the only client with a turn
           in_flight_ids_.insert(jobs.back().request.job_id());
+          // Counted against the client's bound from now, not from when they are sent.
+          handed_waiting_bounded_ += !jobs.back().beyond_bound;
         }
       }
     }
+    if (jobs.empty()) return;
     Hand(std::move(jobs));
   }
 }

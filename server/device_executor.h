@@ -127,9 +127,11 @@ class DeviceExecutor {
   // Sends `jobs` (one client's) to the active worker, starting it when there is none; jobs it
   // cannot take are answered or queued again.
   void Hand(std::vector<Job> jobs);
+  void HandOn(std::vector<Job> jobs);  // Hand's, less the accounting
   // Whether the active pipeline of a client alone on the device is to be filled up: it is half
   // empty and the client has jobs queued.
   bool WantsMore() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  size_t Depth() const;  // the pipeline's depth, at least 1
   // An answer (or the failure to get one) from the active worker.
   void Answer(absl::StatusOr<kprof::worker::v1::WorkerResponse> answer);
   // The active worker is gone or stopped: the job at the front of the pipeline gets `front`

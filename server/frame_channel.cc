@@ -71,24 +71,18 @@ absl::Status FrameChannel::WriteMany(absl::Span<const Outgoing> frames) {
     total += CodedOutputStream::VarintSize32(static_cast<uint32_t>(frame.fds.size())) +
              CodedOutputStream::VarintSize32(static_cast<uint32_t>(size)) + size;
   }
+  // All serialised first, so that a failure sends nothing; then sent in runs whose descriptors
+  // fit one message, each run's going with its first byte.
   std::string bytes(total, '\0');
-  // Sent in runs whose descriptors fit one message: each run's go with its first byte.
-  size_t run_start = 0;
-  std::vector<int> run_fds;
+  std::vector<std::pair<size_t, std::vector<int>>> runs;  // (first byte, descriptors)
   auto* out = reinterpret_cast<uint8_t*>(bytes.data());
   for (size_t i = 0; i < frames.size(); ++i) {
     const Outgoing& frame = frames[i];
-    if (run_fds.size() + frame.fds.size() > kMaxFds) {
-      const size_t here = static_cast<size_t>(reinterpret_cast<char*>(out) - bytes.data());
-      if (absl::Status s =
-              Send(std::string_view(bytes).substr(run_start, here - run_start), run_fds);
-          !s.ok()) {
-        return s;
-      }
-      run_start = here;
-      run_fds.clear();
+    const auto at = static_cast<size_t>(reinterpret_cast<char*>(out) - bytes.data());
+    if (runs.empty() || runs.back().second.size() + frame.fds.size() > kMaxFds) {
+      runs.emplace_back(at, std::vector<int>());
     }
-    run_fds.insert(run_fds.end(), frame.fds.begin(), frame.fds.end());
+    runs.back().second.insert(runs.back().second.end(), frame.fds.begin(), frame.fds.end());
     out = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(frame.fds.size()), out);
     out = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(sizes[i]), out);
     if (!frame.message->SerializeToArray(out, static_cast<int>(sizes[i]))) {
@@ -96,7 +90,12 @@ absl::Status FrameChannel::WriteMany(absl::Span<const Outgoing> frames) {
     }
     out += sizes[i];
   }
-  return Send(std::string_view(bytes).substr(run_start), run_fds);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const size_t end = r + 1 < runs.size() ? runs[r + 1].first : bytes.size();
+    const std::string_view run = std::string_view(bytes).substr(runs[r].first, end - runs[r].first);
+    if (absl::Status sent = Send(run, runs[r].second); !sent.ok()) return sent;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status FrameChannel::Send(std::string_view bytes, absl::Span<const int> fds) {

@@ -37,8 +37,9 @@ class FrameChannel {
 
   // Writes several frames, in order, with one sendmsg where their descriptors fit one (more
   // when they carry over kMaxFds together): a front handing a worker four jobs wakes it, and
-  // pays the system call, once. A frame that cannot be written (too large, too many
-  // descriptors) fails it before anything is sent.
+  // pays the system call, once. UNAVAILABLE when the peer is gone (some of the frames may have
+  // gone before); any other failure (a frame too large, too many descriptors) before anything
+  // is sent.
   struct Outgoing {
     const google::protobuf::MessageLite* message;
     absl::Span<const int> fds;

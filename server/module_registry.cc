@@ -45,7 +45,7 @@ absl::Status MakeDirectory(const std::string& path) {
   return absl::OkStatus();
 }
 
-// Writes `data` to a new temporary file in `dir`, read-only and synced; returns its path. A
+// Writes `data` to a new temporary file in `dir`, read-only (not synced); returns its path. A
 // crash leaves only a ".upload-" file, which the next start removes.
 absl::StatusOr<std::string> WriteTemporary(const std::string& dir, const std::string& data) {
   std::string temp = dir + "/.upload-XXXXXX";
@@ -403,9 +403,9 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   entry.generation = ++generations_;
   total_bytes_ += size;
   entry.holders.insert(client);
-  Record(entry);
   StoredModule stored = entry.module;
-  entries_.emplace(actual_sha256, std::move(entry));
+  // Recorded once it is an entry: a journal written anew by this very line holds it too.
+  Record(entries_.emplace(actual_sha256, std::move(entry)).first->second);
   return StoreResult{std::move(stored), false};
 }
 
@@ -469,18 +469,23 @@ std::string ModuleRegistry::RecordText(const Entry& entry) {
 
 void ModuleRegistry::Record(const Entry& entry) {
   const std::string line = RecordText(entry) + "\n";
-  // One write with O_APPEND: a crash leaves at most this line cut short.
+  // One write with O_APPEND: a crash leaves at most this line cut short, and a write that
+  // fails part way is cut off again, so that the next line starts a line of its own.
   if (journal_fd_ < 0 ||
       write(journal_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    const int error = errno;
+    if (journal_fd_ >= 0) (void)!ftruncate(journal_fd_, static_cast<off_t>(journal_bytes_));
     core::Log(core::LogSeverity::kWarning,
               absl::StrCat("module ", entry.module.id, ": its name and holders are not recorded (",
-                           journal_fd_ < 0 ? "no journal" : std::strerror(errno),
+                           journal_fd_ < 0 ? "no journal" : std::strerror(error),
                            "), and will not be known after a restart"));
     return;
   }
   journal_bytes_ += line.size();
   if (journal_bytes_ > std::max<uint64_t>(64 << 10, 4 * journal_compacted_bytes_)) {
     if (absl::Status compacted = CompactJournal(); !compacted.ok()) {
+      // Tried again once it has grown as much again, not at every line.
+      journal_compacted_bytes_ = journal_bytes_;
       core::Log(core::LogSeverity::kWarning, std::string(compacted.message()));
     }
   }
@@ -490,14 +495,25 @@ absl::Status ModuleRegistry::CompactJournal() {
   std::string text;
   for (const auto& [id, entry] : entries_) text += RecordText(entry) + "\n";
   KPROF_ASSIGN_OR_RETURN(const std::string temp, WriteTemporary(ModulesDir(), text));
-  if (chmod(temp.c_str(), 0640) != 0) {
-    const absl::Status status = ErrnoError("cannot make writable", temp);
+  // Opened before it replaces the old journal, so the descriptor is the new file's or there is
+  // no replacing; synced first, since it is all there is of names and holders.
+  const int fd = chmod(temp.c_str(), 0640) != 0
+                     ? -1
+                     : open(temp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 || fsync(fd) != 0) {
+    const absl::Status status = ErrnoError("cannot prepare", temp);
+    if (fd >= 0) close(fd);
     unlink(temp.c_str());
     return status;
   }
-  KPROF_RETURN_IF_ERROR(Commit(temp, JournalPath()));
-  const int fd = open(JournalPath().c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return ErrnoError("cannot open", JournalPath());
+  if (absl::Status committed = Commit(temp, JournalPath()); !committed.ok()) {
+    close(fd);
+    return committed;
+  }
+  if (const int dir = open(ModulesDir().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+    (void)fsync(dir);  // the rename itself
+    close(dir);
+  }
   if (journal_fd_ >= 0) close(journal_fd_);
   journal_fd_ = fd;
   journal_bytes_ = journal_compacted_bytes_ = text.size();

@@ -399,14 +399,14 @@ class Farm:
                         continue
                 deliver(_batch_result(update))
         finally:
-            for future in uploads.values():
-                future.cancel()  # not begun: not wanted
+            # Uploads not begun are not wanted; one under way ends on its own, without this
+            # generator waiting for it.
+            uploaders.shutdown(wait=False, cancel_futures=True)
             for daemon in daemons:
                 if daemon.stream is not None and (not daemon.alive or len(finished) <
                                                   len(prepared)):
                     daemon.stream.cancel()  # abandoned early: nothing more is wanted
-                daemon.close()  # an upload still under way fails with its channel
-            uploaders.shutdown(wait=True)
+                daemon.close()
             for daemon in daemons:
                 if daemon.reader is not None:
                     daemon.reader.join(timeout=10)
