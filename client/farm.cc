@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -252,15 +253,21 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
   std::map<std::pair<size_t, std::string>, std::future<absl::Status>> uploading;
   // The daemon a job would go to were it placed now (the least loaded live one with its
   // device, room or not), or daemons.size().
-  const auto likely_daemon = [&](const BatchJob& job) {
-    const std::string device = DeviceOf(job);
+  // The least loaded live daemon with `device` holding fewer than `room` jobs, or
+  // daemons.size().
+  const auto least_loaded = [&](const std::string& device, size_t room) {
     size_t best = daemons.size();
     for (size_t i = 0; i < daemons.size(); ++i) {
       const Daemon& d = daemons[i];
-      if (!d.alive || d.draining || d.devices.count(device) == 0) continue;
+      if (!d.alive || d.draining || d.devices.count(device) == 0 || d.holding.size() >= room) {
+        continue;
+      }
       if (best == daemons.size() || d.holding.size() < daemons[best].holding.size()) best = i;
     }
     return best;
+  };
+  const auto likely_daemon = [&](const BatchJob& job) {
+    return least_loaded(DeviceOf(job), std::numeric_limits<size_t>::max());
   };
   // Starts the uploads the next pending jobs will need, up to kUploadsAhead at once.
   const auto upload_ahead = [&] {
@@ -331,18 +338,8 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       pending.pop_front();
       const BatchJob& job = jobs[j];
       const std::string device = DeviceOf(job);
-      bool any = false;
-      size_t best = daemons.size();
-      for (size_t i = 0; i < daemons.size(); ++i) {
-        if (!daemons[i].alive || daemons[i].draining || daemons[i].devices.count(device) == 0) {
-          continue;
-        }
-        any = true;
-        if (daemons[i].holding.size() < window &&
-            (best == daemons.size() || daemons[i].holding.size() < daemons[best].holding.size())) {
-          best = i;
-        }
-      }
+      const bool any = likely_daemon(job) != daemons.size();
+      const size_t best = least_loaded(device, window);
       if (!any) {
         std::set<std::string> have;
         for (const Daemon& d : daemons) {

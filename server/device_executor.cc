@@ -314,18 +314,18 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
     frames.push_back({&job.request, job.module_fds});
   }
   const absl::Status sent = active_->SendMany(frames);
-  if (!sent.ok() && !absl::IsUnavailable(sent) && live.size() > 1) {
+  if (!sent.ok() && !absl::IsUnavailable(sent)) {
     // A frame the channel refuses (over the size cap, too many descriptors) is refused before
-    // anything is sent: one at a time, each job meets its own fate.
+    // anything is sent, and the worker is fine: one at a time, each job meets its own fate.
+    if (live.size() == 1) {
+      Deliver(live.front(), sent, now, now);
+      return;
+    }
     for (Job& job : live) {
       std::vector<Job> one;
       one.push_back(std::move(job));
-      Hand(std::move(one));
+      HandOn(std::move(one));
     }
-    return;
-  }
-  if (!sent.ok() && !absl::IsUnavailable(sent)) {
-    Deliver(live.front(), sent, now, now);  // the worker has not seen it, and is fine
     return;
   }
   if (!sent.ok()) {

@@ -261,11 +261,15 @@ class Farm:
         uploaders = ThreadPoolExecutor(max_workers=_UPLOADS_AHEAD + 1,
                                        thread_name_prefix="kprof-upload")
 
+        def able(job):
+            """The live daemons, not draining, with the job's device."""
+            device = _device_spec(job.time_evaluate.device)
+            return [d for d in daemons if d.alive and not d.draining and device in d.devices]
+
         def likely_daemon(job):
             """The daemon a job would go to were it placed now, room or not (None: none)."""
-            device = _device_spec(job.time_evaluate.device)
-            able = [d for d in daemons if d.alive and not d.draining and device in d.devices]
-            return min(able, key=lambda d: len(d.holding)) if able else None
+            candidates = able(job)
+            return min(candidates, key=lambda d: len(d.holding)) if candidates else None
 
         def upload_ahead():
             """Starts the uploads the next pending jobs need, up to _UPLOADS_AHEAD at once."""
@@ -309,15 +313,15 @@ class Farm:
             such daemon is full."""
             job = prepared[j]
             device = _device_spec(job.time_evaluate.device)
-            able = [d for d in daemons if d.alive and not d.draining and device in d.devices]
-            if not able:
+            candidates = able(job)
+            if not candidates:
                 have = sorted({x for d in daemons if d.alive for x in d.devices})
                 deliver(BatchResult(job.id, False, code=grpc.StatusCode.UNAVAILABLE,
                                     message=f"no live daemon has {device} (they have: "
                                             f"{', '.join(have)}; lost: "
                                             f"{'; '.join(unreachable) or 'none'})"))
                 return True
-            room = [d for d in able if len(d.holding) < self._window]
+            room = [d for d in candidates if len(d.holding) < self._window]
             if not room:
                 return False
             daemon = min(room, key=lambda d: len(d.holding))
