@@ -311,7 +311,11 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
     if (job.deadline != absl::InfiniteFuture()) {
       job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
     }
-    frames.push_back({&job.request, job.module_fds});
+    // The worker has the modules open from an earlier job: no descriptors to pass (and none to
+    // make its read of the frames behind this one stop short).
+    const bool withhold = !job.module_fds.empty() && active_->HoldsModulesOf(job.request);
+    job.request.set_module_files_withheld(withhold);
+    frames.push_back({&job.request, withhold ? absl::Span<const int>() : job.module_fds});
   }
   const absl::Status sent = active_->SendMany(frames);
   if (!sent.ok() && !absl::IsUnavailable(sent)) {
@@ -345,7 +349,10 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
     return;
   }
   const bool first = in_flight_.empty();
-  for (Job& job : live) in_flight_.push_back(std::move(job));
+  for (Job& job : live) {
+    if (!job.module_fds.empty()) active_->HandedOn(job.request);
+    in_flight_.push_back(std::move(job));
+  }
   if (first) FrontStarted(absl::Now());
 }
 

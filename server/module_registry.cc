@@ -174,6 +174,7 @@ ModuleRegistry::~ModuleRegistry() {
   {
     absl::MutexLock lock(&mutex_);
     if (journal_fd_ >= 0) close(journal_fd_);
+    for (auto& [id, entry] : entries_) CloseKept(entry);
   }
   close(lock_fd_);  // releases the lock
 }
@@ -525,6 +526,7 @@ void ModuleRegistry::Remove(std::map<std::string, Entry>::iterator it) {
     unlink((it->second.module.path + suffix).c_str());
   }
   total_bytes_ -= it->second.module.size_bytes;
+  CloseKept(it->second);
   entries_.erase(it);
 }
 
@@ -643,25 +645,13 @@ absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
   };
   for (const std::string& id : open_files ? ids : std::vector<std::string>()) {
     const auto it = entries_.find(id);
-    const int fd = open(it->second.module.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0 && errno != ENOENT && errno != ELOOP) {
-      // Out of descriptors, say: nothing is wrong with the module.
-      const int error = errno;
+    absl::StatusOr<int> fd = OpenForJob(it->second, ids);
+    if (!fd.ok()) {
       close_all();
-      return absl::UnavailableError(absl::StrCat(
-          "cannot open module ", id, " for the job: ", std::strerror(error), "; retry later"));
+      if (absl::IsNotFound(fd.status())) DropDamaged(it);
+      return fd.status();
     }
-    struct stat st {};
-    if (fd < 0 || fstat(fd, &st) != 0 || !(IdentityOf(st) == it->second.file)) {
-      if (fd >= 0) close(fd);
-      close_all();
-      DropDamaged(it);
-      return absl::NotFoundError(absl::StrCat(
-          "unknown module ", id,
-          " (its file in the cache was changed or removed since it was stored, and the module "
-          "was dropped: upload it again)"));
-    }
-    fds.push_back(fd);
+    fds.push_back(*fd);
   }
   std::vector<std::pair<std::string, uint64_t>> pinned;
   for (const std::string& id : ids) {
@@ -672,6 +662,58 @@ absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
     if (modules != nullptr) modules->push_back(entry.module);
   }
   return std::make_shared<Pin>(this, std::move(pinned), std::move(fds));
+}
+
+absl::StatusOr<int> ModuleRegistry::OpenForJob(Entry& entry,
+                                               const std::vector<std::string>& job_ids) {
+  const std::string& id = entry.module.id;
+  const auto unavailable = [&id](int error) {
+    // Out of descriptors, say: nothing is wrong with the module.
+    return absl::UnavailableError(absl::StrCat(
+        "cannot open module ", id, " for the job: ", std::strerror(error), "; retry later"));
+  };
+  const auto changed = [&id] {
+    return absl::NotFoundError(absl::StrCat(
+        "unknown module ", id,
+        " (its file in the cache was changed or removed since it was stored, and the module "
+        "was dropped: upload it again)"));
+  };
+  if (entry.fd < 0) {
+    const int fd = open(entry.module.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return errno == ENOENT || errno == ELOOP ? changed() : unavailable(errno);
+    entry.fd = fd;
+    ++kept_open_;
+    // The least recently used kept descriptors beyond the limit are closed, never this job's.
+    while (kept_open_ > kMaxKeptOpen) {
+      Entry* oldest = nullptr;
+      for (auto& [other_id, other] : entries_) {
+        if (other.fd < 0 || &other == &entry ||
+            std::find(job_ids.begin(), job_ids.end(), other_id) != job_ids.end()) {
+          continue;
+        }
+        if (oldest == nullptr || other.fd_used < oldest->fd_used) oldest = &other;
+      }
+      if (oldest == nullptr) break;
+      CloseKept(*oldest);
+    }
+  }
+  entry.fd_used = ++clock_;
+  // A write, truncation, change of mode, rename or removal changes the file's change time (and
+  // a removal its link count): the descriptor kept open sees each of them.
+  struct stat st {};
+  if (fstat(entry.fd, &st) != 0 || st.st_nlink == 0 || !(IdentityOf(st) == entry.file)) {
+    return changed();
+  }
+  const int job_fd = fcntl(entry.fd, F_DUPFD_CLOEXEC, 0);
+  if (job_fd < 0) return unavailable(errno);
+  return job_fd;
+}
+
+void ModuleRegistry::CloseKept(Entry& entry) {
+  if (entry.fd < 0) return;
+  close(entry.fd);
+  entry.fd = -1;
+  --kept_open_;
 }
 
 ModuleRegistry::Pin::~Pin() {

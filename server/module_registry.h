@@ -111,10 +111,11 @@ class ModuleRegistry {
   absl::Status Unload(const std::string& client, const std::string& id) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Marks modules in use by a job (not evictable) until the returned handle is destroyed, and
-  // returns them, each file opened read-only for the job's worker (Pin::fds, in the order of
-  // `ids`). NOT_FOUND naming the first id `client` does not hold — or whose file is no longer
-  // the one stored (removed, replaced, written to, truncated, its mode changed: its identity,
-  // size and change time differ), which is then dropped so that the client uploads it again.
+  // returns them, each file open read-only for the job's worker (Pin::fds, in the order of
+  // `ids`: the pin's own descriptors, duplicates of ones the registry keeps open). NOT_FOUND naming
+  // the first id `client` does not hold — or whose file is no longer the one stored (removed,
+  // replaced, written to, truncated, its mode changed: its identity, size and change time differ),
+  // which is then dropped so that the client uploads it again.
   class Pin;
   // Without `open_files` the pin only holds the modules (for jobs still waiting their turn).
   absl::StatusOr<std::shared_ptr<Pin>> Acquire(const std::string& client,
@@ -146,6 +147,11 @@ class ModuleRegistry {
     int pins = 0;
     uint64_t generation = 0;  // each entry made anew, after a drop too, has its own
     std::set<std::string> holders;
+    // The file kept open, read-only, once a job has used it (-1: not open): a job's worker gets
+    // a duplicate, so that a job costs no path lookup. The descriptor's identity is the stored
+    // one's when it is opened; an fstat at each use sees any change since.
+    int fd = -1;
+    uint64_t fd_used = 0;
   };
 
   ModuleRegistry(RegistryOptions options, int lock_fd)
@@ -176,6 +182,12 @@ class ModuleRegistry {
   void Remove(std::map<std::string, Entry>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Release(const std::vector<std::pair<std::string, uint64_t>>& pinned)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // A duplicate of the entry's kept descriptor for one job, opening the file first when it is
+  // not kept yet (closing the least recently used kept one beyond kMaxKeptOpen). NOT_FOUND when
+  // the file is no longer the one stored; UNAVAILABLE when out of descriptors.
+  absl::StatusOr<int> OpenForJob(Entry& entry, const std::vector<std::string>& job_ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void CloseKept(Entry& entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   std::string ModulesDir() const { return options_.cache_dir + "/modules"; }
 
   const RegistryOptions options_;
@@ -185,6 +197,9 @@ class ModuleRegistry {
   uint64_t total_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;  // use counter for LRU order
   uint64_t generations_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Module files kept open for jobs: the most used ones, at most this many.
+  static constexpr size_t kMaxKeptOpen = 128;
+  size_t kept_open_ ABSL_GUARDED_BY(mutex_) = 0;
   // modules/journal: a line per module stored and per change of its holders, the last line of
   // an id the one that counts. One append per upload, where a file of its own per module would
   // cost the filesystem an inode each (the dearest step of storing a small module). Written

@@ -165,6 +165,7 @@ void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
       }
     }
     if (oldest == modules_.end()) return;  // all in use by this job
+    closed_.push_back(oldest->first);
     modules_.erase(oldest);
   }
 }
@@ -312,17 +313,40 @@ std::string WorkerJobs::Describe(const WorkerRequest& request) {
   }
 }
 
+void WorkerJobs::ReportClosed(const WorkerRequest& request, WorkerResponse* response) {
+  for (std::string& id : closed_) {
+    if (modules_.count(id) == 0) response->add_closed_modules(std::move(id));
+  }
+  closed_.clear();
+  for (const kprof::worker::v1::ModuleFile& file : request.modules()) {
+    if (file.id() != core::kBuiltinModuleName && modules_.count(file.id()) == 0 &&
+        std::find(response->closed_modules().begin(), response->closed_modules().end(),
+                  file.id()) == response->closed_modules().end()) {
+      response->add_closed_modules(file.id());
+    }
+  }
+}
+
 WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const int> module_fds) {
   WorkerResponse response;
   response.set_job_id(request.job_id());
+  if (request.module_files_withheld() &&
+      std::any_of(request.modules().begin(), request.modules().end(), [this](const auto& file) {
+        return file.id() != core::kBuiltinModuleName && modules_.count(file.id()) == 0;
+      })) {
+    // Closed before the front heard of it: the job comes again with its modules' files.
+    response.set_withdrawn(true);
+    ReportClosed(request, &response);
+    return response;
+  }
   const absl::Status status = RunJob(request, module_fds, &response);
   if (!status.ok()) {
-    WorkerResponse failed;
-    failed.set_job_id(request.job_id());
-    failed.set_code(static_cast<int32_t>(status.code()));
-    failed.set_message(std::string(status.message()));
-    return failed;
+    response.Clear();
+    response.set_job_id(request.job_id());
+    response.set_code(static_cast<int32_t>(status.code()));
+    response.set_message(std::string(status.message()));
   }
+  ReportClosed(request, &response);
   return response;
 }
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -53,6 +54,10 @@ class WorkerJobs {
 
   // Closes the least recently used modules beyond the limit, except those `request` names.
   void CloseIdleModules(const kprof::worker::v1::WorkerRequest& request);
+  // Tells the front, in `response`, which modules are no longer open: those closed since the
+  // last answer, and those of `request` that are not open.
+  void ReportClosed(const kprof::worker::v1::WorkerRequest& request,
+                    kprof::worker::v1::WorkerResponse* response);
 
   std::string isolation_ = "not sandboxed";
   bool isolated_ = false;
@@ -65,6 +70,7 @@ class WorkerJobs {
   size_t max_open_modules_;
   uint64_t jobs_ = 0;
   std::map<std::string, OpenModule> modules_;
+  std::vector<std::string> closed_;  // since the last answer
   // The generation of the host's part of the manifest (core::ReadEnvironment) the front has:
   // an answer carries it only when it changed.
   uint64_t sent_host_generation_ = 0;

@@ -27,6 +27,7 @@
 #include "absl/time/clock.h"
 #include "core/log.h"
 #include "google/protobuf/unknown_field_set.h"
+#include "server/worker_job.h"
 
 extern char** environ;
 
@@ -363,6 +364,11 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
     return absl::AbortedError(absl::StrCat(
         "worker ", Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap())));
   }
+  for (const std::string& id : response.closed_modules()) {
+    recent_modules_.erase(std::remove(recent_modules_.begin(), recent_modules_.end(), id),
+                          recent_modules_.end());
+  }
+  response.clear_closed_modules();
   if (response.has_host_environment()) {
     host_environment_ = response.host_environment().SerializeAsString();
     response.clear_host_environment();
@@ -376,6 +382,25 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
         kprof::v1::TimeEvaluateResponse::kEnvironmentFieldNumber, host_environment_);
   }
   return response;
+}
+
+bool WorkerProcess::HoldsModulesOf(const kprof::worker::v1::WorkerRequest& request) const {
+  return std::all_of(request.modules().begin(), request.modules().end(), [this](const auto& file) {
+    return std::find(recent_modules_.begin(), recent_modules_.end(), file.id()) !=
+           recent_modules_.end();
+  });
+}
+
+void WorkerProcess::HandedOn(const kprof::worker::v1::WorkerRequest& request) {
+  // The worker closes the least recently used beyond kMaxOpenModules; those of the last
+  // kMaxOpenModules / 2 jobs' modules stay open however the jobs between interleave.
+  constexpr size_t kKept = kMaxOpenModules / 2;
+  for (const auto& file : request.modules()) {
+    recent_modules_.erase(std::remove(recent_modules_.begin(), recent_modules_.end(), file.id()),
+                          recent_modules_.end());
+    recent_modules_.push_front(file.id());
+  }
+  while (recent_modules_.size() > kKept) recent_modules_.pop_back();
 }
 
 absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(

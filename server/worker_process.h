@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,13 @@ class WorkerProcess {
   // Several jobs at once, in order, with one system call where their descriptors fit one.
   absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> requests);
   absl::StatusOr<kprof::worker::v1::WorkerResponse> Receive();
+  // Whether the worker has every module `request` names open: each is among the modules of
+  // the jobs handed on last, whose files went to it (with one of them), and no answer since
+  // said it was closed. Such a job can go without them. A worker that closed one all the same
+  // sends the job back (WorkerRequest.module_files_withheld).
+  bool HoldsModulesOf(const kprof::worker::v1::WorkerRequest& request) const;
+  // `request` was handed on, with its modules' files or without (HoldsModulesOf).
+  void HandedOn(const kprof::worker::v1::WorkerRequest& request);
   bool HasAnswer() const { return channel_.HasFrame(); }
   int fd() const { return socket_; }
   // Kills the worker's process group and reaps it; returns how it ended.
@@ -105,6 +113,7 @@ class WorkerProcess {
   int socket_;
   FrameChannel channel_;
   std::string host_environment_;             // serialised kprof.v1.MetricMap, the last sent
+  std::deque<std::string> recent_modules_;   // of the last jobs handed on, the latest first
   std::string scratch_;                      // removed once the worker is reaped
   std::unique_ptr<WorkerCgroups::Box> box_;  // removed after the scratch
   uint64_t memory_limit_;

@@ -805,16 +805,25 @@ std::string PerCall(const CpuSpent& before, const CpuSpent& after, int calls) {
                          (after.workers - before.workers) * 1e6 / calls);
 }
 
-// Rounds of 2000-job nop batches, each with the wall time and the CPU time the client, the
-// daemon and its workers spent per job.
+// Rounds of 2000-job batches, each with the wall time and the CPU time the client, the daemon
+// and its workers spent per job: the builtin nop, then an uploaded module's empty function.
 void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client) {
   constexpr int kJobs = 2000;
-  (void)BatchSecondsPerJob(client, "builtin", "nop", 200);  // the worker starts
-  for (int round = 0; round < 10; ++round) {
-    const CpuSpent before = CpuSpentBy(daemon);
-    const double wall = BatchSecondsPerJob(client, "builtin", "nop", kJobs);
-    std::printf("per nop job: wall %6.1f us  %s\n", wall * 1e6,
-                PerCall(before, CpuSpentBy(daemon), kJobs).c_str());
+  const std::string module =
+      Must(client.LoadModule(
+               kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"),
+               "faults.so"),
+           "upload faults.so")
+          .id();
+  for (const auto& [name, function] :
+       {std::pair<std::string, std::string>{"builtin", "nop"}, {module, "succeeds"}}) {
+    (void)BatchSecondsPerJob(client, name, function, 200);  // the worker starts, loads it
+    for (int round = 0; round < 6; ++round) {
+      const CpuSpent before = CpuSpentBy(daemon);
+      const double wall = BatchSecondsPerJob(client, name, function, kJobs);
+      std::printf("per %s job: wall %6.1f us  %s\n", function.c_str(), wall * 1e6,
+                  PerCall(before, CpuSpentBy(daemon), kJobs).c_str());
+    }
   }
 }
 

@@ -142,6 +142,51 @@ TEST_F(BatchTest, ThousandsOfJobsEachAnsweredOnceWithFailuresAmongThem) {
   EXPECT_EQ(last_.progress().running(), 0);
 }
 
+// Jobs go to a worker without their modules' files once it has them open; it keeps 64 open.
+// Round after round over 70 modules with one entry point, pipelined, the worker closes some
+// before the front has heard of it: such a job comes back unrun and goes again with its file.
+// Every job runs its own module's code once, and is told QUEUED, RUNNING and its end once each.
+TEST_F(BatchTest, JobsOverMoreModulesThanAWorkerKeepsOpenEachRunTheirOwnOnce) {
+  constexpr int kModules = 70;
+  std::vector<std::string> families;
+  for (int k = 1; k <= 6; ++k) {
+    families.push_back(
+        ::kprof::testing::ReadFileBytes(TestModulePath("candidate_" + std::to_string(k))));
+  }
+  std::vector<std::string> ids;
+  for (int i = 0; i < kModules; ++i) {
+    // Distinct bytes (the loader ignores what follows the file's last section), K = i % 6 + 1.
+    auto loaded = client_->LoadModule(families[i % 6] + absl::StrCat("-round-", i), "cand.so");
+    ASSERT_THAT(loaded, IsOk());
+    ids.push_back(loaded->id());
+  }
+  std::vector<v1::BatchJob> jobs;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < kModules; ++i) {
+      v1::BatchJob job;
+      job.set_id(absl::StrCat(round, "/", i));
+      job.mutable_time_evaluate()->mutable_call()->set_module_id(ids[static_cast<size_t>(i)]);
+      job.mutable_time_evaluate()->mutable_call()->set_function("candidate");
+      job.mutable_time_evaluate()->set_number(1);
+      job.mutable_time_evaluate()->set_repeat(1);
+      jobs.push_back(job);
+    }
+  }
+  absl::Status status;
+  const auto updates = Run(jobs, &status);
+  ASSERT_THAT(status, IsOk());
+  for (const v1::BatchJob& job : jobs) {
+    ASSERT_EQ(updates.count(job.id()), 1u) << job.id();
+    const std::vector<v1::BatchUpdate>& u = updates.at(job.id());
+    ASSERT_EQ(u.size(), 3u) << job.id();
+    EXPECT_EQ(u[0].state(), v1::BatchUpdate::QUEUED) << job.id();
+    EXPECT_EQ(u[1].state(), v1::BatchUpdate::RUNNING) << job.id();
+    EXPECT_EQ(u[2].state(), v1::BatchUpdate::FAILED) << job.id();
+    const int i = std::stoi(job.id().substr(job.id().find('/') + 1));
+    EXPECT_THAT(u[2].message(), HasSubstr(absl::StrCat("returned ", i % 6 + 1))) << job.id();
+  }
+}
+
 // An id that is missing, too long or used twice would make answers ambiguous: the stream ends
 // INVALID_ARGUMENT naming it, and the daemon goes on serving.
 TEST_F(BatchTest, AmbiguousIdsEndTheStream) {

@@ -235,6 +235,43 @@ TEST_F(ServiceTest, UploadsInChunksAndStoresBytesOnce) {
   EXPECT_THAT(*modules, SizeIs(2));  // builtin and vector_add, once
 }
 
+// The daemon keeps the files of the modules jobs use open (a job's worker gets a duplicate), at
+// most 128 of them: over 150 modules with one entry point, used round and round, every job
+// runs its own module's code, and the daemon's descriptors stay bounded.
+TEST_F(ServiceTest, ModuleFilesKeptOpenForJobsStayBoundedAndEachJobRunsItsOwn) {
+  constexpr int kModules = 150;
+  std::vector<std::string> families;
+  for (int k = 1; k <= 6; ++k) {
+    families.push_back(ReadFileBytes(TestModulePath("candidate_" + std::to_string(k))));
+  }
+  const auto open_descriptors = [this] {
+    std::error_code error;
+    const std::filesystem::directory_iterator fds("/proc/" + std::to_string(daemon_.pid()) + "/fd",
+                                                  error);
+    return std::distance(fds, std::filesystem::directory_iterator());
+  };
+  const long before = open_descriptors();
+  std::vector<std::string> ids;
+  for (int i = 0; i < kModules; ++i) {
+    // Distinct bytes (the loader ignores what follows the file's last section), K = i % 6 + 1.
+    auto loaded = client_->LoadModule(families[i % 6] + absl::StrCat("-kept-", i), "cand.so");
+    ASSERT_THAT(loaded, IsOk());
+    ids.push_back(loaded->id());
+  }
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < kModules; ++i) {
+      auto request = Time(ids[static_cast<size_t>(i)], "candidate", {});
+      request.set_number(1);
+      request.set_repeat(1);
+      EXPECT_THAT(
+          client_->TimeEvaluate(request),
+          StatusIs(absl::StatusCode::kAborted, HasSubstr(absl::StrCat("returned ", i % 6 + 1))))
+          << "module " << i << ", round " << round;
+    }
+    EXPECT_LE(open_descriptors(), before + 128 + 16) << "round " << round;
+  }
+}
+
 // ListModules answers in pages (by count, and by the bytes of the functions' names), in
 // order of id with the builtin module first; the client library pages through them all.
 TEST_F(ServiceTest, ModulesAreListedInPages) {

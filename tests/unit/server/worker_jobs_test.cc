@@ -102,6 +102,52 @@ TEST_F(WorkerJobsTest, AJobMayNameMoreModulesThanTheLimit) {
   EXPECT_LE(jobs.modules_open(), 3u);
 }
 
+// The front withholds the files of modules the worker has open, from what the worker's answers
+// say: each answer names the modules closed since the one before (by the limit, or never
+// opened because loading failed); a job whose modules were withheld but are not open is
+// answered withdrawn, without running, to come again with its files.
+TEST_F(WorkerJobsTest, AnswersSayWhichModulesClosedAndAWithheldModuleNotOpenIsSentBack) {
+  WorkerJobs jobs(kCpu, /*max_open_modules=*/2);
+  const auto closed = [](const kprof::worker::v1::WorkerResponse& response) {
+    return std::vector<std::string>(response.closed_modules().begin(),
+                                    response.closed_modules().end());
+  };
+  using ::testing::ElementsAre;
+  using ::testing::IsEmpty;
+  // Not open yet, withheld: sent back, naming it.
+  WorkerRequest withheld = Vadd(0);
+  withheld.set_module_files_withheld(true);
+  auto response = jobs.Run(withheld);
+  EXPECT_TRUE(response.withdrawn());
+  EXPECT_FALSE(response.has_time_evaluate());
+  EXPECT_THAT(closed(response), ElementsAre("m0"));
+  EXPECT_FALSE(jobs.is_open("m0"));
+  // Sent with its file, it opens; withheld after that, it runs.
+  response = jobs.Run(Vadd(0));
+  ASSERT_EQ(response.code(), 0) << response.message();
+  EXPECT_THAT(closed(response), IsEmpty());
+  response = jobs.Run(withheld);
+  EXPECT_FALSE(response.withdrawn());
+  ASSERT_EQ(response.code(), 0) << response.message();
+  EXPECT_TRUE(response.has_time_evaluate());
+  ASSERT_EQ(jobs.Run(Vadd(1)).code(), 0);
+  ASSERT_EQ(jobs.Run(Vadd(2)).code(), 0);  // three open after it: none closed yet
+  response = jobs.Run(Vadd(3));            // closes m0, the least recently used
+  ASSERT_EQ(response.code(), 0) << response.message();
+  EXPECT_THAT(closed(response), ElementsAre("m0"));
+  response = jobs.Run(Vadd(4));  // closes m1 (m0's closing was told already)
+  EXPECT_THAT(closed(response), ElementsAre("m1"));
+  response = jobs.Run(withheld);
+  EXPECT_TRUE(response.withdrawn());
+  EXPECT_THAT(closed(response), ElementsAre("m0"));  // not open: it did not run
+  // A module that fails to load is named too: it is not open.
+  WorkerRequest lost = Vadd(5);
+  lost.mutable_modules(0)->set_path(dir_.path() + "/not-there.so");
+  response = jobs.Run(lost);
+  EXPECT_NE(response.code(), 0);
+  EXPECT_THAT(closed(response), ::testing::Contains("m5"));
+}
+
 // The daemon hands a worker its modules as descriptors: the bytes are read from them (the
 // path, which a worker's sandbox does not let it open, is only for messages), and candidates
 // sharing an entry point each run their own code.
