@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/modules/builtin_module.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/grpc_status.h"
@@ -49,6 +50,13 @@ constexpr size_t kMaxHeldBytes = size_t{32} << 20;
 // takes none back: a megabyte held it for a millisecond, ten under AddressSanitizer.
 constexpr size_t kMaxUpdatesPerMessage = 4096;
 constexpr size_t kMaxMessageBytes = size_t{64} << 10;
+// While a stream has jobs running and more waiting for the device, its updates wait for company
+// (a client that takes several in a message): a message of one or two costs the daemon a write
+// and the client a wake-up each, more than the job itself. Written once there are this many, or
+// a message's bytes, or the oldest has waited this long; at once when the stream has no job
+// waiting (a client that sends more only as answers come is never kept waiting for them).
+constexpr size_t kUpdatesHeldFor = 64;
+constexpr absl::Duration kUpdatesHeldAtMost = absl::Milliseconds(1);
 
 // Two independent 64-bit hashes of an id: a stream remembers up to a million ids in 16 bytes
 // each, not in up to 256, and a false "used twice" needs both to collide.
@@ -279,7 +287,19 @@ class ProfilerService::BatchReactor final
     progress->set_done(done_count_);
     progress->set_failed(failed_count_);
     outbox_bytes_ += update.ByteSizeLong();
+    if (outbox_.empty()) outbox_since_ = absl::Now();
     outbox_.push_back(std::move(update));
+  }
+
+  // Whether the updates in the outbox wait for more (kUpdatesHeldFor); `flush_at`: until when.
+  bool HoldUpdates(absl::Time* flush_at) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    if (updates_per_message_ < 2 || draining_ || waiting_count_ == 0 || in_executor_.empty() ||
+        outbox_.size() >= std::min(updates_per_message_, kUpdatesHeldFor) ||
+        outbox_bytes_ >= kMaxMessageBytes) {
+      return false;
+    }
+    *flush_at = outbox_since_ + kUpdatesHeldAtMost;
+    return absl::Now() < *flush_at;
   }
 
   void Fail(const std::string& id, const absl::Status& status)
@@ -394,7 +414,8 @@ class ProfilerService::BatchReactor final
       kicking_ = true;
     }
     while (true) {
-      bool read = false, finish = false, write = false;
+      bool read = false, finish = false, write = false, arm = false;
+      absl::Time flush_at;
       grpc::Status status;
       std::vector<std::pair<DeviceExecutor*, uint64_t>> cancel;
       {
@@ -411,9 +432,15 @@ class ProfilerService::BatchReactor final
             read = true;
           }
           if (!stopping && !writing_ && !outbox_.empty() && !broken_) {
-            writing_ = true;
-            write = true;
-            TakeOutgoing();
+            if (!HoldUpdates(&flush_at)) {
+              writing_ = true;
+              write = true;
+              TakeOutgoing();
+            } else if (!flush_armed_) {
+              flush_armed_ = true;
+              ++pins_;  // until the alarm's callback
+              arm = true;
+            }
           }
           const bool answered =
               in_executor_.empty() && waiting_count_ == 0 && outbox_.empty() && !writing_;
@@ -432,6 +459,20 @@ class ProfilerService::BatchReactor final
                 "another daemon"));
           }
           if (finish) finished_ = true;
+        }
+        if (arm) {
+          // A fresh alarm each time: one is never set again from its own callback. Replacing
+          // one not yet fired cancels it, which runs its callback all the same.
+          flush_alarm_ = std::make_unique<grpc::Alarm>();
+          flush_alarm_->Set(absl::ToChronoTime(flush_at), [this](bool) {
+            {
+              absl::MutexLock lock(&mutex_);
+              flush_armed_ = false;
+            }
+            Kick();
+            Unpin();
+          });
+          arm = false;
         }
         if (!read && !write && !finish && cancel.empty() && !again_) {
           kicking_ = false;
@@ -596,9 +637,12 @@ class ProfilerService::BatchReactor final
   std::map<uint64_t, InExecutor> in_executor_ ABSL_GUARDED_BY(mutex_);  // by job id
   std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
   size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // front: being written
-  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;         // the write in flight's included
-  size_t writing_count_ ABSL_GUARDED_BY(mutex_) = 0;        // updates in the write in flight
+  std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // not yet in a write
+  absl::Time outbox_since_ ABSL_GUARDED_BY(mutex_);         // when its oldest came
+  std::unique_ptr<grpc::Alarm> flush_alarm_ ABSL_GUARDED_BY(mutex_);
+  bool flush_armed_ ABSL_GUARDED_BY(mutex_) = false;  // the alarm's callback is still to come
+  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;   // the write in flight's included
+  size_t writing_count_ ABSL_GUARDED_BY(mutex_) = 0;  // updates in the write in flight
   size_t writing_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   size_t updates_per_message_ ABSL_GUARDED_BY(mutex_) = 1;
   absl::Status error_ ABSL_GUARDED_BY(mutex_);  // ends the stream

@@ -187,6 +187,85 @@ TEST_F(BatchTest, JobsOverMoreModulesThanAWorkerKeepsOpenEachRunTheirOwnOnce) {
   }
 }
 
+// Runs `jobs` on a stream of its own asking up to 1024 updates a message; each message with the
+// time it came (since the stream began), and its updates.
+struct Message {
+  double seconds = 0;
+  std::vector<v1::BatchUpdate> updates;
+};
+std::vector<Message> RawBatch(const std::string& target, const std::vector<v1::BatchJob>& jobs) {
+  auto stub =
+      v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->MeasureBatch(&context);
+  v1::BatchRequest request;
+  request.set_updates_per_message(1024);
+  for (const v1::BatchJob& job : jobs) *request.add_jobs() = job;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(stream->Write(request));
+  stream->WritesDone();
+  std::vector<Message> messages;
+  v1::BatchUpdate update;
+  while (stream->Read(&update)) {
+    Message& m = messages.emplace_back();
+    m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (v1::BatchUpdate& more : *update.mutable_more()) m.updates.push_back(std::move(more));
+    update.clear_more();
+    m.updates.insert(m.updates.begin(), update);
+  }
+  EXPECT_TRUE(stream->Finish().ok());
+  return messages;
+}
+
+// While jobs of a stream wait for the device, the updates of short ones travel together,
+// dozens to a message, not one or two each.
+TEST_F(BatchTest, UpdatesOfShortJobsShareMessages) {
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 400; ++i) {
+    v1::BatchJob job = BuiltinJob("n" + std::to_string(i), "nop", "float64:0");
+    job.mutable_time_evaluate()->mutable_call()->clear_args();
+    job.mutable_time_evaluate()->set_number(1);
+    job.mutable_time_evaluate()->set_repeat(1);
+    jobs.push_back(job);
+  }
+  const std::vector<Message> messages = RawBatch(daemon_.target(), jobs);
+  size_t updates = 0, done = 0;
+  for (const Message& m : messages) {
+    updates += m.updates.size();
+    for (const v1::BatchUpdate& u : m.updates) done += u.state() == v1::BatchUpdate::DONE;
+  }
+  EXPECT_EQ(done, jobs.size());
+  EXPECT_EQ(updates, 3 * jobs.size());  // QUEUED, RUNNING, DONE each
+  // Without waiting for company, some 80 messages (as many as the writes in flight allow).
+  EXPECT_LE(messages.size(), jobs.size() / 6) << updates << " updates";
+}
+
+// Updates wait for company only briefly: behind a job of 400 ms, the updates of the short jobs
+// before it go out long before it ends (at most a millisecond after they were ready), though
+// more jobs wait behind it.
+TEST_F(BatchTest, UpdatesHeldForCompanyGoOutWithinAMillisecond) {
+  std::vector<v1::BatchJob> jobs;
+  for (int i = 0; i < 5; ++i) jobs.push_back(Spin("before" + std::to_string(i)));
+  v1::BatchJob slow = BuiltinJob("slow", "spin_us", "float64:400000");
+  slow.mutable_time_evaluate()->set_number(1);
+  slow.mutable_time_evaluate()->set_repeat(1);
+  jobs.push_back(slow);
+  // More behind it than go to the device at once (16): they wait in the stream.
+  for (int i = 0; i < 40; ++i) jobs.push_back(Spin("after" + std::to_string(i)));
+  const std::vector<Message> messages = RawBatch(daemon_.target(), jobs);
+  std::map<std::string, double> done_at;
+  for (const Message& m : messages) {
+    for (const v1::BatchUpdate& u : m.updates) {
+      if (u.state() == v1::BatchUpdate::DONE) done_at[u.id()] = m.seconds;
+    }
+  }
+  ASSERT_EQ(done_at.size(), jobs.size());
+  for (int i = 0; i < 5; ++i) {
+    // The slow job spins 400 ms after them; a millisecond's hold leaves nearly all of it.
+    EXPECT_LT(done_at.at("before" + std::to_string(i)), done_at.at("slow") - 0.2) << i;
+  }
+}
+
 // An id that is missing, too long or used twice would make answers ambiguous: the stream ends
 // INVALID_ARGUMENT naming it, and the daemon goes on serving.
 TEST_F(BatchTest, AmbiguousIdsEndTheStream) {
