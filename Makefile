@@ -82,7 +82,7 @@ TSAN_CI_TARGETS := kprofd kprofd-worker kprof kprof_test_modules kprof_python \
 test-tsan-ci: $(DEPS_STAMP)
 	cmake --preset tsan
 	cmake --build --preset tsan --target $(TSAN_CI_TARGETS)
-	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.|MemoryBounds|CacheShare|PipelineTest|FarmTest'
+	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.|MemoryBounds|CacheShare|PipelineTest|FarmTest|BatchTest\.Updates'
 
 release:
 	$(MAKE) build PRESET=release

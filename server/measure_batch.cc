@@ -16,6 +16,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/modules/builtin_module.h"
+#include "core/sha256.h"
+#include "core/status_macros.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
@@ -56,6 +58,9 @@ constexpr size_t kMaxMessageBytes = size_t{64} << 10;
 // a message's bytes, or the oldest has waited this long; at once when the stream has no job
 // waiting (a client that sends more only as answers come is never kept waiting for them).
 constexpr size_t kUpdatesHeldFor = 64;
+// BatchRequest.modules: the bytes of one at most (a message's are at most the daemon's largest
+// message, 16 MiB).
+constexpr size_t kMaxInlineModuleBytes = size_t{4} << 20;
 constexpr absl::Duration kUpdatesHeldAtMost = absl::Milliseconds(1);
 
 // Two independent 64-bit hashes of an id: a stream remembers up to a million ids in 16 bytes
@@ -117,14 +122,26 @@ class ProfilerService::BatchReactor final
   }
 
   void OnReadDone(bool ok) override {
+    // The message is this thread's until the next read: parsed, and its modules stored, before
+    // the lock (a store writes a file, which the executors' answers need not wait for).
+    const bool parsed = ok && grpc::SerializationTraits<kprof::v1::BatchRequest>::Deserialize(
+                                  &incoming_bytes_, &incoming_)
+                                  .ok();
+    std::vector<std::pair<std::string, absl::Status>> refused;
+    if (parsed && incoming_.jobs_size() <= kMaxJobsPerMessage) {
+      for (const kprof::v1::InlineModule& module : incoming_.modules()) {
+        if (absl::Status s = StoreInline(module); !s.ok()) {
+          refused.emplace_back(module.header().sha256(), std::move(s));
+        }
+      }
+    }
     {
       absl::MutexLock lock(&mutex_);
       reading_ = false;
+      for (auto& [id, status] : refused) refused_modules_[id] = std::move(status);
       if (!ok) {
         reads_done_ = true;
-      } else if (!grpc::SerializationTraits<kprof::v1::BatchRequest>::Deserialize(&incoming_bytes_,
-                                                                                  &incoming_)
-                      .ok()) {
+      } else if (!parsed) {
         Protocol(absl::InvalidArgumentError(
             "a BatchRequest that does not parse (not a kprof.v1.BatchRequest in protobuf)"));
       } else {
@@ -360,7 +377,15 @@ class ProfilerService::BatchReactor final
       if (!acquired.ok()) {
         // An unknown module: the job may come again under its id once the module is uploaded.
         ids_.erase(IdHash(id));
-        Fail(id, acquired.status());
+        const auto refused = refused_modules_.find(module);
+        // One sent on this stream and refused fails the job with the reason (as LoadModule
+        // would have failed).
+        Fail(id,
+             refused == refused_modules_.end() || !absl::IsNotFound(acquired.status())
+                 ? acquired.status()
+                 : absl::Status(refused->second.code(),
+                                absl::StrCat("module ", module, " sent on the stream was refused: ",
+                                             refused->second.message())));
         return;
       }
       pin = *std::move(acquired);
@@ -371,6 +396,33 @@ class ProfilerService::BatchReactor final
         Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin), bytes});
     ++waiting_count_;
     waiting_bytes_ += bytes;
+  }
+
+  // A module sent on the stream, checked and stored as LoadModule would.
+  absl::Status StoreInline(const kprof::v1::InlineModule& module) {
+    const kprof::v1::ModuleHeader& header = module.header();
+    const std::string& bytes = module.bytes();
+    if (bytes.size() > kMaxInlineModuleBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a module sent on the stream has ", bytes.size(), " bytes (at most ",
+                       kMaxInlineModuleBytes, "); upload it with LoadModule"));
+    }
+    if (header.size_bytes() != bytes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("a module sent on the stream declares ",
+                                                     header.size_bytes(), " bytes and carries ",
+                                                     bytes.size()));
+    }
+    ModuleRegistry* registry = service_->registry_;
+    KPROF_RETURN_IF_ERROR(registry->CheckHeader(header.name(), header.format(), header.size_bytes(),
+                                                header.sha256()));
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModuleRegistry::Upload> upload, registry->BeginUpload());
+    KPROF_RETURN_IF_ERROR(upload->Append(bytes));
+    core::Sha256 hash;
+    hash.Update(bytes);
+    return registry
+        ->Store(client_, header.name(), header.format(), *upload, header.size_bytes(),
+                header.sha256(), hash.HexDigest())
+        .status();
   }
 
   // Hands waiting jobs to executors, up to kInExecutorPerDevice each, while the client keeps up
@@ -635,6 +687,8 @@ class ProfilerService::BatchReactor final
   std::map<std::string, std::deque<Waiting>> waiting_ ABSL_GUARDED_BY(mutex_);  // by device
   size_t waiting_count_ ABSL_GUARDED_BY(mutex_) = 0;
   std::map<uint64_t, InExecutor> in_executor_ ABSL_GUARDED_BY(mutex_);  // by job id
+  // Modules sent on the stream and refused, by declared id, and why.
+  std::map<std::string, absl::Status> refused_modules_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
   size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // not yet in a write

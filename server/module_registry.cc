@@ -682,22 +682,19 @@ absl::StatusOr<int> ModuleRegistry::OpenForJob(Entry& entry,
     const int fd = open(entry.module.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return errno == ENOENT || errno == ELOOP ? changed() : unavailable(errno);
     entry.fd = fd;
-    ++kept_open_;
     // The least recently used kept descriptors beyond the limit are closed, never this job's.
-    while (kept_open_ > kMaxKeptOpen) {
-      Entry* oldest = nullptr;
-      for (auto& [other_id, other] : entries_) {
-        if (other.fd < 0 || &other == &entry ||
-            std::find(job_ids.begin(), job_ids.end(), other_id) != job_ids.end()) {
-          continue;
-        }
-        if (oldest == nullptr || other.fd_used < oldest->fd_used) oldest = &other;
+    for (auto it = kept_by_use_.begin();
+         kept_by_use_.size() >= kMaxKeptOpen && it != kept_by_use_.end();) {
+      const std::string other = (it++)->second;
+      if (std::find(job_ids.begin(), job_ids.end(), other) == job_ids.end()) {
+        CloseKept(entries_.at(other));
       }
-      if (oldest == nullptr) break;
-      CloseKept(*oldest);
     }
+  } else {
+    kept_by_use_.erase(entry.fd_used);
   }
   entry.fd_used = ++clock_;
+  kept_by_use_.emplace(entry.fd_used, id);
   // A write, truncation, change of mode, rename or removal changes the file's change time (and
   // a removal its link count): the descriptor kept open sees each of them.
   struct stat st {};
@@ -713,7 +710,7 @@ void ModuleRegistry::CloseKept(Entry& entry) {
   if (entry.fd < 0) return;
   close(entry.fd);
   entry.fd = -1;
-  --kept_open_;
+  kept_by_use_.erase(entry.fd_used);
 }
 
 ModuleRegistry::Pin::~Pin() {

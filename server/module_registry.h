@@ -199,7 +199,7 @@ class ModuleRegistry {
   uint64_t generations_ ABSL_GUARDED_BY(mutex_) = 0;
   // Module files kept open for jobs: the most used ones, at most this many.
   static constexpr size_t kMaxKeptOpen = 128;
-  size_t kept_open_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::map<uint64_t, std::string> kept_by_use_ ABSL_GUARDED_BY(mutex_);  // by Entry::fd_used
   // modules/journal: a line per module stored and per change of its holders, the last line of
   // an id the one that counts. One append per upload, where a file of its own per module would
   // cost the filesystem an inode each (the dearest step of storing a small module). Written

@@ -37,6 +37,7 @@ using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
+using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;
@@ -264,6 +265,103 @@ TEST_F(BatchTest, UpdatesHeldForCompanyGoOutWithinAMillisecond) {
     // The slow job spins 400 ms after them; a millisecond's hold leaves nearly all of it.
     EXPECT_LT(done_at.at("before" + std::to_string(i)), done_at.at("slow") - 0.2) << i;
   }
+}
+
+// A module may travel on the stream with its jobs (BatchRequest.modules): stored as an upload
+// would be, before the message's jobs are taken, and held by the stream's client. One that does
+// not match what it declares, or is over 4 MiB, is refused: the jobs naming it fail with the
+// reason, and run once the module is uploaded.
+TEST_F(BatchTest, ModulesSentOnTheStreamAreStoredBeforeTheirJobsOrRefusedWithTheReason) {
+  const std::string three = ::kprof::testing::ReadFileBytes(TestModulePath("candidate_3"));
+  const std::string five = ::kprof::testing::ReadFileBytes(TestModulePath("candidate_5"));
+  const auto inline_module = [](const std::string& bytes) {
+    v1::InlineModule module;
+    module.mutable_header()->set_name("cand.so");
+    module.mutable_header()->set_size_bytes(bytes.size());
+    module.mutable_header()->set_sha256(client::ModuleId(bytes));
+    module.set_bytes(bytes);
+    return module;
+  };
+  const auto job = [](const std::string& id, const std::string& module) {
+    v1::BatchJob job;
+    job.set_id(id);
+    job.mutable_time_evaluate()->mutable_call()->set_module_id(module);
+    job.mutable_time_evaluate()->mutable_call()->set_function("candidate");
+    job.mutable_time_evaluate()->set_number(1);
+    job.mutable_time_evaluate()->set_repeat(1);
+    return job;
+  };
+  v1::BatchRequest request;
+  *request.add_modules() = inline_module(three);
+  *request.add_jobs() = job("three", client::ModuleId(three));
+  // Declares another module's hash.
+  v1::InlineModule lying = inline_module(five);
+  lying.mutable_header()->set_sha256(std::string(64, 'a'));
+  *request.add_modules() = lying;
+  *request.add_jobs() = job("lying", std::string(64, 'a'));
+  // Declares another size.
+  v1::InlineModule short_size = inline_module(five);
+  short_size.mutable_header()->set_size_bytes(five.size() - 1);
+  *request.add_modules() = short_size;
+  *request.add_jobs() = job("size", client::ModuleId(five));
+  // Over 4 MiB (the loader ignores what follows the last section).
+  const std::string big = five + std::string((4 << 20) + 1 - five.size(), '\0');
+  *request.add_modules() = inline_module(big);
+  *request.add_jobs() = job("big", client::ModuleId(big));
+
+  auto stub = v1::Profiler::NewStub(
+      grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->MeasureBatch(&context);
+  ASSERT_TRUE(stream->Write(request));
+  std::map<std::string, v1::BatchUpdate> finals;
+  const auto read_finals = [&](size_t count) {
+    v1::BatchUpdate update;
+    while (finals.size() < count && stream->Read(&update)) {
+      std::vector<v1::BatchUpdate> all = {update};
+      all.insert(all.end(), update.more().begin(), update.more().end());
+      for (const v1::BatchUpdate& u : all) {
+        if (u.state() == v1::BatchUpdate::DONE || u.state() == v1::BatchUpdate::FAILED) {
+          finals[u.id()] = u;
+        }
+      }
+    }
+  };
+  read_finals(4);
+  ASSERT_EQ(finals.size(), 4u);
+  // Its own code ran: candidate_3's `candidate` returns 3.
+  EXPECT_EQ(finals.at("three").state(), v1::BatchUpdate::FAILED);
+  EXPECT_THAT(finals.at("three").message(), HasSubstr("returned 3"));
+  EXPECT_EQ(finals.at("lying").code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(finals.at("lying").message(),
+              AllOf(HasSubstr("sent on the stream was refused"), HasSubstr("SHA-256")));
+  EXPECT_EQ(finals.at("size").code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(finals.at("size").message(),
+              HasSubstr("declares " + std::to_string(five.size() - 1) + " bytes and carries " +
+                        std::to_string(five.size())));
+  EXPECT_EQ(finals.at("big").code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(finals.at("big").message(),
+              AllOf(HasSubstr("at most 4194304"), HasSubstr("LoadModule")));
+  // The stream's client holds the module it sent, as if uploaded.
+  auto held = client_->ListModules();
+  ASSERT_THAT(held, IsOk());
+  EXPECT_TRUE(std::any_of(held->begin(), held->end(), [&](const v1::ModuleInfo& m) {
+    return m.id() == client::ModuleId(three);
+  }));
+  // Uploaded after all, the refused one runs when its job comes again.
+  ASSERT_THAT(client_->LoadModule(five, "five.so"), IsOk());
+  v1::BatchRequest again;
+  *again.add_jobs() = job("size", client::ModuleId(five));
+  ASSERT_TRUE(stream->Write(again));
+  finals.clear();
+  read_finals(1);
+  ASSERT_EQ(finals.count("size"), 1u);
+  EXPECT_THAT(finals.at("size").message(), HasSubstr("returned 5"));
+  stream->WritesDone();
+  v1::BatchUpdate rest;
+  while (stream->Read(&rest)) {
+  }
+  EXPECT_TRUE(stream->Finish().ok());
 }
 
 // An id that is missing, too long or used twice would make answers ambiguous: the stream ends
@@ -717,6 +815,38 @@ TEST(FarmTest, ModulesUploadedAheadEachRunTheirOwnCandidate) {
   auto modules = (*client)->ListModules();
   ASSERT_THAT(modules, IsOk());
   EXPECT_EQ(modules->size(), 7u);  // the builtins and the six candidates
+}
+
+// Modules over 4 MiB do not travel on the stream: the farm uploads them (ahead of their jobs),
+// small ones go with their jobs; either way each job runs its own candidate.
+TEST(FarmTest, LargeModulesAreUploadedAndSmallOnesTravelWithTheirJobs) {
+  TempDir dir;
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
+  auto farm = client::Farm::Connect(daemon.target());
+  ASSERT_THAT(farm, IsOk());
+  std::vector<v1::BatchJob> jobs;
+  for (int k : {2, 4, 1, 6}) {
+    std::string bytes =
+        ::kprof::testing::ReadFileBytes(TestModulePath(absl::StrCat("candidate_", k)));
+    if (k % 2 == 0) bytes.resize((9 << 20) / 2, '\0');  // 4.5 MiB: past what travels inline
+    const std::string id = (*farm)->AddModule(bytes, absl::StrCat("candidate_", k, ".so"), "auto");
+    v1::BatchJob job;
+    job.set_id(absl::StrCat("k", k));
+    job.mutable_time_evaluate()->mutable_call()->set_module_id(id);
+    job.mutable_time_evaluate()->mutable_call()->set_function("candidate");
+    job.mutable_time_evaluate()->set_number(1);
+    job.mutable_time_evaluate()->set_repeat(1);
+    jobs.push_back(job);
+  }
+  std::map<std::string, v1::BatchUpdate> finals;
+  ASSERT_THAT(FarmFinals(**farm, jobs, finals), IsOk());
+  ASSERT_EQ(finals.size(), jobs.size());
+  for (int k : {2, 4, 1, 6}) {
+    const v1::BatchUpdate& u = finals.at(absl::StrCat("k", k));
+    EXPECT_EQ(u.state(), v1::BatchUpdate::FAILED) << k;
+    EXPECT_THAT(u.message(), HasSubstr(absl::StrCat("returned ", k))) << k;
+  }
 }
 
 TEST(FarmTest, ARefusedModuleFailsEachOfItsJobsWithTheReason) {
