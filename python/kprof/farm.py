@@ -27,6 +27,9 @@ from kprof.v1 import kprof_pb2
 
 # Uploads a farm starts ahead of the jobs that need them, beside the one a job waits for.
 _UPLOADS_AHEAD = 2
+# Modules up to this size travel on the batch stream with their first job there
+# (BatchRequest.modules), without a call of their own.
+_INLINE_MODULE_BYTES = 4 << 20
 
 
 def _split_host_port(address):
@@ -131,8 +134,8 @@ class _Daemon:
         self.reader = threading.Thread(target=read, name=f"kprof-farm-{index}", daemon=True)
         self.reader.start()
 
-    def send(self, job):
-        self.requests.put(kprof_pb2.BatchRequest(jobs=[job],
+    def send(self, job, modules=()):
+        self.requests.put(kprof_pb2.BatchRequest(jobs=[job], modules=modules,
                                                  updates_per_message=UPDATES_PER_MESSAGE))
 
     def close(self):
@@ -284,6 +287,8 @@ class Farm:
                 if module in daemon.uploaded or module in daemon.refused or key in uploads:
                     continue
                 data, name = self._modules[module]
+                if len(data) <= _INLINE_MODULE_BYTES:
+                    continue  # it goes with its job
                 uploads[key] = uploaders.submit(daemon.client.load_module, data, name=name)
 
         def upload(daemon, module, data, name):
@@ -326,7 +331,19 @@ class Farm:
                 return False
             daemon = min(room, key=lambda d: len(d.holding))
             module = job.time_evaluate.call.module_id
-            if module in self._modules and module not in daemon.uploaded:
+            inline = []
+            if (module in self._modules and module not in daemon.uploaded
+                    and module not in daemon.refused
+                    and len(self._modules[module][0]) <= _INLINE_MODULE_BYTES):
+                # With the job, on the stream: stored before the job is taken; one the daemon
+                # refuses fails the job with the reason.
+                data, name = self._modules[module]
+                inline.append(kprof_pb2.InlineModule(
+                    header=kprof_pb2.ModuleHeader(name=name, format="auto", size_bytes=len(data),
+                                                  sha256=module),
+                    bytes=data))
+                daemon.uploaded.add(module)
+            elif module in self._modules and module not in daemon.uploaded:
                 data, name = self._modules[module]
                 refused = daemon.refused.get(module)
                 try:
@@ -348,7 +365,7 @@ class Farm:
             if daemon.stream is None:
                 daemon.open(daemons.index(daemon), events)
             daemon.holding.add(j)
-            daemon.send(job)
+            daemon.send(job, inline)
             return True
 
         events = queue.Queue()

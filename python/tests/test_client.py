@@ -275,8 +275,8 @@ def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons)
 
 
 def test_a_farm_uploads_candidates_ahead_and_each_job_runs_its_own(daemon):
-    """Candidates of one entry point, each its own module, uploaded ahead of their jobs several
-    at once: each job runs its own candidate (its `candidate` returns K, which fails the job
+    """Candidates of one entry point, each its own module, sent on the stream with their first
+    job (modules over 4 MiB are uploaded ahead, several at once): each job runs its own candidate (its `candidate` returns K, which fails the job
     saying so; its `gemm` sleeps 2K ms), a refused module fails each of its jobs with the
     daemon's reason, and the others run."""
     jobs = []
