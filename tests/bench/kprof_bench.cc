@@ -953,6 +953,9 @@ constexpr char kFindings[] = R"md(
 | The executor handed a pipelined worker one job per answer, a frame write each | perf trace -s of the daemon: 1.3 sendmsg per job | daemon CPU per nop job in a batch 47 us | 43 us: the pipeline is filled again once half empty, its jobs in one write |
 | Each stored module made a second file beside it for its name and holders | strace -T of the store: on this VM's ext4 the open that makes a file, 0.1 to 0.8 ms, was the dearest step of an upload | per candidate in a batch 4.3-4.7 ms (the filesystem after many runs) | 2.8-3.3 ms, the two interleaved: one journal line per module instead |
 | Farms uploaded one module at a time | 200 uploads of 50 KB from one thread and from three | 783 us per upload | 476-588 us with three at once: the next jobs' modules upload while one job's does |
+| Batch updates went out as soon as a write was free: one or two a message | messages counted on a raw stream of 400 nop jobs: 87; perf stat: the client woke about once a job | CPU per nop job in a batch: client 27 us, daemon 47 | 27 messages; client 18 us, daemon 37: while jobs wait for the device, updates wait up to 1 ms for 64 to share a message |
+| A module job opened its file by path, and passed the descriptor to the worker, at every job | strace -c of a batch of an uploaded module's empty function: openat, fstat and close in the daemon, close in the worker, and an extra recvmsg (a frame with descriptors ends a read) | 69-75 us per job | 52-73 us, as the builtin nop: the registry keeps the files open, a worker that has the module open gets none |
+| Each candidate was an upload call of its own | kprof_bench --only batch-cpu on tmpfs: a 50 KB upload cost the daemon 500-600 us of CPU and the client 350-450 (the module's store a tenth of it, perf) | per candidate in a batch 0.95-1.1 ms (4.4 health checks) | 0.47-0.72 ms (1.9): modules up to 4 MiB travel on the batch stream with their first job |
 
 ## Goals still missed, and why
 
@@ -968,15 +971,13 @@ constexpr char kFindings[] = R"md(
   crossing, and with it the isolation that lets a crashing kernel take down only its worker;
   kprofd keeps the isolation. The checks stay before the answer so that a job that disturbs its
   worker is the one told.
-- **batch** (goal 0.15 of a health Check per job): a 2000-job nop batch costs the client about
-  27 us of CPU per job, the daemon 43 and the worker 27: some 97 us on two CPUs, 49 us of wall
-  time at best, where the goal is 32-40 us. Allocation is the largest part left in the daemon
-  (malloc and free about 15% of its CPU: each result is parsed, moved into its update and
-  serialised, with a QUEUED, a RUNNING and a DONE update per job).
-- **per candidate in a batch** (goal 3): the upload is a client stream plus the store of one
-  file on the filesystem; three uploads at once and one file per module brought it from
-  5.3-5.6 to about 4.9 health checks. What is left is the upload's own round trip, the file,
-  and the worker's first load of each module.
+- **batch** (goal 0.15 of a health Check per job): met in some runs and not in others (0.12-0.23
+  in one hour of this VM, the health check itself between 245 and 565 us). A 2000-job nop batch
+  costs the client about 18 us of CPU per job, the daemon 37 and the worker 28: some 83 us on
+  two CPUs, 42 us of wall time at best, where the goal is 37-45 us. Allocation is the largest
+  part left in the daemon (each result is parsed, moved into its update and serialised); the
+  worker's checks after each job are some 5 us of system calls (`strace -c`: three fstat, a
+  poll, two sysinfo and a pread of /proc/loadavg).
 - **front to worker and back** (goal 1.5 of a two-process ping-pong): the worker's 63 us of
   CPU per unary job above against a reference that does none.
 - **candidate** (goal 1 ms): close on a quiet machine (the upload is a client stream, itself
