@@ -518,7 +518,7 @@ class ProfilerService::BatchReactor final
           flush_alarm_ = std::make_unique<grpc::Alarm>();
           flush_alarm_->Set(absl::ToChronoTime(flush_at), [this](bool) {
             {
-              absl::MutexLock lock(&mutex_);
+              absl::MutexLock fired(&mutex_);
               flush_armed_ = false;
             }
             Kick();

@@ -291,13 +291,13 @@ TEST_F(BatchTest, ModulesSentOnTheStreamAreStoredBeforeTheirJobsOrRefusedWithThe
     return module;
   };
   const auto job = [](const std::string& id, const std::string& module) {
-    v1::BatchJob job;
-    job.set_id(id);
-    job.mutable_time_evaluate()->mutable_call()->set_module_id(module);
-    job.mutable_time_evaluate()->mutable_call()->set_function("candidate");
-    job.mutable_time_evaluate()->set_number(1);
-    job.mutable_time_evaluate()->set_repeat(1);
-    return job;
+    v1::BatchJob made;
+    made.set_id(id);
+    made.mutable_time_evaluate()->mutable_call()->set_module_id(module);
+    made.mutable_time_evaluate()->mutable_call()->set_function("candidate");
+    made.mutable_time_evaluate()->set_number(1);
+    made.mutable_time_evaluate()->set_repeat(1);
+    return made;
   };
   v1::BatchRequest request;
   *request.add_modules() = inline_module(three);
@@ -781,8 +781,8 @@ TEST(FarmTest, ADaemonStoppingMidBatchHandsItsJobsOn) {
 }
 
 // A module a daemon refuses fails each of its jobs with the daemon's reason; the others run.
-// Candidates of one entry point, each its own module, which the farm uploads ahead of their
-// jobs, several at once: each job runs its own candidate (its `candidate` returns K, which
+// Candidates of one entry point, each its own module, which the farm sends on the stream with
+// their first jobs: each job runs its own candidate (its `candidate` returns K, which
 // fails the job saying so; its `gemm` sleeps 2K ms), and the daemon holds each module once.
 TEST(FarmTest, ModulesUploadedAheadEachRunTheirOwnCandidate) {
   TempDir dir;
