@@ -1,8 +1,11 @@
 #include "client/kprof_client.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <map>
@@ -152,12 +155,11 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string_view bytes,
                                                          std::string* owned) {
   // The copy kept for uploading again (Remember) is made on another thread while this one
   // hashes: for a large module, both passes over the bytes cost the time of the hash alone.
-  std::string copy;
+  std::shared_ptr<const KeptBytes> copy;
   std::thread copier;
   if (owned == nullptr && bytes.size() >= kParallelCopyBytes &&
       bytes.size() <= options_.max_remembered_bytes) {
-    copier = std::thread([&copy, bytes] { copy.assign(bytes.data(), bytes.size()); });
-    owned = &copy;
+    copier = std::thread([&copy, bytes] { copy = KeptBytes::Copy(bytes); });
   }
   const std::string id = ModuleId(bytes);
   if (copier.joinable()) copier.join();
@@ -176,26 +178,55 @@ absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModule(std::string_view bytes,
     if (!uploaded.ok()) return uploaded.status();
     *response.mutable_module() = *uploaded;
   }
-  Remember(id, bytes, name, format, owned);
+  Remember(id, bytes, name, format, owned, std::move(copy));
   return response.module();
 }
 
+std::shared_ptr<const Client::KeptBytes> Client::KeptBytes::Copy(std::string_view bytes) {
+  std::shared_ptr<KeptBytes> kept(new KeptBytes);
+  if (bytes.size() >= kParallelCopyBytes) {
+    void* map = mmap(nullptr, bytes.size(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (map != MAP_FAILED) {
+      kept->map_ = static_cast<char*>(map);
+      kept->size_ = bytes.size();
+      std::memcpy(kept->map_, bytes.data(), bytes.size());
+      return kept;
+    }
+  }
+  kept->text_.assign(bytes.data(), bytes.size());
+  return kept;
+}
+
+std::shared_ptr<const Client::KeptBytes> Client::KeptBytes::Own(std::string bytes) {
+  std::shared_ptr<KeptBytes> kept(new KeptBytes);
+  kept->text_ = std::move(bytes);
+  return kept;
+}
+
+Client::KeptBytes::~KeptBytes() {
+  if (map_ != nullptr) munmap(map_, size_);
+}
+
 void Client::Remember(const std::string& id, std::string_view bytes, const std::string& name,
-                      const std::string& format, std::string* owned) {
+                      const std::string& format, std::string* owned,
+                      std::shared_ptr<const KeptBytes> kept) {
   absl::MutexLock lock(&mutex_);
   if (auto it = uploaded_.find(id); it != uploaded_.end()) {
     it->second.order = next_order_++;
     return;
   }
   remembered_bytes_ += bytes.size();
-  uploaded_[id] = Uploaded{owned != nullptr ? std::move(*owned) : std::string(bytes), name, format,
-                           next_order_++};
+  if (kept == nullptr) {
+    kept = owned != nullptr ? KeptBytes::Own(std::move(*owned)) : KeptBytes::Copy(bytes);
+  }
+  uploaded_[id] = Uploaded{std::move(kept), name, format, next_order_++};
   while (remembered_bytes_ > options_.max_remembered_bytes && uploaded_.size() > 1) {
     auto oldest = uploaded_.begin();
     for (auto it = uploaded_.begin(); it != uploaded_.end(); ++it) {
       if (it->second.order < oldest->second.order) oldest = it;
     }
-    remembered_bytes_ -= oldest->second.bytes.size();
+    remembered_bytes_ -= oldest->second.bytes->view().size();
     uploaded_.erase(oldest);
   }
 }
@@ -234,7 +265,7 @@ absl::Status Client::Reupload(const std::string& id) {
     if (it == uploaded_.end()) return absl::NotFoundError("this client never uploaded " + id);
     module = it->second;
   }
-  return Upload(module.bytes, id, module.name, module.format).status();
+  return Upload(module.bytes->view(), id, module.name, module.format).status();
 }
 
 template <typename Response, typename Call>

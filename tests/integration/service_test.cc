@@ -272,6 +272,28 @@ TEST_F(ServiceTest, ModuleFilesKeptOpenForJobsStayBoundedAndEachJobRunsItsOwn) {
   }
 }
 
+// The client keeps the bytes of what it uploaded (a large module's in pages mapped at once) and
+// uploads them again when the daemon no longer has the module: here its file was removed
+// behind the daemon, which drops it; the job then runs the module's own code.
+TEST_F(ServiceTest, ALargeModuleIsUploadedAgainFromTheBytesTheClientKept) {
+  std::string bytes = ReadFileBytes(TestModulePath("candidate_4"));
+  bytes.resize(5 << 20, '\0');  // past the size whose copy is made beside the hash
+  std::string id;
+  {
+    const std::string passed = bytes;  // the client's copy is its own, not this string
+    auto loaded = client_->LoadModule(passed, "big.so");
+    ASSERT_THAT(loaded, IsOk());
+    id = loaded->id();
+  }
+  ASSERT_EQ(std::remove((cache_.path() + "/cache/modules/" + id).c_str()), 0);
+  auto request = Time(id, "candidate", {});
+  request.set_number(1);
+  request.set_repeat(1);
+  EXPECT_THAT(client_->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("returned 4")));
+  EXPECT_EQ(ReadFileBytes(cache_.path() + "/cache/modules/" + id), bytes);
+}
+
 // ListModules answers in pages (by count, and by the bytes of the functions' names), in
 // order of id with the builtin module first; the client library pages through them all.
 TEST_F(ServiceTest, ModulesAreListedInPages) {
