@@ -56,6 +56,18 @@ v1::BatchJob BuiltinJob(const std::string& id, const std::string& function,
   return job;
 }
 
+// One call of `function` in `module`, repeated once: what a tuner's candidate job is.
+v1::BatchJob OnceJob(const std::string& id, const std::string& module,
+                     const std::string& function) {
+  v1::BatchJob job;
+  job.set_id(id);
+  job.mutable_time_evaluate()->mutable_call()->set_module_id(module);
+  job.mutable_time_evaluate()->mutable_call()->set_function(function);
+  job.mutable_time_evaluate()->set_number(1);
+  job.mutable_time_evaluate()->set_repeat(1);
+  return job;
+}
+
 class BatchTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -164,13 +176,8 @@ TEST_F(BatchTest, JobsOverMoreModulesThanAWorkerKeepsOpenEachRunTheirOwnOnce) {
   std::vector<v1::BatchJob> jobs;
   for (int round = 0; round < 3; ++round) {
     for (int i = 0; i < kModules; ++i) {
-      v1::BatchJob job;
-      job.set_id(absl::StrCat(round, "/", i));
-      job.mutable_time_evaluate()->mutable_call()->set_module_id(ids[static_cast<size_t>(i)]);
-      job.mutable_time_evaluate()->mutable_call()->set_function("candidate");
-      job.mutable_time_evaluate()->set_number(1);
-      job.mutable_time_evaluate()->set_repeat(1);
-      jobs.push_back(job);
+      jobs.push_back(
+          OnceJob(absl::StrCat(round, "/", i), ids[static_cast<size_t>(i)], "candidate"));
     }
   }
   absl::Status status;
@@ -291,13 +298,7 @@ TEST_F(BatchTest, ModulesSentOnTheStreamAreStoredBeforeTheirJobsOrRefusedWithThe
     return module;
   };
   const auto job = [](const std::string& id, const std::string& module) {
-    v1::BatchJob made;
-    made.set_id(id);
-    made.mutable_time_evaluate()->mutable_call()->set_module_id(module);
-    made.mutable_time_evaluate()->mutable_call()->set_function("candidate");
-    made.mutable_time_evaluate()->set_number(1);
-    made.mutable_time_evaluate()->set_repeat(1);
-    return made;
+    return OnceJob(id, module, "candidate");
   };
   v1::BatchRequest request;
   *request.add_modules() = inline_module(three);
@@ -796,13 +797,7 @@ TEST(FarmTest, ModulesUploadedAheadEachRunTheirOwnCandidate) {
         ::kprof::testing::ReadFileBytes(TestModulePath(absl::StrCat("candidate_", k))),
         absl::StrCat("candidate_", k, ".so"), "auto");
     for (const char* function : {"gemm", "candidate"}) {
-      v1::BatchJob job;
-      job.set_id(absl::StrCat(function, k));
-      job.mutable_time_evaluate()->mutable_call()->set_module_id(id);
-      job.mutable_time_evaluate()->mutable_call()->set_function(function);
-      job.mutable_time_evaluate()->set_number(1);
-      job.mutable_time_evaluate()->set_repeat(1);
-      jobs.push_back(job);
+      jobs.push_back(OnceJob(absl::StrCat(function, k), id, function));
     }
   }
   std::map<std::string, v1::BatchUpdate> finals;
@@ -839,13 +834,7 @@ TEST(FarmTest, LargeModulesAreUploadedAndSmallOnesTravelWithTheirJobs) {
         ::kprof::testing::ReadFileBytes(TestModulePath(absl::StrCat("candidate_", k)));
     if (k % 2 == 0) bytes.resize((9 << 20) / 2, '\0');  // 4.5 MiB: past what travels inline
     const std::string id = (*farm)->AddModule(bytes, absl::StrCat("candidate_", k, ".so"), "auto");
-    v1::BatchJob job;
-    job.set_id(absl::StrCat("k", k));
-    job.mutable_time_evaluate()->mutable_call()->set_module_id(id);
-    job.mutable_time_evaluate()->mutable_call()->set_function("candidate");
-    job.mutable_time_evaluate()->set_number(1);
-    job.mutable_time_evaluate()->set_repeat(1);
-    jobs.push_back(job);
+    jobs.push_back(OnceJob(absl::StrCat("k", k), id, "candidate"));
   }
   std::map<std::string, v1::BatchUpdate> finals;
   ASSERT_THAT(FarmFinals(**farm, jobs, finals), IsOk());
