@@ -10,7 +10,9 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -25,6 +27,8 @@ namespace {
 // Uploads a farm starts ahead of the jobs that need them, beside the one a job waits for: on
 // two CPUs three at once stored 50 KB modules 1.4 to 1.6 times as fast as one.
 constexpr size_t kUploadsAhead = 2;
+// How far ahead of the next job to place the uploads ahead look.
+constexpr size_t kLookAhead = 256;
 // Modules up to this size travel on the batch stream with their first job there
 // (BatchRequest.modules), without a call of their own; a message carries at most
 // kInlineBytesPerMessage of them.
@@ -180,7 +184,7 @@ BatchUpdate Failed(const std::string& id, const absl::Status& status) {
 
 absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
                                 const std::function<void(const BatchUpdate&)>& on_update,
-                                size_t window) {
+                                size_t window, const std::function<void()>& on_pause) {
   window = std::max<size_t>(window, 1);
   std::vector<Daemon> daemons(clients_.size());
   std::vector<std::string> unreachable;
@@ -223,10 +227,13 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
 
   std::deque<size_t> pending;
   std::map<size_t, int> reuploads;  // by job
-  std::set<std::string> finished, ids;
+  std::set<std::string> finished;
+  std::unordered_map<std::string_view, size_t> index_of;  // by id, of the jobs that run
+  std::vector<std::string> device_of(jobs.size());        // each job's, read once
   size_t unique = 0;
   for (size_t j = 0; j < jobs.size(); ++j) {
-    if (jobs[j].id().empty() || jobs[j].id().size() > 256 || !ids.insert(jobs[j].id()).second) {
+    if (jobs[j].id().empty() || jobs[j].id().size() > 256 ||
+        !index_of.emplace(jobs[j].id(), j).second) {
       on_update(Failed(jobs[j].id(), absl::InvalidArgumentError(absl::StrCat(
                                          "job id '", jobs[j].id().substr(0, 300),
                                          "' is empty, over 256 bytes, or used twice (ids must "
@@ -234,6 +241,7 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       continue;
     }
     ++unique;
+    device_of[j] = DeviceOf(jobs[j]);
     pending.push_back(j);
   }
   const auto deliver = [&](const BatchUpdate& update) {
@@ -271,16 +279,18 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     }
     return best;
   };
-  const auto likely_daemon = [&](const BatchJob& job) {
-    return least_loaded(DeviceOf(job), std::numeric_limits<size_t>::max());
+  const auto likely_daemon = [&](size_t j) {
+    return least_loaded(device_of[j], std::numeric_limits<size_t>::max());
   };
-  // Starts the uploads the next pending jobs will need, up to kUploadsAhead at once.
+  // Starts the uploads the next pending jobs will need, up to kUploadsAhead at once, looking at
+  // most kLookAhead jobs ahead.
   const auto upload_ahead = [&] {
+    size_t looked = 0;
     for (const size_t j : pending) {
-      if (uploading.size() >= kUploadsAhead) return;
+      if (uploading.size() >= kUploadsAhead || ++looked > kLookAhead) return;
       const std::string& module = CallOf(jobs[j]).module_id();
       const auto m = modules_.find(module);
-      const size_t i = likely_daemon(jobs[j]);
+      const size_t i = likely_daemon(j);
       if (m == modules_.end() || i == daemons.size() || daemons[i].uploaded.count(module) > 0 ||
           daemons[i].refused.count(module) > 0 || uploading.count({i, module}) > 0) {
         continue;
@@ -340,14 +350,24 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
   };
   while (finished.size() < unique) {
     finished_uploads();
-    // Hand out what fits, each job to a live daemon with its device.
+    // Hand out what fits, each job to a live daemon with its device. Once every device of the
+    // live daemons is full the rest wait, unread: a batch of many thousand jobs costs each
+    // update the jobs it lets go out, not a pass over all those still waiting.
+    std::set<std::string> devices, full;
+    for (const Daemon& d : daemons) {
+      if (d.alive && !d.draining) devices.insert(d.devices.begin(), d.devices.end());
+    }
     std::deque<size_t> unplaced;
-    while (!pending.empty()) {
+    while (!pending.empty() && (devices.empty() || full.size() < devices.size())) {
       const size_t j = pending.front();
       pending.pop_front();
       const BatchJob& job = jobs[j];
-      const std::string device = DeviceOf(job);
-      const bool any = likely_daemon(job) != daemons.size();
+      const std::string& device = device_of[j];
+      if (full.count(device) > 0) {
+        unplaced.push_back(j);
+        continue;
+      }
+      const bool any = likely_daemon(j) != daemons.size();
       const size_t best = least_loaded(device, window);
       if (!any) {
         std::set<std::string> have;
@@ -360,7 +380,8 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
         continue;
       }
       if (best == daemons.size()) {
-        unplaced.push_back(j);  // every daemon with the device is full
+        full.insert(device);  // every daemon with the device is full
+        unplaced.push_back(j);
         continue;
       }
       Daemon& d = daemons[best];
@@ -418,13 +439,14 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       *message.add_jobs() = job;
       d.holding.insert(j);
     }
+    // The ones that did not fit go first again, before those not looked at. A daemon lost in
+    // the writes below puts its jobs back in front of them all.
+    for (auto j = unplaced.rbegin(); j != unplaced.rend(); ++j) pending.push_front(*j);
     flush();
-    // A daemon lost in the writes above put its jobs back in `pending`: they stay, before the
-    // ones that did not fit.
-    for (size_t j : unplaced) pending.push_back(j);
     if (finished.size() >= unique) break;
 
     // Wait for the next update or a stream's end.
+    if (on_pause) on_pause();
     std::deque<Event> arrived;
     {
       std::unique_lock<std::mutex> lock(mutex);
@@ -440,8 +462,9 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       const BatchUpdate& u = e.update;
       const bool final = u.state() == BatchUpdate::DONE || u.state() == BatchUpdate::FAILED;
       size_t j = jobs.size();
-      for (size_t held : d.holding) {
-        if (jobs[held].id() == u.id()) j = held;
+      if (const auto found = index_of.find(u.id());
+          found != index_of.end() && d.holding.count(found->second) > 0) {
+        j = found->second;
       }
       if (!final) {
         if (j < jobs.size() && finished.count(u.id()) == 0) on_update(u);
@@ -470,6 +493,7 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
       deliver(u);
     }
   }
+  if (on_pause) on_pause();
   // Every job has its answer: close the streams and wait for their readers.
   for (Daemon& d : daemons) {
     if (d.batch == nullptr) continue;

@@ -49,10 +49,12 @@ class Farm {
   // and exactly one DONE or FAILED per job. At most `window` jobs wait or run per daemon: enough
   // to keep a daemon's pipeline full (it hands up to 8 of a stream's jobs to a worker at once),
   // few enough that a daemon lost mid-batch leaves little to send elsewhere.
-  // Fails only when no daemon answers at all.
+  // Fails only when no daemon answers at all. `on_pause`, when set, runs in this thread each
+  // time the updates that arrived together have been seen, before the farm waits for more (a
+  // caller that buffers what it writes of them flushes there).
   absl::Status MeasureBatch(const std::vector<kprof::v1::BatchJob>& jobs,
                             const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
-                            size_t window = 32);
+                            size_t window = 32, const std::function<void()>& on_pause = nullptr);
 
  private:
   Farm(std::vector<std::string> addresses, std::vector<std::unique_ptr<Client>> clients)

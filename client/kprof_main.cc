@@ -672,33 +672,39 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   std::set<std::string> answered;
   absl::Status stream = absl::OkStatus();
   if (!jobs.empty()) {
-    stream = farm.MeasureBatch(jobs, [&](const kprof::v1::BatchUpdate& update) {
-      if (update.state() == kprof::v1::BatchUpdate::DONE ||
-          update.state() == kprof::v1::BatchUpdate::FAILED) {
-        if (!answered.insert(update.id()).second) return;
-      }
-      if (update.state() == kprof::v1::BatchUpdate::DONE) {
-        absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
-        if (!result.ok()) {
-          failure(update.id(), lines[update.id()], result.status());
-        } else {
-          Json line_result = {{"id", update.id()}, {"status", "OK"}};
-          line_result.update(*result);
-          emit(line_result);
-          ++done;
-        }
-      } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
-        failure(update.id(), lines[update.id()],
-                absl::Status(static_cast<absl::StatusCode>(update.code()), update.message()));
-      }
-      if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
-        running.insert(update.id());
-      } else {
-        running.erase(update.id());
-      }
-      std::fflush(stdout);
-      progress();
-    });
+    stream = farm.MeasureBatch(
+        jobs,
+        [&](const kprof::v1::BatchUpdate& update) {
+          if (update.state() == kprof::v1::BatchUpdate::DONE ||
+              update.state() == kprof::v1::BatchUpdate::FAILED) {
+            if (!answered.insert(update.id()).second) return;
+          }
+          if (update.state() == kprof::v1::BatchUpdate::DONE) {
+            absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
+            if (!result.ok()) {
+              failure(update.id(), lines[update.id()], result.status());
+            } else {
+              Json line_result = {{"id", update.id()}, {"status", "OK"}};
+              line_result.update(*result);
+              emit(line_result);
+              ++done;
+            }
+          } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+            failure(update.id(), lines[update.id()],
+                    absl::Status(static_cast<absl::StatusCode>(update.code()), update.message()));
+          }
+          if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+            running.insert(update.id());
+          } else {
+            running.erase(update.id());
+          }
+        },
+        /*window=*/32, /*on_pause=*/
+        [&] {
+          // The lines of the updates that came together go out together, before the farm waits.
+          std::fflush(stdout);
+          progress();
+        });
   }
   if (bar) std::fprintf(stderr, "\n");
   // Every job line gets its result line, even when the batch itself broke off.

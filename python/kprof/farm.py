@@ -12,6 +12,7 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 
 import contextlib
 import ipaddress
+import itertools
 import queue
 import socket
 import threading
@@ -30,6 +31,11 @@ _UPLOADS_AHEAD = 2
 # Modules up to this size travel on the batch stream with their first job there
 # (BatchRequest.modules), without a call of their own.
 _INLINE_MODULE_BYTES = 4 << 20
+# The bytes of modules one message carries at most, as the C++ farm's.
+_INLINE_BYTES_PER_MESSAGE = 8 << 20
+# How far ahead of the next job to place the uploads ahead look.
+_LOOK_AHEAD = 256
+_FINAL = (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED)
 
 
 def _split_host_port(address):
@@ -123,7 +129,8 @@ class _Daemon:
             error = None
             try:
                 for update in _updates(self.stream):
-                    events.put((index, update, None))
+                    if update.state in _FINAL:  # the farm acts on answers alone
+                        events.put((index, update, None))
             except grpc.RpcError as failed:
                 error = failed.details() or failed.code().name
             except Exception as failed:  # pylint: disable=broad-except
@@ -134,8 +141,8 @@ class _Daemon:
         self.reader = threading.Thread(target=read, name=f"kprof-farm-{index}", daemon=True)
         self.reader.start()
 
-    def send(self, job, modules=()):
-        self.requests.put(kprof_pb2.BatchRequest(jobs=[job], modules=modules,
+    def send(self, jobs, modules=()):
+        self.requests.put(kprof_pb2.BatchRequest(jobs=jobs, modules=modules,
                                                  updates_per_message=UPDATES_PER_MESSAGE))
 
     def close(self):
@@ -238,6 +245,7 @@ class Farm:
             prepared.append(_batch_job(job, module_id))
         finished, counts = set(), {"done": 0, "failed": 0}  # counts: as yielded
         index_of = {job.id: j for j, job in enumerate(prepared)}
+        device_of = [_device_spec(job.time_evaluate.device) for job in prepared]
 
         def deliver(result):
             if result.id not in finished:
@@ -264,23 +272,24 @@ class Farm:
         uploaders = ThreadPoolExecutor(max_workers=_UPLOADS_AHEAD + 1,
                                        thread_name_prefix="kprof-upload")
 
-        def able(job):
-            """The live daemons, not draining, with the job's device."""
-            device = _device_spec(job.time_evaluate.device)
+        def able(j):
+            """The live daemons, not draining, with job j's device."""
+            device = device_of[j]
             return [d for d in daemons if d.alive and not d.draining and device in d.devices]
 
-        def likely_daemon(job):
-            """The daemon a job would go to were it placed now, room or not (None: none)."""
-            candidates = able(job)
+        def likely_daemon(j):
+            """The daemon job j would go to were it placed now, room or not (None: none)."""
+            candidates = able(j)
             return min(candidates, key=lambda d: len(d.holding)) if candidates else None
 
         def upload_ahead():
-            """Starts the uploads the next pending jobs need, up to _UPLOADS_AHEAD at once."""
-            for j in pending:
+            """Starts the uploads the next pending jobs need, up to _UPLOADS_AHEAD at once,
+            looking at most _LOOK_AHEAD jobs ahead."""
+            for j in itertools.islice(pending, _LOOK_AHEAD):
                 if len(uploads) >= _UPLOADS_AHEAD:
                     return
                 module = prepared[j].time_evaluate.call.module_id
-                daemon = likely_daemon(prepared[j])
+                daemon = likely_daemon(j)
                 if module not in self._modules or daemon is None:
                     continue
                 key = (daemons.index(daemon), module)
@@ -313,12 +322,22 @@ class Farm:
                         grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
                     daemon.refused[key[1]] = error
 
+        # The jobs placed and not sent yet, and the modules that go with them, by daemon:
+        # each daemon's go in one message.
+        outgoing = {}
+
+        def flush():
+            for daemon, (jobs_out, modules_out) in outgoing.items():
+                if daemon.alive:
+                    daemon.send(jobs_out, modules_out)
+            outgoing.clear()
+
         def place(j):
-            """Sends job j to the least loaded live daemon with its device; False when every
+            """Places job j on the least loaded live daemon with its device; False when every
             such daemon is full."""
             job = prepared[j]
-            device = _device_spec(job.time_evaluate.device)
-            candidates = able(job)
+            device = device_of[j]
+            candidates = able(j)
             if not candidates:
                 have = sorted({x for d in daemons if d.alive for x in d.devices})
                 deliver(BatchResult(job.id, False, code=grpc.StatusCode.UNAVAILABLE,
@@ -331,13 +350,16 @@ class Farm:
                 return False
             daemon = min(room, key=lambda d: len(d.holding))
             module = job.time_evaluate.call.module_id
-            inline = []
+            jobs_out, inline = outgoing.setdefault(daemon, ([], []))
             if (module in self._modules and module not in daemon.uploaded
                     and module not in daemon.refused
                     and len(self._modules[module][0]) <= _INLINE_MODULE_BYTES):
                 # With the job, on the stream: stored before the job is taken; one the daemon
                 # refuses fails the job with the reason.
                 data, name = self._modules[module]
+                if sum(len(m.bytes) for m in inline) + len(data) > _INLINE_BYTES_PER_MESSAGE:
+                    flush()
+                    jobs_out, inline = outgoing.setdefault(daemon, ([], []))
                 inline.append(kprof_pb2.InlineModule(
                     header=kprof_pb2.ModuleHeader(name=name, format="auto", size_bytes=len(data),
                                                   sha256=module),
@@ -346,6 +368,8 @@ class Farm:
             elif module in self._modules and module not in daemon.uploaded:
                 data, name = self._modules[module]
                 refused = daemon.refused.get(module)
+                flush()  # the jobs placed so far are measured while this module uploads
+                jobs_out, inline = outgoing.setdefault(daemon, ([], []))
                 try:
                     if refused is not None:
                         raise refused
@@ -365,8 +389,54 @@ class Farm:
             if daemon.stream is None:
                 daemon.open(daemons.index(daemon), events)
             daemon.holding.add(j)
-            daemon.send(job, inline)
+            jobs_out.append(job)
             return True
+
+        def place_pending():
+            """Places what fits, in order. Once every device of the live daemons is full the
+            rest wait, unread: a batch of many thousand jobs costs each update the jobs it lets
+            go out, not a pass over all those still waiting."""
+            devices = {x for d in daemons if d.alive and not d.draining for x in d.devices}
+            full, unplaced = set(), deque()
+            while pending and (not devices or len(full) < len(devices)):
+                j = pending.popleft()
+                if prepared[j].id in finished:
+                    continue
+                if device_of[j] in full:
+                    unplaced.append(j)
+                elif not place(j):
+                    full.add(device_of[j])  # every daemon with it is full
+                    unplaced.append(j)
+            pending.extendleft(reversed(unplaced))  # first again, before those not looked at
+            flush()
+
+        def handle(index, update, error):
+            """Takes in one update (None: daemon `index`'s stream ended, for `error`)."""
+            daemon = daemons[index]
+            if update is None:
+                lose(daemon, error)
+                return
+            j = index_of.get(update.id)
+            held = j in daemon.holding
+            daemon.holding.discard(j)
+            if update.state == kprof_pb2.BatchUpdate.FAILED:
+                if not held:
+                    return  # from a daemon already given up on: the job went elsewhere
+                # A daemon shutting down refuses what it has not started: another one runs
+                # it, and this one gets no more.
+                if update.code == grpc.StatusCode.UNAVAILABLE.value[0]:
+                    daemon.draining = True
+                    pending.append(j)
+                    return
+                # A module the daemon evicted since it was uploaded there: upload it again
+                # and send the job again (the daemon takes its id again then).
+                module = _unknown_module(update)
+                if module in self._modules and reuploads.get(j, 0) < _MAX_RESENDS:
+                    reuploads[j] = reuploads.get(j, 0) + 1
+                    daemon.uploaded.discard(module)
+                    pending.append(j)
+                    return
+            deliver(_batch_result(update))
 
         events = queue.Queue()
         pending = deque(range(len(prepared)))
@@ -374,12 +444,7 @@ class Farm:
         try:
             while True:
                 finished_uploads()
-                unplaced = deque()
-                while pending:
-                    j = pending.popleft()
-                    if prepared[j].id not in finished and not place(j):
-                        unplaced.append(j)
-                pending = unplaced
+                place_pending()
                 while ready:
                     result = ready.popleft()
                     counts["done" if result.ok else "failed"] += 1
@@ -390,35 +455,12 @@ class Farm:
                     yield result
                 if len(finished) >= len(prepared):
                     return
-                index, update, error = events.get()
-                daemon = daemons[index]
-                if update is None:
-                    lose(daemon, error)
-                    continue
-                if update.state not in (kprof_pb2.BatchUpdate.DONE,
-                                        kprof_pb2.BatchUpdate.FAILED):
-                    continue
-                j = index_of.get(update.id)
-                held = j in daemon.holding
-                daemon.holding.discard(j)
-                if update.state == kprof_pb2.BatchUpdate.FAILED:
-                    if not held:
-                        continue  # from a daemon already given up on: the job went elsewhere
-                    # A daemon shutting down refuses what it has not started: another one
-                    # runs it, and this one gets no more.
-                    if update.code == grpc.StatusCode.UNAVAILABLE.value[0]:
-                        daemon.draining = True
-                        pending.append(j)
-                        continue
-                    # A module the daemon evicted since it was uploaded there: upload it
-                    # again and send the job again (the daemon takes its id again then).
-                    module = _unknown_module(update)
-                    if module in self._modules and reuploads.get(j, 0) < _MAX_RESENDS:
-                        reuploads[j] = reuploads.get(j, 0) + 1
-                        daemon.uploaded.discard(module)
-                        pending.append(j)
-                        continue
-                deliver(_batch_result(update))
+                handle(*events.get())
+                while True:  # and the others that have come meanwhile, before placing more
+                    try:
+                        handle(*events.get_nowait())
+                    except queue.Empty:
+                        break
         finally:
             # Uploads not begun are not wanted; one under way ends on its own, without this
             # generator waiting for it.

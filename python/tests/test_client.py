@@ -274,6 +274,32 @@ def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons)
     assert all(jobs_completed(t) > 0 for t in targets), "every daemon ran jobs"
 
 
+def test_jobs_for_a_device_no_daemon_has_among_many_are_each_answered_once(three_daemons):
+    """A long batch through a narrow window: once the daemons' device is full the farm stops
+    looking further, yet every job is answered once, and those for a device no daemon has
+    fail saying so, the last one too."""
+    jobs, elsewhere = [], set()
+    for i in range(2000):
+        jobs.append({"id": f"n{i}", "module": "builtin", "function": "nop", "number": 1,
+                     "repeat": 1})
+        if i % 700 == 7 or i == 1999:
+            elsewhere.add(f"gpu{i}")
+            jobs.append({"id": f"gpu{i}", "module": "builtin", "function": "nop",
+                         "device": "cuda:63"})
+    targets = ",".join(target for _, target in three_daemons)
+
+    def work():
+        with kprof.Farm(targets, window=2) as farm:
+            return list(farm.batch(jobs))
+    results = run_within(300, work)
+    assert sorted(r.id for r in results) == sorted(j["id"] for j in jobs)
+    for r in results:
+        if r.id in elsewhere:
+            assert r.code.name == "UNAVAILABLE" and "no live daemon has cuda:63" in r.message
+        else:
+            assert r.ok, (r.id, r.message)
+
+
 def test_a_farm_uploads_candidates_ahead_and_each_job_runs_its_own(daemon):
     """Candidates of one entry point, each its own module, sent on the stream with their first
     job (modules over 4 MiB are uploaded ahead, several at once): each job runs its own candidate (its `candidate` returns K, which fails the job

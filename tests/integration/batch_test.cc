@@ -3,6 +3,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -627,6 +628,44 @@ TEST_F(BatchTest, AClientThatDoesNotReadStallsItsStreamNotTheDaemonsMemory) {
   EXPECT_EQ(done.size(), static_cast<size_t>(kJobs));
 }
 
+// kprof batch writes each result as its job ends, not when the batch does: the line of a quick
+// job is out while the slow job behind it still runs (the daemon has not counted it yet).
+TEST_F(BatchTest, TheCliWritesEachResultAsItsJobEnds) {
+  const std::string jobs = dir_.path() + "/jobs.jsonl";
+  std::ofstream(jobs)
+      << R"({"id": "quick", "module": "builtin", "function": "nop", "number": 1, "repeat": 1})"
+      << "\n"
+      << R"({"id": "slow", "module": "builtin", "function": "spin_us", "args": ["float64:1000000"], )"
+         R"("number": 1, "repeat": 1})"
+      << "\n";
+  const auto completed = [&] {
+    auto info = client_->Info();
+    int64_t n = 0;
+    if (info.ok()) {
+      for (const auto& d : info->devices()) n += d.jobs_completed();
+    }
+    return n;
+  };
+  const int64_t before = completed();
+  const std::string command = ::kprof::testing::KprofPath() + " --target " + daemon_.target() +
+                              " batch " + jobs + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::array<char, 65536> line{};
+  ASSERT_NE(std::fgets(line.data(), static_cast<int>(line.size()), pipe), nullptr);
+  const int64_t at_first_line = completed();
+  const Json first = Json::parse(line.data());
+  std::string rest;
+  while (std::fgets(line.data(), static_cast<int>(line.size()), pipe) != nullptr) {
+    rest += line.data();
+  }
+  EXPECT_EQ(pclose(pipe), 0);
+  EXPECT_EQ(first["id"], "quick");
+  EXPECT_EQ(at_first_line, before + 1) << "the first line came only once the slow job had ended";
+  EXPECT_EQ(Json::parse(rest)["id"], "slow");
+  EXPECT_EQ(completed(), before + 2);
+}
+
 // kprof batch: a result line per job line, malformed lines answered with their line number.
 TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   const std::string jobs = dir_.path() + "/jobs.jsonl";
@@ -747,6 +786,54 @@ TEST(FarmTest, ADaemonLostMidBatchLosesNoJob) {
   EXPECT_TRUE(killed);
   ASSERT_EQ(finals.size(), 1000u);
   for (const auto& [id, count] : finals) EXPECT_EQ(count, 1) << id;
+}
+
+// A long batch through a narrow window, with jobs for a device no daemon has among the others:
+// once the daemons' device is full the farm stops looking further, yet every job is answered
+// once, each of the others' jobs runs, and the ones no daemon can take fail saying why, the one
+// at the very end too.
+TEST(FarmTest, JobsForADeviceNoDaemonHasAmongManyAreEachAnsweredOnce) {
+  TempDir dir;
+  std::vector<std::unique_ptr<Daemon>> daemons = StartDaemons(2, dir.path());
+  ASSERT_EQ(daemons.size(), 2u);
+  auto farm = client::Farm::Connect(daemons[0]->target() + "," + daemons[1]->target());
+  ASSERT_THAT(farm, IsOk());
+  std::vector<v1::BatchJob> jobs;
+  std::set<std::string> elsewhere;
+  for (int i = 0; i < 3000; ++i) {
+    jobs.push_back(OnceJob("n" + std::to_string(i), "builtin", "nop"));
+    if (i % 1000 == 7 || i == 2999) {
+      v1::BatchJob gpu = OnceJob("gpu" + std::to_string(i), "builtin", "nop");
+      gpu.mutable_time_evaluate()->set_device("cuda:63");
+      elsewhere.insert(gpu.id());
+      jobs.push_back(gpu);
+    }
+  }
+  std::map<std::string, int> counts;
+  std::map<std::string, v1::BatchUpdate> finals;
+  ASSERT_THAT(
+      (*farm)->MeasureBatch(
+          jobs,
+          [&](const v1::BatchUpdate& u) {
+            if (u.state() != v1::BatchUpdate::DONE && u.state() != v1::BatchUpdate::FAILED) {
+              return;
+            }
+            ++counts[u.id()];
+            finals[u.id()] = u;
+          },
+          /*window=*/2),
+      IsOk());
+  ASSERT_EQ(finals.size(), jobs.size());
+  for (const auto& [id, count] : counts) EXPECT_EQ(count, 1) << id;
+  for (const auto& [id, u] : finals) {
+    if (elsewhere.count(id) > 0) {
+      EXPECT_EQ(u.state(), v1::BatchUpdate::FAILED) << id;
+      EXPECT_EQ(u.code(), static_cast<int32_t>(absl::StatusCode::kUnavailable)) << id;
+      EXPECT_THAT(u.message(), HasSubstr("no live daemon has cuda:63")) << id;
+    } else {
+      EXPECT_EQ(u.state(), v1::BatchUpdate::DONE) << id << ": " << u.message();
+    }
+  }
 }
 
 // A daemon told to stop mid-batch answers what it runs and refuses the rest: those go to the
