@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "client/compare_command.h"
 #include "client/farm.h"
 #include "client/kprof_client.h"
 #include "core/command_line.h"
@@ -76,6 +77,12 @@ constexpr char kUsage[] =
     "                                     names; a result line per job (JSONL), progress on a\n"
     "                                     terminal's stderr; exit 3 when some jobs failed\n"
     "  report FILE.json [--no-aggregate] [--no-sort] [--no-sums]\n"
+    "  compare BASE NEW [--confidence 0.95] [--threshold 1] [--min-repeats 5]\n"
+    "       [--resamples 2000] [--fail-on-regression PERCENT]\n"
+    "                                     which measurements of NEW are faster or slower\n"
+    "                                     than BASE's (kprof time JSON, kprof batch JSONL or\n"
+    "                                     Google Benchmark JSON), with an interval and a\n"
+    "                                     U-test p; exit 4 past --fail-on-regression\n"
     "\n"
     "credentials: --token-file FILE ($KPROF_TOKEN_FILE), --tls-ca FILE,\n"
     "  --tls-cert FILE --tls-key FILE (mutual TLS)\n"
@@ -109,6 +116,9 @@ struct Options {
   std::vector<std::string> collectors;
   // report
   bool no_aggregate = false, no_sort = false, no_sums = false;
+  // compare
+  double confidence = 0.95, fail_on_regression = -1, threshold = 1;
+  int64_t resamples = 2000;
 };
 
 void Declare(core::CommandLine& cl, Options& o) {
@@ -139,7 +149,9 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddFlag("checksums", &o.checksums, "SHA-256 of each argument after the run");
   cl.AddDouble("max-rel-stddev", &o.max_rel_stddev, "R",
                "repeat until the repeats' relative std is at most R (e.g. 0.01)");
-  cl.AddInt("min-repeats", &o.min_repeats, "N", "with --max-rel-stddev: at least N (default 3)");
+  cl.AddInt("min-repeats", &o.min_repeats, "N",
+            "with --max-rel-stddev: at least N (default 3); compare: fewer on a side is "
+            "insufficient (default 5)");
   cl.AddDouble("max-time-ms", &o.max_time_ms, "MS",
                "with --max-rel-stddev: time budget (default 10000)");
   cl.AddString("outliers", &o.outliers, "none|iqr",
@@ -154,6 +166,13 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddFlag("no-aggregate", &o.no_aggregate, "report: one row per call");
   cl.AddFlag("no-sort", &o.no_sort, "report: keep the calls' order");
   cl.AddFlag("no-sums", &o.no_sums, "report: no Sum row");
+  cl.AddDouble("confidence", &o.confidence, "C",
+               "compare: how sure a verdict must be (default 0.95)");
+  cl.AddInt("resamples", &o.resamples, "N", "compare: bootstrap resamples (default 2000)");
+  cl.AddDouble("threshold", &o.threshold, "PERCENT",
+               "compare: smaller changes are the same (default 1)");
+  cl.AddDouble("fail-on-regression", &o.fail_on_regression, "PERCENT",
+               "compare: exit 4 when a measurement is slower by more than this");
 }
 
 // --grid and --block as a LaunchConfig, when either is given.
@@ -410,7 +429,10 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
                          wire::FromProto(r.environment(), "environment"));
   if (o.format == "json") {
     KPROF_ASSIGN_OR_RETURN(const Json json, TimeJson(r));
-    std::printf("%s\n", json.dump(2).c_str());
+    // What was called first, so that `kprof compare` can tell measurements apart.
+    Json out = {{"module", words[1]}, {"function", words[2]}, {"args", o.args}};
+    out.update(json);
+    std::printf("%s\n", out.dump(2).c_str());
   } else if (o.format == "csv") {
     std::printf("repeat,seconds_per_call,number\n");
     for (int i = 0; i < r.seconds_per_call_size(); ++i) {
@@ -550,6 +572,37 @@ absl::Status Profile(Client& client, const core::CommandLine& cl, const Options&
   return absl::OkStatus();
 }
 
+absl::Status Compare(const core::CommandLine& cl, const Options& o,
+                     const std::vector<std::string>& words, int* exit_code) {
+  if (words.size() != 3) return UsageError("usage: kprof compare BASE NEW");
+  CompareCommandOptions options;
+  options.format = o.format;
+  if (!(o.confidence > 0 && o.confidence < 1)) {
+    return UsageError(
+        absl::StrCat("--confidence ", o.confidence, ": a probability between 0 and 1, e.g. 0.95"));
+  }
+  options.compare.confidence = o.confidence;
+  if (cl.Given("min-repeats")) {
+    if (o.min_repeats < 1) return UsageError("--min-repeats: at least 1");
+    options.compare.min_repeats = static_cast<size_t>(o.min_repeats);
+  }
+  if (o.resamples < 100 || o.resamples > 1000000) {
+    return UsageError(absl::StrCat("--resamples ", o.resamples, ": between 100 and 1000000"));
+  }
+  options.compare.resamples = static_cast<int>(o.resamples);
+  if (cl.Given("fail-on-regression") && !(o.fail_on_regression >= 0)) {
+    return UsageError(absl::StrCat("--fail-on-regression ", o.fail_on_regression,
+                                   ": a percentage, 0 or more (5 fails on a slowdown over 5%)"));
+  }
+  if (!(o.threshold >= 0 && o.threshold < 100)) {
+    return UsageError(absl::StrCat("--threshold ", o.threshold,
+                                   ": a percentage from 0 to under 100 (default 1)"));
+  }
+  options.compare.threshold = o.threshold / 100;
+  options.fail_on_regression = cl.Given("fail-on-regression") ? o.fail_on_regression : -1;
+  return CompareFiles(words[1], words[2], options, exit_code);
+}
+
 absl::Status Report(const Options& o, const std::vector<std::string>& words) {
   if (words.size() != 2) return UsageError("usage: kprof report FILE.json");
   KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(words[1]));
@@ -563,7 +616,7 @@ absl::Status Report(const Options& o, const std::vector<std::string>& words) {
 // its proto name ("device", "number", "repeat", "min_repeat_ms", ...).
 absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
     Farm& farm, const std::string& line, const Options& o,
-    std::map<std::string, absl::StatusOr<std::string>>& uploaded) {
+    std::map<std::string, absl::StatusOr<std::string>>& uploaded, std::string* module_spec) {
   Json json = Json::parse(line, nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError("not a JSON object");
@@ -582,6 +635,7 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   }
   json.erase("id");
   const std::string module = json["module"].get<std::string>();
+  *module_spec = module;
   json.erase("module");
   for (const char* key : {"function", "args", "launch"}) json.erase(key);
   // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
@@ -633,12 +687,15 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   };
   std::vector<kprof::v1::BatchJob> jobs;
   std::map<std::string, int64_t> lines;  // job id -> its line
+  // job id -> its "module" (as the line gives it), "function" and "args", for its result line
+  std::map<std::string, Json> calls;
   std::map<std::string, absl::StatusOr<std::string>> uploaded;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++total;
-    absl::StatusOr<kprof::v1::BatchJob> job = BatchJobFromLine(farm, line, o, uploaded);
+    std::string module;
+    absl::StatusOr<kprof::v1::BatchJob> job = BatchJobFromLine(farm, line, o, uploaded, &module);
     if (job.ok() && lines.count(job->id()) > 0) {
       job = absl::InvalidArgumentError(
           absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
@@ -653,6 +710,10 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
       continue;
     }
     lines[job->id()] = number;
+    const kprof::v1::FunctionCall& call = job->time_evaluate().call();
+    calls[job->id()] = {{"module", module},
+                        {"function", call.function()},
+                        {"args", std::vector<std::string>(call.args().begin(), call.args().end())}};
     jobs.push_back(*std::move(job));
   }
   const bool bar = isatty(STDERR_FILENO) != 0;
@@ -685,6 +746,7 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
               failure(update.id(), lines[update.id()], result.status());
             } else {
               Json line_result = {{"id", update.id()}, {"status", "OK"}};
+              line_result.update(calls[update.id()]);
               line_result.update(*result);
               emit(line_result);
               ++done;
@@ -779,6 +841,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   if (words.empty()) return UsageError("no command (kprof --help lists them)");
   const std::string& command = words[0];
   if (command == "report") return Report(o, words);
+  if (command == "compare") return Compare(cl, o, words, exit_code);
 
   if (o.target.empty()) {
     const char* env = std::getenv("KPROF_TARGET");
@@ -810,7 +873,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   }
   return UsageError(absl::StrCat("unknown command '", command,
                                  "' (accepted: info, load, modules, unload, time, profile, "
-                                 "batch, report)"));
+                                 "batch, report, compare)"));
 }
 
 }  // namespace

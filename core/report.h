@@ -71,6 +71,9 @@ std::string AsTable(const Report& report, const TableOptions& options = {});
 // written in full precision.
 std::string AsCsv(const Report& report);
 
+// `text` as one quoted RFC 4180 field, quotes inside doubled.
+std::string CsvQuoted(std::string_view text);
+
 // The standard JSON report. `indent` < 0 writes one line; otherwise pretty-prints. Non-finite
 // numbers are written as null, which ReportFromJson reads back as NaN.
 std::string AsJson(const Report& report, int indent = -1);

@@ -39,6 +39,12 @@ void AppendValue(std::string* out, const MetricValue& value) {
 
 }  // namespace
 
+std::string CsvQuoted(std::string_view text) {
+  std::string out;
+  AppendQuoted(&out, text);
+  return out;
+}
+
 std::string AsCsv(const Report& report) {
   std::set<std::string_view> headers;
   for (const MetricMap& call : report.calls) {

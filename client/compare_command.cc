@@ -1,0 +1,333 @@
+#include "client/compare_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "core/metric.h"
+#include "core/read_file.h"
+#include "core/report.h"
+#include "nlohmann/json.hpp"
+
+namespace kprof::client {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+absl::Status NotResults(const std::string& path, const std::string& why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", path, "' ", why,
+                   ": kprof compare reads the output of `kprof time --format json` (an object with "
+                   "\"results\"), `kprof batch` (JSONL, a line per job) or Google Benchmark's "
+                   "--benchmark_format=json (an object with \"benchmarks\")"));
+}
+
+// "MODULE FUNCTION ARG...", from a result's "module", "function" and "args", where it has them.
+std::string CallOf(const Json& result) {
+  if (!result.contains("function") || !result["function"].is_string()) return "";
+  std::vector<std::string> words;
+  if (result.contains("module") && result["module"].is_string()) {
+    words.push_back(result["module"].get<std::string>());
+  }
+  words.push_back(result["function"].get<std::string>());
+  if (result.contains("args") && result["args"].is_array()) {
+    for (const Json& arg : result["args"]) {
+      if (arg.is_string()) words.push_back(arg.get<std::string>());
+    }
+  }
+  return absl::StrJoin(words, " ");
+}
+
+// A `kprof time --format json` result, or an OK line of `kprof batch`.
+absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& name,
+                                       const std::string& where) {
+  Measurement m;
+  m.name =
+      result.contains("id") && result["id"].is_string() ? result["id"].get<std::string>() : name;
+  m.call = CallOf(result);
+  if (!result["results"].is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": \"results\" is not an array"));
+  }
+  for (const Json& seconds : result["results"]) {
+    if (!seconds.is_number()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": \"results\" holds ", seconds.dump(), ", not seconds per call"));
+    }
+    m.seconds.push_back(seconds.get<double>());
+  }
+  return m;
+}
+
+absl::StatusOr<std::vector<Measurement>> FromGoogleBenchmark(const Json& json,
+                                                             const std::string& path) {
+  if (!json["benchmarks"].is_array()) return NotResults(path, "has \"benchmarks\" but no array");
+  std::vector<Measurement> measurements;
+  std::map<std::string, size_t> index;
+  for (const Json& run : json["benchmarks"]) {
+    if (!run.is_object()) return NotResults(path, "holds a benchmark that is not an object");
+    if (run.value("run_type", "iteration") == "aggregate") continue;  // mean, median, stddev
+    const std::string name = run.contains("run_name") && run["run_name"].is_string()
+                                 ? run["run_name"].get<std::string>()
+                                 : run.value("name", "");
+    auto [at, fresh] = index.emplace(name, measurements.size());
+    if (fresh) measurements.push_back(Measurement{name, "", {}, ""});
+    Measurement& m = measurements[at->second];
+    if (run.value("error_occurred", false)) {
+      m.error = run.value("error_message", "the benchmark reported an error");
+      continue;
+    }
+    const std::string unit = run.value("time_unit", "ns");
+    const std::map<std::string, double> scale = {
+        {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
+    const auto factor = scale.find(unit);
+    if (factor == scale.end() || !run.contains("real_time") || !run["real_time"].is_number()) {
+      return NotResults(
+          path, absl::StrCat("has a run of '", name, "' without a real_time in ns, us, ms or s"));
+    }
+    m.seconds.push_back(run["real_time"].get<double>() * factor->second);
+  }
+  return measurements;
+}
+
+std::string FileName(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// 812.5 us, 1.204 ms: four significant digits in a unit that suits.
+std::string Seconds(double s) {
+  if (std::isnan(s)) return "-";
+  const double a = std::fabs(s);
+  if (a < 1e-6) return absl::StrFormat("%.1f ns", s * 1e9);
+  if (a < 1e-3) return absl::StrFormat("%.2f us", s * 1e6);
+  if (a < 1) return absl::StrFormat("%.3f ms", s * 1e3);
+  return absl::StrFormat("%.3f s", s);
+}
+
+std::string Percent(double change) {
+  return std::isnan(change) ? "-" : absl::StrFormat("%+.2f%%", change * 100);
+}
+
+std::string PValue(double p) { return std::isnan(p) ? "-" : absl::StrFormat("%.3g", p); }
+
+// A number for JSON and CSV: NaN is null in JSON, empty in CSV.
+Json Number(double v) { return std::isnan(v) ? Json() : Json(v); }
+std::string CsvNumber(double v) { return std::isnan(v) ? "" : core::ShortestDecimal(v); }
+
+struct Row {
+  std::string name;
+  core::Comparison c;
+  std::string error;  // why a side has no repeats
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& path) {
+  absl::StatusOr<std::string> text = core::ReadFile(path, "result file");
+  if (!text.ok()) return text.status();
+  const Json whole = Json::parse(*text, nullptr, false);
+  if (!whole.is_discarded() && whole.is_object() && whole.contains("benchmarks")) {
+    return FromGoogleBenchmark(whole, path);
+  }
+  if (!whole.is_discarded() && whole.is_object() && !whole.contains("status")) {
+    if (!whole.contains("results")) return NotResults(path, "is a JSON object without results");
+    absl::StatusOr<Measurement> m = FromResult(whole, FileName(path), "'" + path + "'");
+    if (!m.ok()) return m.status();
+    return std::vector<Measurement>{*std::move(m)};
+  }
+  if (!whole.is_discarded() && !whole.is_object()) return NotResults(path, "is not an object");
+  // JSONL: a line per job.
+  std::vector<Measurement> measurements;
+  int number = 0;
+  for (const absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ++number;
+    if (line.find_first_not_of(" \t\r") == absl::string_view::npos) continue;
+    const std::string where = absl::StrCat("'", path, "' line ", number);
+    const Json json = Json::parse(line, nullptr, false);
+    if (json.is_discarded() || !json.is_object()) {
+      return NotResults(path, absl::StrCat("line ", number, " is not a JSON object"));
+    }
+    if (json.contains("results")) {
+      absl::StatusOr<Measurement> m = FromResult(json, absl::StrCat("line ", number), where);
+      if (!m.ok()) return m.status();
+      measurements.push_back(*std::move(m));
+    } else if (json.contains("status") && json["status"].is_string()) {
+      Measurement m;
+      m.name = json.contains("id") && json["id"].is_string() ? json["id"].get<std::string>()
+                                                             : absl::StrCat("line ", number);
+      m.error = absl::StrCat(json["status"].get<std::string>(), ": ", json.value("error", ""));
+      measurements.push_back(std::move(m));
+    } else {
+      return NotResults(path, absl::StrCat("line ", number,
+                                           " has neither \"results\" nor "
+                                           "\"status\""));
+    }
+  }
+  if (measurements.empty()) return NotResults(path, "holds no measurement");
+  return measurements;
+}
+
+absl::Status CompareFiles(const std::string& base_path, const std::string& new_path,
+                          const CompareCommandOptions& options, int* exit_code) {
+  absl::StatusOr<std::vector<Measurement>> base = ReadMeasurements(base_path);
+  if (!base.ok()) return base.status();
+  absl::StatusOr<std::vector<Measurement>> fresh = ReadMeasurements(new_path);
+  if (!fresh.ok()) return fresh.status();
+
+  // Pairs of (base, new) indices: the one measurement of each, or matched by name, else by call.
+  std::vector<std::pair<size_t, size_t>> pairs;
+  std::vector<std::string> base_only, new_only;
+  if (base->size() == 1 && fresh->size() == 1) {
+    pairs.emplace_back(0, 0);
+  } else {
+    for (const bool by_call : {false, true}) {
+      const auto key = [by_call](const Measurement& m) { return by_call ? m.call : m.name; };
+      std::map<std::string, size_t> in_new;
+      for (size_t j = 0; j < fresh->size(); ++j) {
+        if (!key((*fresh)[j]).empty()) in_new.emplace(key((*fresh)[j]), j);
+      }
+      std::vector<bool> matched(fresh->size(), false);
+      base_only.clear();
+      for (size_t i = 0; i < base->size(); ++i) {
+        const auto j = in_new.find(key((*base)[i]));
+        if (key((*base)[i]).empty() || j == in_new.end() || matched[j->second]) {
+          base_only.push_back((*base)[i].name);
+          continue;
+        }
+        matched[j->second] = true;
+        pairs.emplace_back(i, j->second);
+      }
+      new_only.clear();
+      for (size_t j = 0; j < fresh->size(); ++j) {
+        if (!matched[j]) new_only.push_back((*fresh)[j].name);
+      }
+      if (!pairs.empty()) break;
+    }
+    if (pairs.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("no measurement of '", base_path, "' is in '", new_path,
+                       "': neither their ids (e.g. '", base->front().name, "' and '",
+                       fresh->front().name, "') nor their module, function and arguments match"));
+    }
+  }
+
+  std::vector<Row> rows;
+  for (const auto& [i, j] : pairs) {
+    const Measurement& a = (*base)[i];
+    const Measurement& b = (*fresh)[j];
+    Row row;
+    row.name = a.name == b.name ? a.name : absl::StrCat(a.name, " -> ", b.name);
+    row.c = core::CompareRepeats(a.seconds, b.seconds, options.compare);
+    if (!a.error.empty()) row.error = "base: " + a.error;
+    if (!b.error.empty()) row.error += (row.error.empty() ? "new: " : "; new: ") + b.error;
+    rows.push_back(std::move(row));
+  }
+  std::map<std::string, int> counts = {
+      {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}};
+  for (const Row& row : rows) ++counts[core::VerdictName(row.c.verdict)];
+
+  const std::string interval_title =
+      absl::StrFormat("%g%% interval", options.compare.confidence * 100);
+  if (options.format == "json") {
+    Json out = {{"confidence", options.compare.confidence},
+                {"threshold", options.compare.threshold},
+                {"min_repeats", options.compare.min_repeats},
+                {"resamples", options.compare.resamples}};
+    Json comparisons = Json::array();
+    for (const Row& row : rows) {
+      Json c = {{"name", row.name},
+                {"base", {{"repeats", row.c.base_repeats}, {"median", Number(row.c.base_median)}}},
+                {"new", {{"repeats", row.c.new_repeats}, {"median", Number(row.c.new_median)}}},
+                {"change", Number(row.c.change)},
+                {"interval", {Number(row.c.interval.low), Number(row.c.interval.high)}},
+                {"p_value", Number(row.c.p)},
+                {"verdict", core::VerdictName(row.c.verdict)}};
+      if (!row.error.empty()) c["error"] = row.error;
+      comparisons.push_back(std::move(c));
+    }
+    out["comparisons"] = std::move(comparisons);
+    out["base_only"] = base_only;
+    out["new_only"] = new_only;
+    out["summary"] = counts;
+    std::printf("%s\n", out.dump(2).c_str());
+  } else if (options.format == "csv") {
+    std::string out =
+        "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
+        "base_median_seconds,new_repeats,new_median_seconds\n";
+    for (const Row& row : rows) {
+      absl::StrAppend(&out, core::CsvQuoted(row.name), ",", core::VerdictName(row.c.verdict), ",",
+                      CsvNumber(row.c.change), ",", CsvNumber(row.c.interval.low), ",",
+                      CsvNumber(row.c.interval.high), ",", CsvNumber(row.c.p), ",",
+                      row.c.base_repeats, ",", CsvNumber(row.c.base_median), ",", row.c.new_repeats,
+                      ",", CsvNumber(row.c.new_median), "\n");
+    }
+    std::fputs(out.c_str(), stdout);
+  } else {
+    std::vector<std::vector<std::string>> cells = {
+        {"measurement", "base", "new", "change", interval_title, "p", "verdict", "repeats"}};
+    for (const Row& row : rows) {
+      const std::string interval = std::isnan(row.c.interval.low)
+                                       ? "-"
+                                       : absl::StrCat("[", Percent(row.c.interval.low), ", ",
+                                                      Percent(row.c.interval.high), "]");
+      cells.push_back({row.name, Seconds(row.c.base_median), Seconds(row.c.new_median),
+                       Percent(row.c.change), interval, PValue(row.c.p),
+                       core::VerdictName(row.c.verdict),
+                       absl::StrCat(row.c.base_repeats, "/", row.c.new_repeats)});
+    }
+    std::vector<size_t> width(cells.front().size(), 0);
+    for (const auto& line : cells) {
+      for (size_t k = 0; k < line.size(); ++k) width[k] = std::max(width[k], line[k].size());
+    }
+    std::string out;
+    for (size_t r = 0; r < cells.size(); ++r) {
+      std::string line;
+      for (size_t k = 0; k < cells[r].size(); ++k) {
+        const std::string& cell = cells[r][k];
+        const bool left = k == 0 || k == 6 || k == 7;
+        const std::string pad(width[k] - cell.size(), ' ');
+        absl::StrAppend(&line, k > 0 ? "  " : "", left ? cell + pad : pad + cell);
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      absl::StrAppend(&out, line, "\n");
+      if (r > 0 && !rows[r - 1].error.empty()) {
+        absl::StrAppend(&out, "  (", rows[r - 1].error, ")\n");
+      }
+    }
+    absl::StrAppend(&out, "\n", counts["faster"], " faster, ", counts["slower"], " slower, ",
+                    counts["same"], " the same within the noise, ", counts["insufficient"],
+                    " with too few repeats to say (fewer than ", options.compare.min_repeats,
+                    " on a side)\n");
+    if (!base_only.empty()) {
+      absl::StrAppend(&out, base_only.size(), " only in ", base_path, "\n");
+    }
+    if (!new_only.empty()) absl::StrAppend(&out, new_only.size(), " only in ", new_path, "\n");
+    std::fputs(out.c_str(), stdout);
+  }
+  std::fflush(stdout);
+
+  if (options.fail_on_regression < 0) return absl::OkStatus();
+  std::vector<std::string> regressions;
+  for (const Row& row : rows) {
+    if (row.c.verdict == core::Verdict::kSlower &&
+        row.c.change * 100 > options.fail_on_regression) {
+      regressions.push_back(absl::StrCat(row.name, " (", Percent(row.c.change), ")"));
+    }
+  }
+  if (regressions.empty()) return absl::OkStatus();
+  *exit_code = 4;
+  const size_t shown = std::min<size_t>(regressions.size(), 10);
+  return absl::FailedPreconditionError(absl::StrCat(
+      regressions.size(), " of ", rows.size(), " measurements slower by more than ",
+      core::ShortestDecimal(options.fail_on_regression), "%: ",
+      absl::StrJoin(regressions.begin(), regressions.begin() + static_cast<ptrdiff_t>(shown), ", "),
+      regressions.size() > shown ? ", ..." : ""));
+}
+
+}  // namespace kprof::client

@@ -1,0 +1,46 @@
+// kprof compare BASE NEW: which measurements of NEW are faster or slower than BASE's, by how much,
+// and whether the difference is real (core/compare.h).
+//
+// Each file is the output of `kprof time --format json` (one measurement), `kprof batch` (JSONL,
+// one per job line) or Google Benchmark's JSON (--benchmark_format=json, one per benchmark, its
+// repetitions the repeats). Two files of one measurement each are compared with each other;
+// otherwise measurements are matched by job id (a benchmark's name), or, when no id is in both,
+// by module, function and arguments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/compare.h"
+
+namespace kprof::client {
+
+// One measurement read from a result file: its name, how it was called (empty when the file
+// does not say), its repeats in seconds per call, or why it has none.
+struct Measurement {
+  std::string name;
+  std::string call;  // "MODULE FUNCTION ARG..." where known
+  std::vector<double> seconds;
+  std::string error;
+};
+
+// The measurements of a result file, in its order. INVALID_ARGUMENT naming the file (and the
+// line) when it is none of the three kinds; NOT_FOUND when it cannot be read.
+absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& path);
+
+struct CompareCommandOptions {
+  std::string format = "table";  // table, json or csv
+  core::CompareOptions compare;
+  double fail_on_regression = -1;  // percent; < 0: off
+};
+
+// Prints the comparison of the files at `base` and `fresh` to stdout. When a measurement is
+// judged slower by more than `fail_on_regression` percent: FAILED_PRECONDITION naming them, and
+// *exit_code 4.
+absl::Status CompareFiles(const std::string& base, const std::string& fresh,
+                          const CompareCommandOptions& options, int* exit_code);
+
+}  // namespace kprof::client
