@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -129,6 +130,11 @@ struct Row {
 }  // namespace
 
 absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", path, "' is a directory, not a result file"));
+  }
   absl::StatusOr<std::string> text = core::ReadFile(path, "result file");
   if (!text.ok()) return text.status();
   const Json whole = Json::parse(*text, nullptr, false);

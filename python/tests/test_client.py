@@ -457,3 +457,36 @@ def test_malformed_reports_name_the_place():
     (812.5, "812.5"), (math.inf, "inf"), (math.nan, "nan")])
 def test_shortest_decimal_is_cxx_to_chars(value, text):
     assert shortest_decimal(value) == text
+
+
+def test_kprof_compare_agrees_with_scipys_u_test():
+    """kprof compare's p-values against scipy.stats.mannwhitneyu on the same repeats: small
+    samples without ties (exact), with ties and large ones (the normal approximation), shifted
+    and not."""
+    import random
+    from scipy.stats import mannwhitneyu
+    rng = random.Random(20261202)
+    cases = []
+    for n1, n2, shift, ties in [(5, 5, 1.0, False), (4, 7, 1.02, False), (8, 30, 1.01, False),
+                                (12, 12, 1.0, True), (30, 30, 1.01, False), (50, 40, 1.003, True),
+                                (9, 9, 1.05, False)]:
+        draw = (lambda: round(rng.lognormvariate(0, 0.01), 3)) if ties else \
+            (lambda: rng.lognormvariate(0, 0.01))
+        base = [1e-3 * draw() for _ in range(n1)]
+        new = [1e-3 * shift * draw() for _ in range(n2)]
+        cases.append((base, new))
+    with tempfile.TemporaryDirectory() as scratch:
+        for k, (base, new) in enumerate(cases):
+            paths = []
+            for side, repeats in (("base", base), ("new", new)):
+                paths.append(os.path.join(scratch, f"{side}{k}.json"))
+                with open(paths[-1], "w") as f:
+                    json.dump({"results": repeats}, f)
+            out = subprocess.run([KPROF, "compare", *paths, "--format", "json",
+                                  "--min-repeats", "1"], check=True, capture_output=True,
+                                 text=True).stdout
+            got = json.loads(out)["comparisons"][0]
+            expected = mannwhitneyu(base, new, alternative="two-sided").pvalue
+            assert math.isclose(got["p_value"], expected, rel_tol=1e-9, abs_tol=1e-15), \
+                (len(base), len(new), got["p_value"], expected)
+            assert got["interval"][0] <= got["interval"][1], got

@@ -1,0 +1,256 @@
+// kprof compare over the files kprof time and kprof batch write (from a real kprofd) and over
+// Google Benchmark's JSON: verdicts on kernels of known cost, matching, formats, exit status,
+// and the errors a wrong file gets.
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "nlohmann/json.hpp"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::TempDir;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+using Result = ::kprof::testing::CliResult;
+
+class CompareTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache")); }
+
+  Result Kprof(const std::string& args) {
+    return ::kprof::testing::RunKprof(daemon_.target(), args, dir_.path());
+  }
+
+  // `kprof time builtin spin_us` of `us` microseconds, `repeat` repeats, as JSON in a file.
+  std::string TimeSpin(const std::string& name, int us, int repeat) {
+    const std::string path = dir_.path() + "/" + name + ".json";
+    const Result r = Kprof("time builtin spin_us --arg float64:" + std::to_string(us) +
+                           " --repeat " + std::to_string(repeat) + " --format json > " + path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return path;
+  }
+
+  std::string Write(const std::string& name, const std::string& text) {
+    const std::string path = dir_.path() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  TempDir dir_;
+  Daemon daemon_;
+};
+
+// Kernels of known cost: a spin of 230 us against one of 200 us is 15% slower, two spins of
+// 200 us are the same; a gate of 5% fails the first with exit 4, naming it.
+TEST_F(CompareTest, TellsASlowerKernelFromTheSameOne) {
+  const std::string base = TimeSpin("base", 200, 20);
+  const std::string same = TimeSpin("same", 200, 20);
+  const std::string slower = TimeSpin("slower", 230, 20);
+
+  const Result worse = Kprof("compare " + base + " " + slower + " --format json");
+  ASSERT_EQ(worse.exit_code, 0) << worse.err;
+  const Json w = Json::parse(worse.out);
+  ASSERT_EQ(w["comparisons"].size(), 1u);
+  const Json& c = w["comparisons"][0];
+  EXPECT_EQ(c["verdict"], "slower");
+  EXPECT_NEAR(c["change"].get<double>(), 0.15, 0.03);
+  EXPECT_LT(c["interval"][0].get<double>(), c["change"].get<double>());
+  EXPECT_GT(c["interval"][1].get<double>(), c["change"].get<double>());
+  EXPECT_LT(c["p_value"].get<double>(), 1e-5);  // 20 against 20, none overlapping
+  EXPECT_EQ(c["base"]["repeats"], 20);
+  EXPECT_NEAR(c["base"]["median"].get<double>(), 200e-6, 10e-6);
+  EXPECT_EQ(w["summary"]["slower"], 1);
+
+  const Result steady = Kprof("compare " + base + " " + same + " --format json");
+  ASSERT_EQ(steady.exit_code, 0) << steady.err;
+  EXPECT_EQ(Json::parse(steady.out)["comparisons"][0]["verdict"], "same");
+
+  const Result faster = Kprof("compare " + slower + " " + base);
+  ASSERT_EQ(faster.exit_code, 0) << faster.err;
+  EXPECT_THAT(faster.out, HasSubstr("faster"));
+  EXPECT_THAT(faster.out, HasSubstr("1 faster, 0 slower"));
+
+  const Result gated = Kprof("compare " + base + " " + slower + " --fail-on-regression 5");
+  EXPECT_EQ(gated.exit_code, 4);
+  EXPECT_THAT(gated.out, HasSubstr("slower"));  // the table still comes out
+  EXPECT_THAT(gated.err, HasSubstr("FAILED_PRECONDITION: 1 of 1 measurements slower by more "
+                                   "than 5%: base.json -> slower.json (+"));
+  const Result lenient = Kprof("compare " + base + " " + slower + " --fail-on-regression 40");
+  EXPECT_EQ(lenient.exit_code, 0) << lenient.err;
+  const Result steady_gate = Kprof("compare " + base + " " + same + " --fail-on-regression 0");
+  EXPECT_EQ(steady_gate.exit_code, 0) << steady_gate.err;
+}
+
+TEST_F(CompareTest, TooFewRepeatsAreInsufficient) {
+  const std::string base = TimeSpin("few", 200, 3);
+  const std::string fresh = TimeSpin("more", 300, 20);
+  const Result r = Kprof("compare " + base + " " + fresh + " --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string header, row;
+  std::getline(lines, header);
+  std::getline(lines, row);
+  EXPECT_EQ(header,
+            "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
+            "base_median_seconds,new_repeats,new_median_seconds");
+  EXPECT_THAT(row, ::testing::StartsWith("\"few.json -> more.json\",insufficient,"));
+  EXPECT_THAT(row, HasSubstr(",,,,3,"));  // no interval and no p: too few to say
+  const Result fewer = Kprof("compare " + base + " " + fresh + " --min-repeats 3 --format json");
+  ASSERT_EQ(fewer.exit_code, 0) << fewer.err;
+  EXPECT_EQ(Json::parse(fewer.out)["comparisons"][0]["verdict"], "slower");
+}
+
+// Two runs of a batch: matched by job id, each job's verdict its own; a job that failed in one
+// run is insufficient, saying why; ids in one run alone are counted. Then a run with other ids
+// is matched by module, function and arguments.
+TEST_F(CompareTest, BatchLinesAreMatchedByIdElseByCall) {
+  const auto jobs = [&](const std::string& name, const std::string& prefix, int second_us,
+                        const std::string& extra) {
+    std::ostringstream text;
+    for (const auto& [id, us] :
+         std::vector<std::pair<std::string, int>>{{"a", 100}, {"b", second_us}, {"c", 150}}) {
+      text << R"({"id": ")" << prefix << id
+           << R"(", "module": "builtin", "function": "spin_us", "args": ["float64:)" << us
+           << R"("], "repeat": 12})"
+           << "\n";
+    }
+    text << extra;
+    const std::string jobs_path = Write(name + ".jsonl", text.str());
+    const std::string out = dir_.path() + "/" + name + ".out.jsonl";
+    const Result r = Kprof("batch " + jobs_path + " > " + out);
+    EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 3) << r.err;
+    return out;
+  };
+  const std::string base = jobs("base", "", 200, "");
+  const std::string fresh =
+      jobs("new", "", 260,
+           R"({"id": "gone", "module": "builtin", "function": "no_such_function"})"
+           "\n"
+           R"({"id": "extra", "module": "builtin", "function": "nop"})"
+           "\n");
+  const std::string base_with_gone = Write(
+      "base_gone.jsonl",
+      kprof::testing::ReadFileBytes(base) +
+          R"({"id": "gone", "module": "builtin", "function": "spin_us", "args": ["float64:1"], )"
+          R"("results": [1e-6, 1e-6, 1e-6, 1e-6, 1e-6], "status": "OK"})"
+          "\n");
+  const Result r = Kprof("compare " + base_with_gone + " " + fresh + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  std::map<std::string, Json> by_name;
+  for (const Json& c : j["comparisons"]) by_name[c["name"].get<std::string>()] = c;
+  ASSERT_EQ(by_name.size(), 4u) << r.out;
+  EXPECT_EQ(by_name["a"]["verdict"], "same");
+  EXPECT_EQ(by_name["b"]["verdict"], "slower");
+  EXPECT_NEAR(by_name["b"]["change"].get<double>(), 0.30, 0.05);
+  EXPECT_EQ(by_name["c"]["verdict"], "same");
+  EXPECT_EQ(by_name["gone"]["verdict"], "insufficient");
+  EXPECT_THAT(by_name["gone"]["error"].get<std::string>(), HasSubstr("new: NOT_FOUND"));
+  EXPECT_EQ(j["new_only"], Json::array({"extra"}));
+  EXPECT_EQ(j["base_only"], Json::array());
+
+  const std::string renamed = jobs("renamed", "x-", 200, "");
+  const Result by_call = Kprof("compare " + base + " " + renamed + " --format json");
+  ASSERT_EQ(by_call.exit_code, 0) << by_call.err;
+  const Json k = Json::parse(by_call.out);
+  ASSERT_EQ(k["comparisons"].size(), 3u) << by_call.out;
+  EXPECT_EQ(k["comparisons"][1]["name"], "b -> x-b");
+  EXPECT_EQ(k["comparisons"][1]["verdict"], "same");
+}
+
+// Google Benchmark's JSON: repetitions are the repeats, aggregates are skipped, times are read
+// in their unit; a benchmark with one run is insufficient.
+TEST_F(CompareTest, ReadsGoogleBenchmarkJson) {
+  const auto file = [&](const std::string& name, double scale) {
+    Json runs = Json::array();
+    for (int i = 0; i < 10; ++i) {
+      runs.push_back({{"name", "BM_copy/64"},
+                      {"run_name", "BM_copy/64"},
+                      {"run_type", "iteration"},
+                      {"repetitions", 10},
+                      {"iterations", 1000},
+                      {"real_time", scale * (812.0 + (i % 3))},
+                      {"cpu_time", 800.0},
+                      {"time_unit", "us"}});
+      runs.push_back({{"name", "BM_nop"},
+                      {"run_name", "BM_nop"},
+                      {"run_type", "iteration"},
+                      {"real_time", 3.0 + (i % 2) * 0.01},
+                      {"time_unit", "ns"}});
+    }
+    runs.push_back({{"name", "BM_copy/64_mean"},
+                    {"run_name", "BM_copy/64"},
+                    {"run_type", "aggregate"},
+                    {"aggregate_name", "mean"},
+                    {"real_time", 1e9},
+                    {"time_unit", "us"}});
+    runs.push_back(
+        {{"name", "BM_once"}, {"run_type", "iteration"}, {"real_time", 5.0}, {"time_unit", "ms"}});
+    return Write(name, Json{{"context", {{"num_cpus", 2}}}, {"benchmarks", runs}}.dump(2));
+  };
+  const Result r = Kprof("compare " + file("gb_base.json", 1.0) + " " + file("gb_new.json", 0.9) +
+                         " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(r.out);
+  ASSERT_EQ(j["comparisons"].size(), 3u);
+  EXPECT_EQ(j["comparisons"][0]["name"], "BM_copy/64");
+  EXPECT_EQ(j["comparisons"][0]["verdict"], "faster");
+  EXPECT_NEAR(j["comparisons"][0]["base"]["median"].get<double>(), 813e-6, 1e-9);
+  EXPECT_EQ(j["comparisons"][0]["base"]["repeats"], 10);  // the aggregate is not a repeat
+  EXPECT_NEAR(j["comparisons"][0]["change"].get<double>(), -0.1, 1e-9);
+  EXPECT_EQ(j["comparisons"][1]["verdict"], "same");
+  EXPECT_EQ(j["comparisons"][2]["name"], "BM_once");
+  EXPECT_EQ(j["comparisons"][2]["verdict"], "insufficient");
+}
+
+// What a wrong file gets: a message naming it and what is accepted, exit 1; usage errors exit 2.
+TEST_F(CompareTest, WrongFilesAndOptionsAreRefusedSayingWhy) {
+  const std::string good = TimeSpin("good", 50, 5);
+  const std::string report = Write("report.json", R"({"calls": [], "device_metrics": {}})");
+  const std::string junk = Write("junk.jsonl", "{\"id\": \"a\", \"results\": [1e-6]}\nnot json\n");
+  const std::string strings = Write("strings.json", R"({"results": ["fast"]})");
+  const std::string other = Write("other.jsonl",
+                                  "{\"id\": \"zz\", \"results\": [1e-6], "
+                                  "\"status\": \"OK\"}\n{\"id\": \"yy\", "
+                                  "\"results\": [1e-6], \"status\": \"OK\"}\n");
+  const std::string two = Write("two.jsonl",
+                                "{\"id\": \"a\", \"results\": [1e-6], \"status\": "
+                                "\"OK\"}\n{\"id\": \"b\", \"results\": [1e-6], "
+                                "\"status\": \"OK\"}\n");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {good + " " + report, "is a JSON object without results"},
+      {junk + " " + good, "line 2 is not a JSON object"},
+      {strings + " " + good, "holds \"fast\", not seconds per call"},
+      {dir_.path() + " " + good, "is a directory, not a result file"},
+      {dir_.path() + "/missing.json " + good, "missing.json"},
+      {two + " " + other, "no measurement of"},
+  };
+  for (const auto& [args, message] : cases) {
+    const Result r = Kprof("compare " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(message)) << args;
+    EXPECT_THAT(r.err, ::testing::StartsWith("kprof: ")) << args;
+  }
+  EXPECT_THAT(Kprof("compare " + good + " " + report).err, HasSubstr("kprof batch"));
+  for (const std::string& bad : {std::string("--confidence 1.5"), std::string("--resamples 5"),
+                                 std::string("--fail-on-regression -3"),
+                                 std::string("--threshold -1"), std::string("--min-repeats 0")}) {
+    const Result r = Kprof("compare " + good + " " + good + " " + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(bad.substr(0, bad.find(' ')))) << bad;
+  }
+  EXPECT_EQ(Kprof("compare " + good).exit_code, 2);
+}
+
+}  // namespace
+}  // namespace kprof
