@@ -9,11 +9,13 @@
 // message", and a non-zero exit.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -27,6 +29,7 @@
 #include "absl/strings/str_split.h"
 #include "client/compare_command.h"
 #include "client/farm.h"
+#include "client/gbench_format.h"
 #include "client/kprof_client.h"
 #include "core/command_line.h"
 #include "core/read_file.h"
@@ -129,7 +132,9 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddString("tls-ca", &o.tls_ca, "FILE", "use TLS, trusting this CA (PEM)");
   cl.AddString("tls-cert", &o.tls_cert, "FILE", "client certificate for mutual TLS (PEM)");
   cl.AddString("tls-key", &o.tls_key, "FILE", "the key of --tls-cert (PEM)");
-  cl.AddString("format", &o.format, "table|json|csv", "output format (default table)");
+  cl.AddString("format", &o.format, "table|json|csv|gbench",
+               "output format (default table; gbench: Google Benchmark's JSON, for time and "
+               "batch)");
   cl.AddFlag("help", &o.help, "print usage");
   cl.AddFlag("version", &o.version, "print the version");
   cl.AddString("module-format", &o.module_format, "FORMAT",
@@ -427,7 +432,12 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
   const auto& s = r.statistics();
   KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
                          wire::FromProto(r.environment(), "environment"));
-  if (o.format == "json") {
+  if (o.format == "gbench") {
+    std::printf("%s\n",
+                GbenchDocument(&r.environment(), GbenchRuns(GbenchName("", request.call()), r))
+                    .dump(2)
+                    .c_str());
+  } else if (o.format == "json") {
     KPROF_ASSIGN_OR_RETURN(const Json json, TimeJson(r));
     // What was called first, so that `kprof compare` can tell measurements apart.
     Json out = {{"module", words[1]}, {"function", words[2]}, {"args", o.args}};
@@ -676,17 +686,29 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   }
   std::istream& in = words[1] == "-" ? std::cin : file;
   int64_t failed = 0, done = 0, total = 0;
+  // --format gbench: one document at the end, its runs gathered here (and the manifest of the
+  // first result, for its context).
+  const bool gbench = o.format == "gbench";
+  Json gbench_runs = Json::array();
+  std::optional<kprof::v1::MetricMap> gbench_environment;
   const auto emit = [](const Json& result) { std::printf("%s\n", result.dump().c_str()); };
   const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
+    ++failed;
+    if (gbench) {
+      const std::string name = id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line);
+      gbench_runs.push_back(GbenchError(
+          name, absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message())));
+      return;
+    }
     Json result = {{"id", std::move(id)},
                    {"status", absl::StatusCodeToString(status.code())},
                    {"error", std::string(status.message())}};
     if (line > 0) result["line"] = line;
     emit(result);
-    ++failed;
   };
   std::vector<kprof::v1::BatchJob> jobs;
-  std::map<std::string, int64_t> lines;  // job id -> its line
+  std::map<std::string, int64_t> lines;    // job id -> its line
+  std::map<std::string, size_t> index_of;  // job id -> its place in `jobs`
   // job id -> its "module" (as the line gives it), "function" and "args", for its result line
   std::map<std::string, Json> calls;
   std::map<std::string, absl::StatusOr<std::string>> uploaded;
@@ -710,6 +732,7 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
       continue;
     }
     lines[job->id()] = number;
+    index_of[job->id()] = jobs.size();
     const kprof::v1::FunctionCall& call = job->time_evaluate().call();
     calls[job->id()] = {{"module", module},
                         {"function", call.function()},
@@ -740,7 +763,15 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
               update.state() == kprof::v1::BatchUpdate::FAILED) {
             if (!answered.insert(update.id()).second) return;
           }
-          if (update.state() == kprof::v1::BatchUpdate::DONE) {
+          if (update.state() == kprof::v1::BatchUpdate::DONE && gbench) {
+            if (!gbench_environment) gbench_environment = update.time_evaluate().environment();
+            const kprof::v1::BatchJob& job = jobs[index_of[update.id()]];
+            for (auto& run : GbenchRuns(GbenchName(update.id(), job.time_evaluate().call()),
+                                        update.time_evaluate())) {
+              gbench_runs.push_back(std::move(run));
+            }
+            ++done;
+          } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
             absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
             if (!result.ok()) {
               failure(update.id(), lines[update.id()], result.status());
@@ -774,6 +805,13 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
     if (answered.count(job.id()) > 0) continue;
     failure(job.id(), lines[job.id()],
             stream.ok() ? absl::UnknownError("the daemons gave no answer for this job") : stream);
+  }
+  if (gbench) {
+    std::printf("%s\n", GbenchDocument(gbench_environment ? &*gbench_environment : nullptr,
+                                       std::move(gbench_runs))
+                            .dump(2)
+                            .c_str());
+    std::fflush(stdout);
   }
   KPROF_RETURN_IF_ERROR(stream);
   if (failed > 0) {
@@ -835,11 +873,16 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     std::printf("kprof %s (%s)\n", KPROF_VERSION, KPROF_BUILD);
     return absl::OkStatus();
   }
-  if (o.format != "table" && o.format != "json" && o.format != "csv") {
-    return UsageError(absl::StrCat("--format '", o.format, "' is not one of table, json, csv"));
+  if (o.format != "table" && o.format != "json" && o.format != "csv" && o.format != "gbench") {
+    return UsageError(
+        absl::StrCat("--format '", o.format, "' is not one of table, json, csv, gbench"));
   }
   if (words.empty()) return UsageError("no command (kprof --help lists them)");
   const std::string& command = words[0];
+  if (o.format == "gbench" && command != "time" && command != "batch") {
+    return UsageError(absl::StrCat("--format gbench is for time and batch, not ", command,
+                                   " (it takes table, json or csv)"));
+  }
   if (command == "report") return Report(o, words);
   if (command == "compare") return Compare(cl, o, words, exit_code);
 

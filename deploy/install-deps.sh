@@ -25,6 +25,7 @@ packages=(
   libgtest-dev        # unit and integration tests
   libgmock-dev        # matchers used by the tests
   libbenchmark-dev    # Google Benchmark: the in-process reference of make bench
+  libbenchmark-tools  # Google Benchmark's compare.py, which reads kprof's --format gbench (tests)
   protobuf-compiler   # protoc, for proto/kprof/v1/*.proto
   libprotobuf-dev     # the generated messages' runtime
   protobuf-compiler-grpc  # grpc_cpp_plugin, grpc_python_plugin (the Python client's stubs)

@@ -1,12 +1,15 @@
 // kprof compare over the files kprof time and kprof batch write (from a real kprofd) and over
 // Google Benchmark's JSON: verdicts on kernels of known cost, matching, formats, exit status,
 // and the errors a wrong file gets.
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cli.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -211,6 +214,81 @@ TEST_F(CompareTest, ReadsGoogleBenchmarkJson) {
   EXPECT_EQ(j["comparisons"][1]["verdict"], "same");
   EXPECT_EQ(j["comparisons"][2]["name"], "BM_once");
   EXPECT_EQ(j["comparisons"][2]["verdict"], "insufficient");
+}
+
+// `--format gbench` as Google Benchmark's own compare.py (Debian's libbenchmark-tools) reads
+// it: two candidates of one entry point (gemm sleeps 2 ms in candidate_1, 4 ms in candidate_2),
+// timed by kprof time and by kprof batch, are one benchmark to compare.py, which finds the
+// second slower with a U test, as kprof compare does on the same files.
+TEST_F(CompareTest, GoogleBenchmarksComparePyReadsTheGbenchFormat) {
+  const auto time = [&](int k) {
+    const std::string path = dir_.path() + "/gb" + std::to_string(k) + ".json";
+    const Result r =
+        Kprof("time " + ::kprof::testing::TestModulePath(absl::StrCat("candidate_", k)) +
+              " gemm --repeat 10 --format gbench > " + path);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return path;
+  };
+  const auto batch = [&](int k) {
+    const std::string jobs = Write(
+        "gbjobs" + std::to_string(k) + ".jsonl",
+        absl::StrCat(R"({"id": "cand", "module": ")",
+                     ::kprof::testing::TestModulePath(absl::StrCat("candidate_", k)),
+                     R"(", "function": "gemm", "repeat": 10})", "\n",
+                     R"({"id": "broken", "module": "builtin", "function": "no_such"})", "\n"));
+    const std::string path = dir_.path() + "/gbbatch" + std::to_string(k) + ".json";
+    const Result r = Kprof("batch " + jobs + " --format gbench > " + path);
+    EXPECT_EQ(r.exit_code, 3) << r.err;  // the broken job failed
+    return path;
+  };
+  for (const auto& [base, fresh, name] :
+       {std::tuple{time(1), time(2), std::string("gemm")},
+        std::tuple{batch(1), batch(2), std::string("cand/gemm")}}) {
+    const Json doc = Json::parse(kprof::testing::ReadFileBytes(base));
+    EXPECT_EQ(doc["context"]["executable"], "kprof");
+    EXPECT_TRUE(doc["context"]["kprof_environment"].contains("kprofd version"));
+    int iterations = 0, aggregates = 0;
+    for (const Json& run : doc["benchmarks"]) {
+      if (run["name"] == name) ++iterations;
+      if (run["run_name"] == name && run["run_type"] == "aggregate") ++aggregates;
+    }
+    EXPECT_EQ(iterations, 10) << doc.dump(1);
+    EXPECT_EQ(aggregates, 4);  // mean, median, stddev, cv
+
+    const std::string dump = dir_.path() + "/compare_py.json";
+    const int py = std::system(("/usr/bin/python3 /usr/share/benchmark/compare.py --no-color -d " +
+                                dump + " benchmarks " + base + " " + fresh + " > /dev/null")
+                                   .c_str());
+    ASSERT_EQ(py, 0) << "compare.py failed";
+    const Json report = Json::parse(kprof::testing::ReadFileBytes(dump));
+    bool median_seen = false, utest_seen = false;
+    for (const Json& entry : report) {
+      if (entry["name"] == name + "_median") {
+        median_seen = true;
+        EXPECT_GT(entry["measurements"][0]["time"].get<double>(), 0.5);  // some +100%
+      }
+      if (entry["name"] == name && entry["utest"].contains("time_pvalue")) {
+        utest_seen = true;
+        EXPECT_LT(entry["utest"]["time_pvalue"].get<double>(), 0.05);
+      }
+    }
+    EXPECT_TRUE(median_seen) << report.dump(1);
+    EXPECT_TRUE(utest_seen) << report.dump(1);
+
+    const Result ours = Kprof("compare " + base + " " + fresh + " --format json");
+    ASSERT_EQ(ours.exit_code, 0) << ours.err;
+    const Json mine = Json::parse(ours.out);
+    bool found = false;
+    for (const Json& c : mine["comparisons"]) {
+      if (c["name"] != name) continue;
+      found = true;
+      EXPECT_EQ(c["verdict"], "slower");
+    }
+    EXPECT_TRUE(found) << ours.out;
+  }
+  const Result refused = Kprof("info --format gbench");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--format gbench is for time and batch"));
 }
 
 // What a wrong file gets: a message naming it and what is accepted, exit 1; usage errors exit 2.
