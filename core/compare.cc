@@ -44,7 +44,9 @@ double ExactUpperTail(size_t m, size_t n, double u) {
     total += f[d];
     if (static_cast<double>(d) >= u) upper += f[d];
   }
-  return static_cast<double>(upper / total);
+  // Each count rounded to a double, then divided: what the Python client computes from its
+  // exact integers, to the last bit.
+  return static_cast<double>(upper) / static_cast<double>(total);
 }
 
 // Ranks of the pooled samples (ties get the mean of their ranks, from 1), and the tie term

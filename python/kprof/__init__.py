@@ -13,11 +13,14 @@
     farm = kprof.farm("gpu1:9177,gpu2:9177")      # or "dns:///kprofd.lab:9177"
     for r in farm.batch(jobs):                     # spread over the daemons, each job once
         ...
+    print(kprof.compare("base.jsonl", "new.jsonl").as_table())   # as `kprof compare` prints
 """
 
 from kprof.client import BatchResult, BenchmarkResult, Client, KprofError, connect
+from kprof.compare import Comparison, Comparisons, compare, compare_repeats
 from kprof.farm import Farm, farm, resolve_target
 from kprof.report import Count, Duration, Percent, Ratio, Report
 
-__all__ = ["BatchResult", "BenchmarkResult", "Client", "Count", "Duration", "Farm",
-           "KprofError", "Percent", "Ratio", "Report", "connect", "farm", "resolve_target"]
+__all__ = ["BatchResult", "BenchmarkResult", "Client", "Comparison", "Comparisons", "Count",
+           "Duration", "Farm", "KprofError", "Percent", "Ratio", "Report", "compare",
+           "compare_repeats", "connect", "farm", "resolve_target"]

@@ -490,3 +490,77 @@ def test_kprof_compare_agrees_with_scipys_u_test():
             assert math.isclose(got["p_value"], expected, rel_tol=1e-9, abs_tol=1e-15), \
                 (len(base), len(new), got["p_value"], expected)
             assert got["interval"][0] <= got["interval"][1], got
+
+
+def test_compare_gives_the_clis_output_byte_for_byte():
+    """kprof.compare against `kprof compare` on the same files, in every format: kprof time
+    JSON (ties, exact and approximate U tests, too few repeats), kprof batch JSONL (a failed
+    job, ids in one file only, names to quote), Google Benchmark JSON, and files matched by
+    call."""
+    import random
+    rng = random.Random(7)
+
+    def repeats(n, scale, digits=None):
+        values = [scale * rng.lognormvariate(0, 0.02) for _ in range(n)]
+        return [round(v, digits) for v in values] if digits else values
+
+    def batch_file(path, shift, prefix=""):
+        with open(path, "w") as f:
+            for k, (n, digits) in enumerate([(30, None), (6, None), (12, 6), (4, None),
+                                             (40, None), (9, 7)]):
+                f.write(json.dumps({"id": f'{prefix}k{k} "q",x', "status": "OK",
+                                    "module": "m.so", "function": "gemm", "args": [f"a{k}"],
+                                    "results": repeats(n, 1e-3 * (1 + shift * k), digits)})
+                        + "\n")
+            f.write(json.dumps({"id": f"{prefix}broken", "status": "NOT_FOUND",
+                                "error": "no function"}) + "\n")
+            f.write(json.dumps({"id": f"{prefix}only-{shift}", "status": "OK",
+                                "results": repeats(10, 1e-6)}) + "\n")
+
+    def gbench_file(path, scale):
+        runs = []
+        for name, n in (("BM_a/8", 12), ("BM_b", 3)):
+            for v in repeats(n, 800 * scale):
+                runs.append({"name": name, "run_name": name, "run_type": "iteration",
+                             "real_time": v, "cpu_time": v, "time_unit": "us"})
+            runs.append({"name": name + "_mean", "run_name": name, "run_type": "aggregate",
+                         "real_time": 1.0, "cpu_time": 1.0, "time_unit": "us"})
+        with open(path, "w") as f:
+            json.dump({"context": {}, "benchmarks": runs}, f)
+
+    with tempfile.TemporaryDirectory() as d:
+        files = {}
+        for name, values in (("t1", repeats(5, 2e-4)), ("t2", repeats(7, 2.2e-4)),
+                             ("t3", repeats(25, 2e-4, 6)), ("t4", repeats(3, 2e-4))):
+            files[name] = os.path.join(d, name + ".json")
+            with open(files[name], "w") as f:
+                json.dump({"module": "builtin", "function": "spin_us", "results": values}, f)
+        files["b1"], files["b2"] = os.path.join(d, "b1.jsonl"), os.path.join(d, "b2.jsonl")
+        batch_file(files["b1"], 0.0)
+        batch_file(files["b2"], 0.02)
+        files["b3"] = os.path.join(d, "b3.jsonl")
+        batch_file(files["b3"], 0.01, prefix="other-")
+        files["g1"], files["g2"] = os.path.join(d, "g1.json"), os.path.join(d, "g2.json")
+        gbench_file(files["g1"], 1.0)
+        gbench_file(files["g2"], 0.93)
+        pairs = [("t1", "t2", []), ("t3", "t1", []), ("t1", "t4", []),
+                 ("t2", "t3", ["--confidence", "0.99", "--threshold", "0"]),
+                 ("b1", "b2", []), ("b1", "b3", []),
+                 ("b2", "b1", ["--min-repeats", "3", "--resamples", "500"]), ("g1", "g2", [])]
+        for base, new, options in pairs:
+            kwargs = {"confidence": 0.95, "threshold": 1.0, "min_repeats": 5, "resamples": 2000}
+            for flag, value in zip(options[::2], options[1::2]):
+                key = flag[2:].replace("-", "_")
+                kwargs[key] = int(value) if key in ("min_repeats", "resamples") else float(value)
+            result = kprof.compare(files[base], files[new], **kwargs)
+            for fmt, rendered in (("table", result.as_table()), ("json", result.as_json()),
+                                  ("csv", result.as_csv())):
+                cli = subprocess.run([KPROF, "compare", files[base], files[new], "--format", fmt,
+                                      *options], check=True, capture_output=True,
+                                     text=True).stdout
+                assert rendered == cli, (base, new, fmt, rendered, cli)
+        verdicts = {c.name: c.verdict for c in kprof.compare(files["b1"], files["b2"]).comparisons}
+        assert verdicts['k5 "q",x'] == "slower" and verdicts['k3 "q",x'] == "insufficient"
+        with pytest.raises(ValueError, match="is a directory"):
+            kprof.compare(d, files["t1"])
+        assert kprof.compare_repeats([1e-3] * 5, [2e-3] * 5).verdict == "slower"

@@ -1,0 +1,454 @@
+"""Which measurements of one run are faster or slower than another's: `kprof compare` in Python.
+
+    import kprof
+    result = kprof.compare("base.jsonl", "new.jsonl")       # files, as kprof compare reads
+    for c in result.comparisons:
+        print(c.name, c.verdict, c.change, c.interval, c.p_value)
+    print(result.as_table(), end="")                        # byte for byte the CLI's output
+    kprof.compare_repeats([...seconds...], [...seconds...]) # two samples: one Comparison
+
+The numbers are the CLI's (core/compare.cc): the change of medians, a percentile bootstrap
+interval drawn from SplitMix64 with the same fixed seed, a two-sided Mann-Whitney U test as
+scipy computes it, and a verdict of faster, slower, same or insufficient.
+"""
+
+import json
+import math
+import os
+
+from kprof.report import shortest_decimal
+
+_MASK = (1 << 64) - 1
+_SEED = 0x6B70726F66  # "kprof"
+_NAN = float("nan")
+
+
+class _SplitMix64:
+    def __init__(self, seed):
+        self.state = seed & _MASK
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & _MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def below(self, n):
+        return (self.next() * n) >> 64
+
+
+def _percentile(samples, p):
+    """numpy's linear percentile, with the C++ client's arithmetic."""
+    samples = sorted(samples)
+    rank = p / 100 * (len(samples) - 1)
+    below = math.floor(rank)
+    above = min(below + 1, len(samples) - 1)
+    fraction = rank - below
+    if fraction == 0:
+        return samples[below]
+    return samples[below] + (samples[above] - samples[below]) * fraction
+
+
+def _median(samples):
+    return _percentile(samples, 50)
+
+
+def _ranks(pooled):
+    order = sorted(range(len(pooled)), key=lambda k: pooled[k])
+    ranks, tie_term, i = [0.0] * len(pooled), 0.0, 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and pooled[order[j + 1]] == pooled[order[i]]:
+            j += 1
+        rank = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = rank
+        t = float(j - i + 1)
+        tie_term += t * t * t - t
+        i = j + 1
+    return ranks, tie_term
+
+
+def _exact_upper_tail(m, n, u):
+    """P(U >= u) without ties: the Gaussian binomial's coefficients, counted exactly."""
+    if m > n:
+        m, n = n, m
+    f = [0] * (m * n + m + 1)
+    f[0], degree = 1, 0
+    for k in range(1, m + 1):
+        shift = n + k
+        for d in range(degree + shift, shift - 1, -1):
+            f[d] -= f[d - shift]
+        degree += shift
+        for d in range(k, degree + 1):
+            f[d] += f[d - k]
+        degree -= k
+    total = sum(f[:degree + 1])
+    upper = sum(c for d, c in enumerate(f[:degree + 1]) if d >= u)
+    return float(upper) / float(total)
+
+
+def mann_whitney_u(x, y):
+    """(U of x, two-sided p, exact?) as scipy.stats.mannwhitneyu(x, y) gives them."""
+    if not x or not y:
+        return 0.0, 1.0, False
+    ranks, tie_term = _ranks(list(x) + list(y))
+    n1, n2 = float(len(x)), float(len(y))
+    u1 = sum(ranks[:len(x)]) - n1 * (n1 + 1) / 2
+    u = max(u1, n1 * n2 - u1)
+    exact = (len(x) <= 8 or len(y) <= 8) and tie_term == 0
+    if exact:
+        p = 2 * _exact_upper_tail(len(x), len(y), u)
+    else:
+        n = n1 + n2
+        s = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+        try:
+            z = (u - n1 * n2 / 2 - 0.5) / s
+        except ZeroDivisionError:
+            z = -math.inf
+        p = math.erfc(z / math.sqrt(2.0))
+    return u1, min(max(1.0 if math.isnan(p) else p, 0.0), 1.0), exact
+
+
+def _resampled_median(ordered, random):
+    n = len(ordered)
+    counts = [0] * n
+    for _ in range(n):
+        counts[random.below(n)] += 1
+    low_rank, high_rank = (n - 1) // 2, n // 2
+    low = high = 0.0
+    seen, have_low = 0, False
+    for k in range(n):
+        seen += counts[k]
+        if not have_low and seen > low_rank:
+            low, have_low = ordered[k], True
+        if seen > high_rank:
+            high = ordered[k]
+            break
+    return (low + high) / 2
+
+
+def bootstrap_change_interval(base, new, confidence=0.95, resamples=2000):
+    """The central interval of median(new) / median(base) - 1, as the CLI draws it."""
+    if not base or not new or resamples < 1:
+        return _NAN, _NAN
+    random = _SplitMix64(_SEED)
+    a, b = sorted(base), sorted(new)
+    changes = []
+    for _ in range(resamples):
+        base_median = _resampled_median(a, random)
+        changes.append(_resampled_median(b, random) / base_median - 1)
+    tail = (1 - confidence) / 2 * 100
+    return _percentile(changes, tail), _percentile(changes, 100 - tail)
+
+
+class Comparison:
+    """Base against new: repeats and medians of each, the change, its interval, p, verdict."""
+
+    def __init__(self, name="", base_repeats=0, new_repeats=0, base_median=_NAN,
+                 new_median=_NAN, change=_NAN, interval=(_NAN, _NAN), p_value=_NAN,
+                 verdict="insufficient", error=""):
+        self.name = name
+        self.base_repeats, self.new_repeats = base_repeats, new_repeats
+        self.base_median, self.new_median = base_median, new_median
+        self.change, self.interval, self.p_value = change, interval, p_value
+        self.verdict, self.error = verdict, error
+
+    def __repr__(self):
+        return (f"Comparison({self.name!r}, {self.verdict}, change={self.change:+.4f}, "
+                f"interval=({self.interval[0]:+.4f}, {self.interval[1]:+.4f}), "
+                f"p={self.p_value:.3g})")
+
+
+def _divide(a, b):
+    try:
+        return a / b
+    except ZeroDivisionError:
+        return math.copysign(math.inf, a) if a else _NAN
+
+
+def compare_repeats(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold=1.0,
+                    name=""):
+    """One Comparison of two samples of seconds per call (threshold in percent)."""
+    base, new = [float(v) for v in base], [float(v) for v in new]
+    c = Comparison(name, len(base), len(new))
+    if base:
+        c.base_median = _median(base)
+    if new:
+        c.new_median = _median(new)
+    c.change = _divide(c.new_median, c.base_median) - 1
+    if (len(base) < min_repeats or len(new) < min_repeats or not c.base_median > 0
+            or not c.new_median > 0):
+        return c
+    c.p_value = mann_whitney_u(base, new)[1]
+    c.interval = bootstrap_change_interval(base, new, confidence, resamples)
+    significant = c.p_value < 1 - confidence
+    limit = threshold / 100
+    if significant and c.interval[1] < 0 and c.change < -limit:
+        c.verdict = "faster"
+    elif significant and c.interval[0] > 0 and c.change > limit:
+        c.verdict = "slower"
+    else:
+        c.verdict = "same"
+    return c
+
+
+class _Measurement:
+    def __init__(self, name, call="", seconds=(), error=""):
+        self.name, self.call, self.seconds, self.error = name, call, list(seconds), error
+
+
+def _not_results(path, why):
+    return ValueError(
+        f"'{path}' {why}: kprof compare reads the output of `kprof time --format json` (an "
+        "object with \"results\"), `kprof batch` (JSONL, a line per job) or Google Benchmark's "
+        "--benchmark_format=json (an object with \"benchmarks\")")
+
+
+def _call_of(result):
+    if not isinstance(result.get("function"), str):
+        return ""
+    words = [result["module"]] if isinstance(result.get("module"), str) else []
+    words.append(result["function"])
+    words += [a for a in result.get("args", []) if isinstance(a, str)] \
+        if isinstance(result.get("args"), list) else []
+    return " ".join(words)
+
+
+def _from_result(result, name, where):
+    seconds = result["results"]
+    if not isinstance(seconds, list):
+        raise ValueError(f"{where}: \"results\" is not an array")
+    for v in seconds:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}: \"results\" holds {json.dumps(v)}, not seconds per call")
+    own = result.get("id")
+    return _Measurement(own if isinstance(own, str) else name, _call_of(result), seconds)
+
+
+_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def _from_google_benchmark(doc, path):
+    if not isinstance(doc["benchmarks"], list):
+        raise _not_results(path, "has \"benchmarks\" but no array")
+    measurements, index = [], {}
+    for run in doc["benchmarks"]:
+        if not isinstance(run, dict):
+            raise _not_results(path, "holds a benchmark that is not an object")
+        if run.get("run_type", "iteration") == "aggregate":
+            continue
+        name = run["run_name"] if isinstance(run.get("run_name"), str) else run.get("name", "")
+        if name not in index:
+            index[name] = len(measurements)
+            measurements.append(_Measurement(name))
+        m = measurements[index[name]]
+        if run.get("error_occurred", False):
+            m.error = run.get("error_message", "the benchmark reported an error")
+            continue
+        real = run.get("real_time")
+        unit = run.get("time_unit", "ns")
+        if unit not in _UNITS or isinstance(real, bool) or not isinstance(real, (int, float)):
+            raise _not_results(path, f"has a run of '{name}' without a real_time in ns, us, ms "
+                                     "or s")
+        m.seconds.append(real * _UNITS[unit])
+    return measurements
+
+
+def read_measurements(path):
+    """The measurements of a result file, as kprof compare reads them."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise ValueError(f"'{path}' is a directory, not a result file")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        whole = json.loads(text)
+    except ValueError:
+        whole = None
+    if isinstance(whole, dict) and "benchmarks" in whole:
+        return _from_google_benchmark(whole, path)
+    if isinstance(whole, dict) and "status" not in whole:
+        if "results" not in whole:
+            raise _not_results(path, "is a JSON object without results")
+        return [_from_result(whole, os.path.basename(path), f"'{path}'")]
+    if whole is not None and not isinstance(whole, dict):
+        raise _not_results(path, "is not an object")
+    measurements = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip(" \t\r"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            raise _not_results(path, f"line {number} is not a JSON object")
+        if "results" in obj:
+            measurements.append(_from_result(obj, f"line {number}", f"'{path}' line {number}"))
+        elif isinstance(obj.get("status"), str):
+            own = obj.get("id")
+            measurements.append(_Measurement(
+                own if isinstance(own, str) else f"line {number}",
+                error=f"{obj['status']}: {obj.get('error', '')}"))
+        else:
+            raise _not_results(path, f"line {number} has neither \"results\" nor \"status\"")
+    if not measurements:
+        raise _not_results(path, "holds no measurement")
+    return measurements
+
+
+def _seconds(s):
+    if math.isnan(s):
+        return "-"
+    a = abs(s)
+    if a < 1e-6:
+        return "%.1f ns" % (s * 1e9)
+    if a < 1e-3:
+        return "%.2f us" % (s * 1e6)
+    if a < 1:
+        return "%.3f ms" % (s * 1e3)
+    return "%.3f s" % s
+
+
+def _percent(change):
+    return "-" if math.isnan(change) else "%+.2f%%" % (change * 100)
+
+
+def _number(v):
+    return None if math.isnan(v) else v
+
+
+def _csv_number(v):
+    return "" if math.isnan(v) else shortest_decimal(v)
+
+
+class Comparisons:
+    """The comparisons of two result files, renderable as `kprof compare` renders them."""
+
+    def __init__(self, comparisons, base_only, new_only, base_path, new_path, confidence,
+                 threshold, min_repeats, resamples):
+        self.comparisons, self.base_only, self.new_only = comparisons, base_only, new_only
+        self._paths = base_path, new_path
+        self.confidence, self.threshold = confidence, threshold
+        self.min_repeats, self.resamples = min_repeats, resamples
+
+    def summary(self):
+        counts = {"faster": 0, "insufficient": 0, "same": 0, "slower": 0}
+        for c in self.comparisons:
+            counts[c.verdict] += 1
+        return counts
+
+    def as_json(self):
+        out = {"confidence": self.confidence, "threshold": self.threshold / 100,
+               "min_repeats": self.min_repeats, "resamples": self.resamples, "comparisons": []}
+        for c in self.comparisons:
+            item = {"name": c.name,
+                    "base": {"repeats": c.base_repeats, "median": _number(c.base_median)},
+                    "new": {"repeats": c.new_repeats, "median": _number(c.new_median)},
+                    "change": _number(c.change),
+                    "interval": [_number(c.interval[0]), _number(c.interval[1])],
+                    "p_value": _number(c.p_value), "verdict": c.verdict}
+            if c.error:
+                item["error"] = c.error
+            out["comparisons"].append(item)
+        out["base_only"], out["new_only"] = self.base_only, self.new_only
+        out["summary"] = self.summary()
+        return json.dumps(out, indent=2, ensure_ascii=False) + "\n"
+
+    def as_csv(self):
+        lines = ["name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
+                 "base_median_seconds,new_repeats,new_median_seconds"]
+        for c in self.comparisons:
+            quoted = '"' + c.name.replace('"', '""') + '"'
+            lines.append(",".join([quoted, c.verdict, _csv_number(c.change),
+                                   _csv_number(c.interval[0]), _csv_number(c.interval[1]),
+                                   _csv_number(c.p_value), str(c.base_repeats),
+                                   _csv_number(c.base_median), str(c.new_repeats),
+                                   _csv_number(c.new_median)]))
+        return "\n".join(lines) + "\n"
+
+    def as_table(self):
+        cells = [["measurement", "base", "new", "change", "%g%% interval" % (self.confidence * 100),
+                  "p", "verdict", "repeats"]]
+        for c in self.comparisons:
+            interval = "-" if math.isnan(c.interval[0]) else \
+                f"[{_percent(c.interval[0])}, {_percent(c.interval[1])}]"
+            cells.append([c.name, _seconds(c.base_median), _seconds(c.new_median),
+                          _percent(c.change), interval,
+                          "-" if math.isnan(c.p_value) else "%.3g" % c.p_value, c.verdict,
+                          f"{c.base_repeats}/{c.new_repeats}"])
+        width = [max(len(line[k].encode()) for line in cells) for k in range(len(cells[0]))]
+        out = []
+        for r, line in enumerate(cells):
+            text = ""
+            for k, cell in enumerate(line):
+                pad = " " * (width[k] - len(cell.encode()))
+                text += ("  " if k else "") + (cell + pad if k in (0, 6, 7) else pad + cell)
+            out.append(text.rstrip(" ") + "\n")
+            if r > 0 and self.comparisons[r - 1].error:
+                out.append(f"  ({self.comparisons[r - 1].error})\n")
+        counts = self.summary()
+        out.append(f"\n{counts['faster']} faster, {counts['slower']} slower, {counts['same']} the "
+                   f"same within the noise, {counts['insufficient']} with too few repeats to say "
+                   f"(fewer than {self.min_repeats} on a side)\n")
+        if self.base_only:
+            out.append(f"{len(self.base_only)} only in {self._paths[0]}\n")
+        if self.new_only:
+            out.append(f"{len(self.new_only)} only in {self._paths[1]}\n")
+        return "".join(out)
+
+    def regressions(self, percent):
+        """The comparisons judged slower by more than `percent`."""
+        return [c for c in self.comparisons if c.verdict == "slower" and c.change * 100 > percent]
+
+
+def compare(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold=1.0):
+    """Compares two result files (paths) as `kprof compare BASE NEW` does. ValueError when a file
+    is none of kprof time's JSON, kprof batch's JSONL and Google Benchmark's JSON, or when no
+    measurement of one is in the other."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
+    base_path, new_path = os.fspath(base), os.fspath(new)
+    a, b = read_measurements(base_path), read_measurements(new_path)
+    pairs, base_only, new_only = [], [], []
+    if len(a) == 1 and len(b) == 1:
+        pairs = [(0, 0)]
+    else:
+        for by_call in (False, True):
+            def key(m):
+                return m.call if by_call else m.name
+            in_new = {}
+            for j, m in enumerate(b):
+                if key(m):
+                    in_new.setdefault(key(m), j)
+            matched, base_only = [False] * len(b), []
+            for i, m in enumerate(a):
+                j = in_new.get(key(m)) if key(m) else None
+                if j is None or matched[j]:
+                    base_only.append(m.name)
+                    continue
+                matched[j] = True
+                pairs.append((i, j))
+            new_only = [m.name for j, m in enumerate(b) if not matched[j]]
+            if pairs:
+                break
+        if not pairs:
+            raise ValueError(
+                f"no measurement of '{base_path}' is in '{new_path}': neither their ids (e.g. "
+                f"'{a[0].name}' and '{b[0].name}') nor their module, function and arguments "
+                "match")
+    comparisons = []
+    for i, j in pairs:
+        x, y = a[i], b[j]
+        name = x.name if x.name == y.name else f"{x.name} -> {y.name}"
+        c = compare_repeats(x.seconds, y.seconds, confidence, min_repeats, resamples, threshold,
+                            name)
+        error = f"base: {x.error}" if x.error else ""
+        if y.error:
+            error += ("; new: " if error else "new: ") + y.error
+        c.error = error
+        comparisons.append(c)
+    return Comparisons(comparisons, base_only, new_only, base_path, new_path, confidence,
+                       threshold, min_repeats, resamples)
