@@ -132,9 +132,9 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddString("tls-ca", &o.tls_ca, "FILE", "use TLS, trusting this CA (PEM)");
   cl.AddString("tls-cert", &o.tls_cert, "FILE", "client certificate for mutual TLS (PEM)");
   cl.AddString("tls-key", &o.tls_key, "FILE", "the key of --tls-cert (PEM)");
-  cl.AddString("format", &o.format, "table|json|csv|gbench",
+  cl.AddString("format", &o.format, "table|json|csv|gbench|trace",
                "output format (default table; gbench: Google Benchmark's JSON, for time and "
-               "batch)");
+               "batch; trace: the Chrome trace event format, for profile and report)");
   cl.AddFlag("help", &o.help, "print usage");
   cl.AddFlag("version", &o.version, "print the version");
   cl.AddString("module-format", &o.module_format, "FORMAT",
@@ -238,7 +238,9 @@ std::string ProtoJson(const google::protobuf::Message& message) {
 }
 
 void PrintReport(const core::Report& report, const Options& o) {
-  if (o.format == "json") {
+  if (o.format == "trace") {
+    std::printf("%s\n", core::AsChromeTrace(report).c_str());
+  } else if (o.format == "json") {
     std::printf("%s\n", core::AsJson(report).c_str());
   } else if (o.format == "csv") {
     std::printf("%s", core::AsCsv(report).c_str());
@@ -873,14 +875,19 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     std::printf("kprof %s (%s)\n", KPROF_VERSION, KPROF_BUILD);
     return absl::OkStatus();
   }
-  if (o.format != "table" && o.format != "json" && o.format != "csv" && o.format != "gbench") {
+  if (o.format != "table" && o.format != "json" && o.format != "csv" && o.format != "gbench" &&
+      o.format != "trace") {
     return UsageError(
-        absl::StrCat("--format '", o.format, "' is not one of table, json, csv, gbench"));
+        absl::StrCat("--format '", o.format, "' is not one of table, json, csv, gbench, trace"));
   }
   if (words.empty()) return UsageError("no command (kprof --help lists them)");
   const std::string& command = words[0];
   if (o.format == "gbench" && command != "time" && command != "batch") {
     return UsageError(absl::StrCat("--format gbench is for time and batch, not ", command,
+                                   " (it takes table, json or csv)"));
+  }
+  if (o.format == "trace" && command != "profile" && command != "report") {
+    return UsageError(absl::StrCat("--format trace is for profile and report, not ", command,
                                    " (it takes table, json or csv)"));
   }
   if (command == "report") return Report(o, words);

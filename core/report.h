@@ -74,6 +74,13 @@ std::string AsCsv(const Report& report);
 // `text` as one quoted RFC 4180 field, quotes inside doubled.
 std::string CsvQuoted(std::string_view text);
 
+// The Chrome trace event format (JSON object form; Perfetto and chrome://tracing open it): a
+// track ("thread") per device, named after it; a complete event ("X") per call, its metrics as
+// args, laid end to end on its device's track in the calls' order, since a report holds
+// durations and no start times (otherData says so); the configuration and the devices' totals
+// in otherData. One line, object keys sorted.
+std::string AsChromeTrace(const Report& report);
+
 // The standard JSON report. `indent` < 0 writes one line; otherwise pretty-prints. Non-finite
 // numbers are written as null, which ReportFromJson reads back as NaN.
 std::string AsJson(const Report& report, int indent = -1);

@@ -79,6 +79,15 @@ def _number_json(value):
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
+def _sorted_by_bytes(value):
+    """`value` with every object's keys in the order of their UTF-8 bytes, as nlohmann's."""
+    if isinstance(value, dict):
+        return {k: _sorted_by_bytes(value[k]) for k in sorted(value, key=str.encode)}
+    if isinstance(value, list):
+        return [_sorted_by_bytes(v) for v in value]
+    return value
+
+
 def _metric_to_json(value):
     kind = kind_of(value)
     if kind == "string":
@@ -293,6 +302,53 @@ class Report:
             "configuration": convert(self.configuration),
             "device_metrics": {name: convert(m) for name, m in sorted(self.device_metrics.items())},
         }, indent=indent, ensure_ascii=False)
+
+    def as_trace(self):
+        """The Chrome trace event format `kprof report --format trace` writes (Perfetto and
+        chrome://tracing open it): a track per device, a slice per call laid end to end in the
+        calls' order (a report holds durations, not start times)."""
+        def plain(value):
+            kind = kind_of(value)
+            if kind == "string":
+                return str(value)
+            if kind == "count":
+                return int(value)
+            return _number_json(float(value))
+
+        def device_of(call):
+            value = call.get(DEVICE)
+            return str(value) if value is not None and kind_of(value) == "string" \
+                else "unknown device"
+
+        names = {device_of(c) for c in self.calls} | set(self.device_metrics)
+        tracks = {device: k for k, device in enumerate(sorted(names, key=str.encode), 1)}
+        events = [{"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
+                   "args": {"name": "kprof profile"}}]
+        for device, track in sorted(tracks.items(), key=lambda t: t[0].encode()):
+            events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": track,
+                           "args": {"name": device}})
+        clock = {}
+        for call in self.calls:
+            device = device_of(call)
+            value = call.get(DURATION)
+            duration = 0.0
+            if value is not None and kind_of(value) == "microseconds" and \
+                    math.isfinite(float(value)) and float(value) > 0:
+                duration = float(value)
+            name = call.get(NAME)
+            name = str(name) if name is not None and kind_of(name) == "string" else "call"
+            at = clock.get(device, 0.0)
+            events.append({"name": name, "cat": "call", "ph": "X", "pid": 1,
+                           "tid": tracks[device], "ts": at, "dur": duration,
+                           "args": {k: plain(v) for k, v in call.items()}})
+            clock[device] = at + duration
+        root = {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {
+            "configuration": {k: plain(v) for k, v in self.configuration.items()},
+            "device_totals": {d: {k: plain(v) for k, v in m.items()}
+                              for d, m in self.device_metrics.items()},
+            "layout": "a track per device; its calls laid end to end in their order (kprofd "
+                      "measures durations, not start times)"}}
+        return json.dumps(_sorted_by_bytes(root), ensure_ascii=False, separators=(",", ":"))
 
     def as_table(self, sort=True, aggregate=True, col_sums=True):
         """The human table `kprof report` prints: a row per (aggregated) call, longest first, a

@@ -433,6 +433,22 @@ def test_csv_and_json_match_the_cli():
     assert Report.from_json(kprof_report(text, "--format", "json")).as_json() == text
 
 
+def test_traces_match_the_cli():
+    """The Chrome trace event format, byte for byte as `kprof report --format trace`, and a
+    trace by the format's rules: a named track per device, slices end to end on each."""
+    text = TRICKY.as_json()
+    back = Report.from_json(text)
+    assert back.as_trace() + "\n" == kprof_report(text, "--format", "trace")
+    trace = json.loads(back.as_trace())
+    names = {e["tid"]: e["args"]["name"] for e in trace["traceEvents"]
+             if e["name"] == "thread_name"}
+    assert sorted(names.values()) == ["cpu0", "cuda0", "unknown device"]
+    cpu = [e for e in trace["traceEvents"] if e["ph"] == "X" and names[e["tid"]] == "cpu0"]
+    assert [e["name"] for e in cpu] == ["matmul", "matmul", 'relu "fused", ünïcode']
+    assert cpu[1]["ts"] == cpu[0]["ts"] + cpu[0]["dur"] == 812.5
+    assert cpu[0]["args"]["Faults"] == 1234567
+
+
 def test_reports_read_back_with_their_kinds():
     back = Report.from_json(TRICKY.as_json(indent=2))
     assert back.calls[0]["Faults"] == 1234567 and isinstance(back.calls[0]["Faults"], Count)

@@ -104,6 +104,29 @@ TEST_F(CliTest, ProfileTablesAndJson) {
   const Result json = Kprof("profile builtin spin_us --arg float64:50 --format json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out)["calls"][0]["Name"]["string"], "spin_us");
+  // The Chrome trace event format: a slice per call of the report (the three measured calls
+  // are one, of Count 3) on the device's named track.
+  const Result trace =
+      Kprof("profile builtin spin_us --arg float64:50 --number 3 --collector rusage "
+            "--format trace");
+  ASSERT_EQ(trace.exit_code, 0) << trace.err;
+  const nlohmann::json events = nlohmann::json::parse(trace.out)["traceEvents"];
+  int slices = 0;
+  std::string track;
+  for (const auto& e : events) {
+    if (e["name"] == "thread_name") track = e["args"]["name"];
+    if (e["ph"] != "X") continue;
+    ++slices;
+    EXPECT_EQ(e["name"], "spin_us");
+    EXPECT_GE(e["dur"].get<double>(), 3 * 50.0 * 0.9) << e;
+    EXPECT_EQ(e["args"]["Count"], 3) << e;
+    EXPECT_TRUE(e["args"].contains("User Time (us)")) << e;
+  }
+  EXPECT_EQ(slices, 1);
+  EXPECT_EQ(track, "cpu0");
+  const Result refused = Kprof("time builtin nop --format trace");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, HasSubstr("--format trace is for profile and report"));
 }
 
 TEST_F(CliTest, ProfileASequenceFromJson) {
