@@ -24,6 +24,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -34,6 +35,7 @@
 #include "core/command_line.h"
 #include "core/read_file.h"
 #include "core/report.h"
+#include "core/statistics.h"
 #include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "kprof/config.h"
@@ -395,6 +397,24 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   return json;
 }
 
+// The repeats' distribution in one line: "repeats  ▁▃█▅▂  50.12 us .. 50.31 us (12 in 5 bins)",
+// a bar per bin, as high as its count against the fullest's.
+std::string RepeatsHistogram(const std::vector<double>& seconds) {
+  static constexpr const char* kBars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  const size_t bins = std::clamp<size_t>(seconds.size(), 1, 20);
+  const std::vector<size_t> counts = core::Histogram(seconds, bins);
+  if (counts.empty()) return "repeats  (none)";
+  const size_t most = *std::max_element(counts.begin(), counts.end());
+  std::string bars;
+  for (const size_t n : counts) {
+    // An empty bin is a space; any other is at least the lowest bar.
+    bars += kBars[n == 0 ? 0 : std::max<size_t>(1, (n * 8 + most - 1) / most)];
+  }
+  const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
+  return absl::StrFormat("repeats  %s  %.3f us .. %.3f us (%d in %d bins)", bars, *low * 1e6,
+                         *high * 1e6, seconds.size(), bins);
+}
+
 absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
                   const std::vector<std::string>& words) {
   if (words.size() != 3) return UsageError("usage: kprof time MODULE FUNCTION ...");
@@ -487,6 +507,9 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
         std::printf("%s: %s\n", name.c_str(), core::FormatForTable(value).c_str());
       }
     }
+    std::printf("\n%s\n", RepeatsHistogram(std::vector<double>(r.seconds_per_call().begin(),
+                                                               r.seconds_per_call().end()))
+                              .c_str());
   }
   return absl::OkStatus();
 }

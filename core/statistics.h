@@ -38,6 +38,11 @@ std::vector<size_t> TukeyOutliers(const std::vector<double>& samples, double k =
 std::vector<double> Without(const std::vector<double>& samples,
                             const std::vector<size_t>& excluded);
 
+// Counts of the samples in `bins` equal bins from the smallest to the largest (the largest in
+// the last bin). Every sample in the first bin when all are equal; empty for no samples or no
+// bins. NaN samples are not counted.
+std::vector<size_t> Histogram(const std::vector<double>& samples, size_t bins);
+
 struct Summary {
   static constexpr double kUnset = std::numeric_limits<double>::quiet_NaN();
   size_t count = 0;

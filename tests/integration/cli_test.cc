@@ -80,6 +80,12 @@ TEST_F(CliTest, TimeConvergesAndSaysSoInJsonAndTable) {
       Kprof("time builtin spin_us --arg float64:50 --max-rel-stddev 0.5 --min-repeats 3");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("converged: relative std"));
+  // It ends with the repeats' histogram: a bar per bin from the fastest to the slowest.
+  const Result spread = Kprof("time builtin spin_us --arg float64:50 --repeat 6");
+  ASSERT_EQ(spread.exit_code, 0) << spread.err;
+  const std::string last = spread.out.substr(spread.out.rfind('\n', spread.out.size() - 2) + 1);
+  EXPECT_THAT(last, MatchesRegex("repeats  .+  [0-9.]+ us \\.\\. [0-9.]+ us \\(6 in 6 bins\\)\n"));
+  EXPECT_THAT(last, HasSubstr("█"));  // the fullest bin
   const Result alone = Kprof("time builtin spin_us --arg float64:5 --min-repeats 3");
   EXPECT_EQ(alone.exit_code, 1);
   EXPECT_THAT(alone.err, HasSubstr("INVALID_ARGUMENT: min_repeats and max_time_ms apply only"));
@@ -106,9 +112,9 @@ TEST_F(CliTest, ProfileTablesAndJson) {
   EXPECT_EQ(nlohmann::json::parse(json.out)["calls"][0]["Name"]["string"], "spin_us");
   // The Chrome trace event format: a slice per call of the report (the three measured calls
   // are one, of Count 3) on the device's named track.
-  const Result trace =
-      Kprof("profile builtin spin_us --arg float64:50 --number 3 --collector rusage "
-            "--format trace");
+  const Result trace = Kprof(
+      "profile builtin spin_us --arg float64:50 --number 3 --collector rusage "
+      "--format trace");
   ASSERT_EQ(trace.exit_code, 0) << trace.err;
   const nlohmann::json events = nlohmann::json::parse(trace.out)["traceEvents"];
   int slices = 0;

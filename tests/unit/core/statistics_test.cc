@@ -110,5 +110,14 @@ TEST(Statistics, WithoutDropsTheGivenIndices) {
   EXPECT_THAT(Without({}, {}), IsEmpty());
 }
 
+TEST(HistogramTest, CountsSamplesInEqualBinsFromTheSmallestToTheLargest) {
+  EXPECT_EQ(Histogram({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 3), (std::vector<size_t>{3, 3, 4}));
+  EXPECT_EQ(Histogram({5, 5, 5}, 4), (std::vector<size_t>{3, 0, 0, 0}));
+  EXPECT_EQ(Histogram({1, 100}, 2), (std::vector<size_t>{1, 1}));
+  EXPECT_EQ(Histogram({1, std::nan(""), 3}, 2), (std::vector<size_t>{1, 1}));
+  EXPECT_TRUE(Histogram({}, 4).empty());
+  EXPECT_TRUE(Histogram({1, 2}, 0).empty());
+}
+
 }  // namespace
 }  // namespace kprof::core
