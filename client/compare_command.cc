@@ -1,9 +1,12 @@
 #include "client/compare_command.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -11,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "client/plot_svg.h"
 #include "core/metric.h"
 #include "core/read_file.h"
 #include "core/report.h"
@@ -179,6 +183,16 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
   return measurements;
 }
 
+absl::Status WritePlot(const std::string& path, const std::string& svg) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (out) out << svg;
+  if (!out || !out.flush()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot write the plot '", path, "': ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CompareFiles(const std::string& base_path, const std::string& new_path,
                           const CompareCommandOptions& options, int* exit_code) {
   absl::StatusOr<std::vector<Measurement>> base = ReadMeasurements(base_path);
@@ -233,6 +247,18 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
     if (!a.error.empty()) row.error = "base: " + a.error;
     if (!b.error.empty()) row.error += (row.error.empty() ? "new: " : "; new: ") + b.error;
     rows.push_back(std::move(row));
+  }
+  if (!options.plot.empty()) {
+    std::vector<PlottedComparison> plotted;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      plotted.push_back({rows[k].name, rows[k].c, (*base)[pairs[k].first].seconds,
+                         (*fresh)[pairs[k].second].seconds});
+    }
+    if (absl::Status written =
+            WritePlot(options.plot, ComparisonSvg(plotted, options.compare.confidence));
+        !written.ok()) {
+      return written;
+    }
   }
   std::map<std::string, int> counts = {
       {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}};

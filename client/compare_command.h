@@ -35,7 +35,11 @@ struct CompareCommandOptions {
   std::string format = "table";  // table, json or csv
   core::CompareOptions compare;
   double fail_on_regression = -1;  // percent; < 0: off
+  std::string plot;                // an SVG of the comparisons to write, when not empty
 };
+
+// Writes `svg` to `path`; INVALID_ARGUMENT naming the file and the reason when it cannot.
+absl::Status WritePlot(const std::string& path, const std::string& svg);
 
 // Prints the comparison of the files at `base` and `fresh` to stdout. When a measurement is
 // judged slower by more than `fail_on_regression` percent: FAILED_PRECONDITION naming them, and

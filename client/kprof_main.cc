@@ -32,6 +32,7 @@
 #include "client/farm.h"
 #include "client/gbench_format.h"
 #include "client/kprof_client.h"
+#include "client/plot_svg.h"
 #include "core/command_line.h"
 #include "core/read_file.h"
 #include "core/report.h"
@@ -123,6 +124,8 @@ struct Options {
   bool no_aggregate = false, no_sort = false, no_sums = false;
   // compare
   double confidence = 0.95, fail_on_regression = -1, threshold = 1;
+  // time and compare
+  std::string plot;
   int64_t resamples = 2000;
 };
 
@@ -176,6 +179,8 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddDouble("confidence", &o.confidence, "C",
                "compare: how sure a verdict must be (default 0.95)");
   cl.AddInt("resamples", &o.resamples, "N", "compare: bootstrap resamples (default 2000)");
+  cl.AddString("plot", &o.plot, "FILE.svg",
+               "time, compare: also draw the repeats (or the comparison) as SVG in FILE");
   cl.AddDouble("threshold", &o.threshold, "PERCENT",
                "compare: smaller changes are the same (default 1)");
   cl.AddDouble("fail-on-regression", &o.fail_on_regression, "PERCENT",
@@ -511,6 +516,14 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
                                                                r.seconds_per_call().end()))
                               .c_str());
   }
+  if (!o.plot.empty()) {
+    std::vector<std::string> title = {words[2]};
+    title.insert(title.end(), o.args.begin(), o.args.end());
+    KPROF_RETURN_IF_ERROR(WritePlot(
+        o.plot,
+        RepeatsSvg(absl::StrJoin(title, " "),
+                   std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end()))));
+  }
   return absl::OkStatus();
 }
 
@@ -635,6 +648,7 @@ absl::Status Compare(const core::CommandLine& cl, const Options& o,
   }
   options.compare.threshold = o.threshold / 100;
   options.fail_on_regression = cl.Given("fail-on-regression") ? o.fail_on_regression : -1;
+  options.plot = o.plot;
   return CompareFiles(words[1], words[2], options, exit_code);
 }
 

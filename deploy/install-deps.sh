@@ -34,6 +34,7 @@ packages=(
   python3-protobuf    # the Python client's messages
   python3-pytest      # the Python client's tests
   python3-scipy       # the independent reference of kprof compare's U test (tests)
+  chromium            # renders kprof's SVG plots headless in the tests
   openssl             # the TLS tests make their certificates
   libsystemd-dev      # sd_notify: READY, STOPPING and the watchdog under systemd
   libpapi-dev         # the PAPI hardware-counter collector

@@ -1,0 +1,201 @@
+#include "client/plot_svg.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/statistics.h"
+
+namespace kprof::client {
+namespace {
+
+constexpr int kWidth = 720;
+constexpr int kLeft = 60, kRight = 30;  // margins of the plotting area
+
+std::string Escaped(const std::string& text) {
+  std::string out;
+  for (const char ch : text) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += ch;
+    }
+  }
+  return out;
+}
+
+std::string Text(double x, double y, const std::string& text, const char* anchor = "start",
+                 int size = 12, const char* extra = "") {
+  return absl::StrFormat(
+      "<text x=\"%.1f\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"%d\" "
+      "text-anchor=\"%s\"%s>%s</text>\n",
+      x, y, size, anchor, extra, Escaped(text));
+}
+
+std::string Microseconds(double seconds) { return absl::StrFormat("%.3f us", seconds * 1e6); }
+
+std::string Open(int height) {
+  return absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
+      "%d\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+      kWidth, height, kWidth, height);
+}
+
+// A histogram of `seconds` between `low` and `high` in the box from `top`, `height` tall, with
+// its median marked.
+std::string HistogramAt(const std::vector<double>& seconds, double low, double high, double top,
+                        double height, const char* colour, const std::string& label) {
+  std::string out;
+  const size_t bins = std::clamp<size_t>(seconds.size() / 2, 5, 40);
+  std::vector<size_t> counts(bins, 0);
+  for (const double s : seconds) {
+    const double at = high > low ? (s - low) / (high - low) * static_cast<double>(bins) : 0;
+    ++counts[std::min(static_cast<size_t>(std::max(at, 0.0)), bins - 1)];
+  }
+  const size_t most = std::max<size_t>(1, *std::max_element(counts.begin(), counts.end()));
+  const double width = static_cast<double>(kWidth - kLeft - kRight) / static_cast<double>(bins);
+  for (size_t b = 0; b < bins; ++b) {
+    const double h = height * static_cast<double>(counts[b]) / static_cast<double>(most);
+    absl::StrAppend(&out, absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                                          "height=\"%.1f\" fill=\"%s\"/>\n",
+                                          kLeft + width * static_cast<double>(b) + 1,
+                                          top + height - h, std::max(width - 2, 1.0), h, colour));
+  }
+  absl::StrAppend(&out, absl::StrFormat("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
+                                        "stroke=\"#444\"/>\n",
+                                        kLeft, top + height, kWidth - kRight, top + height));
+  const double median = core::Median(seconds);
+  const double x =
+      high > low ? kLeft + (median - low) / (high - low) * (kWidth - kLeft - kRight) : kLeft;
+  absl::StrAppend(&out,
+                  absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                                  "stroke=\"#c00\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n",
+                                  x, top - 4, x, top + height));
+  absl::StrAppend(
+      &out, Text(x + 4, top + 8, "median " + Microseconds(median), "start", 11, " fill=\"#c00\""));
+  absl::StrAppend(&out, Text(kLeft - 6, top + 12, label, "end", 11));
+  absl::StrAppend(&out, Text(kLeft - 6, top + height, absl::StrCat(seconds.size(), " repeats"),
+                             "end", 10, " fill=\"#666\""));
+  return out;
+}
+
+std::string Axis(double low, double high, double y) {
+  return Text(kLeft, y, Microseconds(low), "start", 11) +
+         Text(kWidth - kRight, y, Microseconds(high), "end", 11) +
+         Text((kLeft + kWidth - kRight) / 2.0, y, "time per call", "middle", 11, " fill=\"#666\"");
+}
+
+const char* Colour(core::Verdict verdict) {
+  switch (verdict) {
+    case core::Verdict::kFaster:
+      return "#2a8a2a";
+    case core::Verdict::kSlower:
+      return "#c0392b";
+    case core::Verdict::kSame:
+      return "#555";
+    case core::Verdict::kInsufficient:
+      break;
+  }
+  return "#aaa";
+}
+
+}  // namespace
+
+std::string RepeatsSvg(const std::string& title, const std::vector<double>& seconds) {
+  std::string out = Open(300);
+  absl::StrAppend(&out, Text(kWidth / 2.0, 24, title, "middle", 15, " font-weight=\"bold\""));
+  if (seconds.empty()) {
+    absl::StrAppend(&out, Text(kWidth / 2.0, 150, "no repeats", "middle"), "</svg>\n");
+    return out;
+  }
+  const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
+  absl::StrAppend(&out, HistogramAt(seconds, *low, *high, 50, 200, "#4a78c2", "repeats"));
+  absl::StrAppend(&out, Axis(*low, *high, 272), "</svg>\n");
+  return out;
+}
+
+std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double confidence) {
+  constexpr int kRow = 28, kTop = 60;
+  const bool distributions = rows.size() == 1 && !rows[0].base.empty() && !rows[0].fresh.empty();
+  const int chart = kTop + static_cast<int>(rows.size()) * kRow + 40;
+  std::string out = Open(chart + (distributions ? 330 : 0));
+  absl::StrAppend(&out, Text(kWidth / 2.0, 24,
+                             absl::StrFormat("change of the median, new against base, with its "
+                                             "%g%% interval",
+                                             confidence * 100),
+                             "middle", 14, " font-weight=\"bold\""));
+  // The scale: symmetric about no change, wide enough for every interval shown.
+  double reach = 0.01;
+  for (const PlottedComparison& row : rows) {
+    for (const double v :
+         {row.comparison.change, row.comparison.interval.low, row.comparison.interval.high}) {
+      if (std::isfinite(v)) reach = std::max(reach, std::fabs(v));
+    }
+  }
+  reach *= 1.15;
+  // The chart between the names (left) and the verdicts (right).
+  constexpr double kChartLeft = kLeft + 200, kChartRight = kWidth - 130;
+  const double half = (kChartRight - kChartLeft) / 2;
+  const double mid = kChartLeft + half;
+  const auto x_of = [&](double change) { return mid + change / reach * half; };
+  absl::StrAppend(&out, absl::StrFormat("<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" "
+                                        "stroke=\"#888\" stroke-dasharray=\"2 2\"/>\n",
+                                        mid, kTop - 10, mid, chart - 30));
+  absl::StrAppend(&out, Text(mid, chart - 14, "no change", "middle", 11, " fill=\"#666\""),
+                  Text(x_of(-reach / 1.15), chart - 14,
+                       absl::StrFormat("%+.1f%%", -reach / 1.15 * 100), "middle", 11),
+                  Text(x_of(reach / 1.15), chart - 14,
+                       absl::StrFormat("%+.1f%%", reach / 1.15 * 100), "middle", 11));
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const core::Comparison& c = rows[i].comparison;
+    const double y = kTop + static_cast<double>(i) * kRow + kRow / 2.0;
+    const char* colour = Colour(c.verdict);
+    absl::StrAppend(&out, Text(kLeft + 190, y + 4, rows[i].name, "end", 12));
+    if (std::isfinite(c.interval.low) && std::isfinite(c.interval.high)) {
+      absl::StrAppend(&out,
+                      absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                                      "stroke=\"%s\" stroke-width=\"3\"/>\n",
+                                      x_of(c.interval.low), y, x_of(c.interval.high), y, colour));
+    }
+    if (std::isfinite(c.change)) {
+      absl::StrAppend(&out,
+                      absl::StrFormat("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"%s\"/>\n",
+                                      x_of(c.change), y, colour));
+    }
+    absl::StrAppend(
+        &out, Text(kWidth - 8, y + 4,
+                   absl::StrCat(
+                       core::VerdictName(c.verdict),
+                       std::isfinite(c.change) ? absl::StrFormat(" %+.2f%%", c.change * 100) : ""),
+                   "end", 11, absl::StrCat(" fill=\"", colour, "\"").c_str()));
+  }
+  if (distributions) {
+    const PlottedComparison& row = rows[0];
+    double low = *std::min_element(row.base.begin(), row.base.end());
+    double high = *std::max_element(row.base.begin(), row.base.end());
+    low = std::min(low, *std::min_element(row.fresh.begin(), row.fresh.end()));
+    high = std::max(high, *std::max_element(row.fresh.begin(), row.fresh.end()));
+    absl::StrAppend(&out, Text(kWidth / 2.0, chart + 16, "the repeats of each side, on one axis",
+                               "middle", 13, " font-weight=\"bold\""));
+    absl::StrAppend(&out, HistogramAt(row.base, low, high, chart + 40, 110, "#7f8fa6", "base"));
+    absl::StrAppend(&out, HistogramAt(row.fresh, low, high, chart + 180, 110,
+                                      Colour(row.comparison.verdict), "new"));
+    absl::StrAppend(&out, Axis(low, high, chart + 316));
+  }
+  absl::StrAppend(&out, "</svg>\n");
+  return out;
+}
+
+}  // namespace kprof::client
