@@ -580,3 +580,90 @@ def test_compare_gives_the_clis_output_byte_for_byte():
         with pytest.raises(ValueError, match="is a directory"):
             kprof.compare(d, files["t1"])
         assert kprof.compare_repeats([1e-3] * 5, [2e-3] * 5).verdict == "slower"
+
+
+def _png_pixels(path):
+    """(width, height, rows of (r, g, b)) of an 8-bit RGB or RGBA PNG, as Chromium writes them."""
+    import struct
+    import zlib
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, colour = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and colour in (2, 6) and body[12] == 0, body
+            channels = 3 if colour == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, stride, rows, previous = zlib.decompress(idat), width * channels, [], bytearray(
+        width * channels)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - channels] if i >= channels else 0
+            b, c = previous[i], previous[i - channels] if i >= channels else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 255
+            elif kind == 2:
+                line[i] = (line[i] + b) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
+        previous = line
+    return width, height, rows
+
+
+def _render_in_chromium(svg, scratch, size):
+    """A screenshot of `svg` by headless Chromium, and the page's text as Chromium read it."""
+    import shutil
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium is missing: deploy/install-deps.sh installs it"
+    png = os.path.join(scratch, os.path.basename(svg) + ".png")
+    common = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+              f"--user-data-dir={os.path.join(scratch, 'profile')}"]
+    subprocess.run([*common, f"--screenshot={png}", f"--window-size={size}", "file://" + svg],
+                   check=True, capture_output=True, timeout=120)
+    dom = subprocess.run([*common, "--dump-dom", "file://" + svg], check=True,
+                         capture_output=True, text=True, timeout=120).stdout
+    return _png_pixels(png), dom
+
+
+def test_plots_render_in_a_real_browser(daemon):
+    """kprof time --plot and kprof compare --plot, rendered by headless Chromium: not blank,
+    the bars and the verdicts' colours drawn, the labels there."""
+    with tempfile.TemporaryDirectory() as scratch:
+        times = {}
+        for name, us in (("base", 100), ("new", 130)):
+            out = os.path.join(scratch, name + ".json")
+            with open(out, "w") as f:
+                subprocess.run([KPROF, "--target", daemon, "time", "builtin", "spin_us", "--arg",
+                                f"float64:{us}", "--repeat", "20", "--format", "json",
+                                *(["--plot", os.path.join(scratch, "repeats.svg")]
+                                  if name == "base" else [])],
+                               check=True, stdout=f)
+            times[name] = out
+        subprocess.run([KPROF, "compare", times["base"], times["new"], "--plot",
+                        os.path.join(scratch, "compare.svg")], check=True, capture_output=True)
+        (width, height, rows), dom = _render_in_chromium(os.path.join(scratch, "repeats.svg"),
+                                                         scratch, "720,300")
+        assert (width, height) == (720, 300)
+        pixels = [p for row in rows for p in row]
+        inked = sum(1 for p in pixels if p != (255, 255, 255))
+        assert inked > 0.05 * len(pixels), f"{inked} of {len(pixels)} pixels drawn"
+        assert any(abs(r - 0x4a) < 24 and abs(g - 0x78) < 24 and abs(b - 0xc2) < 24
+                   for r, g, b in pixels), "no histogram bars"
+        assert "spin_us float64:100" in dom and "median" in dom and "20 repeats" in dom
+        (width, height, rows), dom = _render_in_chromium(os.path.join(scratch, "compare.svg"),
+                                                         scratch, "720,470")
+        pixels = [p for row in rows for p in row]
+        red = sum(1 for r, g, b in pixels if r > 150 and g < 90 and b < 90)
+        assert red > 200, f"the slower verdict's colour: {red} pixels"
+        assert "slower +30" in dom and "no change" in dom and "base.json -&gt; new.json" in dom
