@@ -666,4 +666,6 @@ def test_plots_render_in_a_real_browser(daemon):
         pixels = [p for row in rows for p in row]
         red = sum(1 for r, g, b in pixels if r > 150 and g < 90 and b < 90)
         assert red > 200, f"the slower verdict's colour: {red} pixels"
-        assert "slower +30" in dom and "no change" in dom and "base.json -&gt; new.json" in dom
+        import re
+        assert re.search(r"slower \+(2[89]|3[0-2])\.\d\d%", dom), dom  # spins of 100 and 130 us
+        assert "no change" in dom and "base.json -&gt; new.json" in dom
