@@ -33,6 +33,19 @@ absl::Status NotResults(const std::string& path, const std::string& why) {
                    "--benchmark_format=json (an object with \"benchmarks\")"));
 }
 
+// A member's text, or `fallback` when it is missing or not a string (a file of the wrong shape
+// is read as far as it goes, never thrown on).
+std::string Text(const Json& object, const char* key, const std::string& fallback) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
+// Whether a member is the boolean true.
+bool IsTrue(const Json& object, const char* key) {
+  const auto it = object.find(key);
+  return it != object.end() && it->is_boolean() && it->get<bool>();
+}
+
 // "MODULE FUNCTION ARG...", from a result's "module", "function" and "args", where it has them.
 std::string CallOf(const Json& result) {
   if (!result.contains("function") || !result["function"].is_string()) return "";
@@ -76,18 +89,18 @@ absl::StatusOr<std::vector<Measurement>> FromGoogleBenchmark(const Json& json,
   std::map<std::string, size_t> index;
   for (const Json& run : json["benchmarks"]) {
     if (!run.is_object()) return NotResults(path, "holds a benchmark that is not an object");
-    if (run.value("run_type", "iteration") == "aggregate") continue;  // mean, median, stddev
+    if (Text(run, "run_type", "iteration") == "aggregate") continue;  // mean, median, stddev
     const std::string name = run.contains("run_name") && run["run_name"].is_string()
                                  ? run["run_name"].get<std::string>()
-                                 : run.value("name", "");
+                                 : Text(run, "name", "");
     auto [at, fresh] = index.emplace(name, measurements.size());
     if (fresh) measurements.push_back(Measurement{name, "", {}, ""});
     Measurement& m = measurements[at->second];
-    if (run.value("error_occurred", false)) {
-      m.error = run.value("error_message", "the benchmark reported an error");
+    if (IsTrue(run, "error_occurred")) {
+      m.error = Text(run, "error_message", "the benchmark reported an error");
       continue;
     }
-    const std::string unit = run.value("time_unit", "ns");
+    const std::string unit = Text(run, "time_unit", "ns");
     const std::map<std::string, double> scale = {
         {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
     const auto factor = scale.find(unit);
@@ -171,7 +184,7 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
       Measurement m;
       m.name = json.contains("id") && json["id"].is_string() ? json["id"].get<std::string>()
                                                              : absl::StrCat("line ", number);
-      m.error = absl::StrCat(json["status"].get<std::string>(), ": ", json.value("error", ""));
+      m.error = absl::StrCat(json["status"].get<std::string>(), ": ", Text(json, "error", ""));
       measurements.push_back(std::move(m));
     } else {
       return NotResults(path, absl::StrCat("line ", number,

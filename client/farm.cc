@@ -357,8 +357,17 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
     for (const Daemon& d : daemons) {
       if (d.alive && !d.draining) devices.insert(d.devices.begin(), d.devices.end());
     }
+    // Something may still fit: a device not yet found full, on a daemon below its window (a
+    // daemon's window counts the jobs of all its devices).
+    const auto room = [&] {
+      if (devices.empty()) return true;
+      if (full.size() >= devices.size()) return false;
+      return std::any_of(daemons.begin(), daemons.end(), [&](const Daemon& d) {
+        return d.alive && !d.draining && d.holding.size() < window;
+      });
+    };
     std::deque<size_t> unplaced;
-    while (!pending.empty() && (devices.empty() || full.size() < devices.size())) {
+    while (!pending.empty() && room()) {
       const size_t j = pending.front();
       pending.pop_front();
       const BatchJob& job = jobs[j];

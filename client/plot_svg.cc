@@ -30,7 +30,10 @@ std::string Escaped(const std::string& text) {
         out += "&quot;";
         break;
       default:
-        out += ch;
+        // XML 1.0 has no other control characters: they are left out.
+        if (static_cast<unsigned char>(ch) >= 0x20 || ch == '\t' || ch == '\n' || ch == '\r') {
+          out += ch;
+        }
     }
   }
   return out;
@@ -113,7 +116,21 @@ const char* Colour(core::Verdict verdict) {
 
 }  // namespace
 
-std::string RepeatsSvg(const std::string& title, const std::vector<double>& seconds) {
+namespace {
+
+// The finite repeats: what can be drawn.
+std::vector<double> Drawable(const std::vector<double>& seconds) {
+  std::vector<double> out;
+  for (const double s : seconds) {
+    if (std::isfinite(s)) out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string RepeatsSvg(const std::string& title, const std::vector<double>& all) {
+  const std::vector<double> seconds = Drawable(all);
   std::string out = Open(300);
   absl::StrAppend(&out, Text(kWidth / 2.0, 24, title, "middle", 15, " font-weight=\"bold\""));
   if (seconds.empty()) {
@@ -128,7 +145,8 @@ std::string RepeatsSvg(const std::string& title, const std::vector<double>& seco
 
 std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double confidence) {
   constexpr int kRow = 28, kTop = 60;
-  const bool distributions = rows.size() == 1 && !rows[0].base.empty() && !rows[0].fresh.empty();
+  const bool distributions =
+      rows.size() == 1 && !Drawable(rows[0].base).empty() && !Drawable(rows[0].fresh).empty();
   const int chart = kTop + static_cast<int>(rows.size()) * kRow + 40;
   std::string out = Open(chart + (distributions ? 330 : 0));
   absl::StrAppend(&out, Text(kWidth / 2.0, 24,
@@ -182,7 +200,9 @@ std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double con
                    "end", 11, absl::StrCat(" fill=\"", colour, "\"").c_str()));
   }
   if (distributions) {
-    const PlottedComparison& row = rows[0];
+    PlottedComparison row = rows[0];
+    row.base = Drawable(row.base);
+    row.fresh = Drawable(row.fresh);
     double low = *std::min_element(row.base.begin(), row.base.end());
     double high = *std::max_element(row.base.begin(), row.base.end());
     low = std::min(low, *std::min_element(row.fresh.begin(), row.fresh.end()));

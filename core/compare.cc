@@ -22,12 +22,26 @@ size_t SplitMix64::Below(size_t n) {
 
 namespace {
 
+// Whether C(m + n, m), the number of orderings of two samples without ties, stays below 2^100:
+// then the exact tail below counts them in 128-bit integers without overflow.
+bool CountsFit(size_t m, size_t n) {
+  if (m > n) std::swap(m, n);
+  long double count = 1;
+  for (size_t k = 1; k <= m; ++k) {
+    count = count * static_cast<long double>(n + k) / static_cast<long double>(k);
+    if (count >= 0x1p100L) return false;
+  }
+  return true;
+}
+
 // P(U >= u) for samples of sizes m and n without ties: U's distribution is the Gaussian binomial
 // coefficient [m+n choose m] as a polynomial in q, built as the product over k = 1..m of
 // (1 - q^(n+k)) / (1 - q^k), each step itself a polynomial. O(m^2 n), with m the smaller size.
+// Counted exactly (CountsFit), then each count rounded to a double and divided: what the Python
+// client computes from its own exact integers, to the last bit.
 double ExactUpperTail(size_t m, size_t n, double u) {
   if (m > n) std::swap(m, n);
-  std::vector<long double> f(m * n + m + 1, 0.0L);  // room for the product before the division
+  std::vector<__int128> f(m * n + m + 1, 0);  // room for the product before the division
   f[0] = 1;
   size_t degree = 0;
   for (size_t k = 1; k <= m; ++k) {
@@ -39,13 +53,11 @@ double ExactUpperTail(size_t m, size_t n, double u) {
     for (size_t d = k; d <= degree; ++d) f[d] += f[d - k];
     degree -= k;
   }
-  long double total = 0, upper = 0;
+  __int128 total = 0, upper = 0;
   for (size_t d = 0; d <= degree; ++d) {
     total += f[d];
     if (static_cast<double>(d) >= u) upper += f[d];
   }
-  // Each count rounded to a double, then divided: what the Python client computes from its
-  // exact integers, to the last bit.
   return static_cast<double>(upper) / static_cast<double>(total);
 }
 
@@ -110,7 +122,8 @@ MannWhitney MannWhitneyU(const std::vector<double>& x, const std::vector<double>
   result.u = r1 - n1 * (n1 + 1) / 2;
   const double u = std::max(result.u, n1 * n2 - result.u);
   // As scipy's method "auto": exact when a sample has at most 8 values and none are tied.
-  result.exact = (x.size() <= 8 || y.size() <= 8) && tie_term == 0;
+  // (and while the orderings can be counted exactly: past 2^100 of them, the approximation).
+  result.exact = (x.size() <= 8 || y.size() <= 8) && tie_term == 0 && CountsFit(x.size(), y.size());
   double p = 0;
   if (result.exact) {
     p = 2 * ExactUpperTail(x.size(), y.size(), u);
@@ -137,8 +150,11 @@ Interval BootstrapChangeInterval(const std::vector<double>& base, const std::vec
   for (int r = 0; r < resamples; ++r) {
     // Base's draws first, then new's: the order the other clients draw in too.
     const double base_median = ResampledMedian(a, random, counts);
-    changes.push_back(ResampledMedian(b, random, counts) / base_median - 1);
+    const double fresh_median = ResampledMedian(b, random, counts);
+    // A resample whose base median is 0 (repeats that read no time) has no ratio: left out.
+    if (base_median > 0) changes.push_back(fresh_median / base_median - 1);
   }
+  if (changes.empty()) return interval;
   const double tail = (1 - confidence) / 2 * 100;
   interval.low = Percentile(changes, tail);
   interval.high = Percentile(std::move(changes), 100 - tail);

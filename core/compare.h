@@ -4,7 +4,8 @@
 // The change is new's median over base's, less 1 (-0.03: 3% faster). Its interval comes from a
 // percentile bootstrap of that ratio; its significance from a two-sided Mann–Whitney U test, as
 // scipy.stats.mannwhitneyu computes it (exact for small samples without ties, else the normal
-// approximation with tie and continuity corrections). A verdict needs all three: the test
+// approximation with tie and continuity corrections; unlike scipy, the approximation too past
+// 2^100 orderings, where exact counts would overflow). A verdict needs all three: the test
 // rejects "the same distribution", the interval excludes no change, and the change is beyond
 // the threshold. Requiring both of the first keeps "same" for equal distributions at or above
 // the confidence asked.

@@ -56,14 +56,14 @@ std::vector<size_t> Histogram(const std::vector<double>& samples, size_t bins) {
   std::vector<size_t> counts;
   double low = kNaN, high = kNaN;
   for (double x : samples) {
-    if (std::isnan(x)) continue;
+    if (!std::isfinite(x)) continue;
     low = std::isnan(low) ? x : std::min(low, x);
     high = std::isnan(high) ? x : std::max(high, x);
   }
   if (bins == 0 || std::isnan(low)) return counts;
   counts.assign(bins, 0);
   for (double x : samples) {
-    if (std::isnan(x)) continue;
+    if (!std::isfinite(x)) continue;
     const double at = high > low ? (x - low) / (high - low) * static_cast<double>(bins) : 0;
     ++counts[std::min(static_cast<size_t>(at), bins - 1)];
   }

@@ -40,7 +40,7 @@ std::vector<double> Without(const std::vector<double>& samples,
 
 // Counts of the samples in `bins` equal bins from the smallest to the largest (the largest in
 // the last bin). Every sample in the first bin when all are equal; empty for no samples or no
-// bins. NaN samples are not counted.
+// bins. NaN and infinite samples are not counted.
 std::vector<size_t> Histogram(const std::vector<double>& samples, size_t bins);
 
 struct Summary {

@@ -97,12 +97,15 @@ def mann_whitney_u(x, y):
     n1, n2 = float(len(x)), float(len(y))
     u1 = sum(ranks[:len(x)]) - n1 * (n1 + 1) / 2
     u = max(u1, n1 * n2 - u1)
-    exact = (len(x) <= 8 or len(y) <= 8) and tie_term == 0
+    # Exact while the orderings can be counted in the CLI's 128-bit integers (below 2^100).
+    exact = (len(x) <= 8 or len(y) <= 8) and tie_term == 0 and \
+        math.comb(len(x) + len(y), min(len(x), len(y))) < 2 ** 100
     if exact:
         p = 2 * _exact_upper_tail(len(x), len(y), u)
     else:
         n = n1 + n2
-        s = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+        v = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1)))
+        s = math.sqrt(v) if v >= 0 else _NAN  # below 0 by rounding alone: NaN, as in C++
         try:
             z = (u - n1 * n2 / 2 - 0.5) / s
         except ZeroDivisionError:
@@ -138,7 +141,11 @@ def bootstrap_change_interval(base, new, confidence=0.95, resamples=2000):
     changes = []
     for _ in range(resamples):
         base_median = _resampled_median(a, random)
-        changes.append(_resampled_median(b, random) / base_median - 1)
+        new_median = _resampled_median(b, random)
+        if base_median > 0:  # one of 0 (repeats that read no time) has no ratio
+            changes.append(new_median / base_median - 1)
+    if not changes:
+        return _NAN, _NAN
     tail = (1 - confidence) / 2 * 100
     return _percentile(changes, tail), _percentile(changes, 100 - tail)
 
@@ -162,10 +169,12 @@ class Comparison:
 
 
 def _divide(a, b):
-    try:
+    """a / b as IEEE 754 (and C++) divide: by zero, an infinity or NaN, not an exception."""
+    if b != 0 or math.isnan(b):
         return a / b
-    except ZeroDivisionError:
-        return math.copysign(math.inf, a) if a else _NAN
+    if math.isnan(a) or a == 0:
+        return _NAN
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def compare_repeats(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold=1.0,
@@ -222,9 +231,17 @@ def _from_result(result, name, where):
         raise ValueError(f"{where}: \"results\" is not an array")
     for v in seconds:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{where}: \"results\" holds {json.dumps(v)}, not seconds per call")
+            raise ValueError(f"{where}: \"results\" holds "
+                             f"{json.dumps(v, ensure_ascii=False, separators=(',', ':'))}, not "
+                             "seconds per call")
     own = result.get("id")
     return _Measurement(own if isinstance(own, str) else name, _call_of(result), seconds)
+
+
+def _text(obj, key, fallback):
+    """A member's text, or `fallback` when it is missing or not a string, as the CLI reads."""
+    value = obj.get(key)
+    return value if isinstance(value, str) else fallback
 
 
 _UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
@@ -237,18 +254,18 @@ def _from_google_benchmark(doc, path):
     for run in doc["benchmarks"]:
         if not isinstance(run, dict):
             raise _not_results(path, "holds a benchmark that is not an object")
-        if run.get("run_type", "iteration") == "aggregate":
+        if _text(run, "run_type", "iteration") == "aggregate":
             continue
-        name = run["run_name"] if isinstance(run.get("run_name"), str) else run.get("name", "")
+        name = run["run_name"] if isinstance(run.get("run_name"), str) else _text(run, "name", "")
         if name not in index:
             index[name] = len(measurements)
             measurements.append(_Measurement(name))
         m = measurements[index[name]]
-        if run.get("error_occurred", False):
-            m.error = run.get("error_message", "the benchmark reported an error")
+        if run.get("error_occurred") is True:
+            m.error = _text(run, "error_message", "the benchmark reported an error")
             continue
         real = run.get("real_time")
-        unit = run.get("time_unit", "ns")
+        unit = _text(run, "time_unit", "ns")
         if unit not in _UNITS or isinstance(real, bool) or not isinstance(real, (int, float)):
             raise _not_results(path, f"has a run of '{name}' without a real_time in ns, us, ms "
                                      "or s")
@@ -256,15 +273,24 @@ def _from_google_benchmark(doc, path):
     return measurements
 
 
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _strict_json(text):
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
 def read_measurements(path):
     """The measurements of a result file, as kprof compare reads them."""
     path = os.fspath(path)
     if os.path.isdir(path):
         raise ValueError(f"'{path}' is a directory, not a result file")
-    with open(path, encoding="utf-8") as f:
+    # As the CLI reads: a byte-order mark skipped, lines split at \n alone, NaN refused.
+    with open(path, encoding="utf-8-sig", newline="") as f:
         text = f.read()
     try:
-        whole = json.loads(text)
+        whole = _strict_json(text)
     except ValueError:
         whole = None
     if isinstance(whole, dict) and "benchmarks" in whole:
@@ -280,7 +306,7 @@ def read_measurements(path):
         if not line.strip(" \t\r"):
             continue
         try:
-            obj = json.loads(line)
+            obj = _strict_json(line)
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
@@ -291,7 +317,7 @@ def read_measurements(path):
             own = obj.get("id")
             measurements.append(_Measurement(
                 own if isinstance(own, str) else f"line {number}",
-                error=f"{obj['status']}: {obj.get('error', '')}"))
+                error=f"{obj['status']}: {_text(obj, 'error', '')}"))
         else:
             raise _not_results(path, f"line {number} has neither \"results\" nor \"status\"")
     if not measurements:
@@ -317,7 +343,7 @@ def _percent(change):
 
 
 def _number(v):
-    return None if math.isnan(v) else v
+    return v if math.isfinite(v) else None  # JSON has no NaN or infinity
 
 
 def _csv_number(v):
@@ -410,6 +436,12 @@ def compare(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold
     measurement of one is in the other."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
+    if not 100 <= resamples <= 1000000:
+        raise ValueError(f"resamples {resamples}: between 100 and 1000000")
+    if min_repeats < 1:
+        raise ValueError("min_repeats: at least 1")
+    if not 0 <= threshold < 100:
+        raise ValueError(f"threshold {threshold}: a percentage from 0 to under 100 (default 1)")
     base_path, new_path = os.fspath(base), os.fspath(new)
     a, b = read_measurements(base_path), read_measurements(new_path)
     pairs, base_only, new_only = [], [], []

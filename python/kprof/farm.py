@@ -328,7 +328,8 @@ class Farm:
 
         def flush():
             for daemon, (jobs_out, modules_out) in outgoing.items():
-                if daemon.alive:
+                # An entry left empty (its job's upload was refused) sends nothing.
+                if daemon.alive and jobs_out:
                     daemon.send(jobs_out, modules_out)
             outgoing.clear()
 
@@ -396,9 +397,14 @@ class Farm:
             """Places what fits, in order. Once every device of the live daemons is full the
             rest wait, unread: a batch of many thousand jobs costs each update the jobs it lets
             go out, not a pass over all those still waiting."""
-            devices = {x for d in daemons if d.alive and not d.draining for x in d.devices}
+            live = [d for d in daemons if d.alive and not d.draining]
+            devices = {x for d in live for x in d.devices}
             full, unplaced = set(), deque()
-            while pending and (not devices or len(full) < len(devices)):
+
+            def room():  # some device left to try, on a daemon below its window
+                return not devices or (len(full) < len(devices) and
+                                       any(len(d.holding) < self._window for d in live))
+            while pending and room():
                 j = pending.popleft()
                 if prepared[j].id in finished:
                     continue

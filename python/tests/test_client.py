@@ -485,7 +485,7 @@ def test_kprof_compare_agrees_with_scipys_u_test():
     cases = []
     for n1, n2, shift, ties in [(5, 5, 1.0, False), (4, 7, 1.02, False), (8, 30, 1.01, False),
                                 (12, 12, 1.0, True), (30, 30, 1.01, False), (50, 40, 1.003, True),
-                                (9, 9, 1.05, False)]:
+                                (9, 9, 1.05, False), (6, 600, 1.002, False)]:
         draw = (lambda: round(rng.lognormvariate(0, 0.01), 3)) if ties else \
             (lambda: rng.lognormvariate(0, 0.01))
         base = [1e-3 * draw() for _ in range(n1)]
@@ -559,10 +559,31 @@ def test_compare_gives_the_clis_output_byte_for_byte():
         files["g1"], files["g2"] = os.path.join(d, "g1.json"), os.path.join(d, "g2.json")
         gbench_file(files["g1"], 1.0)
         gbench_file(files["g2"], 0.93)
+        # Odd shapes both read alike: repeats of no time (an infinite change, a resample without
+        # a ratio), one side of 6 against 2000 (the exact test over many orderings), a byte-order
+        # mark and CRLF lines, members of the wrong type.
+        for name, values in (("z0", [0.0] * 6), ("z1", [0.0, 0.0, 0.0, 1e-6, 2e-6, 3e-6]),
+                             ("long", repeats(2000, 2.1e-4))):
+            files[name] = os.path.join(d, name + ".json")
+            with open(files[name], "w") as f:
+                json.dump({"results": values}, f)
+        files["crlf"] = os.path.join(d, "crlf.jsonl")
+        with open(files["crlf"], "w", encoding="utf-8-sig", newline="") as f:
+            for k in range(3):
+                f.write(json.dumps({"id": f'k{k} "q",x', "status": "OK",
+                                    "results": repeats(12, 1e-3)}) + "\r\n")
+        files["odd"] = os.path.join(d, "odd.json")
+        with open(files["odd"], "w") as f:
+            json.dump({"benchmarks": [
+                {"name": 7, "run_name": "BM_a/8", "run_type": 5, "real_time": 800.0,
+                 "time_unit": "us", "error_occurred": 1},
+                {"name": "BM_b", "real_time": 3.0, "time_unit": 4, "error_occurred": False}]}, f)
         pairs = [("t1", "t2", []), ("t3", "t1", []), ("t1", "t4", []),
                  ("t2", "t3", ["--confidence", "0.99", "--threshold", "0"]),
                  ("b1", "b2", []), ("b1", "b3", []),
-                 ("b2", "b1", ["--min-repeats", "3", "--resamples", "500"]), ("g1", "g2", [])]
+                 ("b2", "b1", ["--min-repeats", "3", "--resamples", "500"]), ("g1", "g2", []),
+                 ("z0", "t1", []), ("z1", "t1", []), ("t1", "long", ["--resamples", "100"]),
+                 ("crlf", "b1", []), ("g1", "odd", ["--min-repeats", "1"])]
         for base, new, options in pairs:
             kwargs = {"confidence": 0.95, "threshold": 1.0, "min_repeats": 5, "resamples": 2000}
             for flag, value in zip(options[::2], options[1::2]):
@@ -669,3 +690,18 @@ def test_plots_render_in_a_real_browser(daemon):
         import re
         assert re.search(r"slower \+(2[89]|3[0-2])\.\d\d%", dom), dom  # spins of 100 and 130 us
         assert "no change" in dom and "base.json -&gt; new.json" in dom
+
+
+def test_a_large_module_refused_on_a_daemons_first_job_fails_only_its_jobs(daemon):
+    """A module over 4 MiB goes by upload; when the daemon refuses it on a stream not yet
+    opened, each of its jobs fails with the reason and the others run."""
+    junk = b"not an ELF file " * (5 << 16)  # 5 MiB
+    jobs = [{"id": "junk1", "module": junk, "function": "gemm"},
+            {"id": "junk2", "module": junk, "function": "gemm"},
+            {"id": "nop", "module": "builtin", "function": "nop"}]
+    with kprof.Farm(daemon) as farm:
+        results = {r.id: r for r in run_within(120, lambda: list(farm.batch(jobs)))}
+    assert sorted(results) == ["junk1", "junk2", "nop"]
+    assert results["nop"].ok, results["nop"].message
+    for k in ("junk1", "junk2"):
+        assert not results[k].ok and results[k].code.name == "INVALID_ARGUMENT", results[k]
