@@ -137,9 +137,10 @@ void Declare(core::CommandLine& cl, Options& o) {
   cl.AddString("tls-ca", &o.tls_ca, "FILE", "use TLS, trusting this CA (PEM)");
   cl.AddString("tls-cert", &o.tls_cert, "FILE", "client certificate for mutual TLS (PEM)");
   cl.AddString("tls-key", &o.tls_key, "FILE", "the key of --tls-cert (PEM)");
-  cl.AddString("format", &o.format, "table|json|csv|gbench|trace",
-               "output format (default table; gbench: Google Benchmark's JSON, for time and "
-               "batch; trace: the Chrome trace event format, for profile and report)");
+  cl.AddString(
+      "format", &o.format, "table|json|csv|gbench|trace|html",
+      "output format (default table; gbench: Google Benchmark's JSON, for time and "
+      "batch; trace: the Chrome trace event format, html: a page, for profile and report)");
   cl.AddFlag("help", &o.help, "print usage");
   cl.AddFlag("version", &o.version, "print the version");
   cl.AddString("module-format", &o.module_format, "FORMAT",
@@ -245,7 +246,9 @@ std::string ProtoJson(const google::protobuf::Message& message) {
 }
 
 void PrintReport(const core::Report& report, const Options& o) {
-  if (o.format == "trace") {
+  if (o.format == "html") {
+    std::printf("%s", core::AsHtml(report).c_str());
+  } else if (o.format == "trace") {
     std::printf("%s\n", core::AsChromeTrace(report).c_str());
   } else if (o.format == "json") {
     std::printf("%s\n", core::AsJson(report).c_str());
@@ -913,9 +916,9 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     return absl::OkStatus();
   }
   if (o.format != "table" && o.format != "json" && o.format != "csv" && o.format != "gbench" &&
-      o.format != "trace") {
-    return UsageError(
-        absl::StrCat("--format '", o.format, "' is not one of table, json, csv, gbench, trace"));
+      o.format != "trace" && o.format != "html") {
+    return UsageError(absl::StrCat("--format '", o.format,
+                                   "' is not one of table, json, csv, gbench, trace, html"));
   }
   if (words.empty()) return UsageError("no command (kprof --help lists them)");
   const std::string& command = words[0];
@@ -923,9 +926,9 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
     return UsageError(absl::StrCat("--format gbench is for time and batch, not ", command,
                                    " (it takes table, json or csv)"));
   }
-  if (o.format == "trace" && command != "profile" && command != "report") {
-    return UsageError(absl::StrCat("--format trace is for profile and report, not ", command,
-                                   " (it takes table, json or csv)"));
+  if ((o.format == "trace" || o.format == "html") && command != "profile" && command != "report") {
+    return UsageError(absl::StrCat("--format ", o.format, " is for profile and report, not ",
+                                   command, " (it takes table, json or csv)"));
   }
   if (command == "report") return Report(o, words);
   if (command == "compare") return Compare(cl, o, words, exit_code);

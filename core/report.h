@@ -81,6 +81,10 @@ std::string CsvQuoted(std::string_view text);
 // in otherData. One line, object keys sorted.
 std::string AsChromeTrace(const Report& report);
 
+// A self-contained HTML page (no script, nothing fetched): each device's calls, aggregated, as
+// bars as long as their durations, then the table of AsTable.
+std::string AsHtml(const Report& report);
+
 // The standard JSON report. `indent` < 0 writes one line; otherwise pretty-prints. Non-finite
 // numbers are written as null, which ReportFromJson reads back as NaN.
 std::string AsJson(const Report& report, int indent = -1);

@@ -449,6 +449,26 @@ def test_traces_match_the_cli():
     assert cpu[0]["args"]["Faults"] == 1234567
 
 
+def test_html_pages_match_the_cli_and_render_in_a_real_browser():
+    """`kprof report --format html` and Report.as_html(), byte for byte; the page in headless
+    Chromium: bars drawn, the devices and calls named."""
+    text = TRICKY.as_json()
+    back = Report.from_json(text)
+    page = kprof_report(text, "--format", "html")
+    assert back.as_html() == page
+    with tempfile.TemporaryDirectory() as scratch:
+        path = os.path.join(scratch, "report.html")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+        (_, _, rows), dom = _render_in_chromium(path, scratch, "900,700")
+        pixels = [p for row in rows for p in row]
+        bars = sum(1 for r, g, b in pixels
+                   if abs(r - 0x4a) < 24 and abs(g - 0x78) < 24 and abs(b - 0xc2) < 24)
+        assert bars > 500, f"{bars} bar pixels"
+        for label in ("cpu0", "unknown device", "matmul", "Calls by device", "Configuration"):
+            assert label in dom, label
+
+
 def test_reports_read_back_with_their_kinds():
     back = Report.from_json(TRICKY.as_json(indent=2))
     assert back.calls[0]["Faults"] == 1234567 and isinstance(back.calls[0]["Faults"], Count)

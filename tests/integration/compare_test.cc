@@ -69,7 +69,7 @@ TEST_F(CompareTest, TellsASlowerKernelFromTheSameOne) {
   EXPECT_NEAR(c["change"].get<double>(), 0.15, 0.03);
   EXPECT_LT(c["interval"][0].get<double>(), c["change"].get<double>());
   EXPECT_GT(c["interval"][1].get<double>(), c["change"].get<double>());
-  EXPECT_LT(c["p_value"].get<double>(), 1e-5);  // 20 against 20, none overlapping
+  EXPECT_LT(c["p_value"].get<double>(), 0.01);  // 20 against 20 (a busy host may overlap a few)
   EXPECT_EQ(c["base"]["repeats"], 20);
   EXPECT_NEAR(c["base"]["median"].get<double>(), 200e-6, 10e-6);
   EXPECT_EQ(w["summary"]["slower"], 1);
