@@ -67,8 +67,10 @@ TEST_F(CompareTest, TellsASlowerKernelFromTheSameOne) {
   const Json& c = w["comparisons"][0];
   EXPECT_EQ(c["verdict"], "slower");
   EXPECT_NEAR(c["change"].get<double>(), 0.15, 0.03);
-  EXPECT_LT(c["interval"][0].get<double>(), c["change"].get<double>());
-  EXPECT_GT(c["interval"][1].get<double>(), c["change"].get<double>());
+  // Holds it, ends included: the medians of resamples of steady repeats often are the median.
+  EXPECT_LE(c["interval"][0].get<double>(), c["change"].get<double>());
+  EXPECT_GE(c["interval"][1].get<double>(), c["change"].get<double>());
+  EXPECT_GT(c["interval"][0].get<double>(), 0.1);
   EXPECT_LT(c["p_value"].get<double>(), 0.01);  // 20 against 20 (a busy host may overlap a few)
   EXPECT_EQ(c["base"]["repeats"], 20);
   EXPECT_NEAR(c["base"]["median"].get<double>(), 200e-6, 10e-6);
