@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/report.h"
 #include "core/statistics.h"
 
 namespace kprof::client {
@@ -13,38 +14,12 @@ namespace {
 constexpr int kWidth = 720;
 constexpr int kLeft = 60, kRight = 30;  // margins of the plotting area
 
-std::string Escaped(const std::string& text) {
-  std::string out;
-  for (const char ch : text) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        // XML 1.0 has no other control characters: they are left out.
-        if (static_cast<unsigned char>(ch) >= 0x20 || ch == '\t' || ch == '\n' || ch == '\r') {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
-
 std::string Text(double x, double y, const std::string& text, const char* anchor = "start",
                  int size = 12, const char* extra = "") {
   return absl::StrFormat(
       "<text x=\"%.1f\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"%d\" "
       "text-anchor=\"%s\"%s>%s</text>\n",
-      x, y, size, anchor, extra, Escaped(text));
+      x, y, size, anchor, extra, core::XmlEscaped(text));
 }
 
 std::string Microseconds(double seconds) { return absl::StrFormat("%.3f us", seconds * 1e6); }

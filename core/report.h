@@ -74,6 +74,10 @@ std::string AsCsv(const Report& report);
 // `text` as one quoted RFC 4180 field, quotes inside doubled.
 std::string CsvQuoted(std::string_view text);
 
+// `text` for XML and HTML text and attribute values: & < > " escaped, and the control
+// characters other than tab, newline and return left out (XML 1.0 has none of them).
+std::string XmlEscaped(std::string_view text);
+
 // The Chrome trace event format (JSON object form; Perfetto and chrome://tracing open it): a
 // track ("thread") per device, named after it; a complete event ("X") per call, its metrics as
 // args, laid end to end on its device's track in the calls' order, since a report holds

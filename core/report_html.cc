@@ -11,29 +11,6 @@
 namespace kprof::core {
 namespace {
 
-std::string Escaped(const std::string& text) {
-  std::string out;
-  for (const char ch : text) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
-}
-
 std::string TextOf(const MetricMap& call, std::string_view metric, const std::string& fallback) {
   const auto it = call.find(metric);
   return it != call.end() && std::holds_alternative<std::string>(it->second)
@@ -50,6 +27,31 @@ double DurationOf(const MetricMap& call) {
 }
 
 }  // namespace
+
+std::string XmlEscaped(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    switch (ch) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        if (static_cast<unsigned char>(ch) >= 0x20 || ch == '\t' || ch == '\n' || ch == '\r') {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
 
 std::string AsHtml(const Report& report) {
   const std::vector<MetricMap> calls = AggregateCalls(report.calls);
@@ -68,7 +70,7 @@ std::string AsHtml(const Report& report) {
   for (const auto& [device, list] : by_device) {
     absl::StrAppend(&svg, absl::StrFormat("<text x=\"0\" y=\"%d\" font-size=\"14\" "
                                           "font-weight=\"bold\">%s</text>\n",
-                                          y + 16, Escaped(device)));
+                                          y + 16, XmlEscaped(device)));
     y += 28;
     for (const MetricMap* call : list) {
       const double us = DurationOf(*call);
@@ -77,7 +79,7 @@ std::string AsHtml(const Report& report) {
           &svg,
           absl::StrFormat(
               "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"end\">%s</text>\n",
-              kBarLeft - 8, y + 13, Escaped(TextOf(*call, kNameMetric, "call"))),
+              kBarLeft - 8, y + 13, XmlEscaped(TextOf(*call, kNameMetric, "call"))),
           absl::StrFormat("<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"16\" "
                           "fill=\"#4a78c2\"/>\n",
                           kBarLeft, y, width),
@@ -91,7 +93,7 @@ std::string AsHtml(const Report& report) {
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kprof report</title>\n"
       "<style>body{font-family:sans-serif;margin:24px}pre{font-size:12px}</style></head>\n"
       "<body>\n<h1>kprof report</h1>\n<h2>Calls by device</h2>\n",
-      svg, "<h2>Table</h2>\n<pre>", Escaped(AsTable(report)), "</pre>\n</body></html>\n");
+      svg, "<h2>Table</h2>\n<pre>", XmlEscaped(AsTable(report)), "</pre>\n</body></html>\n");
 }
 
 }  // namespace kprof::core

@@ -1,6 +1,8 @@
-// The standard JSON report: writing it, and reading it back (from kprofd or from TVM).
+// The JSON renderings of a Report: the standard JSON report (written, and read back from
+// kprofd or from TVM) and the Chrome trace event format.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -18,15 +20,20 @@ using Json = nlohmann::json;
 // a hostile document cannot exhaust the stack or the heap through depth.
 constexpr int kMaxDepth = 16;
 
-Json MetricToJson(const MetricValue& value) {
-  Json number;
+// A metric as a plain JSON value: its text, count or number (null for NaN or an infinity, which
+// JSON cannot hold).
+Json PlainJson(const MetricValue& value) {
+  Json out;
   std::visit(
-      [&number](const auto& v) {
+      [&out](const auto& v) {
         using T = std::decay_t<decltype(v)>;
+        double number = 0;
         if constexpr (std::is_same_v<T, std::string>) {
-          number = v;
+          out = v;
+          return;
         } else if constexpr (std::is_same_v<T, Count>) {
-          number = v.value;
+          out = v.value;
+          return;
         } else if constexpr (std::is_same_v<T, Duration>) {
           number = v.microseconds;
         } else if constexpr (std::is_same_v<T, Percent>) {
@@ -34,9 +41,15 @@ Json MetricToJson(const MetricValue& value) {
         } else {
           number = v.ratio;
         }
+        out = std::isfinite(number) ? Json(number) : Json();
       },
       value);
-  return Json::object({{std::string(KindKey(KindOf(value))), std::move(number)}});
+  return out;
+}
+
+// A metric of the standard JSON report: an object of its kind and value.
+Json MetricToJson(const MetricValue& value) {
+  return Json::object({{std::string(KindKey(KindOf(value))), PlainJson(value)}});
 }
 
 Json MetricMapToJson(const MetricMap& metrics) {
@@ -150,6 +163,85 @@ std::string WithoutExceptionId(const std::string& what) {
 }
 
 }  // namespace
+
+// The Chrome trace event format (its JSON object form): a track per device, a slice per call.
+std::string AsChromeTrace(const Report& report) {
+  constexpr int kPid = 1;
+  // Tracks: the devices, by name, in order (the calls' devices first, then the totals').
+  std::map<std::string, int> tracks;
+  const auto device_of = [](const MetricMap& call) {
+    const auto it = call.find(kDeviceMetric);
+    if (it != call.end() && std::holds_alternative<std::string>(it->second)) {
+      return std::get<std::string>(it->second);
+    }
+    return std::string("unknown device");
+  };
+  for (const MetricMap& call : report.calls) tracks.emplace(device_of(call), 0);
+  for (const auto& [device, metrics] : report.device_metrics) tracks.emplace(device, 0);
+  int tid = 0;
+  for (auto& [device, track] : tracks) track = ++tid;
+
+  Json events = Json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", kPid},
+                    {"tid", 0},
+                    {"args", {{"name", "kprof profile"}}}});
+  for (const auto& [device, track] : tracks) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", kPid},
+                      {"tid", track},
+                      {"args", {{"name", device}}}});
+  }
+  // kprofd measures each call's duration, not when it began: a device's calls are laid end to
+  // end in their order, from 0.
+  std::map<std::string, double> clock;
+  for (const MetricMap& call : report.calls) {
+    const std::string device = device_of(call);
+    double duration = 0;
+    if (const auto it = call.find(kDurationMetric);
+        it != call.end() && std::holds_alternative<Duration>(it->second) &&
+        std::isfinite(std::get<Duration>(it->second).microseconds) &&
+        std::get<Duration>(it->second).microseconds > 0) {
+      duration = std::get<Duration>(it->second).microseconds;
+    }
+    std::string name = "call";
+    if (const auto it = call.find(kNameMetric);
+        it != call.end() && std::holds_alternative<std::string>(it->second)) {
+      name = std::get<std::string>(it->second);
+    }
+    Json args = Json::object();
+    for (const auto& [metric, value] : call) args[metric] = PlainJson(value);
+    double& at = clock[device];
+    events.push_back({{"name", name},
+                      {"cat", "call"},
+                      {"ph", "X"},
+                      {"pid", kPid},
+                      {"tid", tracks.at(device)},
+                      {"ts", at},
+                      {"dur", duration},
+                      {"args", std::move(args)}});
+    at += duration;
+  }
+  Json other = Json::object();
+  for (const auto& [metric, value] : report.configuration) other[metric] = PlainJson(value);
+  Json totals = Json::object();
+  for (const auto& [device, metrics] : report.device_metrics) {
+    Json m = Json::object();
+    for (const auto& [metric, value] : metrics) m[metric] = PlainJson(value);
+    totals[device] = std::move(m);
+  }
+  Json root = {{"traceEvents", std::move(events)},
+               {"displayTimeUnit", "ns"},
+               {"otherData",
+                {{"configuration", std::move(other)},
+                 {"device_totals", std::move(totals)},
+                 {"layout",
+                  "a track per device; its calls laid end to end in their order (kprofd "
+                  "measures durations, not start times)"}}}};
+  return root.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
 
 std::string AsJson(const Report& report, int indent) {
   Json root = Json::object();

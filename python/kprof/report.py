@@ -353,7 +353,8 @@ class Report:
     def as_html(self):
         """The page `kprof report --format html` writes: each device's calls, aggregated, as
         bars, then the table."""
-        def escaped(text):
+        def escaped(text):  # as the CLI's XmlEscaped: no control characters but \t \n \r
+            text = "".join(c for c in text if c >= " " or c in "\t\n\r")
             return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
                     .replace('"', "&quot;"))
 
