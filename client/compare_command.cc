@@ -118,20 +118,6 @@ std::string FileName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// 812.5 us, 1.204 ms: four significant digits in a unit that suits.
-std::string Seconds(double s) {
-  if (std::isnan(s)) return "-";
-  const double a = std::fabs(s);
-  if (a < 1e-6) return absl::StrFormat("%.1f ns", s * 1e9);
-  if (a < 1e-3) return absl::StrFormat("%.2f us", s * 1e6);
-  if (a < 1) return absl::StrFormat("%.3f ms", s * 1e3);
-  return absl::StrFormat("%.3f s", s);
-}
-
-std::string Percent(double change) {
-  return std::isnan(change) ? "-" : absl::StrFormat("%+.2f%%", change * 100);
-}
-
 std::string PValue(double p) { return std::isnan(p) ? "-" : absl::StrFormat("%.3g", p); }
 
 // A number for JSON and CSV: NaN is null in JSON, empty in CSV.
@@ -145,6 +131,20 @@ struct Row {
 };
 
 }  // namespace
+
+// 812.5 us, 1.204 ms: four significant digits in a unit that suits.
+std::string Seconds(double s) {
+  if (std::isnan(s)) return "-";
+  const double a = std::fabs(s);
+  if (a < 1e-6) return absl::StrFormat("%.1f ns", s * 1e9);
+  if (a < 1e-3) return absl::StrFormat("%.2f us", s * 1e6);
+  if (a < 1) return absl::StrFormat("%.3f ms", s * 1e3);
+  return absl::StrFormat("%.3f s", s);
+}
+
+std::string Percent(double change) {
+  return std::isnan(change) ? "-" : absl::StrFormat("%+.2f%%", change * 100);
+}
 
 absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& path) {
   std::error_code error;
@@ -176,6 +176,7 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
     if (json.is_discarded() || !json.is_object()) {
       return NotResults(path, absl::StrCat("line ", number, " is not a JSON object"));
     }
+    if (json.contains("ranking") && !json.contains("id")) continue;  // kprof batch --rank's last
     if (json.contains("results")) {
       absl::StatusOr<Measurement> m = FromResult(json, absl::StrCat("line ", number), where);
       if (!m.ok()) return m.status();

@@ -17,6 +17,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <chrono>
+#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +35,7 @@
 #include "client/gbench_format.h"
 #include "client/kprof_client.h"
 #include "client/plot_svg.h"
+#include "client/rank_command.h"
 #include "core/command_line.h"
 #include "core/read_file.h"
 #include "core/report.h"
@@ -89,6 +92,13 @@ constexpr char kUsage[] =
     "                                     than BASE's (kprof time JSON, kprof batch JSONL or\n"
     "                                     Google Benchmark JSON), with an interval and a\n"
     "                                     U-test p; exit 4 past --fail-on-regression\n"
+    "  batch JOBS.jsonl --rank [--confidence 0.95] [--threshold 1] [--rank-initial 10]\n"
+    "       [--rank-max-repeats 300] [--rank-budget SECONDS]\n"
+    "                                     a race: the fastest job and those within the\n"
+    "                                     threshold of it, measuring more repeats only of\n"
+    "                                     the candidates in doubt\n"
+    "  rank FILE... [--confidence 0.95] [--threshold 1]\n"
+    "                                     the same ranking of measured results\n"
     "\n"
     "credentials: --token-file FILE ($KPROF_TOKEN_FILE), --tls-ca FILE,\n"
     "  --tls-cert FILE --tls-key FILE (mutual TLS)\n"
@@ -124,6 +134,10 @@ struct Options {
   bool no_aggregate = false, no_sort = false, no_sums = false;
   // compare
   double confidence = 0.95, fail_on_regression = -1, threshold = 1;
+  // batch --rank
+  bool rank = false;
+  int64_t rank_initial = 10, rank_max_repeats = 300;
+  double rank_budget = 0;
   // time and compare
   std::string plot;
   int64_t resamples = 2000;
@@ -184,6 +198,13 @@ void Declare(core::CommandLine& cl, Options& o) {
                "time, compare: also draw the repeats (or the comparison) as SVG in FILE");
   cl.AddDouble("threshold", &o.threshold, "PERCENT",
                "compare: smaller changes are the same (default 1)");
+  cl.AddFlag("rank", &o.rank,
+             "batch: race the jobs (candidates) for the fastest and those tied with it");
+  cl.AddInt("rank-initial", &o.rank_initial, "N", "batch --rank: first round's repeats (10)");
+  cl.AddInt("rank-max-repeats", &o.rank_max_repeats, "N",
+            "batch --rank: most repeats of a candidate (300)");
+  cl.AddDouble("rank-budget", &o.rank_budget, "SECONDS",
+               "batch --rank: start no round that would end past this (default: none)");
   cl.AddDouble("fail-on-regression", &o.fail_on_regression, "PERCENT",
                "compare: exit 4 when a measurement is slower by more than this");
 }
@@ -655,6 +676,47 @@ absl::Status Compare(const core::CommandLine& cl, const Options& o,
   return CompareFiles(words[1], words[2], options, exit_code);
 }
 
+// --confidence, --threshold and the race's options as RankOptions, checked.
+absl::StatusOr<core::RankOptions> RankOptionsFrom(const Options& o) {
+  core::RankOptions options;
+  if (!(o.confidence > 0 && o.confidence < 1)) {
+    return UsageError(
+        absl::StrCat("--confidence ", o.confidence, ": a probability between 0 and 1, e.g. 0.95"));
+  }
+  options.confidence = o.confidence;
+  if (!(o.threshold >= 0 && o.threshold < 100)) {
+    return UsageError(absl::StrCat("--threshold ", o.threshold,
+                                   ": a percentage from 0 to under 100 (default 1)"));
+  }
+  options.threshold = o.threshold / 100;
+  if (o.rank_initial < 2 || o.rank_initial > 100000) {
+    return UsageError(absl::StrCat("--rank-initial ", o.rank_initial,
+                                   ": repeats of the first round, from 2 to 100000 (default 10)"));
+  }
+  if (o.rank_max_repeats < o.rank_initial || o.rank_max_repeats > 100000) {
+    return UsageError(absl::StrCat("--rank-max-repeats ", o.rank_max_repeats,
+                                   ": from --rank-initial (", o.rank_initial,
+                                   ") to 100000 (default 300)"));
+  }
+  if (!(o.rank_budget >= 0) || std::isinf(o.rank_budget)) {
+    return UsageError(absl::StrCat("--rank-budget ", o.rank_budget,
+                                   ": seconds, more than 0 (0, the default: no budget)"));
+  }
+  options.initial = static_cast<size_t>(o.rank_initial);
+  options.max_repeats = static_cast<size_t>(o.rank_max_repeats);
+  return options;
+}
+
+absl::Status Rank(const Options& o, const std::vector<std::string>& words) {
+  if (words.size() < 2) return UsageError("usage: kprof rank FILE... (kprof time JSON, kprof "
+                                          "batch JSONL or Google Benchmark JSON)");
+  if (o.format != "table" && o.format != "json" && o.format != "csv") {
+    return UsageError(absl::StrCat("--format ", o.format, " is not for rank (table, json, csv)"));
+  }
+  KPROF_ASSIGN_OR_RETURN(const core::RankOptions options, RankOptionsFrom(o));
+  return RankFiles(std::vector<std::string>(words.begin() + 1, words.end()), options, o.format);
+}
+
 absl::Status Report(const Options& o, const std::vector<std::string>& words) {
   if (words.size() != 2) return UsageError("usage: kprof report FILE.json");
   KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(words[1]));
@@ -713,6 +775,159 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   return job;
 }
 
+// One candidate's rounds as one answer: the first's, with every repeat after it and statistics
+// of them all.
+void MergeInto(kprof::v1::TimeEvaluateResponse* merged, const kprof::v1::TimeEvaluateResponse& r,
+               bool first) {
+  if (first) {
+    *merged = r;
+  } else {
+    merged->mutable_seconds_per_call()->MergeFrom(r.seconds_per_call());
+    merged->mutable_numbers()->MergeFrom(r.numbers());
+    merged->mutable_warnings()->MergeFrom(r.warnings());
+    auto* timing = merged->mutable_timing();
+    timing->set_queue_wait_seconds(timing->queue_wait_seconds() + r.timing().queue_wait_seconds());
+    timing->set_execution_seconds(timing->execution_seconds() + r.timing().execution_seconds());
+  }
+  const std::vector<double> all(merged->seconds_per_call().begin(),
+                                merged->seconds_per_call().end());
+  const core::Summary summary = core::Summarize(all);
+  auto* s = merged->mutable_statistics();
+  s->set_mean(summary.mean);
+  s->set_median(summary.median);
+  s->set_min(summary.min);
+  s->set_max(summary.max);
+  s->set_std(summary.stddev);
+  s->set_cv(summary.cv);
+  merged->set_rel_stddev(summary.cv);
+  merged->clear_filtered_statistics();  // per round, not of the whole
+  merged->clear_outliers();
+}
+
+// Repeats per job of a race's round: the candidates' jobs go out in turns of this many repeats
+// each, so that whatever drifts on the host while a round runs falls on all of them alike.
+constexpr size_t kRaceTurn = 5;
+
+// kprof batch --rank: the jobs are candidates in a race (core/ranking.h). Each round is one
+// batch over the farm; in JSONL, each candidate's line carries every repeat it got, and a last
+// line {"ranking": ...} the verdicts; table and csv print the ranking alone.
+absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1::BatchJob>& jobs,
+                       std::map<std::string, Json>& calls,
+                       const std::vector<std::pair<std::string, std::string>>& refused,
+                       int* exit_code) {
+  KPROF_ASSIGN_OR_RETURN(const core::RankOptions options, RankOptionsFrom(o));
+  std::vector<std::string> names;
+  for (const kprof::v1::BatchJob& job : jobs) names.push_back(job.id());
+  for (const auto& [name, error] : refused) names.push_back(name);
+  core::Race race(names, options);
+  for (size_t i = jobs.size(); i < names.size(); ++i) race.Fail(i, refused[i - jobs.size()].second);
+  std::vector<kprof::v1::TimeEvaluateResponse> merged(jobs.size());
+  std::vector<bool> measured(jobs.size(), false);
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  double seconds_per_repeat = 0;  // of the rounds so far, for the budget
+  size_t repeats_so_far = 0;
+  for (;;) {
+    const std::vector<std::pair<size_t, size_t>> round = race.NextRound();
+    if (round.empty()) break;
+    size_t planned = 0, turns = 0;
+    for (const auto& [i, add] : round) {
+      planned += add;
+      turns = std::max(turns, (add + kRaceTurn - 1) / kRaceTurn);
+    }
+    if (o.rank_budget > 0 && race.round() > 1 &&
+        elapsed() + seconds_per_repeat * static_cast<double>(planned) > o.rank_budget) {
+      race.Withdraw();
+      break;
+    }
+    std::vector<kprof::v1::BatchJob> batch;
+    std::map<std::string, size_t> candidate_of;
+    for (size_t turn = 0; turn < turns; ++turn) {
+      for (const auto& [i, add] : round) {
+        if (turn * kRaceTurn >= add) continue;
+        kprof::v1::BatchJob job = jobs[i];
+        job.set_id(absl::StrCat(race.round(), ".", turn, ".", i));
+        job.mutable_time_evaluate()->set_repeat(
+            static_cast<int64_t>(std::min(kRaceTurn, add - turn * kRaceTurn)));
+        candidate_of[job.id()] = i;
+        batch.push_back(std::move(job));
+      }
+    }
+    std::set<size_t> failed_now;
+    KPROF_RETURN_IF_ERROR(farm.MeasureBatch(batch, [&](const kprof::v1::BatchUpdate& update) {
+      const auto found = candidate_of.find(update.id());
+      if (found == candidate_of.end()) return;
+      const size_t i = found->second;
+      if (update.state() == kprof::v1::BatchUpdate::DONE) {
+        const auto& r = update.time_evaluate();
+        race.Add(i, std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end()));
+        MergeInto(&merged[i], r, !measured[i]);
+        measured[i] = true;
+      } else if (update.state() == kprof::v1::BatchUpdate::FAILED && failed_now.insert(i).second) {
+        race.Fail(i, absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(
+                                      update.code())),
+                                  ": ", update.message()));
+      }
+    }));
+    repeats_so_far += planned;
+    seconds_per_repeat = elapsed() / static_cast<double>(std::max<size_t>(1, repeats_so_far));
+  }
+  core::Ranking ranking = race.Current();
+  ranking.seconds = elapsed();
+  size_t failures = 0;
+  for (const core::RankedCandidate& c : ranking.candidates) {
+    failures += c.state == core::RankState::kFailed ? 1 : 0;
+  }
+  if (o.format == "table" || o.format == "csv") {
+    std::fputs(RenderRanking(ranking, o.format).c_str(), stdout);
+  } else if (o.format == "gbench") {
+    Json runs = Json::array();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (!measured[i]) continue;
+      for (auto& run : GbenchRuns(GbenchName(jobs[i].id(), jobs[i].time_evaluate().call()),
+                                  merged[i])) {
+        runs.push_back(std::move(run));
+      }
+    }
+    const size_t first = static_cast<size_t>(
+        std::find(measured.begin(), measured.end(), true) - measured.begin());
+    std::printf("%s\n", GbenchDocument(first < jobs.size() ? &merged[first].environment() : nullptr,
+                                       std::move(runs))
+                            .dump(2)
+                            .c_str());
+  } else {
+    for (const core::RankedCandidate& c : ranking.candidates) {
+      const size_t i = static_cast<size_t>(std::find(names.begin(), names.end(), c.name) -
+                                           names.begin());
+      Json line = {{"id", c.name}};
+      absl::StatusOr<Json> result =
+          i < jobs.size() && c.state != core::RankState::kFailed ? TimeJson(merged[i])
+                                                                 : absl::StatusOr<Json>(Json());
+      if (c.state == core::RankState::kFailed || !result.ok()) {
+        const std::string error = result.ok() ? c.error : std::string(result.status().message());
+        const size_t colon = error.find(": ");
+        line["status"] = colon == std::string::npos ? "UNKNOWN" : error.substr(0, colon);
+        line["error"] = colon == std::string::npos ? error : error.substr(colon + 2);
+      } else {
+        line["status"] = "OK";
+        line.update(calls[c.name]);
+        line.update(*result);
+      }
+      std::printf("%s\n", line.dump().c_str());
+    }
+    std::printf("%s\n", Json({{"ranking", RankingJson(ranking)}}).dump().c_str());
+  }
+  std::fflush(stdout);
+  if (failures > 0) {
+    *exit_code = 3;
+    return absl::AbortedError(absl::StrCat(failures, " of ", names.size(),
+                                           " candidates failed (see the ranking)"));
+  }
+  return absl::OkStatus();
+}
+
 // kprof batch JOBS.jsonl: every line's result as a line of JSONL on stdout, as it finishes;
 // progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
 // the line.
@@ -734,8 +949,16 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   Json gbench_runs = Json::array();
   std::optional<kprof::v1::MetricMap> gbench_environment;
   const auto emit = [](const Json& result) { std::printf("%s\n", result.dump().c_str()); };
+  // --rank: the lines that are no candidates, named in the ranking as failed.
+  std::vector<std::pair<std::string, std::string>> refused;
   const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
     ++failed;
+    if (o.rank) {
+      refused.emplace_back(id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line),
+                           absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                                        status.message()));
+      return;
+    }
     if (gbench) {
       const std::string name = id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line);
       gbench_runs.push_back(GbenchError(
@@ -764,6 +987,12 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
       job = absl::InvalidArgumentError(
           absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
     }
+    if (job.ok() && o.rank &&
+        (job->time_evaluate().has_repeat() || job->time_evaluate().max_relative_stddev() != 0)) {
+      job = absl::InvalidArgumentError(
+          "with --rank the race sets each candidate's repeats: leave out \"repeat\" and "
+          "\"max_relative_stddev\"");
+    }
     if (!job.ok()) {
       const Json parsed = Json::parse(line, nullptr, false);
       Json id =
@@ -781,6 +1010,7 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
                         {"args", std::vector<std::string>(call.args().begin(), call.args().end())}};
     jobs.push_back(*std::move(job));
   }
+  if (o.rank) return RaceBatch(farm, o, jobs, calls, refused, exit_code);
   const bool bar = isatty(STDERR_FILENO) != 0;
   std::set<std::string> running;  // over every daemon of the farm
   const auto progress = [&] {
@@ -932,6 +1162,10 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   }
   if (command == "report") return Report(o, words);
   if (command == "compare") return Compare(cl, o, words, exit_code);
+  if (command == "rank") return Rank(o, words);
+  if (o.rank && command != "batch") {
+    return UsageError(absl::StrCat("--rank is for batch, not ", command));
+  }
 
   if (o.target.empty()) {
     const char* env = std::getenv("KPROF_TARGET");
@@ -963,7 +1197,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
   }
   return UsageError(absl::StrCat("unknown command '", command,
                                  "' (accepted: info, load, modules, unload, time, profile, "
-                                 "batch, report, compare)"));
+                                 "batch, report, compare, rank)"));
 }
 
 }  // namespace

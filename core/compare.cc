@@ -20,8 +20,6 @@ size_t SplitMix64::Below(size_t n) {
   return static_cast<size_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
 }
 
-namespace {
-
 // Whether C(m + n, m), the number of orderings of two samples without ties, stays below 2^100:
 // then the exact tail below counts them in 128-bit integers without overflow.
 bool CountsFit(size_t m, size_t n) {
@@ -34,12 +32,10 @@ bool CountsFit(size_t m, size_t n) {
   return true;
 }
 
-// P(U >= u) for samples of sizes m and n without ties: U's distribution is the Gaussian binomial
+// U's distribution for samples of sizes m and n without ties is the Gaussian binomial
 // coefficient [m+n choose m] as a polynomial in q, built as the product over k = 1..m of
 // (1 - q^(n+k)) / (1 - q^k), each step itself a polynomial. O(m^2 n), with m the smaller size.
-// Counted exactly (CountsFit), then each count rounded to a double and divided: what the Python
-// client computes from its own exact integers, to the last bit.
-double ExactUpperTail(size_t m, size_t n, double u) {
+std::vector<__int128> UCounts(size_t m, size_t n) {
   if (m > n) std::swap(m, n);
   std::vector<__int128> f(m * n + m + 1, 0);  // room for the product before the division
   f[0] = 1;
@@ -53,8 +49,18 @@ double ExactUpperTail(size_t m, size_t n, double u) {
     for (size_t d = k; d <= degree; ++d) f[d] += f[d - k];
     degree -= k;
   }
+  f.resize(degree + 1);
+  return f;
+}
+
+namespace {
+
+// P(U >= u), counted exactly (CountsFit), then each count rounded to a double and divided: what
+// the Python client computes from its own exact integers, to the last bit.
+double ExactUpperTail(size_t m, size_t n, double u) {
+  const std::vector<__int128> f = UCounts(m, n);
   __int128 total = 0, upper = 0;
-  for (size_t d = 0; d <= degree; ++d) {
+  for (size_t d = 0; d < f.size(); ++d) {
     total += f[d];
     if (static_cast<double>(d) >= u) upper += f[d];
   }

@@ -41,6 +41,13 @@ struct MannWhitney {
   bool exact = false;
 };
 
+// Whether C(m + n, m), the number of orderings of samples of m and n without ties, stays below
+// 2^100, so that UCounts counts them in 128-bit integers without overflow.
+bool CountsFit(size_t m, size_t n);
+
+// How many orderings of samples of m and n without ties give each U, from 0 to m n.
+std::vector<__int128> UCounts(size_t m, size_t n);
+
 // The two-sided test of `x` against `y`. p = 1 when either is empty.
 MannWhitney MannWhitneyU(const std::vector<double>& x, const std::vector<double>& y);
 

@@ -267,6 +267,14 @@ class Client:
         response = self._with_reupload(self._stub.Profile, request, timeout or self._timeout)
         return Report.from_proto(response.report)
 
+    def rank(self, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=300,
+             budget=None):
+        """Races the jobs (candidates) as `kprof batch --rank` does: the Ranking names the
+        fastest and the candidates within `threshold` percent of it, measuring more repeats
+        only of those in doubt, each round a batch (see kprof.ranking)."""
+        from kprof.ranking import race
+        return race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
+
     def batch(self, jobs, progress=None):
         """Runs many TimeEvaluate jobs on one MeasureBatch stream and yields a BatchResult per
         job as each finishes. A job is a dict like a `kprof batch` line: "id", "module",

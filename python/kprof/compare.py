@@ -70,8 +70,9 @@ def _ranks(pooled):
     return ranks, tie_term
 
 
-def _exact_upper_tail(m, n, u):
-    """P(U >= u) without ties: the Gaussian binomial's coefficients, counted exactly."""
+def _u_counts(m, n):
+    """How many orderings of samples of m and n without ties give each U (0 to m n): the
+    Gaussian binomial's coefficients, counted exactly."""
     if m > n:
         m, n = n, m
     f = [0] * (m * n + m + 1)
@@ -84,8 +85,14 @@ def _exact_upper_tail(m, n, u):
         for d in range(k, degree + 1):
             f[d] += f[d - k]
         degree -= k
-    total = sum(f[:degree + 1])
-    upper = sum(c for d, c in enumerate(f[:degree + 1]) if d >= u)
+    return f[:degree + 1]
+
+
+def _exact_upper_tail(m, n, u):
+    """P(U >= u) without ties."""
+    f = _u_counts(m, n)
+    total = sum(f)
+    upper = sum(c for d, c in enumerate(f) if d >= u)
     return float(upper) / float(total)
 
 
@@ -311,6 +318,8 @@ def read_measurements(path):
             obj = None
         if not isinstance(obj, dict):
             raise _not_results(path, f"line {number} is not a JSON object")
+        if "ranking" in obj and "id" not in obj:
+            continue  # kprof batch --rank's last line
         if "results" in obj:
             measurements.append(_from_result(obj, f"line {number}", f"'{path}' line {number}"))
         elif isinstance(obj.get("status"), str):

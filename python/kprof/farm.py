@@ -205,6 +205,14 @@ class Farm:
                 return result.result
         raise KprofError(grpc.StatusCode.INTERNAL, "the batch gave no answer")
 
+    def rank(self, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=300,
+             budget=None):
+        """Races the jobs (candidates) as `kprof batch --rank` does: the Ranking names the
+        fastest and the candidates within `threshold` percent of it, measuring more repeats
+        only of those in doubt, each round a batch (see kprof.ranking)."""
+        from kprof.ranking import race
+        return race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
+
     def batch(self, jobs, progress=None):
         """Runs TimeEvaluate jobs (dicts, as for Client.batch) over the daemons and yields a
         BatchResult per job as each finishes. `progress`, when given, is called after each

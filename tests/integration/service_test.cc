@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "client/kprof_client.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/cuda/cuda_devices.h"
@@ -182,6 +183,16 @@ TEST_F(ServiceTest, PapiCountsThroughTheDaemonAndRefusesWhatItCannotCount) {
   papi->set_name("papi");
   papi->add_options("perf::TASK-CLOCK");
   auto r = client_->ProfileFunction(request);
+  if (!r.ok() && absl::StrContains(r.status().message(), "component perf_event disabled")) {
+    // libpfm4 knows no PMU of this CPU, and PAPI then counts no perf event at all, software
+    // ones too: the refusal names the event and PAPI's reason, and the worker lives on.
+    EXPECT_THAT(r, StatusIs(absl::StatusCode::kFailedPrecondition,
+                            HasSubstr("PAPI event 'perf::TASK-CLOCK' cannot be counted on this "
+                                      "host")));
+    request.clear_collectors();
+    EXPECT_THAT(client_->ProfileFunction(request), IsOk());
+    GTEST_SKIP() << "PAPI's perf_event component is disabled here: " << r.status();
+  }
   ASSERT_THAT(r, IsOk());
   auto report = wire::FromProto(r->report());
   ASSERT_THAT(report, IsOk());

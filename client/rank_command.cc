@@ -1,0 +1,163 @@
+#include "client/rank_command.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "client/compare_command.h"
+#include "core/metric.h"
+#include "core/report.h"
+
+namespace kprof::client {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(); }
+std::string CsvNumber(double v) { return std::isnan(v) ? "" : core::ShortestDecimal(v); }
+
+// At most ten names, then how many more.
+std::string Names(const std::vector<std::string>& names) {
+  const size_t shown = std::min<size_t>(names.size(), 10);
+  std::string out = absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(shown), ", ");
+  if (names.size() > shown) absl::StrAppend(&out, " and ", names.size() - shown, " more");
+  return out;
+}
+
+}  // namespace
+
+Json RankingJson(const core::Ranking& ranking) {
+  const std::string fastest = ranking.Fastest();
+  Json out = {{"fastest", fastest.empty() ? Json() : Json(fastest)},
+              {"ties", ranking.Ties()},
+              {"decided", ranking.Decided()},
+              {"confidence", ranking.confidence},
+              {"threshold", ranking.threshold},
+              {"looks", ranking.looks},
+              {"alpha", ranking.alpha},
+              {"rounds", ranking.rounds},
+              {"repeats", ranking.repeats},
+              {"seconds", Number(ranking.seconds)}};
+  Json candidates = Json::array();
+  for (const core::RankedCandidate& c : ranking.candidates) {
+    Json item = {{"name", c.name},
+                 {"state", core::RankStateName(c.state)},
+                 {"repeats", c.repeats},
+                 {"median", Number(c.median)},
+                 {"change", Number(c.change)},
+                 {"interval", {Number(c.interval.low), Number(c.interval.high)}}};
+    if (!c.error.empty()) item["error"] = c.error;
+    candidates.push_back(std::move(item));
+  }
+  out["candidates"] = std::move(candidates);
+  return out;
+}
+
+std::string RenderRanking(const core::Ranking& ranking, const std::string& format) {
+  if (format == "json") return Json({{"ranking", RankingJson(ranking)}}).dump(2) + "\n";
+  if (format == "csv") {
+    std::string out = "name,state,median_seconds,change,interval_low,interval_high,repeats\n";
+    for (const core::RankedCandidate& c : ranking.candidates) {
+      absl::StrAppend(&out, core::CsvQuoted(c.name), ",", core::RankStateName(c.state), ",",
+                      CsvNumber(c.median), ",", CsvNumber(c.change), ",",
+                      CsvNumber(c.interval.low), ",", CsvNumber(c.interval.high), ",", c.repeats,
+                      "\n");
+    }
+    return out;
+  }
+  std::vector<std::vector<std::string>> cells = {
+      {"rank", "candidate", "median", "change", "interval", "state", "repeats"}};
+  std::map<std::string, size_t> counts;
+  for (size_t i = 0; i < ranking.candidates.size(); ++i) {
+    const core::RankedCandidate& c = ranking.candidates[i];
+    ++counts[core::RankStateName(c.state)];
+    const bool failed = c.state == core::RankState::kFailed;
+    const std::string interval =
+        failed || c.state == core::RankState::kFastest
+            ? "-"
+            : absl::StrCat("[", Percent(c.interval.low), ", ", Percent(c.interval.high), "]");
+    cells.push_back({failed ? "-" : absl::StrCat(i + 1), c.name, Seconds(c.median),
+                     c.state == core::RankState::kFastest ? "-" : Percent(c.change), interval,
+                     core::RankStateName(c.state), absl::StrCat(c.repeats)});
+  }
+  std::vector<size_t> width(cells.front().size(), 0);
+  for (const auto& line : cells) {
+    for (size_t k = 0; k < line.size(); ++k) width[k] = std::max(width[k], line[k].size());
+  }
+  std::string out;
+  for (size_t r = 0; r < cells.size(); ++r) {
+    std::string line;
+    for (size_t k = 0; k < cells[r].size(); ++k) {
+      const std::string& cell = cells[r][k];
+      const bool left = k == 1 || k == 5;
+      const std::string pad(width[k] - cell.size(), ' ');
+      absl::StrAppend(&line, k > 0 ? "  " : "", left ? cell + pad : pad + cell);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    absl::StrAppend(&out, line, "\n");
+    if (r > 0 && !ranking.candidates[r - 1].error.empty()) {
+      absl::StrAppend(&out, "  (", ranking.candidates[r - 1].error, ")\n");
+    }
+  }
+  const std::string percent = core::ShortestDecimal(ranking.threshold * 100);
+  const std::string confidence = absl::StrFormat("%g%%", ranking.confidence * 100);
+  const std::string fastest = ranking.Fastest();
+  absl::StrAppend(&out, "\nfastest: ", fastest.empty() ? "none (every candidate failed)" : fastest,
+                  "\n");
+  absl::StrAppend(&out, "tie set: ", Names(ranking.Ties()), " (not shown slower than the fastest by over ",
+                  percent, "%; every verdict at ", confidence, " confidence together)\n");
+  std::vector<std::string> undecided;
+  for (const core::RankedCandidate& c : ranking.candidates) {
+    if (c.state == core::RankState::kUndecided) undecided.push_back(c.name);
+  }
+  if (undecided.empty()) {
+    absl::StrAppend(&out, "decided: each of the tie set is shown within ", percent,
+                    "% of the fastest\n");
+  } else {
+    absl::StrAppend(&out, "undecided: ", Names(undecided),
+                    " (the repeats ran out before each was shown within ", percent,
+                    "% or beyond it)\n");
+  }
+  absl::StrAppend(&out, counts["slower"], " slower, ", counts["failed"], " failed; ",
+                  ranking.repeats, " repeats in ", ranking.rounds,
+                  ranking.rounds == 1 ? " round" : " rounds");
+  if (std::isfinite(ranking.seconds)) {
+    absl::StrAppend(&out, absl::StrFormat(", %.1f s", ranking.seconds));
+  }
+  absl::StrAppend(&out, "\n");
+  return out;
+}
+
+absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOptions& options,
+                       const std::string& format) {
+  std::vector<std::pair<std::string, std::vector<double>>> candidates;
+  std::map<std::string, std::string> file_of;
+  std::map<std::string, std::string> errors;
+  for (const std::string& path : paths) {
+    absl::StatusOr<std::vector<Measurement>> measurements = ReadMeasurements(path);
+    if (!measurements.ok()) return measurements.status();
+    for (Measurement& m : *measurements) {
+      if (const auto [it, fresh] = file_of.emplace(m.name, path); !fresh) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the measurement '", m.name, "' is in '", it->second, "' and in '", path,
+            "' (names must differ: rank the files apart, or give their jobs other ids)"));
+      }
+      if (!m.error.empty()) errors[m.name] = m.error;
+      candidates.emplace_back(m.name, std::move(m.seconds));
+    }
+  }
+  core::Ranking ranking = core::RankRepeats(candidates, options);
+  for (core::RankedCandidate& c : ranking.candidates) {
+    if (const auto found = errors.find(c.name); found != errors.end()) c.error = found->second;
+  }
+  std::fputs(RenderRanking(ranking, format).c_str(), stdout);
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+}  // namespace kprof::client

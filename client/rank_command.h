@@ -1,0 +1,29 @@
+// Rankings as kprof prints them: `kprof rank FILE...` over result files, and the last words of
+// `kprof batch --rank` (core/ranking.h). Table, JSON or CSV; the Python client's Ranking renders
+// the same bytes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/ranking.h"
+#include "nlohmann/json.hpp"
+
+namespace kprof::client {
+
+// {"fastest", "ties", "decided", "confidence", "threshold", "looks", "alpha", "rounds",
+// "repeats", "seconds", "candidates": [{"name", "state", "repeats", "median", "change",
+// "interval", ("error")}]}; numbers that are not finite are null.
+nlohmann::ordered_json RankingJson(const core::Ranking& ranking);
+
+// The ranking as "table", "json" (indented; {"ranking": ...}) or "csv".
+std::string RenderRanking(const core::Ranking& ranking, const std::string& format);
+
+// kprof rank FILE...: the measurements of the files (as kprof compare reads them) ranked as one
+// set of repeats each, printed in `format`. INVALID_ARGUMENT for a name in two files, or files
+// that hold no measurement.
+absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOptions& options,
+                       const std::string& format);
+
+}  // namespace kprof::client

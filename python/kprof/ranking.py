@@ -1,0 +1,423 @@
+"""Which candidates are fastest, and which are not distinguishable from the fastest: a ranking.
+
+    import kprof
+    ranking = kprof.rank_repeats({"k1": [...seconds...], "k2": [...], ...})
+    print(ranking.fastest, ranking.ties, ranking.decided)
+    ranking = daemon.rank(jobs)         # a race over a Client's or a Farm's batches
+    print(ranking.as_table(), end="")   # byte for byte what `kprof batch --rank` prints
+
+The numbers are the CLI's (core/ranking.cc). The fastest is the candidate of the lowest median.
+Every other one is compared with it by the shift of their log-times: the Hodges-Lehmann
+estimate (the median of every pairwise difference) with its distribution-free confidence
+interval from the Mann-Whitney U distribution (Moses' interval: exact while the orderings can
+be counted, else the normal approximation). The change is exp(shift) - 1. A candidate whose
+whole interval lies beyond the threshold is slower; one whose whole interval lies within it is
+tied; any other is undecided. The confidence is split (Bonferroni) over the candidates and the
+rounds a race may look, so that every verdict of a ranking holds together at the confidence.
+
+A race measures every candidate `initial` repeats, then, round by round, brings the fastest
+and the undecided to the next step of a geometric plan (x1.5, up to `max_repeats`): clear
+losers stop after the first rounds, ties after they are shown to be within the threshold.
+"""
+
+import json
+import math
+import os
+import time
+
+from kprof.compare import _csv_number, _median, _percent, _seconds, _u_counts, read_measurements
+from kprof.report import shortest_decimal
+
+_INF = math.inf
+_NAN = float("nan")
+
+
+def plan(initial=10, max_repeats=200, growth=1.5):
+    """The repeats a candidate has after each round of a race: initial, x growth, ..., max."""
+    steps = [initial]
+    while steps[-1] < max_repeats:
+        steps.append(min(max_repeats, max(steps[-1] + 1, math.ceil(steps[-1] * growth))))
+    return steps
+
+
+_QUANTILES = {}
+
+
+def _lower_count(m, n, alpha):
+    """The largest c with P(U < c) <= alpha / 2 for samples of m and n without ties (0: none)."""
+    key = (m, n, alpha)
+    if key in _QUANTILES:
+        return _QUANTILES[key]
+    c = 0
+    if math.comb(m + n, min(m, n)) < 2 ** 100:
+        counts = _u_counts(m, n)
+        total, below = float(sum(counts)), 0
+        for d, count in enumerate(counts):
+            below += count
+            if float(below) / total > alpha / 2:
+                break
+            c = d + 1
+    else:
+        mean, sd = m * n / 2, math.sqrt(m * n * (m + n + 1) / 12)
+        low, high = 0, m * n // 2  # P(U <= c - 1) as the normal with continuity grows with c
+        while low < high:
+            mid = (low + high + 1) // 2
+            if 0.5 * math.erfc(-(mid - 0.5 - mean) / (sd * math.sqrt(2.0))) <= alpha / 2:
+                low = mid
+            else:
+                high = mid - 1
+        c = low
+    _QUANTILES[key] = c
+    return c
+
+
+def shift_interval(base, new, alpha):
+    """(estimate, low, high) of log(new) - log(base): the Hodges-Lehmann estimate and its
+    1 - alpha interval (infinite ends when the samples are too small for that confidence)."""
+    x, y = [math.log(v) for v in base], [math.log(v) for v in new]
+    differences = sorted(b - a for a in x for b in y)
+    k = len(differences)
+    estimate = _median(differences)
+    c = _lower_count(len(x), len(y), alpha)
+    if c < 1:
+        return estimate, -_INF, _INF
+    return estimate, differences[c - 1], differences[k - c]
+
+
+class RankedCandidate:
+    """One candidate's place: its state (fastest, tied, slower, undecided or failed), repeats,
+    median seconds, and its change from the fastest with that change's interval."""
+
+    def __init__(self, name, state, repeats=0, median=_NAN, change=_NAN,
+                 interval=(_NAN, _NAN), error=""):
+        self.name, self.state, self.repeats, self.median = name, state, repeats, median
+        self.change, self.interval, self.error = change, interval, error
+
+    def __repr__(self):
+        return f"RankedCandidate({self.name!r}, {self.state}, change={self.change:+.4f})"
+
+
+def _valid(seconds):
+    return bool(seconds) and all(math.isfinite(v) and v > 0 for v in seconds)
+
+
+def rank_repeats(repeats, confidence=0.95, threshold=1.0, looks=1, slower=()):
+    """A Ranking of candidates' repeats ({name: [seconds per call]}, in the order given).
+    `looks`: the rounds a race may look in (1 for one set of repeats); `slower`: names a race
+    already found slower, which stay slower."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
+    if not 0 <= threshold < 100:
+        raise ValueError(f"threshold {threshold}: a percentage from 0 to under 100 (default 1)")
+    names = list(repeats)
+    samples = {name: [float(v) for v in repeats[name]] for name in names}
+    valid = [name for name in names if _valid(samples[name])]
+    slower = set(slower)
+    alpha = (1 - confidence) / (max(1, len(valid) - 1) * max(1, looks))
+    limit = threshold / 100
+    medians = {name: _median(samples[name]) for name in valid}
+    contenders = [name for name in valid if name not in slower]
+    fastest = min(contenders, key=lambda name: medians[name]) if contenders else None
+    placed = []
+    for name in names:
+        seconds = samples[name]
+        if name not in medians:
+            why = "no repeats" if not seconds else "a repeat that is not a positive time"
+            placed.append(RankedCandidate(name, "failed", len(seconds), error=why))
+            continue
+        if name == fastest:
+            placed.append(RankedCandidate(name, "fastest", len(seconds), medians[name], 0.0,
+                                          (0.0, 0.0)))
+            continue
+        estimate, low, high = shift_interval(samples[fastest], seconds, alpha)
+        change, interval = math.expm1(estimate), (math.expm1(low), math.expm1(high))
+        if name in slower or interval[0] > limit:
+            state = "slower"
+        elif interval[1] <= limit and interval[0] >= -limit:
+            state = "tied"
+        else:
+            state = "undecided"
+        placed.append(RankedCandidate(name, state, len(seconds), medians[name], change,
+                                      interval))
+    order = {"fastest": 0, "tied": 1, "undecided": 1, "slower": 2, "failed": 3}
+    placed.sort(key=lambda c: (order[c.state], c.median if c.state != "failed" else 0.0))
+    return Ranking(placed, confidence, threshold, looks, alpha)
+
+
+class Ranking:
+    """Candidates fastest first: then those tied with it or undecided (by median), then the
+    slower ones (by median), then those that failed. `ties` names the fastest and every
+    candidate not shown slower; `decided` says whether each of them is shown within the
+    threshold (else the repeats ran out first)."""
+
+    def __init__(self, candidates, confidence, threshold, looks, alpha, rounds=1, repeats=None,
+                 seconds=_NAN):
+        self.candidates = candidates
+        self.confidence, self.threshold, self.looks, self.alpha = confidence, threshold, looks, alpha
+        self.rounds = rounds
+        self.repeats = sum(c.repeats for c in candidates) if repeats is None else repeats
+        self.seconds = seconds
+        self.results = {}  # a race's: each measured candidate's BenchmarkResult
+
+    @property
+    def fastest(self):
+        return next((c.name for c in self.candidates if c.state == "fastest"), None)
+
+    @property
+    def ties(self):
+        return [c.name for c in self.candidates if c.state in ("fastest", "tied", "undecided")]
+
+    @property
+    def decided(self):
+        return all(c.state != "undecided" for c in self.candidates)
+
+    def as_dict(self):
+        """The {"ranking": ...} object kprof prints (numbers that are not finite are None)."""
+        def number(v):
+            return v if math.isfinite(v) else None
+        candidates = []
+        for c in self.candidates:
+            item = {"name": c.name, "state": c.state, "repeats": c.repeats,
+                    "median": number(c.median), "change": number(c.change),
+                    "interval": [number(c.interval[0]), number(c.interval[1])]}
+            if c.error:
+                item["error"] = c.error
+            candidates.append(item)
+        return {"ranking": {"fastest": self.fastest, "ties": self.ties, "decided": self.decided,
+                            "confidence": self.confidence, "threshold": self.threshold / 100,
+                            "looks": self.looks, "alpha": self.alpha, "rounds": self.rounds,
+                            "repeats": self.repeats, "seconds": number(self.seconds),
+                            "candidates": candidates}}
+
+    def as_json(self):
+        """As `kprof rank --format json` prints it."""
+        return json.dumps(self.as_dict(), indent=2, ensure_ascii=False) + "\n"
+
+    def as_line(self):
+        """As the last line of `kprof batch --rank` prints it."""
+        return json.dumps(self.as_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+    def as_csv(self):
+        lines = ["name,state,median_seconds,change,interval_low,interval_high,repeats"]
+        for c in self.candidates:
+            quoted = '"' + c.name.replace('"', '""') + '"'
+            lines.append(",".join([quoted, c.state, _csv_number(c.median), _csv_number(c.change),
+                                   _csv_number(c.interval[0]), _csv_number(c.interval[1]),
+                                   str(c.repeats)]))
+        return "\n".join(lines) + "\n"
+
+    def as_table(self):
+        cells = [["rank", "candidate", "median", "change", "interval", "state", "repeats"]]
+        counts = {}
+        for i, c in enumerate(self.candidates):
+            counts[c.state] = counts.get(c.state, 0) + 1
+            failed = c.state == "failed"
+            interval = "-" if failed or c.state == "fastest" else \
+                f"[{_percent(c.interval[0])}, {_percent(c.interval[1])}]"
+            cells.append(["-" if failed else str(i + 1), c.name, _seconds(c.median),
+                          "-" if c.state == "fastest" else _percent(c.change), interval, c.state,
+                          str(c.repeats)])
+        width = [max(len(line[k].encode()) for line in cells) for k in range(len(cells[0]))]
+        out = []
+        for r, line in enumerate(cells):
+            text = ""
+            for k, cell in enumerate(line):
+                pad = " " * (width[k] - len(cell.encode()))
+                text += ("  " if k else "") + (cell + pad if k in (1, 5) else pad + cell)
+            out.append(text.rstrip(" ") + "\n")
+            if r > 0 and self.candidates[r - 1].error:
+                out.append(f"  ({self.candidates[r - 1].error})\n")
+        percent = shortest_decimal(self.threshold / 100 * 100)
+        confidence = "%g%%" % (self.confidence * 100)
+        fastest = self.fastest
+        out.append(f"\nfastest: {fastest if fastest is not None else 'none (every candidate failed)'}\n")
+        out.append(f"tie set: {_names(self.ties)} (not shown slower than the fastest by over "
+                   f"{percent}%; every verdict at {confidence} confidence together)\n")
+        undecided = [c.name for c in self.candidates if c.state == "undecided"]
+        if not undecided:
+            out.append(f"decided: each of the tie set is shown within {percent}% of the fastest\n")
+        else:
+            out.append(f"undecided: {_names(undecided)} (the repeats ran out before each was "
+                       f"shown within {percent}% or beyond it)\n")
+        text = (f"{counts.get('slower', 0)} slower, {counts.get('failed', 0)} failed; "
+                f"{self.repeats} repeats in {self.rounds} {'round' if self.rounds == 1 else 'rounds'}")
+        if math.isfinite(self.seconds):
+            text += ", %.1f s" % self.seconds
+        out.append(text + "\n")
+        return "".join(out)
+
+    def __repr__(self):
+        return f"Ranking(fastest={self.fastest!r}, ties={self.ties!r}, decided={self.decided})"
+
+
+def _names(names):
+    shown = ", ".join(names[:10])
+    return shown + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+
+
+def rank_results(*paths, confidence=0.95, threshold=1.0):
+    """Ranks the measurements of result files as `kprof rank FILE...` does."""
+    repeats, errors, file_of = {}, {}, {}
+    for path in paths:
+        path = os.fspath(path)
+        for m in read_measurements(path):
+            if m.name in file_of:
+                raise ValueError(
+                    f"the measurement '{m.name}' is in '{file_of[m.name]}' and in '{path}' "
+                    "(names must differ: rank the files apart, or give their jobs other ids)")
+            file_of[m.name] = path
+            repeats[m.name] = m.seconds
+            if m.error:
+                errors[m.name] = m.error
+    ranking = rank_repeats(repeats, confidence, threshold)
+    for c in ranking.candidates:
+        if c.name in errors:
+            c.error = errors[c.name]
+    return ranking
+
+
+class Race:
+    """A race as a state machine, as core::Race: next_round() says how many repeats each
+    candidate (by index) gets next, add() gives them, until next_round() asks for none."""
+
+    def __init__(self, names, confidence=0.95, threshold=1.0, initial=10, max_repeats=300):
+        if not 2 <= initial <= 100000:
+            raise ValueError(f"initial {initial}: repeats of the first round, from 2 to 100000")
+        if not initial <= max_repeats <= 100000:
+            raise ValueError(f"max_repeats {max_repeats}: from initial ({initial}) to 100000")
+        self.names = list(names)
+        self.confidence, self.threshold = confidence, threshold
+        self.plan = plan(initial, max_repeats)
+        self.repeats = [[] for _ in self.names]
+        self.errors = [""] * len(self.names)
+        self.slower = set()
+        self.round = 0
+        self.stopped = False
+
+    def next_round(self):
+        if self.stopped or self.round >= len(self.plan):
+            return []
+        if self.round == 0:
+            planned = [(i, self.plan[0]) for i in range(len(self.names)) if not self.errors[i]]
+        else:
+            ranking = self.current()
+            state = {c.name: c.state for c in ranking.candidates}
+            self.slower |= {c.name for c in ranking.candidates if c.state == "slower"}
+            if ranking.decided:
+                return []
+            target = self.plan[self.round]
+            planned = [(i, target - len(self.repeats[i])) for i, name in enumerate(self.names)
+                       if state[name] in ("fastest", "undecided") and
+                       len(self.repeats[i]) < target]
+        if planned:
+            self.round += 1
+        return planned
+
+    def add(self, i, seconds):
+        self.repeats[i].extend(seconds)
+
+    def fail(self, i, error):
+        self.errors[i] = error
+
+    def withdraw(self):
+        """The round next_round() just handed out is not measured, and no other will be."""
+        if self.round > 0:
+            self.round -= 1
+        self.stopped = True
+
+    def current(self):
+        ranking = rank_repeats({name: [] if self.errors[i] else self.repeats[i]
+                                for i, name in enumerate(self.names)},
+                               self.confidence, self.threshold, len(self.plan), self.slower)
+        ranking.rounds = self.round
+        index = {name: i for i, name in enumerate(self.names)}
+        for c in ranking.candidates:
+            i = index[c.name]
+            if self.errors[i]:
+                c.error, c.repeats = self.errors[i], len(self.repeats[i])
+        ranking.repeats = sum(c.repeats for c in ranking.candidates)
+        return ranking
+
+
+_TURN = 5  # repeats per job of a round: candidates take turns, so drift falls on all alike
+
+
+def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=300, budget=None):
+    """Races `jobs` (dicts, as for batch; without "repeat" or "max_relative_stddev", which the
+    race sets) through `batch` (a Client's or a Farm's) as `kprof batch --rank` does, and
+    returns the Ranking, with `results`: each measured candidate's BenchmarkResult of all its
+    repeats."""
+    from kprof.client import BenchmarkResult
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
+    if not 0 <= threshold < 100:
+        raise ValueError(f"threshold {threshold}: a percentage from 0 to under 100 (default 1)")
+    if budget is not None and not (0 < budget < math.inf):
+        raise ValueError(f"budget {budget}: seconds, more than 0 (None: no budget)")
+    jobs = [dict(job) for job in jobs]
+    names = []
+    for job in jobs:
+        if "repeat" in job or "max_relative_stddev" in job:
+            raise ValueError(f"job {job.get('id')!r}: the race sets each candidate's repeats: "
+                             "leave out 'repeat' and 'max_relative_stddev'")
+        name = str(job.get("id", ""))
+        if not name or name in names:
+            raise ValueError(f"job id '{name}' is empty or used twice (ids must be unique)")
+        names.append(name)
+    state = Race(names, confidence, threshold, initial, max_repeats)
+    merged = [None] * len(jobs)
+    start, seconds_per_repeat, so_far = time.monotonic(), 0.0, 0
+    while True:
+        planned = state.next_round()
+        if not planned:
+            break
+        total = sum(add for _, add in planned)
+        if budget is not None and state.round > 1 and \
+                time.monotonic() - start + seconds_per_repeat * total > budget:
+            state.withdraw()
+            break
+        turns = max((add + _TURN - 1) // _TURN for _, add in planned)
+        round_jobs, candidate_of = [], {}
+        for turn in range(turns):
+            for i, add in planned:
+                if turn * _TURN >= add:
+                    continue
+                job = dict(jobs[i], id=f"{state.round}.{turn}.{i}",
+                           repeat=min(_TURN, add - turn * _TURN))
+                candidate_of[job["id"]] = i
+                round_jobs.append(job)
+        failed_now = set()
+        for result in batch(round_jobs):
+            i = candidate_of.get(result.id)
+            if i is None:
+                continue
+            if result.ok:
+                response = result.result.raw
+                state.add(i, list(response.seconds_per_call))
+                if merged[i] is None:
+                    merged[i] = type(response)()
+                    merged[i].CopyFrom(response)
+                else:
+                    merged[i].seconds_per_call.extend(response.seconds_per_call)
+                    merged[i].numbers.extend(response.numbers)
+            elif i not in failed_now:
+                failed_now.add(i)
+                state.fail(i, f"{result.code.name}: {result.message}")
+        so_far += total
+        seconds_per_repeat = (time.monotonic() - start) / max(1, so_far)
+    ranking = state.current()
+    ranking.seconds = time.monotonic() - start
+    ranking.results = {}
+    for i, name in enumerate(names):
+        if merged[i] is not None:
+            response = merged[i]
+            seconds = list(response.seconds_per_call)
+            stats = response.statistics
+            stats.mean = sum(seconds) / len(seconds)
+            stats.median = _median(seconds)
+            stats.min, stats.max = min(seconds), max(seconds)
+            stats.std = math.sqrt(sum((v - stats.mean) ** 2 for v in seconds) / len(seconds))
+            stats.cv = stats.std / stats.mean if stats.mean else _NAN
+            response.ClearField("filtered_statistics")
+            ranking.results[name] = BenchmarkResult(response)
+    return ranking
