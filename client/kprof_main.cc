@@ -113,6 +113,7 @@ struct Options {
   std::string token_file, tls_ca, tls_cert, tls_key;
   absl::Duration timeout = absl::ZeroDuration();
   std::string format = "table";
+  bool format_given = false;  // --format on the command line, not the default
   bool help = false, version = false;
   // load
   std::string module_format = "auto";
@@ -809,8 +810,9 @@ void MergeInto(kprof::v1::TimeEvaluateResponse* merged, const kprof::v1::TimeEva
 constexpr size_t kRaceTurn = 5;
 
 // kprof batch --rank: the jobs are candidates in a race (core/ranking.h). Each round is one
-// batch over the farm; in JSONL, each candidate's line carries every repeat it got, and a last
-// line {"ranking": ...} the verdicts; table and csv print the ranking alone.
+// batch over the farm. In JSONL (the default, as for any batch) each candidate's line carries
+// every repeat it got, and a last line {"ranking": ...} the verdicts; --format table and csv
+// print the ranking alone.
 absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1::BatchJob>& jobs,
                        std::map<std::string, Json>& calls,
                        const std::vector<std::pair<std::string, std::string>>& refused,
@@ -880,7 +882,7 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
   for (const core::RankedCandidate& c : ranking.candidates) {
     failures += c.state == core::RankState::kFailed ? 1 : 0;
   }
-  if (o.format == "table" || o.format == "csv") {
+  if (o.format_given && (o.format == "table" || o.format == "csv")) {
     std::fputs(RenderRanking(ranking, o.format).c_str(), stdout);
   } else if (o.format == "gbench") {
     Json runs = Json::array();
@@ -1137,6 +1139,7 @@ absl::Status Run(int argc, char** argv, int* exit_code) {
       !parsed.ok()) {
     return UsageError(parsed.message());
   }
+  o.format_given = cl.Given("format");
   if (o.help) {
     std::printf("%s\noptions:\n%s", kUsage, cl.Help().c_str());
     return absl::OkStatus();
