@@ -1,6 +1,7 @@
 // kprof compare over the files kprof time and kprof batch write (from a real kprofd) and over
 // Google Benchmark's JSON: verdicts on kernels of known cost, matching, formats, exit status,
 // and the errors a wrong file gets.
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -291,6 +292,134 @@ TEST_F(CompareTest, GoogleBenchmarksComparePyReadsTheGbenchFormat) {
   const Result refused = Kprof("info --format gbench");
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_THAT(refused.err, HasSubstr("--format gbench is for time and batch"));
+}
+
+// A ranking race over modules that share one entry point: candidate_1 twice (under two ids, a
+// tie by construction), candidate_2 and candidate_3 (2 and 4 ms slower). The race finds the two
+// as the tie set and stops the losers after the first round; had the daemon run one module's
+// code for another, the losers would tie too. Each candidate's line carries all its repeats,
+// the last line the ranking, and kprof rank and kprof compare read the output.
+TEST_F(CompareTest, ARankRaceFindsTheTieSetAndStopsTheLosersEarly) {
+  std::ostringstream text;
+  for (const auto& [id, module] : std::vector<std::pair<std::string, std::string>>{
+           {"one", "candidate_1"}, {"two", "candidate_2"}, {"again", "candidate_1"},
+           {"three", "candidate_3"}}) {
+    text << R"({"id": ")" << id << R"(", "module": ")" << testing::TestModulePath(module)
+         << R"(", "function": "gemm"})"
+         << "\n";
+  }
+  const std::string jobs = Write("rank.jsonl", text.str());
+  const std::string out = dir_.path() + "/rank.out.jsonl";
+  const Result r =
+      Kprof("batch " + jobs + " --rank --threshold 5 --rank-max-repeats 40 > " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<Json> lines;
+  std::istringstream in(testing::ReadFileBytes(out));
+  for (std::string line; std::getline(in, line);) lines.push_back(Json::parse(line));
+  ASSERT_EQ(lines.size(), 5u);
+  const Json& ranking = lines.back()["ranking"];
+  std::vector<std::string> ties = ranking["ties"];
+  std::sort(ties.begin(), ties.end());
+  EXPECT_EQ(ties, (std::vector<std::string>{"again", "one"})) << ranking.dump();
+  std::map<std::string, Json> by_name;
+  for (const Json& c : ranking["candidates"]) by_name[c["name"].get<std::string>()] = c;
+  for (const char* loser : {"two", "three"}) {
+    EXPECT_EQ(by_name[loser]["state"], "slower") << loser;
+    EXPECT_LE(by_name[loser]["repeats"].get<int>(), 15) << loser;  // the plan's first steps
+  }
+  // candidate_K takes 2K ms: two is +100%, three +200% of one.
+  EXPECT_NEAR(by_name["two"]["change"].get<double>(), 1.0, 0.15);
+  EXPECT_NEAR(by_name["three"]["change"].get<double>(), 2.0, 0.3);
+  EXPECT_NEAR(by_name["one"]["median"].get<double>(), 2e-3, 0.3e-3);
+  EXPECT_EQ(ranking["confidence"], 0.95);
+  EXPECT_EQ(ranking["threshold"], 0.05);
+  size_t total = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    const Json& line = lines[i];
+    EXPECT_EQ(line["status"], "OK") << line.dump();
+    const std::string name = line["id"];
+    EXPECT_EQ(line["results"].size(), by_name[name]["repeats"].get<size_t>()) << name;
+    EXPECT_EQ(line["repeat"], line["results"].size());
+    EXPECT_EQ(line["function"], "gemm");
+    total += line["results"].size();
+  }
+  EXPECT_EQ(ranking["repeats"].get<size_t>(), total);
+  // The output ranks again (one set of repeats) and compares with itself, the ranking line
+  // passed over.
+  const Result again = Kprof("rank " + out + " --threshold 5 --format json");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(Json::parse(again.out)["ranking"]["candidates"].size(), 4u);
+  const Result compared = Kprof("compare " + out + " " + out + " --format json");
+  ASSERT_EQ(compared.exit_code, 0) << compared.err;
+  EXPECT_EQ(Json::parse(compared.out)["comparisons"].size(), 4u);
+  // As a table: the ranking alone.
+  const Result table = Kprof("batch " + jobs + " --rank --threshold 5 --rank-max-repeats 40 "
+                             "--format table");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("tie set: "));
+  EXPECT_THAT(table.out, HasSubstr("2 slower, 0 failed"));
+}
+
+// A candidate that cannot run, a line that sets its own repeats and one that is no job at all
+// fail in the ranking, naming why, and the batch exits 3; the others are ranked. A spent budget
+// ends the race after its first round, undecided.
+TEST_F(CompareTest, ARankRaceNamesItsFailuresAndKeepsToItsBudget) {
+  const std::string jobs = Write(
+      "rank.jsonl",
+      R"({"id": "fast", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
+      "\n"
+      R"({"id": "twin", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
+      "\n"
+      R"({"id": "missing", "module": "builtin", "function": "no_such_function"})"
+      "\n"
+      R"({"id": "own", "module": "builtin", "function": "nop", "repeat": 3})"
+      "\n"
+      "not json\n");
+  const Result r = Kprof("batch " + jobs + " --rank --format csv --threshold 0");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("3 of 5 candidates failed"));
+  EXPECT_THAT(r.out, HasSubstr("\"missing\",failed,"));
+  EXPECT_THAT(r.out, HasSubstr("\"own\",failed,"));
+  EXPECT_THAT(r.out, HasSubstr("\"line 5\",failed,"));
+  const Result table = Kprof("batch " + jobs + " --rank --format table --threshold 0 --rank-budget 0.001");
+  EXPECT_EQ(table.exit_code, 3);
+  EXPECT_THAT(table.out, HasSubstr("(NOT_FOUND: "));
+  EXPECT_THAT(table.out, HasSubstr("leave out \"repeat\""));
+  EXPECT_THAT(table.out, HasSubstr("in 1 round,"));  // the budget allows no second
+  for (const std::string& bad :
+       {std::string("--rank-initial 1"), std::string("--rank-max-repeats 5"),
+        std::string("--rank-budget -1"), std::string("--confidence 0"),
+        std::string("--threshold 100")}) {
+    const Result refused = Kprof("batch " + jobs + " --rank " + bad);
+    EXPECT_EQ(refused.exit_code, 2) << bad << ": " << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr(bad.substr(0, bad.find(' ')))) << bad;
+  }
+  const Result not_batch = Kprof("time builtin nop --rank");
+  EXPECT_EQ(not_batch.exit_code, 2);
+  EXPECT_THAT(not_batch.err, HasSubstr("--rank is for batch"));
+}
+
+// kprof rank over result files: one candidate per measurement, a name in two files refused.
+TEST_F(CompareTest, RankReadsResultFiles) {
+  const std::string fast = TimeSpin("fast", 100, 15);
+  const std::string slow = TimeSpin("slow", 150, 15);
+  const Result r = Kprof("rank " + slow + " " + fast + " --format json --threshold 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(r.out)["ranking"];
+  EXPECT_EQ(j["fastest"], "fast.json");
+  EXPECT_EQ(j["ties"], Json::array({"fast.json"}));
+  EXPECT_EQ(j["candidates"][1]["state"], "slower");
+  EXPECT_NEAR(j["candidates"][1]["change"].get<double>(), 0.5, 0.1);
+  EXPECT_EQ(j["rounds"], 1);
+  EXPECT_TRUE(j["seconds"].is_null());
+  const Result twice = Kprof("rank " + fast + " " + fast);
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_THAT(twice.err, HasSubstr("the measurement 'fast.json' is in"));
+  const Result none = Kprof("rank");
+  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_THAT(none.err, HasSubstr("usage: kprof rank FILE..."));
+  const Result html = Kprof("rank " + fast + " --format html");
+  EXPECT_EQ(html.exit_code, 2);
 }
 
 // What a wrong file gets: a message naming it and what is accepted, exit 1; usage errors exit 2.
