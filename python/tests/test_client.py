@@ -725,3 +725,140 @@ def test_a_large_module_refused_on_a_daemons_first_job_fails_only_its_jobs(daemo
     assert results["nop"].ok, results["nop"].message
     for k in ("junk1", "junk2"):
         assert not results[k].ok and results[k].code.name == "INVALID_ARGUMENT", results[k]
+
+
+def test_rank_gives_the_clis_output_byte_for_byte():
+    """kprof.rank_results against `kprof rank` on the same files, in every format: ties, clear
+    losers, sizes counted exactly and past 2^100 orderings (the normal approximation), too few
+    repeats to decide, a failed job, a repeat of no time, names to quote, other options."""
+    import random
+    rng = random.Random(11)
+
+    def repeats(n, scale, cv=0.01):
+        return [scale * rng.lognormvariate(0, cv) for _ in range(n)]
+
+    with tempfile.TemporaryDirectory() as d:
+        batch = os.path.join(d, "batch.jsonl")
+        with open(batch, "w") as f:
+            for name, values in (("fast", repeats(30, 1e-3)), ('tie "q",x', repeats(30, 1.002e-3)),
+                                 ("close", repeats(12, 1.01e-3)), ("slow", repeats(10, 1.2e-3)),
+                                 ("few", repeats(3, 1.0e-3)), ("zero", [0.0, 1e-3, 1e-3]),
+                                 ("schnell-ü", repeats(150, 1.001e-3, 0.005)),
+                                 ("wide", repeats(150, 1.3e-3, 0.2))):
+                f.write(json.dumps({"id": name, "status": "OK", "results": values},
+                                   ensure_ascii=False) + "\n")
+            f.write(json.dumps({"id": "broken", "status": "NOT_FOUND", "error": "no function"})
+                    + "\n")
+            f.write(json.dumps({"ranking": {"fastest": "fast"}}) + "\n")  # a race's last line
+        single = os.path.join(d, "single.json")
+        with open(single, "w") as f:
+            json.dump({"results": repeats(20, 0.99e-3)}, f)
+        for options in ([], ["--threshold", "0"], ["--threshold", "2.5", "--confidence", "0.8"]):
+            threshold = float(options[options.index("--threshold") + 1]) if options else 1.0
+            confidence = float(options[options.index("--confidence") + 1]) \
+                if "--confidence" in options else 0.95
+            ranking = kprof.rank_results(batch, single, confidence=confidence,
+                                         threshold=threshold)
+            for fmt, text in (("table", ranking.as_table()), ("json", ranking.as_json()),
+                              ("csv", ranking.as_csv())):
+                cli = subprocess.run([KPROF, "rank", batch, single, "--format", fmt, *options],
+                                     capture_output=True, text=True)
+                assert cli.returncode == 0, cli.stderr
+                assert text == cli.stdout, (fmt, options)
+        states = {c.name: c.state for c in kprof.rank_results(batch, single).candidates}
+        assert states["single.json"] == "fastest"
+        assert states["slow"] == "slower" and states["wide"] == "slower"
+        assert states["zero"] == "failed" and states["broken"] == "failed"
+        assert states["few"] == "undecided"
+        with pytest.raises(ValueError, match="the measurement 'single.json' is in"):
+            kprof.rank_results(single, single)
+
+
+def _race_on(costs, seed, **options):
+    """A Race over simulated kernels (log-normal, 1% spread, 2% of repeats 3x): (Ranking,
+    repeats it measured)."""
+    import random
+    rng = random.Random(seed)
+
+    def draw(cost, n):
+        return [cost * rng.lognormvariate(0, 0.01) * (3 if rng.random() < 0.02 else 1)
+                for _ in range(n)]
+
+    race = kprof.Race([f"k{i}" for i in range(len(costs))], **options)
+    measured = 0
+    while True:
+        planned = race.next_round()
+        if not planned:
+            return race.current(), measured
+        for i, add in planned:
+            race.add(i, draw(costs[i], add))
+            measured += add
+
+
+def test_a_race_finds_the_tie_set_in_under_half_a_fixed_plans_repeats():
+    """20 candidates, 3 within 0.5% of each other, the rest 5% and more slower: the race names
+    exactly the 3, decided, and a fixed plan given twice the race's repeats is right less
+    often than the confidence promises (as core's RaceTest, on fewer runs)."""
+    import random
+    costs = [100e-6, 100.3e-6, 100.5e-6] + [100e-6 * (1.05 + 0.02 * i) for i in range(17)]
+    runs, right, total = 8, 0, 0
+    for seed in range(runs):
+        ranking, measured = _race_on(costs, seed)
+        total += measured
+        right += ranking.decided and sorted(ranking.ties) == ["k0", "k1", "k2"]
+        assert all(c.repeats <= 23 for c in ranking.candidates if c.state == "slower")
+    assert right == runs
+    each = math.ceil(2 * total / runs / len(costs))
+    fixed_right = 0
+    for seed in range(runs):
+        rng = random.Random(100 + seed)
+        ranking = kprof.rank_repeats({f"k{i}": [c * rng.lognormvariate(0, 0.01) *
+                                                (3 if rng.random() < 0.02 else 1)
+                                                for _ in range(each)]
+                                      for i, c in enumerate(costs)})
+        fixed_right += ranking.decided and sorted(ranking.ties) == ["k0", "k1", "k2"]
+    assert fixed_right < runs * 0.95, (each, fixed_right)
+
+
+def test_client_and_farm_rank_modules_that_share_an_entry_point(client, three_daemons):
+    """A race through a Client and through a Farm of three daemons: candidate_1 under two ids
+    ties with itself, candidate_2 and candidate_3 (twice and three times its cost) stop after
+    the first round; each result holds all its candidate's repeats."""
+    jobs = [{"id": name, "module": os.path.join(MODULES, module + ".so"), "function": "gemm"}
+            for name, module in (("one", "candidate_1"), ("two", "candidate_2"),
+                                 ("again", "candidate_1"), ("three", "candidate_3"))]
+    farm = kprof.farm(",".join(target for _, target in three_daemons))
+    with farm:
+        for runner in (client, farm):
+            ranking = runner.rank(jobs, threshold=5, max_repeats=40)
+            assert sorted(ranking.ties) == ["again", "one"], ranking.as_table()
+            by_name = {c.name: c for c in ranking.candidates}
+            for loser, change in (("two", 1.0), ("three", 2.0)):
+                assert by_name[loser].state == "slower"
+                assert by_name[loser].repeats <= 15
+                assert by_name[loser].change == pytest.approx(change, abs=0.3)
+            for name, c in by_name.items():
+                assert len(ranking.results[name].results) == c.repeats
+                assert ranking.results[name].median == pytest.approx(c.median)
+            assert ranking.repeats == sum(c.repeats for c in ranking.candidates)
+            assert ranking.seconds > 0
+            line = json.loads(ranking.as_line())
+            assert line["ranking"]["fastest"] in ("one", "again")
+
+
+def test_rank_refuses_what_it_cannot_race(client):
+    good = {"id": "a", "module": "builtin", "function": "nop"}
+    with pytest.raises(ValueError, match="leave out 'repeat'"):
+        client.rank([good, dict(good, id="b", repeat=3)])
+    with pytest.raises(ValueError, match="used twice"):
+        client.rank([good, good])
+    with pytest.raises(ValueError, match="budget"):
+        client.rank([good], budget=-1)
+    with pytest.raises(ValueError, match="initial 1"):
+        client.rank([good], initial=1)
+    with pytest.raises(ValueError, match="confidence"):
+        kprof.rank_repeats({"a": [1.0]}, confidence=1)
+    ranking = client.rank([good, {"id": "gone", "module": "builtin", "function": "no_such"}])
+    states = {c.name: c for c in ranking.candidates}
+    assert states["gone"].state == "failed" and "NOT_FOUND" in states["gone"].error
+    assert states["a"].state == "fastest"
