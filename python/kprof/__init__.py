@@ -16,15 +16,17 @@
     print(kprof.compare("base.jsonl", "new.jsonl").as_table())   # as `kprof compare` prints
     ranking = daemon.rank(jobs)                    # a race: the fastest, and those tied with it
     print(ranking.fastest, ranking.ties, ranking.as_table())
+    print(kprof.gbench(daemon.batch(jobs)))        # Google Benchmark's JSON, as the CLI's
 """
 
 from kprof.client import BatchResult, BenchmarkResult, Client, KprofError, connect
 from kprof.compare import Comparison, Comparisons, compare, compare_repeats
 from kprof.farm import Farm, farm, resolve_target
+from kprof.gbench import gbench
 from kprof.ranking import Race, Ranking, rank_repeats, rank_results
 from kprof.report import Count, Duration, Percent, Ratio, Report
 
 __all__ = ["BatchResult", "BenchmarkResult", "Client", "Comparison", "Comparisons", "Count",
            "Duration", "Farm", "KprofError", "Percent", "Race", "Ranking", "Ratio", "Report",
-           "compare", "compare_repeats", "connect", "farm", "rank_repeats", "rank_results",
-           "resolve_target"]
+           "compare", "compare_repeats", "connect", "farm", "gbench", "rank_repeats",
+           "rank_results", "resolve_target"]

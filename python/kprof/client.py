@@ -51,6 +51,17 @@ class BenchmarkResult:
                 f"median={self.median:.6g}, max={self.max:.6g}, std={self.std:.6g}, "
                 f"{len(self.results)} repeats)")
 
+    def as_gbench(self, name):
+        """Google Benchmark's JSON of this result, benchmark `name` (e.g. "spin_us/float64:100"),
+        as `kprof time --format gbench` writes it."""
+        from kprof.gbench import gbench_document, gbench_runs
+        return gbench_document(self.raw.environment, gbench_runs(name, self.raw))
+
+    def as_svg(self, title):
+        """The repeats' histogram with the median marked, as `kprof time --plot` draws it."""
+        from kprof.pictures import repeats_svg
+        return repeats_svg(title, self.results)
+
     def __str__(self):
         return ("Execution time summary:\n"
                 f" mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)\n"
@@ -60,14 +71,15 @@ class BenchmarkResult:
 
 class BatchResult:
     """One job's answer in a batch: `ok` with `result` (a BenchmarkResult), or the `code` and
-    `message` it failed with."""
+    `message` it failed with; `function` and `args` of the job."""
 
-    def __init__(self, job_id, ok, result=None, code=None, message=""):
+    def __init__(self, job_id, ok, result=None, code=None, message="", function="", args=()):
         self.id = job_id
         self.ok = ok
         self.result = result
         self.code = code
         self.message = message
+        self.function, self.args = function, list(args)  # the job's call, as it named it
 
     def __repr__(self):
         if self.ok:
@@ -132,12 +144,14 @@ def _batch_job(job, module_id):
     return kprof_pb2.BatchJob(id=job_id, time_evaluate=request)
 
 
-def _batch_result(update):
-    """The BatchResult of a DONE or FAILED update."""
+def _batch_result(update, job=None):
+    """The BatchResult of a DONE or FAILED update (of `job`, a BatchJob, when known)."""
+    call = job.time_evaluate.call if job is not None else None
+    named = {"function": call.function, "args": call.args} if call is not None else {}
     if update.state == kprof_pb2.BatchUpdate.DONE:
-        return BatchResult(update.id, True, BenchmarkResult(update.time_evaluate))
+        return BatchResult(update.id, True, BenchmarkResult(update.time_evaluate), **named)
     return BatchResult(update.id, False, code=_CODES.get(update.code, grpc.StatusCode.UNKNOWN),
-                       message=update.message)
+                       message=update.message, **named)
 
 
 class Client:
@@ -320,7 +334,7 @@ class Client:
                 unanswered -= 1
                 if unanswered == 0:
                     outbox.put(None)
-                yield _batch_result(update)
+                yield _batch_result(update, by_id.get(update.id))
         except grpc.RpcError as error:
             raise KprofError(error.code(), error.details()) from None
         finally:

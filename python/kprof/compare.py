@@ -168,6 +168,7 @@ class Comparison:
         self.base_median, self.new_median = base_median, new_median
         self.change, self.interval, self.p_value = change, interval, p_value
         self.verdict, self.error = verdict, error
+        self.base_seconds, self.new_seconds = [], []  # the repeats compared, where known
 
     def __repr__(self):
         return (f"Comparison({self.name!r}, {self.verdict}, change={self.change:+.4f}, "
@@ -434,6 +435,11 @@ class Comparisons:
             out.append(f"{len(self.new_only)} only in {self._paths[1]}\n")
         return "".join(out)
 
+    def as_svg(self):
+        """Each comparison's change within its interval, as `kprof compare --plot` draws it."""
+        from kprof.pictures import comparison_svg
+        return comparison_svg(self.comparisons, self.confidence)
+
     def regressions(self, percent):
         """The comparisons judged slower by more than `percent`."""
         return [c for c in self.comparisons if c.verdict == "slower" and c.change * 100 > percent]
@@ -490,6 +496,7 @@ def compare(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold
         if y.error:
             error += ("; new: " if error else "new: ") + y.error
         c.error = error
+        c.base_seconds, c.new_seconds = x.seconds, y.seconds
         comparisons.append(c)
     return Comparisons(comparisons, base_only, new_only, base_path, new_path, confidence,
                        threshold, min_repeats, resamples)

@@ -450,7 +450,7 @@ class Farm:
                     daemon.uploaded.discard(module)
                     pending.append(j)
                     return
-            deliver(_batch_result(update))
+            deliver(_batch_result(update, prepared[j] if j is not None else None))
 
         events = queue.Queue()
         pending = deque(range(len(prepared)))

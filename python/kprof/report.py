@@ -233,6 +233,14 @@ def _sort_key(row):
     return -math.inf
 
 
+
+def xml_escaped(text):
+    """As the CLI's core::XmlEscaped: &, <, > and " escaped, control characters but \t \n \r
+    left out."""
+    text = "".join(c for c in text if c >= " " or c in "\t\n\r")
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace('"', "&quot;"))
+
 class Report:
     """A profiling run's report: calls, device totals, configuration."""
 
@@ -353,11 +361,6 @@ class Report:
     def as_html(self):
         """The page `kprof report --format html` writes: each device's calls, aggregated, as
         bars, then the table."""
-        def escaped(text):  # as the CLI's XmlEscaped: no control characters but \t \n \r
-            text = "".join(c for c in text if c >= " " or c in "\t\n\r")
-            return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-                    .replace('"', "&quot;"))
-
         def text_of(call, metric, fallback):
             value = call.get(metric)
             return str(value) if value is not None and kind_of(value) == "string" else fallback
@@ -378,13 +381,13 @@ class Report:
         y = 10
         for device in sorted(by_device, key=str.encode):
             svg.append(f'<text x="0" y="{y + 16}" font-size="14" font-weight="bold">'
-                       f"{escaped(device)}</text>\n")
+                       f"{xml_escaped(device)}</text>\n")
             y += 28
             for call in by_device[device]:
                 us = duration_of(call)
                 width = 460 * us / longest if longest > 0 else 0.0
                 svg.append(f'<text x="212" y="{y + 13}" font-size="12" text-anchor="end">'
-                           f"{escaped(text_of(call, NAME, 'call'))}</text>\n")
+                           f"{xml_escaped(text_of(call, NAME, 'call'))}</text>\n")
                 svg.append(f'<rect x="220" y="{y}" width="{"%.1f" % width}" height="16" '
                            'fill="#4a78c2"/>\n')
                 svg.append(f'<text x="{"%.1f" % (220 + width + 6)}" y="{y + 13}" '
@@ -394,7 +397,7 @@ class Report:
         return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kprof report"
                 "</title>\n<style>body{font-family:sans-serif;margin:24px}pre{font-size:12px}"
                 "</style></head>\n<body>\n<h1>kprof report</h1>\n<h2>Calls by device</h2>\n"
-                + "".join(svg) + "<h2>Table</h2>\n<pre>" + escaped(self.as_table())
+                + "".join(svg) + "<h2>Table</h2>\n<pre>" + xml_escaped(self.as_table())
                 + "</pre>\n</body></html>\n")
 
     def as_table(self, sort=True, aggregate=True, col_sums=True):

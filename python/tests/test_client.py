@@ -862,3 +862,120 @@ def test_rank_refuses_what_it_cannot_race(client):
     states = {c.name: c for c in ranking.candidates}
     assert states["gone"].state == "failed" and "NOT_FOUND" in states["gone"].error
     assert states["a"].state == "fastest"
+
+
+def test_python_plots_are_the_clis_byte_for_byte(daemon, client):
+    """BenchmarkResult.as_svg, kprof.pictures.repeats_svg and Comparisons.as_svg draw what
+    `kprof time --plot` and `kprof compare --plot` draw, to the byte: one comparison (with both
+    sides' repeats beneath) and several (a batch), names to escape."""
+    from kprof.pictures import repeats_svg
+    with tempfile.TemporaryDirectory() as scratch:
+        times = {}
+        for name, us in (("base", 60), ("new", 75)):
+            out, svg = os.path.join(scratch, name + ".json"), os.path.join(scratch, name + ".svg")
+            with open(out, "w") as f:
+                subprocess.run([KPROF, "--target", daemon, "time", "builtin", "spin_us", "--arg",
+                                f"float64:{us}", "--repeat", "15", "--format", "json", "--plot",
+                                svg], check=True, stdout=f)
+            with open(out) as f:
+                results = json.load(f)["results"]
+            with open(svg) as f:
+                assert repeats_svg(f"spin_us float64:{us}", results) == f.read()
+            times[name] = out
+        plot = os.path.join(scratch, "compare.svg")
+        subprocess.run([KPROF, "compare", times["base"], times["new"], "--plot", plot],
+                       check=True, capture_output=True)
+        with open(plot) as f:
+            assert kprof.compare(times["base"], times["new"]).as_svg() == f.read()
+        batches = []
+        for k, scale in enumerate((1.0, 1.1)):
+            path = os.path.join(scratch, f"b{k}.jsonl")
+            with open(path, "w") as f:
+                for j, name in enumerate(('a<&>"', "b", "c")):
+                    f.write(json.dumps({"id": name, "status": "OK", "results": [
+                        1e-4 * scale * (1 + 0.01 * ((i * 7 + j) % 5)) for i in range(12)]}) + "\n")
+            batches.append(path)
+        subprocess.run([KPROF, "compare", *batches, "--plot", plot], check=True,
+                       capture_output=True)
+        with open(plot) as f:
+            assert kprof.compare(*batches).as_svg() == f.read()
+    live = client.time_evaluate("builtin", "spin_us", args=["float64:20"], repeat=6)
+    assert live.as_svg("spin_us float64:20") == repeats_svg("spin_us float64:20", live.results)
+    assert repeats_svg("none", []).count("no repeats") == 1
+
+
+def test_python_gbench_is_the_clis_document_and_compare_py_reads_it(daemon, client):
+    """BenchmarkResult.as_gbench and kprof.gbench write the document `kprof time --format
+    gbench` and `kprof batch --format gbench` write: the same members in the same order, the
+    same names and run types (values differ only as two runs do); exact aggregates as Google
+    Benchmark computes them; and Google Benchmark's compare.py reads it."""
+    from collections import OrderedDict
+    from kprof.gbench import gbench_runs
+    from kprof.v1 import kprof_pb2
+
+    def shape(doc):
+        if isinstance(doc, dict):
+            return [(k, shape(v)) for k, v in doc.items() if k not in ("kprof_environment",)]
+        if isinstance(doc, list):
+            return [shape(v) for v in doc]
+        return type(doc).__name__ if not isinstance(doc, bool) else "bool"
+
+    def load(text):
+        return json.loads(text, object_pairs_hook=OrderedDict)
+
+    cli = load(subprocess.run([KPROF, "--target", daemon, "time", "builtin", "spin_us", "--arg",
+                               "float64:40", "--repeat", "5", "--format", "gbench"],
+                              check=True, capture_output=True, text=True).stdout)
+    mine = load(client.time_evaluate("builtin", "spin_us", args=["float64:40"], repeat=5)
+                .as_gbench("spin_us/float64:40"))
+    assert shape(mine) == shape(cli)
+    assert [r["name"] for r in mine["benchmarks"]] == [r["name"] for r in cli["benchmarks"]]
+    assert sorted(mine["context"]["kprof_environment"]) == \
+        sorted(cli["context"]["kprof_environment"])
+    assert mine["context"]["host_name"] == cli["context"]["host_name"]
+    assert mine["context"]["date"][:10] == cli["context"]["date"][:10]
+
+    jobs = [{"id": "k0", "module": "builtin", "function": "spin_us", "args": ["float64:30"],
+             "repeat": 4},
+            {"id": "gone", "module": "builtin", "function": "no_such_function"}]
+    with tempfile.TemporaryDirectory() as scratch:
+        lines = os.path.join(scratch, "jobs.jsonl")
+        with open(lines, "w") as f:
+            f.write("".join(json.dumps(j) + "\n" for j in jobs))
+        run = subprocess.run([KPROF, "--target", daemon, "batch", lines, "--format", "gbench"],
+                             capture_output=True, text=True)
+        assert run.returncode == 3, run.stderr
+        cli = load(run.stdout)
+        mine = load(kprof.gbench(client.batch(jobs)))
+        assert shape(mine) == shape(cli)
+        errors = {r["name"]: r["error_message"] for r in cli["benchmarks"] if "error_message" in r}
+        assert errors == {r["name"]: r["error_message"] for r in mine["benchmarks"]
+                          if "error_message" in r}
+        assert errors["gone"].startswith("NOT_FOUND: ")
+        assert "k0/spin_us/float64:30" in [r["name"] for r in mine["benchmarks"]]
+
+        # compare.py on two of ours: the slower one is found slower.
+        docs = []
+        for us in (100, 130):
+            path = os.path.join(scratch, f"{us}.json")
+            with open(path, "w") as f:
+                f.write(client.time_evaluate("builtin", "spin_us", args=[f"float64:{us}"],
+                                             repeat=10).as_gbench("spin"))
+            docs.append(path)
+        dump = os.path.join(scratch, "out.json")
+        subprocess.run(["/usr/bin/python3", "/usr/share/benchmark/compare.py", "--no-color", "-d",
+                        dump, "benchmarks", *docs], check=True, capture_output=True)
+        with open(dump) as f:
+            report = json.load(f)
+        medians = [e for e in report if e["name"] == "spin_median"]
+        assert medians and medians[0]["measurements"][0]["time"] > 0.15, report
+
+    response = kprof_pb2.TimeEvaluateResponse(seconds_per_call=[1e-6, 2e-6, 3e-6],
+                                              numbers=[10, 10, 10])
+    runs = {r["name"]: r for r in gbench_runs("x", response)}
+    assert runs["x_mean"]["real_time"] == pytest.approx(2000)
+    assert runs["x_median"]["real_time"] == pytest.approx(2000)
+    assert runs["x_stddev"]["real_time"] == pytest.approx(1000)  # of a sample: n - 1
+    assert runs["x_cv"]["real_time"] == pytest.approx(0.5)
+    assert runs["x_cv"]["aggregate_unit"] == "percentage" and "time_unit" not in runs["x_cv"]
+    assert [r["iterations"] for r in gbench_runs("x", response)][:3] == [10, 10, 10]
