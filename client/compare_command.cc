@@ -146,6 +146,30 @@ std::string Percent(double change) {
   return std::isnan(change) ? "-" : absl::StrFormat("%+.2f%%", change * 100);
 }
 
+std::string AlignedTable(const std::vector<std::vector<std::string>>& cells,
+                         const std::vector<size_t>& left, const std::vector<std::string>& notes) {
+  std::vector<size_t> width(cells.front().size(), 0);
+  for (const auto& line : cells) {
+    for (size_t k = 0; k < line.size(); ++k) width[k] = std::max(width[k], line[k].size());
+  }
+  std::string out;
+  for (size_t r = 0; r < cells.size(); ++r) {
+    std::string line;
+    for (size_t k = 0; k < cells[r].size(); ++k) {
+      const std::string& cell = cells[r][k];
+      const std::string pad(width[k] - cell.size(), ' ');
+      const bool padded_right = std::find(left.begin(), left.end(), k) != left.end();
+      absl::StrAppend(&line, k > 0 ? "  " : "", padded_right ? cell + pad : pad + cell);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    absl::StrAppend(&out, line, "\n");
+    if (r > 0 && r - 1 < notes.size() && !notes[r - 1].empty()) {
+      absl::StrAppend(&out, "  (", notes[r - 1], ")\n");
+    }
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
@@ -327,25 +351,9 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
                        core::VerdictName(row.c.verdict),
                        absl::StrCat(row.c.base_repeats, "/", row.c.new_repeats)});
     }
-    std::vector<size_t> width(cells.front().size(), 0);
-    for (const auto& line : cells) {
-      for (size_t k = 0; k < line.size(); ++k) width[k] = std::max(width[k], line[k].size());
-    }
-    std::string out;
-    for (size_t r = 0; r < cells.size(); ++r) {
-      std::string line;
-      for (size_t k = 0; k < cells[r].size(); ++k) {
-        const std::string& cell = cells[r][k];
-        const bool left = k == 0 || k == 6 || k == 7;
-        const std::string pad(width[k] - cell.size(), ' ');
-        absl::StrAppend(&line, k > 0 ? "  " : "", left ? cell + pad : pad + cell);
-      }
-      while (!line.empty() && line.back() == ' ') line.pop_back();
-      absl::StrAppend(&out, line, "\n");
-      if (r > 0 && !rows[r - 1].error.empty()) {
-        absl::StrAppend(&out, "  (", rows[r - 1].error, ")\n");
-      }
-    }
+    std::vector<std::string> notes;
+    for (const Row& row : rows) notes.push_back(row.error);
+    std::string out = AlignedTable(cells, {0, 6, 7}, notes);
     absl::StrAppend(&out, "\n", counts["faster"], " faster, ", counts["slower"], " slower, ",
                     counts["same"], " the same within the noise, ", counts["insufficient"],
                     " with too few repeats to say (fewer than ", options.compare.min_repeats,

@@ -43,6 +43,12 @@ std::string Seconds(double s);
 // +3.25%: a change as a signed percentage; "-" for NaN.
 std::string Percent(double change);
 
+// Rows of cells as a table: columns as wide as their widest cell, two spaces apart, each cell
+// padded on the right for the columns in `left` and on the left for the others, no trailing
+// spaces; after data row r (cells[r + 1]) the note notes[r] in parentheses, when not empty.
+std::string AlignedTable(const std::vector<std::vector<std::string>>& cells,
+                         const std::vector<size_t>& left, const std::vector<std::string>& notes);
+
 // Writes `svg` to `path`; INVALID_ARGUMENT naming the file and the reason when it cannot.
 absl::Status WritePlot(const std::string& path, const std::string& svg);
 

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -17,8 +19,6 @@
 #include <map>
 #include <optional>
 #include <set>
-#include <chrono>
-#include <cmath>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -709,8 +709,10 @@ absl::StatusOr<core::RankOptions> RankOptionsFrom(const Options& o) {
 }
 
 absl::Status Rank(const Options& o, const std::vector<std::string>& words) {
-  if (words.size() < 2) return UsageError("usage: kprof rank FILE... (kprof time JSON, kprof "
-                                          "batch JSONL or Google Benchmark JSON)");
+  if (words.size() < 2)
+    return UsageError(
+        "usage: kprof rank FILE... (kprof time JSON, kprof "
+        "batch JSONL or Google Benchmark JSON)");
   if (o.format != "table" && o.format != "json" && o.format != "csv") {
     return UsageError(absl::StrCat("--format ", o.format, " is not for rank (table, json, csv)"));
   }
@@ -868,9 +870,9 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
         MergeInto(&merged[i], r, !measured[i]);
         measured[i] = true;
       } else if (update.state() == kprof::v1::BatchUpdate::FAILED && failed_now.insert(i).second) {
-        race.Fail(i, absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(
-                                      update.code())),
-                                  ": ", update.message()));
+        race.Fail(
+            i, absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(update.code())),
+                            ": ", update.message()));
       }
     }));
     repeats_so_far += planned;
@@ -888,25 +890,25 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
     Json runs = Json::array();
     for (size_t i = 0; i < jobs.size(); ++i) {
       if (!measured[i]) continue;
-      for (auto& run : GbenchRuns(GbenchName(jobs[i].id(), jobs[i].time_evaluate().call()),
-                                  merged[i])) {
+      for (auto& run :
+           GbenchRuns(GbenchName(jobs[i].id(), jobs[i].time_evaluate().call()), merged[i])) {
         runs.push_back(std::move(run));
       }
     }
-    const size_t first = static_cast<size_t>(
-        std::find(measured.begin(), measured.end(), true) - measured.begin());
+    const size_t first =
+        static_cast<size_t>(std::find(measured.begin(), measured.end(), true) - measured.begin());
     std::printf("%s\n", GbenchDocument(first < jobs.size() ? &merged[first].environment() : nullptr,
                                        std::move(runs))
                             .dump(2)
                             .c_str());
   } else {
     for (const core::RankedCandidate& c : ranking.candidates) {
-      const size_t i = static_cast<size_t>(std::find(names.begin(), names.end(), c.name) -
-                                           names.begin());
+      const size_t i =
+          static_cast<size_t>(std::find(names.begin(), names.end(), c.name) - names.begin());
       Json line = {{"id", c.name}};
-      absl::StatusOr<Json> result =
-          i < jobs.size() && c.state != core::RankState::kFailed ? TimeJson(merged[i])
-                                                                 : absl::StatusOr<Json>(Json());
+      absl::StatusOr<Json> result = i < jobs.size() && c.state != core::RankState::kFailed
+                                        ? TimeJson(merged[i])
+                                        : absl::StatusOr<Json>(Json());
       if (c.state == core::RankState::kFailed || !result.ok()) {
         const std::string error = result.ok() ? c.error : std::string(result.status().message());
         const size_t colon = error.find(": ");
@@ -924,8 +926,8 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
   std::fflush(stdout);
   if (failures > 0) {
     *exit_code = 3;
-    return absl::AbortedError(absl::StrCat(failures, " of ", names.size(),
-                                           " candidates failed (see the ranking)"));
+    return absl::AbortedError(
+        absl::StrCat(failures, " of ", names.size(), " candidates failed (see the ranking)"));
   }
   return absl::OkStatus();
 }
@@ -956,9 +958,9 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
     ++failed;
     if (o.rank) {
-      refused.emplace_back(id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line),
-                           absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
-                                        status.message()));
+      refused.emplace_back(
+          id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line),
+          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
       return;
     }
     if (gbench) {

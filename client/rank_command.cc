@@ -24,7 +24,8 @@ std::string CsvNumber(double v) { return std::isnan(v) ? "" : core::ShortestDeci
 // At most ten names, then how many more.
 std::string Names(const std::vector<std::string>& names) {
   const size_t shown = std::min<size_t>(names.size(), 10);
-  std::string out = absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(shown), ", ");
+  std::string out =
+      absl::StrJoin(names.begin(), names.begin() + static_cast<ptrdiff_t>(shown), ", ");
   if (names.size() > shown) absl::StrAppend(&out, " and ", names.size() - shown, " more");
   return out;
 }
@@ -64,9 +65,8 @@ std::string RenderRanking(const core::Ranking& ranking, const std::string& forma
     std::string out = "name,state,median_seconds,change,interval_low,interval_high,repeats\n";
     for (const core::RankedCandidate& c : ranking.candidates) {
       absl::StrAppend(&out, core::CsvQuoted(c.name), ",", core::RankStateName(c.state), ",",
-                      CsvNumber(c.median), ",", CsvNumber(c.change), ",",
-                      CsvNumber(c.interval.low), ",", CsvNumber(c.interval.high), ",", c.repeats,
-                      "\n");
+                      CsvNumber(c.median), ",", CsvNumber(c.change), ",", CsvNumber(c.interval.low),
+                      ",", CsvNumber(c.interval.high), ",", c.repeats, "\n");
     }
     return out;
   }
@@ -85,32 +85,17 @@ std::string RenderRanking(const core::Ranking& ranking, const std::string& forma
                      c.state == core::RankState::kFastest ? "-" : Percent(c.change), interval,
                      core::RankStateName(c.state), absl::StrCat(c.repeats)});
   }
-  std::vector<size_t> width(cells.front().size(), 0);
-  for (const auto& line : cells) {
-    for (size_t k = 0; k < line.size(); ++k) width[k] = std::max(width[k], line[k].size());
-  }
-  std::string out;
-  for (size_t r = 0; r < cells.size(); ++r) {
-    std::string line;
-    for (size_t k = 0; k < cells[r].size(); ++k) {
-      const std::string& cell = cells[r][k];
-      const bool left = k == 1 || k == 5;
-      const std::string pad(width[k] - cell.size(), ' ');
-      absl::StrAppend(&line, k > 0 ? "  " : "", left ? cell + pad : pad + cell);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    absl::StrAppend(&out, line, "\n");
-    if (r > 0 && !ranking.candidates[r - 1].error.empty()) {
-      absl::StrAppend(&out, "  (", ranking.candidates[r - 1].error, ")\n");
-    }
-  }
+  std::vector<std::string> notes;
+  for (const core::RankedCandidate& c : ranking.candidates) notes.push_back(c.error);
+  std::string out = AlignedTable(cells, {1, 5}, notes);
   const std::string percent = core::ShortestDecimal(ranking.threshold * 100);
   const std::string confidence = absl::StrFormat("%g%%", ranking.confidence * 100);
   const std::string fastest = ranking.Fastest();
   absl::StrAppend(&out, "\nfastest: ", fastest.empty() ? "none (every candidate failed)" : fastest,
                   "\n");
-  absl::StrAppend(&out, "tie set: ", Names(ranking.Ties()), " (not shown slower than the fastest by over ",
-                  percent, "%; every verdict at ", confidence, " confidence together)\n");
+  absl::StrAppend(&out, "tie set: ", Names(ranking.Ties()),
+                  " (not shown slower than the fastest by over ", percent, "%; every verdict at ",
+                  confidence, " confidence together)\n");
   std::vector<std::string> undecided;
   for (const core::RankedCandidate& c : ranking.candidates) {
     if (c.state == core::RankState::kUndecided) undecided.push_back(c.name);

@@ -129,9 +129,8 @@ bool Ranking::Decided() const {
 namespace {
 
 bool Valid(const std::vector<double>& seconds) {
-  return !seconds.empty() && std::all_of(seconds.begin(), seconds.end(), [](double v) {
-    return std::isfinite(v) && v > 0;
-  });
+  return !seconds.empty() && std::all_of(seconds.begin(), seconds.end(),
+                                         [](double v) { return std::isfinite(v) && v > 0; });
 }
 
 }  // namespace
@@ -152,9 +151,8 @@ Ranking RankRepeats(const std::vector<std::pair<std::string, std::vector<double>
     if (slower.count(candidates[i].first) > 0) continue;
     if (fastest == candidates.size() || medians[i] < medians[fastest]) fastest = i;
   }
-  ranking.alpha = (1 - options.confidence) /
-                  (static_cast<double>(std::max<size_t>(2, valid) - 1) *
-                   static_cast<double>(ranking.looks));
+  ranking.alpha = (1 - options.confidence) / (static_cast<double>(std::max<size_t>(2, valid) - 1) *
+                                              static_cast<double>(ranking.looks));
   for (size_t i = 0; i < candidates.size(); ++i) {
     const auto& [name, seconds] = candidates[i];
     RankedCandidate c;
@@ -232,7 +230,8 @@ std::vector<std::pair<size_t, size_t>> Race::NextRound() {
     for (size_t i = 0; i < names_.size(); ++i) {
       const RankState s = state[names_[i]];
       if (s != RankState::kFastest && s != RankState::kUndecided) continue;
-      if (repeats_[i].size() < plan_[round_]) round.emplace_back(i, plan_[round_] - repeats_[i].size());
+      if (repeats_[i].size() < plan_[round_])
+        round.emplace_back(i, plan_[round_] - repeats_[i].size());
     }
   }
   if (!round.empty()) ++round_;
@@ -254,7 +253,8 @@ Ranking Race::Current() const {
   ranking.rounds = round_;
   ranking.repeats = 0;
   for (RankedCandidate& c : ranking.candidates) {
-    const size_t i = static_cast<size_t>(std::find(names_.begin(), names_.end(), c.name) - names_.begin());
+    const size_t i =
+        static_cast<size_t>(std::find(names_.begin(), names_.end(), c.name) - names_.begin());
     if (i < names_.size() && !errors_[i].empty()) {
       c.error = errors_[i];
       c.repeats = repeats_[i].size();

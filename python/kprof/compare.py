@@ -360,6 +360,22 @@ def _csv_number(v):
     return "" if math.isnan(v) else shortest_decimal(v)
 
 
+def _aligned_table(cells, left, notes):
+    """As the CLI's AlignedTable: columns as wide as their widest cell (in bytes), padded on the
+    right for the columns in `left`, no trailing spaces, data row r's note after it."""
+    width = [max(len(line[k].encode()) for line in cells) for k in range(len(cells[0]))]
+    out = []
+    for r, line in enumerate(cells):
+        text = ""
+        for k, cell in enumerate(line):
+            pad = " " * (width[k] - len(cell.encode()))
+            text += ("  " if k else "") + (cell + pad if k in left else pad + cell)
+        out.append(text.rstrip(" ") + "\n")
+        if r > 0 and r - 1 < len(notes) and notes[r - 1]:
+            out.append(f"  ({notes[r - 1]})\n")
+    return "".join(out)
+
+
 class Comparisons:
     """The comparisons of two result files, renderable as `kprof compare` renders them."""
 
@@ -415,16 +431,7 @@ class Comparisons:
                           _percent(c.change), interval,
                           "-" if math.isnan(c.p_value) else "%.3g" % c.p_value, c.verdict,
                           f"{c.base_repeats}/{c.new_repeats}"])
-        width = [max(len(line[k].encode()) for line in cells) for k in range(len(cells[0]))]
-        out = []
-        for r, line in enumerate(cells):
-            text = ""
-            for k, cell in enumerate(line):
-                pad = " " * (width[k] - len(cell.encode()))
-                text += ("  " if k else "") + (cell + pad if k in (0, 6, 7) else pad + cell)
-            out.append(text.rstrip(" ") + "\n")
-            if r > 0 and self.comparisons[r - 1].error:
-                out.append(f"  ({self.comparisons[r - 1].error})\n")
+        out = [_aligned_table(cells, (0, 6, 7), [c.error for c in self.comparisons])]
         counts = self.summary()
         out.append(f"\n{counts['faster']} faster, {counts['slower']} slower, {counts['same']} the "
                    f"same within the noise, {counts['insufficient']} with too few repeats to say "

@@ -25,7 +25,8 @@ import math
 import os
 import time
 
-from kprof.compare import _csv_number, _median, _percent, _seconds, _u_counts, read_measurements
+from kprof.compare import (_aligned_table, _csv_number, _median, _percent, _seconds, _u_counts,
+                           read_measurements)
 from kprof.report import shortest_decimal
 
 _INF = math.inf
@@ -217,16 +218,7 @@ class Ranking:
             cells.append(["-" if failed else str(i + 1), c.name, _seconds(c.median),
                           "-" if c.state == "fastest" else _percent(c.change), interval, c.state,
                           str(c.repeats)])
-        width = [max(len(line[k].encode()) for line in cells) for k in range(len(cells[0]))]
-        out = []
-        for r, line in enumerate(cells):
-            text = ""
-            for k, cell in enumerate(line):
-                pad = " " * (width[k] - len(cell.encode()))
-                text += ("  " if k else "") + (cell + pad if k in (1, 5) else pad + cell)
-            out.append(text.rstrip(" ") + "\n")
-            if r > 0 and self.candidates[r - 1].error:
-                out.append(f"  ({self.candidates[r - 1].error})\n")
+        out = [_aligned_table(cells, (1, 5), [c.error for c in self.candidates])]
         percent = shortest_decimal(self.threshold / 100 * 100)
         confidence = "%g%%" % (self.confidence * 100)
         fastest = self.fastest

@@ -906,9 +906,9 @@ def test_python_plots_are_the_clis_byte_for_byte(daemon, client):
 
 def test_python_gbench_is_the_clis_document_and_compare_py_reads_it(daemon, client):
     """BenchmarkResult.as_gbench and kprof.gbench write the document `kprof time --format
-    gbench` and `kprof batch --format gbench` write: the same members in the same order, the
-    same names and run types (values differ only as two runs do); exact aggregates as Google
-    Benchmark computes them; and Google Benchmark's compare.py reads it."""
+    gbench` and `kprof batch --format gbench` write: byte for byte on the same answers (but the
+    date), and against the CLI's own runs the same members, names and run types; exact
+    aggregates as Google Benchmark computes them; and Google Benchmark's compare.py reads it."""
     from collections import OrderedDict
     from kprof.gbench import gbench_runs
     from kprof.v1 import kprof_pb2
@@ -934,6 +934,18 @@ def test_python_gbench_is_the_clis_document_and_compare_py_reads_it(daemon, clie
         sorted(cli["context"]["kprof_environment"])
     assert mine["context"]["host_name"] == cli["context"]["host_name"]
     assert mine["context"]["date"][:10] == cli["context"]["date"][:10]
+
+    # Byte for byte on the same answers: the CLI's rendering of each (its code, in a test tool).
+    import re
+    undated = re.compile(r'"date": "[^"]*"')
+    for job in ({"args": ["float64:25"], "repeat": 7}, {"args": ["float64:5"], "number": 3,
+                                                        "repeat": 2, "min_repeat_ms": 1}):
+        result = client.time_evaluate("builtin", "spin_us", **job)
+        for name in ("spin_us/" + job["args"][0], "k ü/\"quoted\""):
+            rendered = subprocess.run([os.environ["KPROF_TEST_RENDER_GBENCH"], name],
+                                      input=result.raw.SerializeToString(), check=True,
+                                      capture_output=True).stdout.decode()
+            assert undated.sub("", result.as_gbench(name)) == undated.sub("", rendered), name
 
     jobs = [{"id": "k0", "module": "builtin", "function": "spin_us", "args": ["float64:30"],
              "repeat": 4},

@@ -117,8 +117,7 @@ TEST_F(CompareTest, TooFewRepeatsAreInsufficient) {
   std::string twenty = R"({"results": [3.0e-4)";
   for (int i = 1; i < 20; ++i) twenty += ", " + std::to_string(3.0e-4 + 1e-7 * (i % 5));
   const std::string slower = Write("twenty.json", twenty + "]}");
-  const Result fewer =
-      Kprof("compare " + three + " " + slower + " --min-repeats 3 --format json");
+  const Result fewer = Kprof("compare " + three + " " + slower + " --min-repeats 3 --format json");
   ASSERT_EQ(fewer.exit_code, 0) << fewer.err;
   EXPECT_EQ(Json::parse(fewer.out)["comparisons"][0]["verdict"], "slower");
 }
@@ -308,17 +307,18 @@ TEST_F(CompareTest, GoogleBenchmarksComparePyReadsTheGbenchFormat) {
 // the last line the ranking, and kprof rank and kprof compare read the output.
 TEST_F(CompareTest, ARankRaceFindsTheTieSetAndStopsTheLosersEarly) {
   std::ostringstream text;
-  for (const auto& [id, module] : std::vector<std::pair<std::string, std::string>>{
-           {"one", "candidate_1"}, {"two", "candidate_2"}, {"again", "candidate_1"},
-           {"three", "candidate_3"}}) {
+  for (const auto& [id, module] :
+       std::vector<std::pair<std::string, std::string>>{{"one", "candidate_1"},
+                                                        {"two", "candidate_2"},
+                                                        {"again", "candidate_1"},
+                                                        {"three", "candidate_3"}}) {
     text << R"({"id": ")" << id << R"(", "module": ")" << testing::TestModulePath(module)
          << R"(", "function": "gemm"})"
          << "\n";
   }
   const std::string jobs = Write("rank.jsonl", text.str());
   const std::string out = dir_.path() + "/rank.out.jsonl";
-  const Result r =
-      Kprof("batch " + jobs + " --rank --threshold 5 --rank-max-repeats 40 > " + out);
+  const Result r = Kprof("batch " + jobs + " --rank --threshold 5 --rank-max-repeats 40 > " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<Json> lines;
   std::istringstream in(testing::ReadFileBytes(out));
@@ -360,7 +360,8 @@ TEST_F(CompareTest, ARankRaceFindsTheTieSetAndStopsTheLosersEarly) {
   ASSERT_EQ(compared.exit_code, 0) << compared.err;
   EXPECT_EQ(Json::parse(compared.out)["comparisons"].size(), 4u);
   // As a table: the ranking alone.
-  const Result table = Kprof("batch " + jobs + " --rank --threshold 5 --rank-max-repeats 40 "
+  const Result table = Kprof("batch " + jobs +
+                             " --rank --threshold 5 --rank-max-repeats 40 "
                              "--format table");
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("tie set: "));
@@ -371,24 +372,25 @@ TEST_F(CompareTest, ARankRaceFindsTheTieSetAndStopsTheLosersEarly) {
 // fail in the ranking, naming why, and the batch exits 3; the others are ranked. A spent budget
 // ends the race after its first round, undecided.
 TEST_F(CompareTest, ARankRaceNamesItsFailuresAndKeepsToItsBudget) {
-  const std::string jobs = Write(
-      "rank.jsonl",
-      R"({"id": "fast", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
-      "\n"
-      R"({"id": "twin", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
-      "\n"
-      R"({"id": "missing", "module": "builtin", "function": "no_such_function"})"
-      "\n"
-      R"({"id": "own", "module": "builtin", "function": "nop", "repeat": 3})"
-      "\n"
-      "not json\n");
+  const std::string jobs =
+      Write("rank.jsonl",
+            R"({"id": "fast", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
+            "\n"
+            R"({"id": "twin", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
+            "\n"
+            R"({"id": "missing", "module": "builtin", "function": "no_such_function"})"
+            "\n"
+            R"({"id": "own", "module": "builtin", "function": "nop", "repeat": 3})"
+            "\n"
+            "not json\n");
   const Result r = Kprof("batch " + jobs + " --rank --format csv --threshold 0");
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr("3 of 5 candidates failed"));
   EXPECT_THAT(r.out, HasSubstr("\"missing\",failed,"));
   EXPECT_THAT(r.out, HasSubstr("\"own\",failed,"));
   EXPECT_THAT(r.out, HasSubstr("\"line 5\",failed,"));
-  const Result table = Kprof("batch " + jobs + " --rank --format table --threshold 0 --rank-budget 0.001");
+  const Result table =
+      Kprof("batch " + jobs + " --rank --format table --threshold 0 --rank-budget 0.001");
   EXPECT_EQ(table.exit_code, 3);
   EXPECT_THAT(table.out, HasSubstr("(NOT_FOUND: "));
   EXPECT_THAT(table.out, HasSubstr("leave out \"repeat\""));

@@ -28,9 +28,9 @@ TEST(RacePlanTest, GrowsByHalfUpToTheMost) {
 // value 2 of the U tables).
 TEST(LowerCountTest, MatchesTheUTables) {
   EXPECT_EQ(LowerCount(5, 5, 0.05), 3u);
-  EXPECT_EQ(LowerCount(5, 5, 0.01), 1u);     // P(U = 0) = 1/252 <= 0.005; P(U <= 1) is not
-  EXPECT_EQ(LowerCount(5, 5, 0.001), 0u);    // too few repeats for 99.9%
-  EXPECT_EQ(LowerCount(8, 8, 0.05), 14u);    // table: critical value 13
+  EXPECT_EQ(LowerCount(5, 5, 0.01), 1u);      // P(U = 0) = 1/252 <= 0.005; P(U <= 1) is not
+  EXPECT_EQ(LowerCount(5, 5, 0.001), 0u);     // too few repeats for 99.9%
+  EXPECT_EQ(LowerCount(8, 8, 0.05), 14u);     // table: critical value 13
   EXPECT_EQ(LowerCount(20, 20, 0.05), 128u);  // table: 127
   // Past exact counting, the normal approximation: close to mn/2 - 1.96 sd.
   const double sd = std::sqrt(200.0 * 200 * 401 / 12);
@@ -159,8 +159,8 @@ TEST(RaceTest, FindsTheTieSetInUnderHalfTheRepeatsOfAFixedPlan) {
   const auto fixed_right = [&](size_t n) {
     int right = 0;
     for (int seed = 1; seed <= kRuns; ++seed) {
-      right += FindsTheThree(RunFixed(costs, static_cast<uint64_t>(seed) + 500, n, options)) ? 1
-                                                                                             : 0;
+      right +=
+          FindsTheThree(RunFixed(costs, static_cast<uint64_t>(seed) + 500, n, options)) ? 1 : 0;
     }
     return right;
   };
@@ -169,9 +169,10 @@ TEST(RaceTest, FindsTheTieSetInUnderHalfTheRepeatsOfAFixedPlan) {
   EXPECT_LT(doubled_right, kRuns * 95 / 100) << "fixed plan of " << doubled << " each";
   // ...and the fixed plan does get there with enough (so the comparison is not empty).
   EXPECT_GE(fixed_right(300), kRuns * 95 / 100);
-  std::printf("race: %.0f repeats on average (%d of %d right); a fixed plan of %zu each (%zu in "
-              "all) is right %d of %d times\n",
-              mean, race_right, kRuns, doubled, doubled * costs.size(), doubled_right, kRuns);
+  std::printf(
+      "race: %.0f repeats on average (%d of %d right); a fixed plan of %zu each (%zu in "
+      "all) is right %d of %d times\n",
+      mean, race_right, kRuns, doubled, doubled * costs.size(), doubled_right, kRuns);
 }
 
 // Five candidates of one distribution: no verdict of "slower" in (far) more than 5% of races.
@@ -196,13 +197,12 @@ TEST(RaceTest, EqualCandidatesAreNotFoundSlowerMoreOftenThanTheConfidenceAllows)
 }
 
 TEST(RankRepeatsTest, FailsCandidatesWithoutTimesAndOrdersTheRest) {
-  const Ranking ranking = RankRepeats({{"zero", {1e-3, 0.0, 1e-3}},
-                                       {"slow", {2e-3, 2.01e-3, 1.99e-3, 2e-3, 2.02e-3, 1.98e-3,
-                                                 2e-3, 2.01e-3, 1.99e-3, 2e-3}},
-                                       {"none", {}},
-                                       {"fast", {1e-3, 1.01e-3, 0.99e-3, 1e-3, 1.02e-3, 0.98e-3,
-                                                 1e-3, 1.01e-3, 0.99e-3, 1e-3}}},
-                                      {});
+  const Ranking ranking = RankRepeats(
+      {{"zero", {1e-3, 0.0, 1e-3}},
+       {"slow", {2e-3, 2.01e-3, 1.99e-3, 2e-3, 2.02e-3, 1.98e-3, 2e-3, 2.01e-3, 1.99e-3, 2e-3}},
+       {"none", {}},
+       {"fast", {1e-3, 1.01e-3, 0.99e-3, 1e-3, 1.02e-3, 0.98e-3, 1e-3, 1.01e-3, 0.99e-3, 1e-3}}},
+      {});
   ASSERT_EQ(ranking.candidates.size(), 4u);
   EXPECT_EQ(ranking.candidates[0].name, "fast");
   EXPECT_EQ(ranking.candidates[0].state, RankState::kFastest);
