@@ -91,8 +91,12 @@ std::string RenderRanking(const core::Ranking& ranking, const std::string& forma
   const std::string percent = core::ShortestDecimal(ranking.threshold * 100);
   const std::string confidence = absl::StrFormat("%g%%", ranking.confidence * 100);
   const std::string fastest = ranking.Fastest();
-  absl::StrAppend(&out, "\nfastest: ", fastest.empty() ? "none (every candidate failed)" : fastest,
-                  "\n");
+  absl::StrAppend(
+      &out, "\nfastest: ",
+      fastest.empty()
+          ? "none left (every candidate failed, or was found slower than one that failed)"
+          : fastest,
+      "\n");
   absl::StrAppend(&out, "tie set: ", Names(ranking.Ties()),
                   " (not shown slower than the fastest by over ", percent, "%; every verdict at ",
                   confidence, " confidence together)\n");

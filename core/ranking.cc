@@ -162,6 +162,11 @@ Ranking RankRepeats(const std::vector<std::pair<std::string, std::vector<double>
     if (std::isnan(medians[i])) {
       c.state = RankState::kFailed;
       c.error = seconds.empty() ? "no repeats" : "a repeat that is not a positive time";
+    } else if (fastest == candidates.size()) {
+      // Every valid candidate was found slower than one that has since failed: slower they stay,
+      // with nothing left to measure their change from.
+      c.state = RankState::kSlower;
+      c.median = medians[i];
     } else if (i == fastest) {
       c.state = RankState::kFastest;
       c.median = medians[i];

@@ -126,6 +126,9 @@ def rank_repeats(repeats, confidence=0.95, threshold=1.0, looks=1, slower=()):
             why = "no repeats" if not seconds else "a repeat that is not a positive time"
             placed.append(RankedCandidate(name, "failed", len(seconds), error=why))
             continue
+        if fastest is None:  # every valid one found slower than one that has since failed
+            placed.append(RankedCandidate(name, "slower", len(seconds), medians[name]))
+            continue
         if name == fastest:
             placed.append(RankedCandidate(name, "fastest", len(seconds), medians[name], 0.0,
                                           (0.0, 0.0)))
@@ -222,7 +225,7 @@ class Ranking:
         percent = shortest_decimal(self.threshold / 100 * 100)
         confidence = "%g%%" % (self.confidence * 100)
         fastest = self.fastest
-        out.append(f"\nfastest: {fastest if fastest is not None else 'none (every candidate failed)'}\n")
+        out.append(f"\nfastest: {fastest if fastest is not None else 'none left (every candidate failed, or was found slower than one that failed)'}\n")
         out.append(f"tie set: {_names(self.ties)} (not shown slower than the fastest by over "
                    f"{percent}%; every verdict at {confidence} confidence together)\n")
         undecided = [c.name for c in self.candidates if c.state == "undecided"]

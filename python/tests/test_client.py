@@ -846,6 +846,20 @@ def test_client_and_farm_rank_modules_that_share_an_entry_point(client, three_da
             assert line["ranking"]["fastest"] in ("one", "again")
 
 
+def test_a_race_whose_fastest_fails_late_keeps_the_slower_slower():
+    race = kprof.Race(["fast", "slow"])
+    race.next_round()
+    race.add(0, [1e-3 * (1 + 0.001 * i) for i in range(10)])
+    race.add(1, [2e-3 * (1 + 0.001 * i) for i in range(10)])
+    assert race.next_round() == []
+    race.fail(0, "UNAVAILABLE: the daemon went away")
+    ranking = race.current()
+    assert ranking.fastest is None and ranking.ties == []
+    assert [(c.name, c.state) for c in ranking.candidates] == [("slow", "slower"),
+                                                                ("fast", "failed")]
+    assert "none left (every candidate failed, or was found slower than one that failed)" in ranking.as_table()
+
+
 def test_rank_refuses_what_it_cannot_race(client):
     good = {"id": "a", "module": "builtin", "function": "nop"}
     with pytest.raises(ValueError, match="leave out 'repeat'"):

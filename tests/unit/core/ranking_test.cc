@@ -254,6 +254,26 @@ TEST(RaceTest, MeasuresOnlyTheFastestAndTheUndecidedAfterTheFirstRound) {
   EXPECT_EQ(ranking.repeats, 20u);
 }
 
+// The fastest fails after the others were found slower than it: no fastest is left, and the
+// others stay slower (nothing to measure them against).
+TEST(RaceTest, AFastestThatFailsLateLeavesTheSlowerSlower) {
+  Race race({"fast", "slow"}, {});
+  race.NextRound();
+  Kernel fast(1e-3, 5), slow(2e-3, 6);
+  race.Add(0, fast.Repeats(10));
+  race.Add(1, slow.Repeats(10));
+  EXPECT_TRUE(race.NextRound().empty());  // decided: "slow" is slower
+  race.Fail(0, "UNAVAILABLE: the daemon went away");
+  const Ranking ranking = race.Current();
+  EXPECT_EQ(ranking.Fastest(), "");
+  ASSERT_EQ(ranking.candidates.size(), 2u);
+  EXPECT_EQ(ranking.candidates[0].name, "slow");
+  EXPECT_EQ(ranking.candidates[0].state, RankState::kSlower);
+  EXPECT_TRUE(std::isnan(ranking.candidates[0].change));
+  EXPECT_EQ(ranking.candidates[1].state, RankState::kFailed);
+  EXPECT_TRUE(ranking.Ties().empty());
+}
+
 TEST(RaceTest, AWithdrawnRoundEndsTheRaceUndecided) {
   RankOptions options;
   options.threshold = 0;  // nothing can be shown tied: the race would run to the plan's end
