@@ -157,7 +157,8 @@ class Ranking:
     def __init__(self, candidates, confidence, threshold, looks, alpha, rounds=1, repeats=None,
                  seconds=_NAN):
         self.candidates = candidates
-        self.confidence, self.threshold, self.looks, self.alpha = confidence, threshold, looks, alpha
+        self.confidence, self.threshold = confidence, threshold
+        self.looks, self.alpha = looks, alpha
         self.rounds = rounds
         self.repeats = sum(c.repeats for c in candidates) if repeats is None else repeats
         self.seconds = seconds
@@ -225,7 +226,9 @@ class Ranking:
         percent = shortest_decimal(self.threshold / 100 * 100)
         confidence = "%g%%" % (self.confidence * 100)
         fastest = self.fastest
-        out.append(f"\nfastest: {fastest if fastest is not None else 'none left (every candidate failed, or was found slower than one that failed)'}\n")
+        if fastest is None:
+            fastest = "none left (every candidate failed, or was found slower than one that failed)"
+        out.append(f"\nfastest: {fastest}\n")
         out.append(f"tie set: {_names(self.ties)} (not shown slower than the fastest by over "
                    f"{percent}%; every verdict at {confidence} confidence together)\n")
         undecided = [c.name for c in self.candidates if c.state == "undecided"]
@@ -235,7 +238,8 @@ class Ranking:
             out.append(f"undecided: {_names(undecided)} (the repeats ran out before each was "
                        f"shown within {percent}% or beyond it)\n")
         text = (f"{counts.get('slower', 0)} slower, {counts.get('failed', 0)} failed; "
-                f"{self.repeats} repeats in {self.rounds} {'round' if self.rounds == 1 else 'rounds'}")
+                f"{self.repeats} repeats in {self.rounds} "
+                f"{'round' if self.rounds == 1 else 'rounds'}")
         if math.isfinite(self.seconds):
             text += ", %.1f s" % self.seconds
         out.append(text + "\n")
