@@ -4,12 +4,9 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/modules/builtin_module.h"
@@ -495,20 +492,6 @@ class JobReactor final : public grpc::ServerUnaryReactor {
   uint64_t job_id_ = 0;
 };
 
-// A unary job's answer, met by the gRPC thread that took the call when it comes within
-// kInlineWait: that thread then writes it itself. Answered from the executor's thread instead,
-// Finish hands the write to another of gRPC's threads, which must be woken for it: a wake-up
-// and a context switch per call, a good part of what a short job costs above a health check.
-// Only a job that finds its device idle waits so (it goes straight to the worker); one that
-// queues or runs long is answered from the executor's thread, and no gRPC thread is held.
-struct Rendezvous {
-  absl::Mutex mutex;
-  bool waiting ABSL_GUARDED_BY(mutex) = true;
-  std::optional<std::pair<absl::StatusOr<kprof::worker::v1::WorkerResponse>, JobTiming>> answer
-      ABSL_GUARDED_BY(mutex);
-};
-constexpr absl::Duration kInlineWait = absl::Milliseconds(2);
-
 absl::Status CheckCall(const kprof::v1::FunctionCall& call) {
   if (call.function().size() > kMaxNameLength) {
     return absl::InvalidArgumentError(absl::StrCat("function name of ", call.function().size(),
@@ -645,49 +628,16 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     return reactor;
   }
   reactor->Watch(job->executor, job->request.job_id());
-  auto finish = [reactor, fill, what = job->what](
-                    absl::StatusOr<kprof::worker::v1::WorkerResponse> result, JobTiming timing) {
-    const absl::Status status = ResultStatus(result, what);
-    if (status.ok()) fill(*result, timing);
-    reactor->Finish(ToGrpcStatus(status));
-  };
-  const DeviceExecutor::Stats stats = job->executor->stats();
-  std::shared_ptr<Rendezvous> rendezvous;
-  if (!stats.busy && stats.queue_length == 0) rendezvous = std::make_shared<Rendezvous>();
   const absl::Status submitted = job->executor->Submit(
       std::move(job->request), client, Deadline(context),
-      [finish, rendezvous](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
-                           JobTiming timing) {
-        if (rendezvous != nullptr) {
-          absl::MutexLock lock(&rendezvous->mutex);
-          if (rendezvous->waiting) {
-            rendezvous->answer.emplace(std::move(result), timing);
-            return;
-          }
-        }
-        finish(std::move(result), timing);
+      [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
+                                        JobTiming timing) {
+        const absl::Status status = ResultStatus(result, what);
+        if (status.ok()) fill(*result, timing);
+        reactor->Finish(ToGrpcStatus(status));
       },
       std::move(job->pin), nullptr, false, std::move(job->module_fds));
-  if (!submitted.ok()) {
-    reactor->Finish(ToGrpcStatus(submitted));
-    return reactor;
-  }
-  if (rendezvous != nullptr) {
-    std::optional<std::pair<absl::StatusOr<kprof::worker::v1::WorkerResponse>, JobTiming>> answer;
-    {
-      absl::MutexLock lock(&rendezvous->mutex);
-      rendezvous->mutex.AwaitWithTimeout(
-          absl::Condition(
-              +[](Rendezvous* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mutex) {
-                return r->answer.has_value();
-              },
-              rendezvous.get()),
-          kInlineWait);
-      rendezvous->waiting = false;
-      answer.swap(rendezvous->answer);
-    }
-    if (answer) finish(std::move(answer->first), answer->second);
-  }
+  if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;
 }
 
