@@ -690,14 +690,16 @@ absl::StatusOr<core::RankOptions> RankOptionsFrom(const Options& o) {
                                    ": a percentage from 0 to under 100 (default 1)"));
   }
   options.threshold = o.threshold / 100;
-  if (o.rank_initial < 2 || o.rank_initial > 100000) {
+  // A comparison holds every pairwise difference of two candidates' repeats: 2000 a side is
+  // 4 million of them (32 MB).
+  if (o.rank_initial < 2 || o.rank_initial > 2000) {
     return UsageError(absl::StrCat("--rank-initial ", o.rank_initial,
-                                   ": repeats of the first round, from 2 to 100000 (default 10)"));
+                                   ": repeats of the first round, from 2 to 2000 (default 10)"));
   }
-  if (o.rank_max_repeats < o.rank_initial || o.rank_max_repeats > 100000) {
+  if (o.rank_max_repeats < o.rank_initial || o.rank_max_repeats > 2000) {
     return UsageError(absl::StrCat("--rank-max-repeats ", o.rank_max_repeats,
                                    ": from --rank-initial (", o.rank_initial,
-                                   ") to 100000 (default 300)"));
+                                   ") to 2000 (default 300)"));
   }
   if (!(o.rank_budget >= 0) || std::isinf(o.rank_budget)) {
     return UsageError(absl::StrCat("--rank-budget ", o.rank_budget,
@@ -831,7 +833,8 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
-  double seconds_per_repeat = 0;  // of the rounds so far, for the budget
+  absl::Status stream = absl::OkStatus();  // of the last round's batch
+  double seconds_per_repeat = 0;           // of the rounds so far, for the budget
   size_t repeats_so_far = 0;
   for (;;) {
     const std::vector<std::pair<size_t, size_t>> round = race.NextRound();
@@ -860,7 +863,7 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
       }
     }
     std::set<size_t> failed_now;
-    KPROF_RETURN_IF_ERROR(farm.MeasureBatch(batch, [&](const kprof::v1::BatchUpdate& update) {
+    stream = farm.MeasureBatch(batch, [&](const kprof::v1::BatchUpdate& update) {
       const auto found = candidate_of.find(update.id());
       if (found == candidate_of.end()) return;
       const size_t i = found->second;
@@ -874,7 +877,8 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
             i, absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(update.code())),
                             ": ", update.message()));
       }
-    }));
+    });
+    if (!stream.ok()) break;  // the ranking of the rounds so far still comes out
     repeats_so_far += planned;
     seconds_per_repeat = elapsed() / static_cast<double>(std::max<size_t>(1, repeats_so_far));
   }
@@ -924,6 +928,11 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
     std::printf("%s\n", Json({{"ranking", RankingJson(ranking)}}).dump().c_str());
   }
   std::fflush(stdout);
+  if (!stream.ok()) {
+    return absl::Status(
+        stream.code(), absl::StrCat("the race broke off in round ", race.round(),
+                                    " (the ranking is of the repeats so far): ", stream.message()));
+  }
   if (failures > 0) {
     *exit_code = 3;
     return absl::AbortedError(
@@ -958,8 +967,10 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
   const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
     ++failed;
     if (o.rank) {
+      // Named by its line too: its id may be another line's (a duplicate), and names are unique.
       refused.emplace_back(
-          id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line),
+          id.is_string() ? absl::StrCat(id.get<std::string>(), " (line ", line, ")")
+                         : absl::StrCat("line ", line),
           absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
       return;
     }

@@ -133,8 +133,10 @@ absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOp
     for (Measurement& m : *measurements) {
       if (const auto [it, fresh] = file_of.emplace(m.name, path); !fresh) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "the measurement '", m.name, "' is in '", it->second, "' and in '", path,
-            "' (names must differ: rank the files apart, or give their jobs other ids)"));
+            "the measurement '", m.name, "' is ",
+            it->second == path ? absl::StrCat("twice in '", path, "'")
+                               : absl::StrCat("in '", it->second, "' and in '", path, "'"),
+            " (names must differ: rank the files apart, or give their jobs other ids)"));
       }
       if (!m.error.empty()) errors[m.name] = m.error;
       candidates.emplace_back(m.name, std::move(m.seconds));

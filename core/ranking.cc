@@ -52,6 +52,7 @@ size_t LowerCount(size_t m, size_t n, double alpha) {
     }
     c = low;
   }
+  c = std::min(c, m * n / 2);  // an interval's ends in order, whatever alpha is
   cache.emplace(key, c);
   return c;
 }

@@ -75,10 +75,14 @@ def gbench_document(environment, runs):
     manifest = {}
     if environment is not None:
         manifest = {key: _value(value) for key, value in environment.metrics.items()}
+        # JSON has no NaN or infinity: null, as the CLI writes them.
+        manifest = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                    for k, v in manifest.items()}
 
     def number(key):
         v = manifest.get(key)
-        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return v if ok else None
 
     governor = manifest.get("CPU governor")
     context = {

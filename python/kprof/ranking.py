@@ -33,7 +33,7 @@ _INF = math.inf
 _NAN = float("nan")
 
 
-def plan(initial=10, max_repeats=200, growth=1.5):
+def plan(initial=10, max_repeats=300, growth=1.5):
     """The repeats a candidate has after each round of a race: initial, x growth, ..., max."""
     steps = [initial]
     while steps[-1] < max_repeats:
@@ -68,6 +68,7 @@ def _lower_count(m, n, alpha):
             else:
                 high = mid - 1
         c = low
+    c = min(c, m * n // 2)  # an interval's ends in order, whatever alpha is
     _QUANTILES[key] = c
     return c
 
@@ -114,7 +115,8 @@ def rank_repeats(repeats, confidence=0.95, threshold=1.0, looks=1, slower=()):
     samples = {name: [float(v) for v in repeats[name]] for name in names}
     valid = [name for name in names if _valid(samples[name])]
     slower = set(slower)
-    alpha = (1 - confidence) / (max(1, len(valid) - 1) * max(1, looks))
+    looks = max(1, looks)
+    alpha = (1 - confidence) / (max(1, len(valid) - 1) * looks)
     limit = threshold / 100
     medians = {name: _median(samples[name]) for name in valid}
     contenders = [name for name in valid if name not in slower]
@@ -261,8 +263,10 @@ def rank_results(*paths, confidence=0.95, threshold=1.0):
         path = os.fspath(path)
         for m in read_measurements(path):
             if m.name in file_of:
+                where = f"twice in '{path}'" if file_of[m.name] == path else \
+                    f"in '{file_of[m.name]}' and in '{path}'"
                 raise ValueError(
-                    f"the measurement '{m.name}' is in '{file_of[m.name]}' and in '{path}' "
+                    f"the measurement '{m.name}' is {where} "
                     "(names must differ: rank the files apart, or give their jobs other ids)")
             file_of[m.name] = path
             repeats[m.name] = m.seconds
@@ -280,10 +284,10 @@ class Race:
     candidate (by index) gets next, add() gives them, until next_round() asks for none."""
 
     def __init__(self, names, confidence=0.95, threshold=1.0, initial=10, max_repeats=300):
-        if not 2 <= initial <= 100000:
-            raise ValueError(f"initial {initial}: repeats of the first round, from 2 to 100000")
-        if not initial <= max_repeats <= 100000:
-            raise ValueError(f"max_repeats {max_repeats}: from initial ({initial}) to 100000")
+        if not 2 <= initial <= 2000:
+            raise ValueError(f"initial {initial}: repeats of the first round, from 2 to 2000")
+        if not initial <= max_repeats <= 2000:
+            raise ValueError(f"max_repeats {max_repeats}: from initial ({initial}) to 2000")
         self.names = list(names)
         self.confidence, self.threshold = confidence, threshold
         self.plan = plan(initial, max_repeats)
@@ -356,7 +360,7 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
     jobs = [dict(job) for job in jobs]
     names = []
     for job in jobs:
-        if "repeat" in job or "max_relative_stddev" in job:
+        if "repeat" in job or job.get("max_relative_stddev", 0):
             raise ValueError(f"job {job.get('id')!r}: the race sets each candidate's repeats: "
                              "leave out 'repeat' and 'max_relative_stddev'")
         name = str(job.get("id", ""))
@@ -412,11 +416,16 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
             response = merged[i]
             seconds = list(response.seconds_per_call)
             stats = response.statistics
-            stats.mean = sum(seconds) / len(seconds)
+            total = 0.0
+            for v in seconds:  # summed in order, as the CLI does
+                total += v
+            stats.mean = total / len(seconds)
             stats.median = _median(seconds)
             stats.min, stats.max = min(seconds), max(seconds)
             stats.std = math.sqrt(sum((v - stats.mean) ** 2 for v in seconds) / len(seconds))
             stats.cv = stats.std / stats.mean if stats.mean else _NAN
+            response.rel_stddev = stats.cv
             response.ClearField("filtered_statistics")
+            del response.outliers[:]
             ranking.results[name] = BenchmarkResult(response)
     return ranking

@@ -387,12 +387,16 @@ TEST_F(CompareTest, ARankRaceNamesItsFailuresAndKeepsToItsBudget) {
             "\n"
             R"({"id": "own", "module": "builtin", "function": "nop", "repeat": 3})"
             "\n"
-            "not json\n");
+            "not json\n"
+            R"({"id": "fast", "module": "builtin", "function": "nop"})"
+            "\n");
   const Result r = Kprof("batch " + jobs + " --rank --format csv --threshold 0");
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("3 of 5 candidates failed"));
+  EXPECT_THAT(r.err, HasSubstr("4 of 6 candidates failed"));
   EXPECT_THAT(r.out, HasSubstr("\"missing\",failed,"));
-  EXPECT_THAT(r.out, HasSubstr("\"own\",failed,"));
+  EXPECT_THAT(r.out, HasSubstr("\"own (line 4)\",failed,"));
+  EXPECT_THAT(r.out, HasSubstr("\"fast (line 6)\",failed,"));  // its id is line 1's
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\n\"fast\",(fastest|tied|undecided|slower),"));
   EXPECT_THAT(r.out, HasSubstr("\"line 5\",failed,"));
   const Result table =
       Kprof("batch " + jobs + " --rank --format table --threshold 0 --rank-budget 0.001");
@@ -428,7 +432,7 @@ TEST_F(CompareTest, RankReadsResultFiles) {
   EXPECT_TRUE(j["seconds"].is_null());
   const Result twice = Kprof("rank " + fast + " " + fast);
   EXPECT_EQ(twice.exit_code, 1);
-  EXPECT_THAT(twice.err, HasSubstr("the measurement 'fast.json' is in"));
+  EXPECT_THAT(twice.err, HasSubstr("the measurement 'fast.json' is twice in"));
   const Result none = Kprof("rank");
   EXPECT_EQ(none.exit_code, 2);
   EXPECT_THAT(none.err, HasSubstr("usage: kprof rank FILE..."));
