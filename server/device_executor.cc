@@ -1,6 +1,7 @@
 #include "server/device_executor.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -51,6 +52,8 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
                                     std::function<void()> started, bool beyond_bound,
                                     std::vector<int> module_fds) {
   bool wake = false;
+  Job quick;
+  Worker* quick_worker = nullptr;
   {
     absl::MutexLock lock(&mutex_);
     if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
@@ -67,8 +70,6 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
           absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
                        waiting, " jobs waiting, limit ", max_queue_, " per client); retry later"));
     }
-    std::deque<Job>& queue = queues_[client];
-    if (queue.empty()) turns_.push_back(client);
     Job job;
     job.request = std::move(request);
     job.client = std::move(client);
@@ -79,12 +80,112 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
     job.started = std::move(started);
     job.module_fds = std::move(module_fds);
     job.beyond_bound = beyond_bound;
-    queue.push_back(std::move(job));
-    ++queued_;
-    wake = std::exchange(sleeping_, false);
+    if (job.started == nullptr && job.deadline > job.enqueued && QuickPathOpen(job.client)) {
+      quick_busy_ = true;
+      quick_worker = quick_worker_;
+      in_flight_ids_.insert(job.request.job_id());  // a Cancel now waits for the hand-over
+      handed_on_ = 1;
+      handed_waiting_bounded_ = 0;
+      handed_client_ = job.client;
+      running_pid_ = quick_worker->process->pid();
+      quick = std::move(job);
+    } else {
+      std::deque<Job>& queue = queues_[job.client];
+      if (queue.empty()) turns_.push_back(job.client);
+      queue.push_back(std::move(job));
+      ++queued_;
+      wake = std::exchange(sleeping_, false);
+    }
+  }
+  if (quick_worker != nullptr) {
+    RunQuick(std::move(quick), quick_worker);
+    return absl::OkStatus();
   }
   if (wake) Wake();
   return absl::OkStatus();
+}
+
+bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
+  // The loop is asleep with nothing to do, and left this client's worker to the quick path.
+  return sleeping_ && quick_worker_ != nullptr && !quick_busy_ && !handover_.has_value() &&
+         quick_client_ == client && turns_.empty() && cancels_.empty() && !draining_;
+}
+
+void DeviceExecutor::RunQuick(Job job, Worker* worker) {
+  WorkerProcess* process = worker->process.get();
+  if (job.deadline != absl::InfiniteFuture()) {
+    job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
+  }
+  const bool withhold = !job.module_fds.empty() && process->HoldsModulesOf(job.request);
+  job.request.set_module_files_withheld(withhold);
+  Handover handover;
+  const absl::Time sent_at = absl::Now();
+  if (process->Send(job.request, withhold ? absl::Span<const int>() : job.module_fds).ok()) {
+    handover.sent_at = sent_at;
+    if (!job.module_fds.empty()) process->HandedOn(job.request);
+    // The answer of a short job is polled for; a worker that has ended is the loop's to reap.
+    const absl::Time until = sent_at + worker_options_.busy_poll;
+    while (!process->PollAnswer() && absl::Now() < until) sched_yield();
+    if (process->HasAnswer()) handover.answer = process->Receive();
+  }
+  const absl::Time now = absl::Now();
+  const std::optional<absl::StatusOr<WorkerResponse>>& answer = handover.answer;
+  if (answer.has_value() && answer->ok() && (*answer)->job_id() == job.request.job_id() &&
+      !(*answer)->recycle() && !(*answer)->withdrawn()) {
+    // Still the loop's state, and this thread's alone until quick_busy_ is cleared.
+    worker->last_job = now;
+    last_answer_ = now;
+    {
+      absl::MutexLock lock(&mutex_);
+      quick_busy_ = false;
+      handed_on_ = 0;
+      running_pid_ = -1;
+      ++quick_jobs_;
+    }
+    Deliver(job, *std::move(handover.answer), sent_at, now);
+    return;
+  }
+  handover.job = std::move(job);
+  {
+    absl::MutexLock lock(&mutex_);
+    handover_ = std::move(handover);
+    quick_busy_ = false;
+    sleeping_ = false;
+  }
+  Wake();
+}
+
+void DeviceExecutor::Adopt(Handover handover) {
+  Job& job = handover.job;
+  const auto it = workers_.find(job.client);
+  active_client_ = job.client;
+  active_ = it != workers_.end() ? it->second.process.get() : nullptr;
+  active_broken_ = false;
+  if (active_ == nullptr || !handover.sent_at.has_value()) {
+    // Not sent: the loop hands it on as it would any queued job, and meets the failure there.
+    Requeue(std::move(job));
+    return;
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    running_pid_ = active_->pid();
+  }
+  in_flight_.push_back(std::move(job));
+  front_since_ = *handover.sent_at;
+  Account();
+  if (handover.answer.has_value()) Answer(*std::move(handover.answer));
+}
+
+void DeviceExecutor::ParkLastServed(const std::string& next_client) {
+  if (worker_options_.busy_poll <= absl::ZeroDuration() || next_client == active_client_ ||
+      absl::Now() - last_answer_ >= worker_options_.busy_poll) {
+    return;
+  }
+  const auto it = workers_.find(active_client_);
+  if (it == workers_.end() || !it->second.process->alive()) return;
+  WorkerRequest park;
+  park.mutable_park();
+  (void)it->second.process->Send(park);  // one that has gone is seen at its next job
 }
 
 DeviceExecutor::Job DeviceExecutor::TakeNext(const std::string& after) {
@@ -178,7 +279,8 @@ DeviceExecutor::Stats DeviceExecutor::stats() {
                completed_,
                failed_,
                workers_running_,
-               workers_started_};
+               workers_started_,
+               quick_jobs_};
 }
 
 absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& client) {
@@ -294,6 +396,7 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
   }
   if (live.empty()) return;
   if (active_ == nullptr) {
+    ParkLastServed(live.front().client);
     active_client_ = live.front().client;  // one client's, as Refill takes them
     absl::StatusOr<WorkerProcess*> found = WorkerFor(active_client_);
     if (!found.ok()) {
@@ -482,6 +585,7 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerResponse> answer) {
   in_flight_.erase(it);
   Account();
   workers_[active_client_].last_job = now;
+  last_answer_ = now;
   const absl::Time started = front_since_;
   if (answer->recycle()) {
     // Disturbed: it exits after this answer, without reading the jobs behind it, which are
@@ -626,6 +730,13 @@ void DeviceExecutor::Loop() {
       }
       if (more) continue;
       sleeping_ = true;
+      if (in_flight_.empty() && worker_options_.busy_poll > absl::ZeroDuration()) {
+        const auto last = workers_.find(active_client_);
+        if (last != workers_.end() && last->second.process->alive()) {
+          quick_worker_ = &last->second;
+          quick_client_ = active_client_;
+        }
+      }
     }
     pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}};
     if (active_ != nullptr && !in_flight_.empty()) fds[1].fd = active_->fd();
@@ -636,13 +747,23 @@ void DeviceExecutor::Loop() {
             ? 0
             : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
     const int ready = poll(fds, 2, ms);
+    std::optional<Handover> handover;
     {
-      absl::MutexLock lock(&mutex_);
+      // A job on the quick path has the workers until it is answered or handed over.
+      mutex_.LockWhen(absl::Condition(
+          +[](bool* busy) { return !*busy; }, &quick_busy_));
       sleeping_ = false;
+      quick_worker_ = nullptr;
+      handover.swap(handover_);
+      mutex_.Unlock();
     }
     if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
       uint64_t count = 0;
       (void)!read(wake_fd_, &count, sizeof count);
+    }
+    if (handover.has_value()) {
+      Adopt(*std::move(handover));
+      continue;
     }
     if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
       Answer(active_->Receive());

@@ -14,6 +14,14 @@
 // for two jobs at most. A job whose worker crashes under it fails; the jobs behind it run on a
 // fresh worker. One thread (Loop) owns the workers; it waits on the worker's socket and on an
 // eventfd that Submit and Cancel ring.
+//
+// The quick path (WorkerOptions::busy_poll): a job that finds the loop asleep, nothing queued
+// or running, and its client's worker the last one served goes to that worker from Submit's own
+// thread, which then polls for the answer for up to the busy poll and delivers it itself — a
+// unary call is then answered as a health check is, by the thread that took it, with no
+// wake-up of the loop on the way there or back. A job that takes longer, or whose worker fails,
+// is handed to the loop, which adopts it as if it had handed it on. While a job is on the quick
+// path the loop does not touch the workers: it waits for the hand-over once awake.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -93,6 +102,7 @@ class DeviceExecutor {
     int64_t failed = 0;
     int workers = 0;  // running now, one per client
     int64_t workers_started = 0;
+    int64_t quick_jobs = 0;  // answered on the quick path
   };
   Stats stats() ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -119,6 +129,25 @@ class DeviceExecutor {
     std::unique_ptr<WorkerProcess> process;
     absl::Time last_job;
   };
+
+  // A job of the quick path that the loop is to take on: sent at `sent_at` (none: the send
+  // failed) and, when it came, the answer read for it.
+  struct Handover {
+    Job job;
+    std::optional<absl::Time> sent_at;
+    std::optional<absl::StatusOr<kprof::worker::v1::WorkerResponse>> answer;
+  };
+
+  // Whether `client`'s job may take the quick path now.
+  bool QuickPathOpen(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Runs `job` on `worker` from the caller's thread (QuickPathOpen said so, and it is marked
+  // quick_busy_): answers it, or hands it to the loop.
+  void RunQuick(Job job, Worker* worker) ABSL_LOCKS_EXCLUDED(mutex_);
+  // The loop, awake: takes on what the quick path handed over.
+  void Adopt(Handover handover);
+  // Tells the worker of the client served last to stop its busy poll, when it may still be in
+  // it and another client's worker is about to run a job.
+  void ParkLastServed(const std::string& next_client);
 
   void Loop();
   // Hands jobs to the active worker (choosing the next client when it has none), or takes
@@ -172,13 +201,14 @@ class DeviceExecutor {
   int wake_fd_ = -1;  // an eventfd: new work or a cancel for the loop
 
   // The loop's own.
-  std::map<std::string, Worker> workers_;        // by client
-  std::string active_client_;                    // whose worker has the pipeline
-  WorkerProcess* active_ = nullptr;              // its worker; null when the pipeline is empty
-  bool active_broken_ = false;                   // it closed its end: no more jobs to it
-  std::deque<Job> in_flight_;                    // handed to active_, in order
-  absl::Time front_since_;                       // when in_flight_.front() began to run
-  std::vector<std::function<void()>> deferred_;  // Defer's
+  std::map<std::string, Worker> workers_;          // by client
+  std::string active_client_;                      // whose worker has the pipeline
+  WorkerProcess* active_ = nullptr;                // its worker; null when the pipeline is empty
+  bool active_broken_ = false;                     // it closed its end: no more jobs to it
+  std::deque<Job> in_flight_;                      // handed to active_, in order
+  absl::Time front_since_;                         // when in_flight_.front() began to run
+  std::vector<std::function<void()>> deferred_;    // Defer's
+  absl::Time last_answer_ = absl::InfinitePast();  // the last served worker's last answer
 
   absl::Mutex mutex_;
   std::map<std::string, std::deque<Job>> queues_ ABSL_GUARDED_BY(mutex_);  // by client
@@ -195,6 +225,13 @@ class DeviceExecutor {
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;  // the loop has ended
   bool sleeping_ ABSL_GUARDED_BY(mutex_) = false;  // the loop waits: Wake it
   pid_t running_pid_ ABSL_GUARDED_BY(mutex_) = -1;
+  // The quick path: the worker it may use (published by the loop as it goes to sleep with
+  // nothing to do, withdrawn as it wakes), whether a job is on it, and what it handed back.
+  Worker* quick_worker_ ABSL_GUARDED_BY(mutex_) = nullptr;
+  std::string quick_client_ ABSL_GUARDED_BY(mutex_);
+  bool quick_busy_ ABSL_GUARDED_BY(mutex_) = false;
+  std::optional<Handover> handover_ ABSL_GUARDED_BY(mutex_);
+  int64_t quick_jobs_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t completed_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread thread_;

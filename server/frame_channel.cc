@@ -272,6 +272,18 @@ bool FrameChannel::TryRead(google::protobuf::MessageLite* message, std::vector<i
   return false;
 }
 
+bool FrameChannel::Poll() {
+  if (ended_) return true;
+  size_t header = 0;
+  uint64_t fd_count = 0, size = 0;
+  absl::Status status;
+  if (Parse(&header, &fd_count, &size, &status) || !status.ok()) return true;
+  size_t got = 0;
+  status = Receive(false, size > 0 ? static_cast<size_t>(size) + 10 : 0, &got);
+  if (!status.ok()) return true;
+  return got > 0 && HasFrame();
+}
+
 absl::Status FrameChannel::WaitReadable(absl::Duration timeout) {
   if (HasFrame() || ended_) return absl::OkStatus();
   const absl::Time deadline = absl::Now() + timeout;

@@ -63,6 +63,10 @@ class FrameChannel {
   // Whether a whole frame is buffered (Read returns it without a system call).
   bool HasFrame() const;
 
+  // Takes in what has arrived, without blocking: whether a whole frame is buffered now, or the
+  // peer has closed its end (or the socket failed), so that a Read would not block.
+  bool Poll();
+
   // Whether the peer has closed its end (frames still buffered can be read).
   bool ended() const { return ended_; }
 

@@ -332,6 +332,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_jobs_failed(stats.failed);
     info->set_workers(stats.workers);
     info->set_workers_started(stats.workers_started);
+    info->set_jobs_quick(stats.quick_jobs);
   }
   response->set_cuda(cuda_line_);
   response->set_isolation(isolation_);
@@ -341,6 +342,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   limits->set_max_argument_bytes(limits_.max_argument_bytes);
   limits->set_max_queue(limits_.max_queue);
   limits->set_job_timeout_seconds(Seconds(limits_.job_timeout));
+  limits->set_busy_poll_us(absl::ToInt64Microseconds(limits_.busy_poll));
   kprof::v1::ListModulesResponse first;
   (void)ListPage(client, kprof::v1::ListModulesRequest(), &first);
   response->mutable_modules()->Swap(first.mutable_modules());

@@ -32,6 +32,7 @@ struct ServiceLimits {
   int max_queue = 64;
   absl::Duration job_timeout = absl::Seconds(60);
   absl::Duration upload_idle_timeout = absl::Seconds(30);  // an upload sending nothing is ended
+  absl::Duration busy_poll = absl::ZeroDuration();         // WorkerOptions::busy_poll, for GetInfo
 };
 
 // The callback service, but for MeasureBatch, whose messages the service parses itself: a

@@ -295,7 +295,8 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
         response->mutable_host()->set_isolated(isolated_);
       }
       return absl::OkStatus();
-    case WorkerRequest::kWithdraw:  // the worker's loop answers these
+    case WorkerRequest::kWithdraw:  // the worker's loop handles these
+    case WorkerRequest::kPark:
     case WorkerRequest::JOB_NOT_SET:
       break;
   }

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -20,6 +21,7 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -259,10 +261,25 @@ std::string ContextLost(kprof::core::Device device) {
 extern "C" int __lsan_is_turned_off() { return 1; }
 #endif
 
+constexpr long long kMaxBusyPollUs = 1000000;
+
+// Waits up to `ns` for a frame by asking the socket again and again, giving the CPU to whatever
+// else may run on it between asks: the next job of a client that sends one after another comes
+// without the wake-up of a sleeping process, which costs tens of microseconds on a VM. Whether
+// a frame (or the end of the stream) is there.
+bool BusyPoll(kprof::server::FrameChannel& channel, int64_t ns) {
+  const int64_t until = absl::GetCurrentTimeNanos() + ns;
+  while (!channel.Poll()) {
+    if (absl::GetCurrentTimeNanos() >= until) return false;
+    sched_yield();
+  }
+  return true;
+}
+
 int Usage(const char* why) {
   std::fprintf(stderr,
                "kprofd-worker: %s\nusage: kprofd-worker --device cpu:0 --max-frame-bytes N "
-               "(started by kprofd with its job socket as descriptor 3)\n",
+               "[--busy-poll-us N] (started by kprofd with its job socket as descriptor 3)\n",
                why);
   return 2;
 }
@@ -279,6 +296,7 @@ int main(int argc, char** argv) {
   kprof::core::Placement placement;
   std::optional<kprof::server::WorkerUser> user;
   bool describer = false;
+  int64_t busy_poll_ns = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
       device_text = argv[++i];
@@ -290,6 +308,13 @@ int main(int argc, char** argv) {
       absl::StatusOr<kprof::server::WorkerUser> parsed = kprof::server::ParseWorkerUser(argv[++i]);
       if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
       user = *std::move(parsed);
+    } else if (std::strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      const long long us = std::strtoll(argv[++i], &end, 10);
+      if (end == argv[i] || *end != 0 || us < 0 || us > kMaxBusyPollUs) {
+        return Usage("--busy-poll-us wants microseconds from 0 to 1000000");
+      }
+      busy_poll_ns = us * 1000;
     } else if (std::strcmp(argv[i], "--describer") == 0) {
       describer = true;
     } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
@@ -393,7 +418,15 @@ int main(int argc, char** argv) {
     std::vector<int> fds;
   };
   std::deque<Pending> pending;
+  // Right after an answer, the next job is waited for with a busy poll, until a Park says
+  // another worker is to run.
+  bool answered = false;
   const auto take_in = [&](kprof::worker::v1::WorkerRequest request, std::vector<int> fds) -> bool {
+    if (request.has_park()) {
+      for (int fd : fds) close(fd);
+      answered = false;
+      return true;
+    }
     if (!request.has_withdraw()) {
       pending.push_back(Pending{std::move(request), std::move(fds)});
       return true;
@@ -413,6 +446,7 @@ int main(int argc, char** argv) {
   };
   while (true) {
     if (pending.empty()) {
+      if (std::exchange(answered, false) && busy_poll_ns > 0) BusyPoll(channel, busy_poll_ns);
       kprof::worker::v1::WorkerRequest request;
       std::vector<int> fds;
       const absl::Status read = channel.Read(&request, &fds);
@@ -486,5 +520,6 @@ int main(int argc, char** argv) {
       response.set_recycle(true);
     }
     if (!channel.Write(response).ok() || response.recycle()) return 0;
+    answered = true;
   }
 }

@@ -140,6 +140,10 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
     sandbox.insert(sandbox.end(), {"--user", FormatWorkerUser(*options.user)});
   }
   if (options.describer) sandbox.push_back("--describer");
+  if (options.busy_poll > absl::ZeroDuration()) {
+    sandbox.insert(sandbox.end(), {"--busy-poll-us",
+                                   std::to_string(absl::ToInt64Microseconds(options.busy_poll))});
+  }
   if (!options.placement.cpus.empty()) {
     sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
   }

@@ -42,6 +42,9 @@ struct WorkerOptions {
   // The worker describes the host (DescribeHost): it loads the CUDA driver library before
   // becoming `user`, who may not reach the library (a driver under a private tree).
   bool describer = false;
+  // How long a worker that has just answered waits for its next job with a busy poll, and the
+  // front for a quick answer (DeviceExecutor); zero: they sleep until woken.
+  absl::Duration busy_poll = absl::ZeroDuration();
 };
 
 class WorkerProcess {
@@ -82,6 +85,8 @@ class WorkerProcess {
   // `request` was handed on, with its modules' files or without (HoldsModulesOf).
   void HandedOn(const kprof::worker::v1::WorkerRequest& request);
   bool HasAnswer() const { return channel_.HasFrame(); }
+  // Takes in what the worker has written, without blocking: whether Receive would not block.
+  bool PollAnswer() { return channel_.Poll(); }
   int fd() const { return socket_; }
   // Kills the worker's process group and reaps it; returns how it ended.
   std::string Kill() { return pid_ > 0 ? KillAndReap() : "gone"; }

@@ -2,6 +2,9 @@
 // 127.0.0.1:0, real workers, clients told apart by their tokens' labels; the jobs come from
 // tests/modules/faults.c, whose records_interval functions write each call's interval to the
 // worker's standard error (the daemon's log) so that the order of what ran can be read back.
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
+#include "processes.h"
 #include "status_matchers.h"
 #include "temp_dir.h"
 #include "token_clients.h"
@@ -26,6 +30,7 @@
 namespace kprof {
 namespace {
 
+using ::kprof::testing::ChildrenOf;
 using ::kprof::testing::ConnectAs;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
@@ -345,6 +350,133 @@ TEST_F(PipelineTest, AnotherClientsJobWaitsForAtMostTwoJobsOfALongBatch) {
     ++i;
   }
   EXPECT_EQ(round, queue_waits.size());
+  EXPECT_EQ(Cpu().workers_started(), 2);
+}
+
+// The quick path (kprofd --busy-poll, on by default where the daemon has two CPUs): a unary
+// job that finds the device idle and its client's worker waiting is sent, and answered, by the
+// thread that took the call. Two clients at once, each calling four modules that share one
+// entry point round and round: every answer is the code of the module asked for, whichever
+// path it took; the jobs longer than the busy poll (gemm, 2 ms and more) are handed to the
+// executor's thread, which times them right; every job is counted once.
+TEST_F(PipelineTest, QuickAnswersAreEachModulesOwn) {
+  Start(2);
+  std::vector<std::vector<std::string>> ids(2);
+  for (int c = 0; c < 2; ++c) {
+    for (int k = 1; k <= 4; ++k) {
+      auto loaded = clients_[c]->LoadModuleFile(TestModulePath(absl::StrCat("candidate_", k)));
+      ASSERT_THAT(loaded, IsOk());
+      ids[c].push_back(loaded->id());
+    }
+  }
+  constexpr int kCalls = 80;
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 2; ++c) {
+    callers.emplace_back([&, c] {
+      for (int i = 0; i < kCalls; ++i) {
+        const int k = (i + c) % 4;  // the module's K: `candidate` returns it, gemm takes 2K ms
+        v1::TimeEvaluateRequest request;
+        request.mutable_call()->set_module_id(ids[c][k]);
+        request.set_number(1);
+        request.set_repeat(1);
+        if (i % 10 == 9) {
+          request.mutable_call()->set_function("gemm");
+          auto timed = clients_[c]->TimeEvaluate(request);
+          ASSERT_THAT(timed, IsOk());
+          const double ms = timed->seconds_per_call(0) * 1e3;
+          EXPECT_GE(ms, 2.0 * (k + 1)) << "client " << c << ", candidate_" << k + 1;
+          EXPECT_LT(ms, 2.0 * (k + 1) + 20) << "client " << c << ", candidate_" << k + 1;
+        } else {
+          request.mutable_call()->set_function("candidate");
+          EXPECT_THAT(
+              clients_[c]->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr(absl::StrCat("returned ", k + 1))))
+              << "client " << c << ", call " << i;
+        }
+      }
+    });
+  }
+  for (auto& t : callers) t.join();
+  auto info = clients_[0]->Info();
+  ASSERT_THAT(info, IsOk());
+  const v1::DeviceInfo& cpu = info->devices(0);
+  EXPECT_EQ(cpu.jobs_completed(), 2 * kCalls / 10);
+  EXPECT_EQ(cpu.jobs_failed(), 2 * kCalls - 2 * kCalls / 10);
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) >= 2) {
+    EXPECT_EQ(info->limits().busy_poll_us(), 250);
+    EXPECT_GT(cpu.jobs_quick(), 0) << "no job took the quick path";
+    EXPECT_LE(cpu.jobs_quick(), cpu.jobs_completed());
+  } else {
+    EXPECT_EQ(info->limits().busy_poll_us(), 0) << "a busy poll on one CPU only delays";
+  }
+  EXPECT_EQ(cpu.workers_started(), 2);
+}
+
+// --busy-poll 0: every job goes through the executor's thread, none on the quick path; bad
+// values are refused at start, naming what is accepted.
+TEST_F(PipelineTest, TheBusyPollCanBeTurnedOff) {
+  Start(1, {"--busy-poll", "0"});
+  for (int i = 0; i < 20; ++i)
+    ASSERT_THAT(clients_[0]->TimeEvaluate(Call("records_interval")), IsOk());
+  auto info = clients_[0]->Info();
+  ASSERT_THAT(info, IsOk());
+  EXPECT_EQ(info->limits().busy_poll_us(), 0);
+  EXPECT_EQ(info->devices(0).jobs_completed(), 20);
+  EXPECT_EQ(info->devices(0).jobs_quick(), 0);
+  for (const char* bad : {"11ms", "-1us", "soon"}) {
+    Daemon refused;
+    refused.set_stderr(dir_.path() + "/refused.log");
+    EXPECT_FALSE(refused.Start(dir_.path() + "/cache2", {"--busy-poll", bad})) << bad;
+    std::ifstream in(dir_.path() + "/refused.log");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_THAT(text, HasSubstr("busy-poll")) << bad;
+  }
+}
+
+// CPU ticks (user and system) a process has used, from /proc/PID/stat.
+int64_t CpuTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  int64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoll(field);
+    if (i == 15) stime = std::stoll(field);
+  }
+  return utime + stime;
+}
+
+// A worker that has answered polls for its client's next job; when another client's job is to
+// run first, it is told to stop (a Park), so that it does not spin beside a measurement. With a
+// 10 ms busy poll, client 0's worker would spend 10 ms of CPU after each of its jobs; with
+// client 1's job right behind each, it spends a fraction of that.
+TEST_F(PipelineTest, AWorkerPollingForItsNextJobStopsWhenAnotherClientsRuns) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+  if (CPU_COUNT(&allowed) < 2) GTEST_SKIP() << "no busy poll on one CPU";
+  Start(2, {"--busy-poll", "10ms"});
+  ASSERT_THAT(clients_[0]->TimeEvaluate(Call("records_interval")), IsOk());
+  const std::vector<pid_t> first = ChildrenOf(daemon_.pid());
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_THAT(clients_[1]->TimeEvaluate(Call("records_interval")), IsOk());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its poll is long over
+  const int64_t before = CpuTicks(first[0]);
+  constexpr int kRounds = 30;
+  for (int i = 0; i < kRounds; ++i) {
+    ASSERT_THAT(clients_[0]->TimeEvaluate(Call("records_interval")), IsOk());
+    ASSERT_THAT(clients_[1]->TimeEvaluate(Call("records_interval")), IsOk());
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));  // past any poll
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const double spent_ms = static_cast<double>(CpuTicks(first[0]) - before) * 1e3 /
+                          static_cast<double>(sysconf(_SC_CLK_TCK));
+  // Unparked, it would poll for 10 ms after each of its jobs: 300 ms.
+  EXPECT_LT(spent_ms, kRounds * 10 / 3) << "client 0's worker kept polling";
+  // Client 1's jobs were each the last: its worker polls after every one, unparked.
   EXPECT_EQ(Cpu().workers_started(), 2);
 }
 
