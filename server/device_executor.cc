@@ -16,8 +16,8 @@
 
 namespace kprof::server {
 
+using kprof::worker::v1::WorkerAnswer;
 using kprof::worker::v1::WorkerRequest;
-using kprof::worker::v1::WorkerResponse;
 
 DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
                                WorkerPool pool)
@@ -129,7 +129,7 @@ void DeviceExecutor::RunQuick(Job job, Worker* worker) {
     if (process->HasAnswer()) handover.answer = process->Receive();
   }
   const absl::Time now = absl::Now();
-  const std::optional<absl::StatusOr<WorkerResponse>>& answer = handover.answer;
+  const std::optional<absl::StatusOr<WorkerAnswer>>& answer = handover.answer;
   if (answer.has_value() && answer->ok() && (*answer)->job_id() == job.request.job_id() &&
       !(*answer)->recycle() && !(*answer)->withdrawn()) {
     // Still the loop's state, and this thread's alone until quick_busy_ is cleared.
@@ -361,7 +361,7 @@ void DeviceExecutor::FrontStarted(absl::Time at) {
   started();
 }
 
-void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerResponse> result, absl::Time started,
+void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerAnswer> result, absl::Time started,
                              absl::Time ended) {
   const JobTiming timing{std::max(started - job.enqueued, absl::ZeroDuration()), ended - started};
   const bool ok = result.ok() && result->code() == 0;
@@ -441,7 +441,7 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
     if (in_flight_.empty()) {
       // It died with nothing to do (killed from outside, a start that failed): the first job
       // is told how, rather than handed to a worker that may die the same way again and again.
-      const absl::StatusOr<WorkerResponse> ended = active_->Receive();
+      const absl::StatusOr<WorkerAnswer> ended = active_->Receive();
       const absl::Time at = absl::Now();
       Deliver(live.front(),
               ended.ok() ? absl::AbortedError("worker closed its socket") : ended.status(), at, at);
@@ -567,7 +567,7 @@ void DeviceExecutor::LoseWorker(const absl::Status* front) {
   }
 }
 
-void DeviceExecutor::Answer(absl::StatusOr<WorkerResponse> answer) {
+void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
   const absl::Time now = absl::Now();
   if (!answer.ok()) {  // the worker ended
     const std::string message(answer.status().message());

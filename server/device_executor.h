@@ -60,7 +60,7 @@ class DeviceExecutor {
  public:
   // The result of a job (a worker response whose code may be an error, or a failure of the
   // worker itself) and how long it waited and ran. Called on the executor's thread.
-  using Done = std::function<void(absl::StatusOr<kprof::worker::v1::WorkerResponse>, JobTiming)>;
+  using Done = std::function<void(absl::StatusOr<kprof::worker::v1::WorkerAnswer>, JobTiming)>;
 
   DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
                  WorkerPool pool = WorkerPool());
@@ -135,7 +135,7 @@ class DeviceExecutor {
   struct Handover {
     Job job;
     std::optional<absl::Time> sent_at;
-    std::optional<absl::StatusOr<kprof::worker::v1::WorkerResponse>> answer;
+    std::optional<absl::StatusOr<kprof::worker::v1::WorkerAnswer>> answer;
   };
 
   // Whether `client`'s job may take the quick path now.
@@ -162,7 +162,7 @@ class DeviceExecutor {
   bool WantsMore() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   size_t Depth() const;  // the pipeline's depth, at least 1
   // An answer (or the failure to get one) from the active worker.
-  void Answer(absl::StatusOr<kprof::worker::v1::WorkerResponse> answer);
+  void Answer(absl::StatusOr<kprof::worker::v1::WorkerAnswer> answer);
   // The active worker is gone or stopped: the job at the front of the pipeline gets `front`
   // (null: it is answered already), the ones behind it are queued again.
   void LoseWorker(const absl::Status* front);
@@ -177,8 +177,8 @@ class DeviceExecutor {
   absl::Time FrontLimit() const;
   // Publishes the pipeline's figures for stats() and Submit's bound.
   void Account();
-  void Deliver(Job& job, absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
-               absl::Time started, absl::Time ended);
+  void Deliver(Job& job, absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, absl::Time started,
+               absl::Time ended);
   // Back in its client's queue, in order (or refused when draining).
   void Requeue(Job job) ABSL_LOCKS_EXCLUDED(mutex_);
   // Starts the front job's clock, and says so to whoever waits for it.

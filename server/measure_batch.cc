@@ -29,7 +29,8 @@ namespace kprof::server {
 namespace {
 
 using kprof::v1::BatchJob;
-using kprof::v1::BatchUpdate;
+// Updates as they are written: the results are the bytes of the workers' answers.
+using BatchUpdate = kprof::worker::v1::BatchUpdateWire;
 
 constexpr size_t kMaxIdLength = 256;
 // Jobs in one message, and in one stream: a client that wants more opens another stream.
@@ -580,8 +581,8 @@ class ProfilerService::BatchReactor final
     // fails it.
     const absl::Status submitted = executor->Submit(
         std::move(job->request), client_, deadline_,
-        [this, job_id, id, what, time, held](
-            absl::StatusOr<kprof::worker::v1::WorkerResponse> result, JobTiming timing) {
+        [this, job_id, id, what, time, held](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result,
+                                             JobTiming timing) {
           timing.queue_wait += held;
           Finished(job_id, id, ResultStatus(result, what), result, timing, time);
         },
@@ -630,7 +631,7 @@ class ProfilerService::BatchReactor final
   }
 
   void Finished(uint64_t job_id, const std::string& id, const absl::Status& status,
-                absl::StatusOr<kprof::worker::v1::WorkerResponse>& result, JobTiming timing,
+                absl::StatusOr<kprof::worker::v1::WorkerAnswer>& result, JobTiming timing,
                 bool time) {
     bool last = false;
     DeviceExecutor* executor = nullptr;
@@ -646,13 +647,13 @@ class ProfilerService::BatchReactor final
       if (status.ok()) {
         BatchUpdate update;
         if (time) {
-          kprof::v1::TimeEvaluateResponse* out = update.mutable_time_evaluate();
+          std::string* out = update.mutable_time_evaluate();
           *out = std::move(*result->mutable_time_evaluate());
-          SetTiming(timing, out->mutable_timing());
+          AppendTiming(timing, kprof::v1::TimeEvaluateResponse::kTimingFieldNumber, out);
         } else {
-          kprof::v1::ProfileFunctionResponse* out = update.mutable_profile_function();
+          std::string* out = update.mutable_profile_function();
           *out = std::move(*result->mutable_profile_function());
-          SetTiming(timing, out->mutable_timing());
+          AppendTiming(timing, kprof::v1::ProfileFunctionResponse::kTimingFieldNumber, out);
         }
         Update(id, BatchUpdate::DONE, std::move(update));
       } else {

@@ -19,6 +19,7 @@
 #include "kprof/config.h"
 #include "server/frame_channel.h"
 #include "server/grpc_status.h"
+#include "server/wire.h"
 
 namespace kprof::server {
 namespace {
@@ -222,6 +223,12 @@ class ProfilerService::UploadReactor final
 void ProfilerService::SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
   out->set_queue_wait_seconds(Seconds(timing.queue_wait));
   out->set_execution_seconds(Seconds(timing.execution));
+}
+
+void ProfilerService::AppendTiming(const JobTiming& timing, int field, std::string* result) {
+  kprof::v1::JobTiming proto;
+  SetTiming(timing, &proto);
+  AppendField(field, proto, result);
 }
 
 ProfilerService::ProfilerService(ModuleRegistry* registry,
@@ -600,7 +607,7 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
 }
 
 absl::Status ProfilerService::ResultStatus(
-    const absl::StatusOr<kprof::worker::v1::WorkerResponse>& result, const std::string& what) {
+    const absl::StatusOr<kprof::worker::v1::WorkerAnswer>& result, const std::string& what) {
   if (!result.ok()) {
     if (absl::IsAborted(result.status())) {
       return absl::AbortedError(absl::StrCat(what, " crashed: ", result.status().message()));
@@ -632,7 +639,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   reactor->Watch(job->executor, job->request.job_id());
   const absl::Status submitted = job->executor->Submit(
       std::move(job->request), client, Deadline(context),
-      [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerResponse> result,
+      [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result,
                                         JobTiming timing) {
         const absl::Status status = ResultStatus(result, what);
         if (status.ok()) fill(*result, timing);
@@ -643,17 +650,31 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(
-    grpc::CallbackServerContext* context, const kprof::v1::TimeEvaluateRequest* request,
-    kprof::v1::TimeEvaluateResponse* response) {
+grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   std::string client;
   if (auto* refused = Refuse(context, &client)) return refused;
+  kprof::v1::TimeEvaluateRequest parsed;
+  grpc::ByteBuffer bytes(*request);  // shares the slices
+  if (!grpc::SerializationTraits<kprof::v1::TimeEvaluateRequest>::Deserialize(&bytes, &parsed)
+           .ok()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "the request to /kprof.v1.Profiler/TimeEvaluate is not a valid protobuf message of its "
+        "type"));
+    return reactor;
+  }
   kprof::worker::v1::WorkerRequest job;
-  *job.mutable_time_evaluate() = *request;
-  return Submit(context, client, request->device(), {&request->call()}, std::move(job),
-                [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
-                  *response = std::move(*result.mutable_time_evaluate());
-                  SetTiming(timing, response->mutable_timing());
+  *job.mutable_time_evaluate() = parsed;
+  return Submit(context, client, parsed.device(), {&parsed.call()}, std::move(job),
+                [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
+                  std::string answer = std::move(*result.mutable_time_evaluate());
+                  AppendTiming(timing, kprof::v1::TimeEvaluateResponse::kTimingFieldNumber,
+                               &answer);
+                  grpc::Slice slice(answer);
+                  *response = grpc::ByteBuffer(&slice, 1);
                 });
 }
 
@@ -671,8 +692,8 @@ grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
   }
   *job.mutable_profile_function() = *request;
   return Submit(context, client, request->device(), {&request->call()}, std::move(job),
-                [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
-                  *response = std::move(*result.mutable_profile_function());
+                [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
+                  response->ParseFromString(result.profile_function());
                   SetTiming(timing, response->mutable_timing());
                 });
 }
@@ -697,8 +718,8 @@ grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* 
   std::vector<const kprof::v1::FunctionCall*> calls;
   for (const auto& call : request->calls()) calls.push_back(&call);
   return Submit(context, client, request->device(), calls, std::move(job),
-                [response](kprof::worker::v1::WorkerResponse& result, JobTiming timing) {
-                  *response = std::move(*result.mutable_profile());
+                [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
+                  response->ParseFromString(result.profile());
                   SetTiming(timing, response->mutable_timing());
                 });
 }

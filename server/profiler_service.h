@@ -37,14 +37,16 @@ struct ServiceLimits {
 
 // The callback service, but for MeasureBatch, whose messages the service parses itself: a
 // BatchRequest that is not valid protobuf ends the stream INVALID_ARGUMENT (grpc++ would
-// report it as the end of the client's writes, and the stream would end OK, unanswered).
+// report it as the end of the client's writes, and the stream would end OK, unanswered); and
+// TimeEvaluate, whose answer is the worker's serialised result with the front's fields appended
+// (WorkerAnswer), never parsed and built again.
 using ProfilerServiceBase = kprof::v1::Profiler::WithCallbackMethod_GetInfo<
     kprof::v1::Profiler::WithCallbackMethod_HasModule<
         kprof::v1::Profiler::WithCallbackMethod_LoadModule<
             kprof::v1::Profiler::WithCallbackMethod_ListModules<
                 kprof::v1::Profiler::WithCallbackMethod_UnloadModule<
                     kprof::v1::Profiler::WithCallbackMethod_ProfileFunction<
-                        kprof::v1::Profiler::WithCallbackMethod_TimeEvaluate<
+                        kprof::v1::Profiler::WithRawCallbackMethod_TimeEvaluate<
                             kprof::v1::Profiler::WithCallbackMethod_Profile<
                                 kprof::v1::Profiler::WithRawCallbackMethod_MeasureBatch<
                                     kprof::v1::Profiler::Service>>>>>>>>>;
@@ -92,8 +94,8 @@ class ProfilerService final : public ProfilerServiceBase {
                                          const kprof::v1::UnloadModuleRequest* request,
                                          kprof::v1::UnloadModuleResponse* response) override;
   grpc::ServerUnaryReactor* TimeEvaluate(grpc::CallbackServerContext* context,
-                                         const kprof::v1::TimeEvaluateRequest* request,
-                                         kprof::v1::TimeEvaluateResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ProfileFunction(grpc::CallbackServerContext* context,
                                             const kprof::v1::ProfileFunctionRequest* request,
                                             kprof::v1::ProfileFunctionResponse* response) override;
@@ -118,6 +120,8 @@ class ProfilerService final : public ProfilerServiceBase {
   void Unregister(BatchReactor* reactor);
 
   static void SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out);
+  // A serialised result with its `timing` (field `field`) appended.
+  static void AppendTiming(const JobTiming& timing, int field, std::string* result);
 
   // Who the caller is (see TokenAuth): a token's label, a client certificate's subject, or
   // kLocalClient; UNAUTHENTICATED when the daemon wants a token the call lacks.
@@ -139,7 +143,7 @@ class ProfilerService final : public ProfilerServiceBase {
                                          const std::vector<const kprof::v1::FunctionCall*>& calls,
                                          kprof::worker::v1::WorkerRequest request);
   // The job's outcome as a status: the worker's code, or how the worker failed.
-  static absl::Status ResultStatus(const absl::StatusOr<kprof::worker::v1::WorkerResponse>& result,
+  static absl::Status ResultStatus(const absl::StatusOr<kprof::worker::v1::WorkerAnswer>& result,
                                    const std::string& what);
   // One page of the modules `client` holds (ListModules; GetInfo's first page).
   absl::Status ListPage(const std::string& client, const kprof::v1::ListModulesRequest& request,
@@ -147,7 +151,7 @@ class ProfilerService final : public ProfilerServiceBase {
   static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
   // Checks and queues one measurement; `fill` copies the worker's result into the response.
-  using Fill = std::function<void(kprof::worker::v1::WorkerResponse&, JobTiming)>;
+  using Fill = std::function<void(kprof::worker::v1::WorkerAnswer&, JobTiming)>;
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, const std::string& client,
                                    const std::string& device_text,
                                    const std::vector<const kprof::v1::FunctionCall*>& calls,

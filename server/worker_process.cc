@@ -26,7 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/log.h"
-#include "google/protobuf/unknown_field_set.h"
+#include "server/wire.h"
 #include "server/worker_job.h"
 
 extern char** environ;
@@ -360,9 +360,9 @@ absl::Status WorkerProcess::SendMany(absl::Span<const FrameChannel::Outgoing> re
   return channel_.WriteMany(requests);
 }
 
-absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
+absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Receive() {
   if (pid_ <= 0) return absl::AbortedError("worker gone");
-  kprof::worker::v1::WorkerResponse response;
+  kprof::worker::v1::WorkerAnswer response;
   if (const absl::Status read = channel_.Read(&response); !read.ok()) {
     // The worker closed its end (it died), or wrote what is no answer: either way it is done.
     return absl::AbortedError(absl::StrCat(
@@ -373,17 +373,16 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Receive() {
                           recent_modules_.end());
   }
   response.clear_closed_modules();
-  if (response.has_host_environment()) {
-    host_environment_ = response.host_environment().SerializeAsString();
+  if (!response.host_environment().empty()) {
+    host_environment_ = std::move(*response.mutable_host_environment());
     response.clear_host_environment();
   }
   if (response.has_time_evaluate() && !host_environment_.empty()) {
-    // The host's part joins the result's environment without being parsed again: a message
-    // field that occurs twice on the wire is merged by every reader, so it travels as a second,
-    // serialised occurrence of `environment` after the job's part.
-    kprof::v1::TimeEvaluateResponse* result = response.mutable_time_evaluate();
-    result->GetReflection()->MutableUnknownFields(result)->AddLengthDelimited(
-        kprof::v1::TimeEvaluateResponse::kEnvironmentFieldNumber, host_environment_);
+    // The host's part joins the result's environment as a second occurrence of `environment`
+    // after the job's part: a message field that occurs twice on the wire is merged by every
+    // reader.
+    AppendField(kprof::v1::TimeEvaluateResponse::kEnvironmentFieldNumber, host_environment_,
+                response.mutable_time_evaluate());
   }
   return response;
 }
@@ -407,7 +406,7 @@ void WorkerProcess::HandedOn(const kprof::worker::v1::WorkerRequest& request) {
   while (recent_modules_.size() > kKept) recent_modules_.pop_back();
 }
 
-absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
+absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Run(
     const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout,
     absl::Span<const int> module_fds) {
   if (pid_ <= 0) return absl::InternalError("the worker is not running");
@@ -421,7 +420,7 @@ absl::StatusOr<kprof::worker::v1::WorkerResponse> WorkerProcess::Run(
       KillAndReap();
       return absl::DeadlineExceededError("the job ran past its deadline; its worker was killed");
     }
-    absl::StatusOr<kprof::worker::v1::WorkerResponse> response = Receive();
+    absl::StatusOr<kprof::worker::v1::WorkerAnswer> response = Receive();
     if (!response.ok() || response->job_id() == request.job_id()) return response;
     // An answer to an earlier job (abandoned after a deadline would have killed it, so this
     // cannot happen with one job at a time); skip it.
@@ -447,7 +446,7 @@ DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout) {
     kprof::worker::v1::WorkerRequest request;
     request.set_job_id(++job_id);
     request.mutable_describe()->set_cuda(cuda);
-    absl::StatusOr<kprof::worker::v1::WorkerResponse> response =
+    absl::StatusOr<kprof::worker::v1::WorkerAnswer> response =
         worker->Run(request, std::max(deadline - absl::Now(), absl::Milliseconds(100)));
     if (absl::IsDeadlineExceeded(response.status())) {
       return absl::DeadlineExceededError(

@@ -62,7 +62,7 @@ class WorkerProcess {
   // out, its process group is killed and the result is DEADLINE_EXCEEDED. In both cases the
   // worker is gone and alive() is false.
   // `module_fds`: the request's modules, opened by the front, passed along (still the caller's).
-  absl::StatusOr<kprof::worker::v1::WorkerResponse> Run(
+  absl::StatusOr<kprof::worker::v1::WorkerAnswer> Run(
       const kprof::worker::v1::WorkerRequest& request, absl::Duration timeout,
       absl::Span<const int> module_fds = {});
 
@@ -71,12 +71,13 @@ class WorkerProcess {
   // has closed its end; the answers it wrote before are still there to Receive. Receive is
   // ABORTED, naming how the worker ended, once it has ended and every answer is read; the
   // worker is reaped then. A TimeEvaluate result's environment is whole: the host's part the
-  // worker sent once (WorkerResponse.host_environment) is added to each.
+  // worker sent once (WorkerResponse.host_environment) is added to each. The result stays the
+  // bytes the worker wrote (WorkerAnswer).
   absl::Status Send(const kprof::worker::v1::WorkerRequest& request,
                     absl::Span<const int> module_fds = {});
   // Several jobs at once, in order, with one system call where their descriptors fit one.
   absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> requests);
-  absl::StatusOr<kprof::worker::v1::WorkerResponse> Receive();
+  absl::StatusOr<kprof::worker::v1::WorkerAnswer> Receive();
   // Whether the worker has every module `request` names open: each is among the modules of
   // the jobs handed on last, whose files went to it (with one of them), and no answer since
   // said it was closed. Such a job can go without them. A worker that closed one all the same

@@ -1135,8 +1135,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--calls") == 0 && i + 1 < argc) kind = argv[++i];
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
-      only != "unary-cpu" && only != "overhead") {
-    Fail("--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu' or 'overhead'");
+      only != "unary-cpu" && only != "overhead" && only != "upload") {
+    Fail("--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead' or 'upload'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -1155,12 +1155,17 @@ int main(int argc, char** argv) {
     Isolation();
     return 0;
   }
-  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "overhead") {
+  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "overhead" ||
+      only == "upload") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
     if (only == "overhead") {
       Overhead(daemon.target(), "unpinned");
+      return 0;
+    }
+    if (only == "upload") {
+      Upload(daemon.target(), *client, base);
       return 0;
     }
     if (only == "batch-cpu") {
