@@ -72,6 +72,25 @@ def main():
                 assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
                 assert "/kprof.v1.Profiler/GetInfo is not a valid protobuf" in error.details(), error
 
+            # TimeEvaluate, whose request the service parses itself: the same answer; without a
+            # token, UNAUTHENTICATED before anything is parsed.
+            time_evaluate = channel.unary_unary("/kprof.v1.Profiler/TimeEvaluate")
+            try:
+                time_evaluate(b"\xff\xff\xff\xff", timeout=10,
+                              metadata=[("authorization", "Bearer python-test-token")]
+                              if with_token else [])
+                raise AssertionError("a malformed TimeEvaluateRequest must be refused")
+            except grpc.RpcError as error:
+                assert error.code() == grpc.StatusCode.INVALID_ARGUMENT, error
+                assert "/kprof.v1.Profiler/TimeEvaluate is not a valid protobuf" in \
+                    error.details(), error
+            if with_token:
+                try:
+                    time_evaluate(b"\xff\xff\xff\xff", timeout=10)
+                    raise AssertionError("TimeEvaluate without a token must be UNAUTHENTICATED")
+                except grpc.RpcError as error:
+                    assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+
             # The same on a batch stream: a BatchRequest that does not parse ends the stream
             # INVALID_ARGUMENT, where grpc++ alone would take it for the end of the requests
             # and end the stream OK, with nothing answered.
