@@ -1,19 +1,24 @@
 #include "server/wire.h"
 
+#include <cstdint>
+
 #include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/wire_format_lite.h"
 
 namespace kprof::server {
 
 using google::protobuf::internal::WireFormatLite;
+using google::protobuf::io::CodedOutputStream;
 
 void AppendField(int number, std::string_view bytes, std::string* serialised) {
-  google::protobuf::io::StringOutputStream stream(serialised);
-  google::protobuf::io::CodedOutputStream out(&stream);
-  out.WriteTag(WireFormatLite::MakeTag(number, WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
-  out.WriteVarint64(bytes.size());
-  out.WriteRaw(bytes.data(), static_cast<int>(bytes.size()));
+  // The tag and the length, each a varint of at most 10 bytes, then the bytes.
+  uint8_t header[20];
+  uint8_t* end = CodedOutputStream::WriteTagToArray(
+      WireFormatLite::MakeTag(number, WireFormatLite::WIRETYPE_LENGTH_DELIMITED), header);
+  end = CodedOutputStream::WriteVarint64ToArray(bytes.size(), end);
+  serialised->reserve(serialised->size() + static_cast<size_t>(end - header) + bytes.size());
+  serialised->append(reinterpret_cast<const char*>(header), static_cast<size_t>(end - header));
+  serialised->append(bytes.data(), bytes.size());
 }
 
 void AppendField(int number, const google::protobuf::MessageLite& message,

@@ -336,8 +336,8 @@ class Sink final : public grpc::CallbackGenericService {
           std::vector<grpc::Slice> slices;
           if (hash_ && in_.Dump(&slices).ok()) {
             for (const grpc::Slice& slice : slices) {
-              sha256_.Update(std::string_view(reinterpret_cast<const char*>(slice.begin()),
-                                              slice.size()));
+              sha256_.Update(
+                  std::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()));
             }
           }
           in_.Clear();
@@ -504,7 +504,8 @@ void Upload(const std::string& target, kprof::client::Client& client, const std:
       ">= 0.8: " + Met(daemon_rate / sink_rate >= 0.8));
   // What a server that checks the bytes' SHA-256 (the module's id) as they come can reach,
   // storing nothing.
-  Add("upload", "  floor: raw stream hashed as it arrives", absl::StrFormat("%.0f MB/s", hashing_rate),
+  Add("upload", "  floor: raw stream hashed as it arrives",
+      absl::StrFormat("%.0f MB/s", hashing_rate),
       absl::StrFormat("raw stream %.0f MB/s", sink_rate), hashing_rate / sink_rate, "");
   // The same bytes again: the client hashes them and asks; nothing travels.
   const auto start = Clock::now();
