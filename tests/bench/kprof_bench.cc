@@ -1051,21 +1051,21 @@ constexpr char kFindings[] = R"md(
 | Batch updates went out as soon as a write was free: one or two a message | messages counted on a raw stream of 400 nop jobs: 87; perf stat: the client woke about once a job | CPU per nop job in a batch: client 27 us, daemon 47 | 27 messages; client 18 us, daemon 37: while jobs wait for the device, updates wait up to 1 ms for 64 to share a message |
 | A module job opened its file by path, and passed the descriptor to the worker, at every job | strace -c of a batch of an uploaded module's empty function: openat, fstat and close in the daemon, close in the worker, and an extra recvmsg (a frame with descriptors ends a read) | 69-75 us per job | 52-73 us, as the builtin nop: the registry keeps the files open, a worker that has the module open gets none |
 | Each candidate was an upload call of its own | kprof_bench --only batch-cpu on tmpfs: a 50 KB upload cost the daemon 500-600 us of CPU and the client 350-450 (the module's store a tenth of it, perf) | per candidate in a batch 0.95-1.1 ms (4.4 health checks) | 0.47-0.72 ms (1.9): modules up to 4 MiB travel on the batch stream with their first job |
+| A unary job crossed four wake-ups: the gRPC thread woke the executor, the executor the worker, the worker the executor, which wrote the answer | a socketpair ping-pong between two processes in C: 57 us when both sides sleep, 17 us when one polls, 4.3 us when both do (a sleeping vCPU of this VM takes 20-30 us to wake) | TimeEvaluate(nop) p50 2.2-2.5 health checks; front to worker and back 114 us | 1.05-1.45; 16 us: a worker that has answered polls for its client's next job, and a job that finds the device idle is sent and answered by the gRPC thread that took it (`--busy-poll`, README) |
+| The front parsed every result, moved it into its answer and serialised it again | callgrind of the daemon over 18000 unary nop calls: parsing, destroying and serialising TimeEvaluateResponse (its manifest a map) 14k of 105k instructions per call; in a batch a third of the daemon's | 105k instructions per unary call (a health check 63k) | 87k: results pass through as the bytes the worker wrote, the front appending the host's manifest and the timing as fields of their own |
 
 ## Goals still missed, and why
 
-- **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): below what running the
-  job in another process costs here. The floor row is the health check plus one two-process
-  ping-pong, with nothing measured: 1.25-1.28 of a health check unpinned, which leaves the
-  goal 2-5% for everything else a job does. On one core, where a wake-up costs no
-  inter-processor interrupt, the floor is 1.08 and the job 1.77-1.82; `kprof_bench --only
-  unary-cpu` puts the difference in CPU per call: the client's the same (about 100 us), the
-  daemon's 220 us against 123 us for a health check (the executor's wake-ups and the worker's
-  socket), and the worker's 63 us, of which the job itself is the 27 us it costs in a batch and
-  the rest is being switched to and from. Running jobs in the front process would remove the
-  crossing, and with it the isolation that lets a crashing kernel take down only its worker;
-  kprofd keeps the isolation. The checks stay before the answer so that a job that disturbs its
-  worker is the one told.
+- **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): met in some runs and
+  not in others: 1.05-1.63 in one hour of this VM with the busy poll, against 2.2-2.6 without.
+  Both figures swing with the host: the health check itself took 32 to 104 us, and a
+  two-process ping-pong 3 to 62 us, from one run to the next, as the VM's idle vCPUs wake fast
+  or slowly. What a job adds to a health check is the worker's turn (20 us from the front's send
+  to its answer: 7 us running the job, 3 us of checks and the write, the rest the two sockets),
+  the request and the job's preparation in the daemon (about 10k instructions, callgrind) and
+  the larger answer. On one core there is no busy poll (a poller would only delay whoever it
+  waits for) and the figure is CPU alone: the daemon and the worker's work per job against the
+  health check's.
 - **long batches** (goal: 20000 jobs cost no more per job than 2000, within 1.25): both farms
   used to look at every waiting job on every update, so the cost per job grew with the batch
   (the Python farm took 5.9 ms per job at 1000 jobs and 22 ms at 4000; `kprof batch` spent 115
@@ -1073,19 +1073,26 @@ constexpr char kFindings[] = R"md(
   now flat. `kprof batch` itself spends some 85-120 us of CPU per job, most of it building each
   result line's JSON, which is why it trails the client library's figure above. The Python ratio
   swings with this VM: its per-job CPU varied 250-590 us between identical runs.
-- **batch** (goal 0.15 of a health Check per job): met in some runs and not in others (0.12-0.23
-  in one hour of this VM, the health check itself between 245 and 565 us). A 2000-job nop batch
-  costs the client about 18 us of CPU per job, the daemon 37 and the worker 28: some 83 us on
-  two CPUs, 42 us of wall time at best, where the goal is 37-45 us. Allocation is the largest
-  part left in the daemon (each result is parsed, moved into its update and serialised); the
-  worker's checks after each job are some 5 us of system calls (`strace -c`: three fstat, a
+- **batch** (goal 0.15 of a health Check per job): 15-19 us per nop job here, CPU-bound (about
+  30 us of CPU per job over the client, the daemon and the worker, on two CPUs), against a
+  health check of 32-104 us depending on the VM's phase: 0.15-0.19 when wake-ups are dear (the
+  health check near 100 us), over 0.3 when they are cheap. Results no longer go through a parse
+  and a serialisation in the daemon; what is left is the stream's messages, the executor's
+  bookkeeping and the worker's checks after each job (some 5 us of system calls: three fstat, a
   poll, two sysinfo and a pread of /proc/loadavg).
-- **front to worker and back** (goal 1.5 of a two-process ping-pong): the worker's 63 us of
-  CPU per unary job above against a reference that does none.
+- **front to worker and back** (goal 1.5 of a two-process ping-pong): met when the ping-pong
+  pays for its wake-ups (16 us against 57); when this VM's wake-ups are cheap the ping-pong
+  takes 3 us and a job's own work (the 20 us above) is over the goal.
 - **candidate** (goal 1 ms): close on a quiet machine (the upload is a client stream, itself
   about 0.3 ms here, plus the store; the first TimeEvaluate loads the module in the worker);
   over it when the VM is busy.
-- **64 MiB upload** (goal 0.8 of the raw stream): between 0.70 and 0.93 from run to run here.
+- **64 MiB upload** (goal 0.8 of the raw stream): below the floor. The module's id is its
+  SHA-256, which the daemon must compute over every byte it is sent (1.3-1.5 GB/s on this CPU);
+  the floor row is the same raw stream to a server that does only that, storing nothing: 0.63-
+  0.73 of the raw stream, where kprofd, which also writes the bytes to its cache, reaches
+  0.55-0.64. Hashing and writing on a thread of their own while the next chunks arrive was
+  tried and measured no faster (0.54-0.64): the client, the gRPC thread, the hash and the
+  page-cache copy already keep both CPUs busy.
 - **accuracy** of the memory-bound copy of 64 MiB: from run to run it has landed between 0.90
   and 1.15 on this shared VM, in both directions, while the spin and the matmul agree within
   0.3%: the memory bandwidth a VM gets varies with its neighbours from one second to the next,
