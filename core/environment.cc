@@ -185,6 +185,26 @@ std::pair<std::shared_ptr<const MetricMap>, uint64_t> HostFields(bool* with_plac
 
 void PlacementIsFixed() { placement_fixed.store(true, std::memory_order_release); }
 
+namespace {
+
+// /proc/loadavg as read less than a millisecond ago: the load averages change every 5 s, and
+// the runnable count of a moment ago describes a job of a batch as well as a fresh one; a batch
+// of short jobs reads the file once a millisecond instead of once a job.
+std::string RecentLoadavg() {
+  static absl::Mutex mutex(absl::kConstInit);
+  static std::string* const text = new std::string;
+  static absl::Time read_at = absl::InfinitePast();
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&mutex);
+  if (now - read_at >= absl::Milliseconds(1) || now < read_at) {
+    *text = ReadKeptOpen("/proc/loadavg");
+    read_at = now;
+  }
+  return *text;
+}
+
+}  // namespace
+
 Environment ReadEnvironment() {
   Environment environment;
   bool with_placement = false;
@@ -195,7 +215,7 @@ Environment ReadEnvironment() {
   for (auto& [name, value] : TegraManifest()) m.emplace(name, std::move(value));
   // "0.52 0.58 0.59 3/107 4935": the three load averages as the file writes them (two
   // decimals), then runnable/total. Split by hand: an istringstream costs more than the read.
-  const std::string loadavg = ReadKeptOpen("/proc/loadavg");
+  const std::string loadavg = RecentLoadavg();
   const std::vector<absl::string_view> fields =
       absl::StrSplit(loadavg, absl::ByAnyChar(" \n"), absl::SkipEmpty());
   double load = 0;
