@@ -3,8 +3,10 @@
 
 #include <string>
 
+#include "google/protobuf/descriptor.h"
 #include "gtest/gtest.h"
 #include "kprof/v1/kprof.pb.h"
+#include "kprof/v1/worker.pb.h"
 
 namespace kprof::server {
 namespace {
@@ -65,6 +67,52 @@ TEST(WireTest, ALaterOccurrenceWinsForScalars) {
   ASSERT_TRUE(read_device.ParseFromString(device_bytes));
   EXPECT_EQ(read_device.name(), "H200");
   EXPECT_EQ(read_device.pci_bus_id(), "0000:01:00.0");
+}
+
+// The front's views of the worker's answer and of a batch update read and write the same bytes
+// as the messages they stand for: every field under the same number and name, a message field
+// seen as bytes (the same wire type) or as the same message, repeated alike.
+void ExpectSameWire(const google::protobuf::Descriptor* view,
+                    const google::protobuf::Descriptor* real) {
+  using google::protobuf::FieldDescriptor;
+  ASSERT_EQ(view->field_count(), real->field_count()) << view->full_name();
+  for (int i = 0; i < real->field_count(); ++i) {
+    const FieldDescriptor* r = real->field(i);
+    const FieldDescriptor* v = view->FindFieldByNumber(r->number());
+    ASSERT_NE(v, nullptr) << view->full_name() << " lacks field " << r->number();
+    EXPECT_EQ(v->name(), r->name()) << view->full_name();
+    EXPECT_EQ(v->is_repeated(), r->is_repeated()) << v->full_name();
+    EXPECT_EQ(v->containing_oneof() != nullptr, r->containing_oneof() != nullptr) << v->full_name();
+    if (r->type() == FieldDescriptor::TYPE_MESSAGE && v->type() == FieldDescriptor::TYPE_BYTES) {
+      continue;  // a message kept serialised
+    }
+    if (r->type() == FieldDescriptor::TYPE_ENUM) {
+      ASSERT_EQ(v->type(), FieldDescriptor::TYPE_ENUM) << v->full_name();
+      const auto* re = r->enum_type();
+      const auto* ve = v->enum_type();
+      ASSERT_EQ(ve->value_count(), re->value_count()) << v->full_name();
+      for (int k = 0; k < re->value_count(); ++k) {
+        EXPECT_EQ(ve->value(k)->name(), re->value(k)->name()) << v->full_name();
+        EXPECT_EQ(ve->value(k)->number(), re->value(k)->number()) << v->full_name();
+      }
+      continue;
+    }
+    EXPECT_EQ(v->type(), r->type()) << v->full_name();
+    if (r->type() == FieldDescriptor::TYPE_MESSAGE && r->message_type() != real) {
+      EXPECT_EQ(v->message_type(), r->message_type()) << v->full_name();
+    }
+  }
+}
+
+TEST(WireTest, TheFrontsViewsMatchTheMessagesTheyRead) {
+  ExpectSameWire(kprof::worker::v1::WorkerAnswer::descriptor(),
+                 kprof::worker::v1::WorkerResponse::descriptor());
+  ExpectSameWire(kprof::worker::v1::BatchUpdateWire::descriptor(),
+                 kprof::v1::BatchUpdate::descriptor());
+  // `more` holds the view itself where BatchUpdate holds BatchUpdate.
+  EXPECT_EQ(
+      kprof::worker::v1::BatchUpdateWire::descriptor()->FindFieldByName("more")->message_type(),
+      kprof::worker::v1::BatchUpdateWire::descriptor());
 }
 
 }  // namespace
