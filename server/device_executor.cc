@@ -111,16 +111,23 @@ bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
          quick_client_ == client && turns_.empty() && cancels_.empty() && !draining_;
 }
 
-void DeviceExecutor::RunQuick(Job job, Worker* worker) {
-  WorkerProcess* process = worker->process.get();
+FrameChannel::Outgoing DeviceExecutor::Frame(Job& job, const WorkerProcess& worker) {
   if (job.deadline != absl::InfiniteFuture()) {
     job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
   }
-  const bool withhold = !job.module_fds.empty() && process->HoldsModulesOf(job.request);
+  // The worker has the modules open from an earlier job: no descriptors to pass (and none to
+  // make its read of the frames behind this one stop short).
+  const bool withhold = !job.module_fds.empty() && worker.HoldsModulesOf(job.request);
   job.request.set_module_files_withheld(withhold);
+  return {&job.request, withhold ? absl::Span<const int>() : job.module_fds};
+}
+
+void DeviceExecutor::RunQuick(Job job, Worker* worker) {
+  WorkerProcess* process = worker->process.get();
   Handover handover;
   const absl::Time sent_at = absl::Now();
-  if (process->Send(job.request, withhold ? absl::Span<const int>() : job.module_fds).ok()) {
+  if (const FrameChannel::Outgoing frame = Frame(job, *process);
+      process->SendMany({&frame, 1}).ok()) {
     handover.sent_at = sent_at;
     if (!job.module_fds.empty()) process->HandedOn(job.request);
     // The answer of a short job is polled for; a worker that has ended is the loop's to reap.
@@ -410,16 +417,7 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
   }
   std::vector<FrameChannel::Outgoing> frames;
   frames.reserve(live.size());
-  for (Job& job : live) {
-    if (job.deadline != absl::InfiniteFuture()) {
-      job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
-    }
-    // The worker has the modules open from an earlier job: no descriptors to pass (and none to
-    // make its read of the frames behind this one stop short).
-    const bool withhold = !job.module_fds.empty() && active_->HoldsModulesOf(job.request);
-    job.request.set_module_files_withheld(withhold);
-    frames.push_back({&job.request, withhold ? absl::Span<const int>() : job.module_fds});
-  }
+  for (Job& job : live) frames.push_back(Frame(job, *active_));
   const absl::Status sent = active_->SendMany(frames);
   if (!sent.ok() && !absl::IsUnavailable(sent)) {
     // A frame the channel refuses (over the size cap, too many descriptors) is refused before

@@ -59,7 +59,8 @@ struct WorkerPool {
 class DeviceExecutor {
  public:
   // The result of a job (a worker response whose code may be an error, or a failure of the
-  // worker itself) and how long it waited and ran. Called on the executor's thread.
+  // worker itself) and how long it waited and ran. Called on the executor's thread, or, for a
+  // job answered on the quick path, on the thread that called Submit, before Submit returns.
   using Done = std::function<void(absl::StatusOr<kprof::worker::v1::WorkerAnswer>, JobTiming)>;
 
   DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
@@ -68,9 +69,10 @@ class DeviceExecutor {
 
   // Queues a job that must finish by `deadline` (its execution is also capped by the job
   // timeout). `keep_alive` is held until `done` has run (pinned modules, say). `started`, when
-  // set, runs on the executor's thread as the job leaves the queue for the worker.
-  // `beyond_bound` queues the job even when the queue is full: for callers that bound their
-  // own jobs in the queue (a batch stream holds a few).
+  // set, runs on the executor's thread as the job leaves the queue for the worker (and keeps the
+  // job off the quick path, whose `done` runs on the caller's thread). `beyond_bound` queues the
+  // job even when the queue is full: for callers that bound their own jobs in the queue (a batch
+  // stream holds a few).
   // RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE once draining.
   // `module_fds`, the request's modules opened for the worker, stay open as long as
   // `keep_alive` (which owns them) lives.
@@ -138,6 +140,9 @@ class DeviceExecutor {
     std::optional<absl::StatusOr<kprof::worker::v1::WorkerAnswer>> answer;
   };
 
+  // `job`'s frame for `worker`: its deadline set, its modules' descriptors withheld when the
+  // worker has them open already.
+  static FrameChannel::Outgoing Frame(Job& job, const WorkerProcess& worker);
   // Whether `client`'s job may take the quick path now.
   bool QuickPathOpen(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs `job` on `worker` from the caller's thread (QuickPathOpen said so, and it is marked

@@ -40,6 +40,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -48,7 +49,6 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <deque>
 #include <thread>
 #include <vector>
 
@@ -422,7 +422,6 @@ double StreamSeconds(kprof::v1::Profiler::Stub& stub, const std::string& bytes) 
   return Seconds(Clock::now() - start);
 }
 
-
 // A Sink on 127.0.0.1, and a Profiler stub to it.
 struct SinkServer {
   explicit SinkServer(SinkHash hash = SinkHash::kNone) : sink(hash) {
@@ -548,8 +547,8 @@ void Upload(const std::string& target, kprof::client::Client& client, const std:
   // What a server that checks the bytes' SHA-256 (the module's id) as they come can reach,
   // storing nothing.
   Add("upload", "  floor: raw stream hashed as it arrives",
-      absl::StrFormat("%.0f MB/s", hashing_rate), absl::StrFormat("raw stream %.0f MB/s", sink_rate),
-      hashing_rate / sink_rate, "");
+      absl::StrFormat("%.0f MB/s", hashing_rate),
+      absl::StrFormat("raw stream %.0f MB/s", sink_rate), hashing_rate / sink_rate, "");
   Add("upload", "  floor: raw stream hashed beside, on a second thread",
       absl::StrFormat("%.0f MB/s", beside_rate), absl::StrFormat("raw stream %.0f MB/s", sink_rate),
       beside_rate / sink_rate, "");
