@@ -641,8 +641,11 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
       std::move(job->request), client, Deadline(context),
       [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result,
                                         JobTiming timing) {
-        const absl::Status status = ResultStatus(result, what);
-        if (status.ok()) fill(*result, timing);
+        absl::Status status = ResultStatus(result, what);
+        if (status.ok() && !fill(*result, timing)) {
+          status = absl::InternalError(
+              absl::StrCat("the worker's result for ", what, " is not a valid message"));
+        }
         reactor->Finish(ToGrpcStatus(status));
       },
       std::move(job->pin), nullptr, false, std::move(job->module_fds));
@@ -675,6 +678,7 @@ grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(grpc::CallbackServerCont
                                &answer);
                   grpc::Slice slice(answer);
                   *response = grpc::ByteBuffer(&slice, 1);
+                  return true;  // passed on as the worker wrote it
                 });
 }
 
@@ -693,8 +697,9 @@ grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
   *job.mutable_profile_function() = *request;
   return Submit(context, client, request->device(), {&request->call()}, std::move(job),
                 [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
-                  response->ParseFromString(result.profile_function());
+                  if (!response->ParseFromString(result.profile_function())) return false;
                   SetTiming(timing, response->mutable_timing());
+                  return true;
                 });
 }
 
@@ -719,8 +724,9 @@ grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* 
   for (const auto& call : request->calls()) calls.push_back(&call);
   return Submit(context, client, request->device(), calls, std::move(job),
                 [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
-                  response->ParseFromString(result.profile());
+                  if (!response->ParseFromString(result.profile())) return false;
                   SetTiming(timing, response->mutable_timing());
+                  return true;
                 });
 }
 

@@ -150,8 +150,9 @@ class ProfilerService final : public ProfilerServiceBase {
                         kprof::v1::ListModulesResponse* response);
   static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
-  // Checks and queues one measurement; `fill` copies the worker's result into the response.
-  using Fill = std::function<void(kprof::worker::v1::WorkerAnswer&, JobTiming)>;
+  // Checks and queues one measurement; `fill` puts the worker's result into the response, false
+  // when it is not a valid message of its type (answered INTERNAL).
+  using Fill = std::function<bool(kprof::worker::v1::WorkerAnswer&, JobTiming)>;
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* context, const std::string& client,
                                    const std::string& device_text,
                                    const std::vector<const kprof::v1::FunctionCall*>& calls,
