@@ -14,11 +14,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/read_file.h"
 #include "client/plot_svg.h"
-#include "core/metric.h"
-#include "core/read_file.h"
-#include "core/report.h"
 #include "nlohmann/json.hpp"
+#include "report/metric.h"
+#include "report/report.h"
 
 namespace kprof::client {
 namespace {

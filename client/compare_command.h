@@ -1,5 +1,5 @@
 // kprof compare BASE NEW: which measurements of NEW are faster or slower than BASE's, by how much,
-// and whether the difference is real (core/compare.h).
+// and whether the difference is real (report/compare.h).
 //
 // Each file is the output of `kprof time --format json` (one measurement), `kprof batch` (JSONL,
 // one per job line) or Google Benchmark's JSON (--benchmark_format=json, one per benchmark, its
@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/compare.h"
+#include "report/compare.h"
 
 namespace kprof::client {
 

@@ -18,8 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "core/device.h"
-#include "core/read_file.h"
+#include "base/device.h"
+#include "base/read_file.h"
 
 namespace kprof::client {
 namespace {

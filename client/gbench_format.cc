@@ -9,7 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/statistics.h"
+#include "report/statistics.h"
 
 namespace kprof::client {
 namespace {

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "core/loopback.h"
-#include "core/read_file.h"
-#include "core/sha256.h"
+#include "base/loopback.h"
+#include "base/read_file.h"
+#include "base/sha256.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 

@@ -30,21 +30,21 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "base/command_line.h"
+#include "base/read_file.h"
+#include "base/status_macros.h"
 #include "client/compare_command.h"
 #include "client/farm.h"
 #include "client/gbench_format.h"
 #include "client/kprof_client.h"
 #include "client/plot_svg.h"
 #include "client/rank_command.h"
-#include "core/command_line.h"
-#include "core/read_file.h"
-#include "core/report.h"
-#include "core/statistics.h"
-#include "core/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "kprof/config.h"
 #include "nlohmann/json.hpp"
 #include "proto/wire.h"
+#include "report/report.h"
+#include "report/statistics.h"
 
 namespace kprof::client {
 namespace {
@@ -813,7 +813,7 @@ void MergeInto(kprof::v1::TimeEvaluateResponse* merged, const kprof::v1::TimeEva
 // each, so that whatever drifts on the host while a round runs falls on all of them alike.
 constexpr size_t kRaceTurn = 5;
 
-// kprof batch --rank: the jobs are candidates in a race (core/ranking.h). Each round is one
+// kprof batch --rank: the jobs are candidates in a race (report/ranking.h). Each round is one
 // batch over the farm. In JSONL (the default, as for any batch) each candidate's line carries
 // every repeat it got, and a last line {"ranking": ...} the verdicts; --format table and csv
 // print the ranking alone.

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/report.h"
-#include "core/statistics.h"
+#include "report/report.h"
+#include "report/statistics.h"
 
 namespace kprof::client {
 namespace {

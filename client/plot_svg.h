@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/compare.h"
+#include "report/compare.h"
 
 namespace kprof::client {
 

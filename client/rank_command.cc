@@ -10,8 +10,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/compare_command.h"
-#include "core/metric.h"
-#include "core/report.h"
+#include "report/metric.h"
+#include "report/report.h"
 
 namespace kprof::client {
 namespace {

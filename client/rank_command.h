@@ -1,5 +1,5 @@
 // Rankings as kprof prints them: `kprof rank FILE...` over result files, and the last words of
-// `kprof batch --rank` (core/ranking.h). Table, JSON or CSV; the Python client's Ranking renders
+// `kprof batch --rank` (report/ranking.h). Table, JSON or CSV; the Python client's Ranking renders
 // the same bytes.
 #pragma once
 
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/ranking.h"
 #include "nlohmann/json.hpp"
+#include "report/ranking.h"
 
 namespace kprof::client {
 

@@ -4,7 +4,8 @@
 # 3 MiB), `dev` (headers, static libraries and the CMake package, for programs that link the
 # client library) and `python` (the Python client, where grpc_python_plugin was found);
 # `cmake --install BUILD --component runtime` installs the first alone.
-set_target_properties(kprof_core PROPERTIES EXPORT_NAME core)
+set_target_properties(kprof_base PROPERTIES EXPORT_NAME base)
+set_target_properties(kprof_report PROPERTIES EXPORT_NAME report)
 set_target_properties(kprof_proto PROPERTIES EXPORT_NAME proto)
 set_target_properties(kprof_grpc PROPERTIES EXPORT_NAME grpc)
 set_target_properties(kprof_client PROPERTIES EXPORT_NAME client)
@@ -14,20 +15,23 @@ set_target_properties(kprof_warnings PROPERTIES EXPORT_NAME warnings)
 install(TARGETS kprofd kprof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 install(TARGETS kprofd-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/kprofd
   COMPONENT runtime)
-install(TARGETS kprof_client kprof_grpc kprof_proto kprof_core kprof_module_abi kprof_warnings
+install(TARGETS kprof_client kprof_grpc kprof_proto kprof_report kprof_base kprof_module_abi
+  kprof_warnings
   EXPORT kprofTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT dev)
 
 # Headers: <kprof/module_abi.h>, <kprof/config.h> and the generated <kprof/v1/*.pb.h> under
-# include/; the library's own (core/, client/, proto/) under include/kprof/.
+# include/; the client library's public API (client/, proto/wire.h, and the report/ and base/
+# headers they use) under include/kprof/. The measurement core is the daemon's own: neither its
+# headers nor its library are installed.
 install(DIRECTORY include/kprof DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(FILES ${PROJECT_BINARY_DIR}/generated/kprof/config.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof COMPONENT dev)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/gen/kprof/v1 DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof
   COMPONENT dev FILES_MATCHING PATTERN "*.pb.h")
-install(DIRECTORY core DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof COMPONENT dev
+install(DIRECTORY base report DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof COMPONENT dev
   FILES_MATCHING PATTERN "*.h")
-install(FILES client/kprof_client.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/client
+install(FILES client/kprof_client.h client/farm.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/client
   COMPONENT dev)
 install(FILES proto/wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/proto COMPONENT dev)
 
@@ -75,8 +79,4 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME kprofd)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME kprofd-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libgrpc++-dev, libprotobuf-dev, libabsl-dev, libssl-dev, libdlpack-dev, nlohmann-json3-dev")
-if(KPROF_HAS_PAPI)
-  # kprof::core names libpapi.so by path among its link dependencies.
-  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", libpapi-dev")
-endif()
 include(CPack)

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "absl/status/status.h"
-#include "core/report.h"
 #include "kprof/v1/kprof.pb.h"
+#include "report/report.h"
 
 namespace kprof::wire {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/shape_string.h"
 #include "dlpack/dlpack.h"
+#include "report/shape_string.h"
 
 namespace kprof::core {
 

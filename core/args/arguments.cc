@@ -3,10 +3,10 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
 #include "core/args/data_type.h"
 #include "core/args/random.h"
-#include "core/sha256.h"
-#include "core/status_macros.h"
 
 namespace kprof::core {
 namespace {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/device.h"
 #include "core/args/arg_spec.h"
-#include "core/device.h"
-#include "core/device_api.h"
+#include "core/device/device_api.h"
 #include "dlpack/dlpack.h"
 
 namespace kprof::core {

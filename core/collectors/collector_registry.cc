@@ -3,13 +3,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 #include "core/collectors/nvml_collector.h"
 #include "core/collectors/papi_collector.h"
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/collectors/tegra.h"
-#include "core/status_macros.h"
 
 namespace kprof::core {
 

@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "core/device.h"
-#include "core/metric.h"
+#include "base/device.h"
+#include "report/metric.h"
 
 namespace kprof::core {
 

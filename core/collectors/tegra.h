@@ -26,7 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/collectors/metric_collector.h"
-#include "core/metric.h"
+#include "report/metric.h"
 
 namespace kprof::core {
 

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "core/collectors/nvml_collector.h"
 #include "core/cuda/cuda_devices.h"
-#include "core/status_macros.h"
 
 namespace kprof::core {
 namespace {

@@ -20,9 +20,9 @@
 #include "absl/status/statusor.h"
 #include "core/cuda/cuda_driver.h"
 #include "core/cuda/launch_config.h"
-#include "core/device_api.h"
-#include "core/metric.h"
-#include "core/timer.h"
+#include "core/device/device_api.h"
+#include "core/device/timer.h"
+#include "report/metric.h"
 
 namespace kprof::core {
 

@@ -1,7 +1,7 @@
 #include "core/cuda/cuda_devices.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/status_macros.h"
+#include "base/status_macros.h"
 #include "kprof/config.h"
 
 #if KPROF_HAS_CUDA

@@ -5,13 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "base/read_file.h"
+#include "base/status_macros.h"
 #include "core/cuda/cuda_context.h"
 #include "core/cuda/cuda_image.h"
 #include "core/cuda/kernel_params.h"
 #include "core/cuda/launch_config.h"
 #include "core/modules/elf_inspector.h"
-#include "core/read_file.h"
-#include "core/status_macros.h"
 
 namespace kprof::core {
 namespace {

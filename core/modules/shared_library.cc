@@ -16,8 +16,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/read_file.h"
 #include "core/modules/elf_inspector.h"
-#include "core/read_file.h"
 
 namespace kprof::core {
 

@@ -7,7 +7,7 @@
     print(result.as_table(), end="")                        # byte for byte the CLI's output
     kprof.compare_repeats([...seconds...], [...seconds...]) # two samples: one Comparison
 
-The numbers are the CLI's (core/compare.cc): the change of medians, a percentile bootstrap
+The numbers are the CLI's (report/compare.cc): the change of medians, a percentile bootstrap
 interval drawn from SplitMix64 with the same fixed seed, a two-sided Mann-Whitney U test as
 scipy computes it, and a verdict of faster, slower, same or insufficient.
 """

@@ -6,7 +6,7 @@
     ranking = daemon.rank(jobs)         # a race over a Client's or a Farm's batches
     print(ranking.as_table(), end="")   # byte for byte what `kprof batch --rank` prints
 
-The numbers are the CLI's (core/ranking.cc). The fastest is the candidate of the lowest median.
+The numbers are the CLI's (report/ranking.cc). The fastest is the candidate of the lowest median.
 Every other one is compared with it by the shift of their log-times: the Hodges-Lehmann
 estimate (the median of every pairwise difference) with its distribution-free confidence
 interval from the Mann-Whitney U distribution (Moses' interval: exact while the orderings can

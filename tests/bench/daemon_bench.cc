@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "client/kprof_client.h"
-#include "core/statistics.h"
 #include "daemon.h"
+#include "report/statistics.h"
 
 namespace {
 

@@ -54,13 +54,12 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/sha256.h"
 #include "client/farm.h"
 #include "client/kprof_client.h"
 #include "core/args/arguments.h"
-#include "core/environment.h"
+#include "core/host/environment.h"
 #include "core/modules/builtin_module.h"
-#include "core/sha256.h"
-#include "core/statistics.h"
 #include "daemon.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/async_generic_service.h"
@@ -74,6 +73,7 @@
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
 #include "process_info.h"
+#include "report/statistics.h"
 
 namespace {
 

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/environment.h"
-#include "core/interference.h"
-#include "core/local_runner.h"
+#include "core/host/environment.h"
+#include "core/host/interference.h"
+#include "core/measure/local_runner.h"
 #include "core/modules/builtin_module.h"
 
 int main() {

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "base/sha256.h"
 #include "cli.h"
 #include "client/kprof_client.h"
 #include "core/args/arg_spec.h"
 #include "core/args/arguments.h"
-#include "core/sha256.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -24,8 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include "base/sha256.h"
 #include "client/kprof_client.h"
-#include "core/sha256.h"
 #include "daemon.h"
 #include "emulation.h"
 #include "gmock/gmock.h"

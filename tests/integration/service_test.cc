@@ -16,7 +16,7 @@
 #include "client/kprof_client.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/cuda/cuda_devices.h"
-#include "core/placement.h"
+#include "core/host/placement.h"
 #include "daemon.h"
 #include "emulation.h"
 #include "gmock/gmock.h"

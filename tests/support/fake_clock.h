@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "core/clock.h"
+#include "core/device/clock.h"
 
 namespace kprof::testing {
 

@@ -1,0 +1,137 @@
+#include "core/host/interference.h"
+
+#include <sched.h>
+#include <sys/sysinfo.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "core/collectors/tegra.h"
+
+namespace kprof::core {
+namespace {
+
+// Both readings known, and apart by the frequency threshold or more.
+bool ClockMoved(int64_t before_khz, int64_t after_khz, const InterferenceThresholds& thresholds) {
+  if (before_khz <= 0 || after_khz <= 0) return false;
+  return std::abs(static_cast<double>(after_khz - before_khz)) / static_cast<double>(before_khz) >=
+         thresholds.frequency;
+}
+
+// The host's CPUs whose cpufreq node was found missing (a VM has none): such nodes do not
+// come and go while a process runs, and looking again would cost every job an open per sample.
+// Fake trees (tests) are looked at every time.
+class AbsentClocks {
+ public:
+  bool Known(const std::string& root, int cpu) {
+    if (root != "/") return false;
+    absl::MutexLock lock(&mutex_);
+    return cpus_.count(cpu) > 0;
+  }
+  void Mark(const std::string& root, int cpu) {
+    if (root != "/") return;
+    absl::MutexLock lock(&mutex_);
+    cpus_.insert(cpu);
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::set<int> cpus_ ABSL_GUARDED_BY(mutex_);
+};
+
+AbsentClocks& Absent() {
+  static AbsentClocks* const absent = new AbsentClocks;
+  return *absent;
+}
+
+}  // namespace
+
+// The host's load average from sysinfo(2), which hands over the kernel's fixed-point figure
+// where reading /proc/loadavg has it formatted first. The kernel computes it every 5 s, so a
+// figure read less than a millisecond ago is the figure now (but across the one tick in 5000):
+// a batch of short jobs samples it before and after each without a system call each time.
+// -1 when it cannot be read.
+double HostLoadAverage() {
+  static std::atomic<int64_t> read_at{-1};  // steady-clock nanoseconds; -1: never
+  static std::atomic<double> last{-1};
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (const int64_t at = read_at.load(std::memory_order_acquire);
+      at >= 0 && now >= at && now - at < 1'000'000) {
+    return last.load(std::memory_order_relaxed);
+  }
+  struct sysinfo info {};
+  const double load =
+      sysinfo(&info) == 0 ? static_cast<double>(info.loads[0]) / (1 << SI_LOAD_SHIFT) : -1;
+  last.store(load, std::memory_order_relaxed);
+  read_at.store(now, std::memory_order_release);
+  return load;
+}
+
+SystemSample SampleSystem(const std::string& root, int cpu) {
+  SystemSample sample;
+  // The host's own figure (HostLoadAverage); a test's root from its file.
+  std::string text;
+  if (root == "/") {
+    sample.load_average = HostLoadAverage();
+  } else if (std::ifstream in(root + "proc/loadavg"); in >> text) {
+    if (double load = 0; absl::SimpleAtod(text, &load) && load >= 0) sample.load_average = load;
+  }
+  sample.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  sample.cpu = cpu >= 0 ? cpu : sched_getcpu();
+  if (sample.cpu >= 0) sample.cpu_khz = CpuKhz(root, sample.cpu);
+  sample.gpu_khz = TegraGpuKhz(root);
+  return sample;
+}
+
+int64_t CpuKhz(const std::string& root, int cpu) {
+  if (Absent().Known(root, cpu)) return -1;
+  std::ifstream in(
+      absl::StrFormat("%ssys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", root, cpu));
+  if (!in.is_open()) {
+    Absent().Mark(root, cpu);
+    return -1;
+  }
+  int64_t khz = -1;
+  if (!(in >> khz) || khz <= 0) return -1;
+  return khz;
+}
+
+std::vector<std::string> InterferenceWarnings(const SystemSample& before, const SystemSample& after,
+                                              const InterferenceThresholds& thresholds) {
+  std::vector<std::string> warnings;
+  const double own = 1 - std::exp(-std::max(0.0, after.seconds - before.seconds) / 60);
+  const double rise = after.load_average - before.load_average;
+  if (before.load_average >= 0 && after.load_average >= 0 &&
+      (rise >= thresholds.load_average + own || -rise >= thresholds.load_average)) {
+    warnings.push_back(absl::StrFormat(
+        "the load average moved from %.2f to %.2f during the measurement (threshold %.2f): other "
+        "work competed for the CPUs",
+        before.load_average, after.load_average, thresholds.load_average));
+  }
+  if (before.cpu == after.cpu && ClockMoved(before.cpu_khz, after.cpu_khz, thresholds)) {
+    warnings.push_back(absl::StrFormat(
+        "the clock of CPU %d moved from %d MHz to %d MHz during the measurement (threshold "
+        "%.0f%%): frequency scaling changed the speed",
+        before.cpu, before.cpu_khz / 1000, after.cpu_khz / 1000, thresholds.frequency * 100));
+  }
+  if (ClockMoved(before.gpu_khz, after.gpu_khz, thresholds)) {
+    warnings.push_back(absl::StrFormat(
+        "the GPU clock moved from %d MHz to %d MHz during the measurement (threshold %.0f%%): "
+        "DVFS changed the speed (sudo jetson_clocks locks it)",
+        before.gpu_khz / 1000, after.gpu_khz / 1000, thresholds.frequency * 100));
+  }
+  return warnings;
+}
+
+}  // namespace kprof::core

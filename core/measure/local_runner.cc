@@ -1,0 +1,296 @@
+#include "core/measure/local_runner.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/collectors/collector_registry.h"
+#include "core/host/environment.h"
+#include "core/host/interference.h"
+#include "core/measure/profiler.h"
+#include "kprof/config.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_context.h"
+#endif
+
+namespace kprof::core {
+namespace {
+
+// Everything a job needs before its first call: the function and its arguments.
+struct Prepared {
+  ModuleFunction function;
+  std::unique_ptr<Arguments> args;
+  std::function<absl::Status()> launch;  // a bound CUDA kernel
+
+  bool is_kernel() const { return static_cast<bool>(launch); }
+
+  absl::Status Call() { return launch ? launch() : CallHost(); }
+
+  absl::Status CallHost() {
+    const int32_t code = function.function(args->tensors(), args->size());
+    if (code != 0) {
+      return absl::AbortedError(absl::StrCat("function '", function.name, "' returned ", code));
+    }
+    return absl::OkStatus();
+  }
+};
+
+absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(name), " = ", value, " is out of range (accepted: ", minimum, " or more)"));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<MetricCollector>>> MakeCollectors(
+    const std::vector<std::string>& specs) {
+  std::vector<std::unique_ptr<MetricCollector>> collectors;
+  for (const std::string& spec : specs) {
+    KPROF_ASSIGN_OR_RETURN(auto collector, CreateCollector(spec));
+    collectors.push_back(std::move(collector));
+  }
+  return collectors;
+}
+
+std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricCollector>>& owned) {
+  std::vector<MetricCollector*> pointers;
+  for (const auto& c : owned) pointers.push_back(c.get());
+  return pointers;
+}
+
+// The GPU's part of the manifest of a run on `device` (cuda), added to `manifest`.
+void AddDeviceManifest(Device device, MetricMap& manifest) {
+#if KPROF_HAS_CUDA
+  if (device.type == DeviceType::kCuda) {
+    for (auto& [name, value] : CudaManifest(device.id)) manifest.emplace(name, std::move(value));
+  }
+#else
+  (void)device;
+  (void)manifest;
+#endif
+}
+
+// The environment manifest of a run on `device`: the host's, and the GPU's on cuda.
+MetricMap Manifest(Device device) {
+  MetricMap manifest = EnvironmentManifest();
+  AddDeviceManifest(device, manifest);
+  return manifest;
+}
+
+// The run's own configuration plus the environment manifest.
+MetricMap WithEnvironment(MetricMap configuration, Device device) {
+  for (auto& [name, value] : Manifest(device)) configuration.emplace(name, std::move(value));
+  return configuration;
+}
+
+// Timers for host functions on a device other than the CPU: such a function may queue work on
+// any stream (or several), so the region is closed by synchronising the whole device.
+TimerRegistry* SyncingTimers() {
+  static TimerRegistry* const registry = [] {
+    auto* r = new TimerRegistry();
+    r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+      return std::make_unique<CpuTimer>();
+    });
+    r->Register(DeviceType::kCuda, [](Device d) -> absl::StatusOr<std::unique_ptr<Timer>> {
+      KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(d.type));
+      return MakeSyncingTimer(d, api);
+    });
+    return r;
+  }();
+  return registry;
+}
+
+// The timers for `prepared` on `device`: the device's own (CUDA events on the worker's
+// stream) for kernels and CPU code, synchronising ones for host code driving a device.
+TimerRegistry* TimersFor(const Prepared& prepared, Device device) {
+  if (device.type != DeviceType::kCpu && !prepared.is_kernel()) return SyncingTimers();
+  return &TimerRegistry::Global();
+}
+
+// Waits for the device's queued work, so that an asynchronous fault is this job's error.
+absl::Status Finish(Device device) {
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
+  return api->Sync(device);
+}
+
+absl::StatusOr<Prepared> Prepare(const Job& job) {
+  if (job.module == nullptr) return absl::InvalidArgumentError("job without a module");
+  Prepared prepared;
+  KPROF_ASSIGN_OR_RETURN(prepared.function, job.module->GetFunction(job.function));
+  std::vector<ArgSpec> specs;
+  specs.reserve(job.arg_specs.size());
+  for (const std::string& text : job.arg_specs) {
+    KPROF_ASSIGN_OR_RETURN(ArgSpec spec, ParseArgSpec(text));
+    specs.push_back(std::move(spec));
+  }
+  KPROF_ASSIGN_OR_RETURN(prepared.args,
+                         Arguments::Allocate(specs, job.seed, job.device, job.limits));
+  if (prepared.function.check_arguments) {
+    KPROF_RETURN_IF_ERROR(
+        prepared.function.check_arguments(prepared.args->tensors(), prepared.args->size()));
+  }
+  if (prepared.function.bind_kernel) {
+    if (!job.launch.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("kernel '", job.function,
+                       "' needs a launch configuration: grid and block (and dynamic "
+                       "shared memory, 0 by default)"));
+    }
+    KPROF_ASSIGN_OR_RETURN(prepared.launch,
+                           prepared.function.bind_kernel(*job.launch, prepared.args->tensors(),
+                                                         prepared.args->size()));
+  } else if (job.launch.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a launch configuration applies to CUDA kernels; '", job.function,
+                     "' is a host function (it launches its own work, if any)"));
+  }
+  return prepared;
+}
+
+}  // namespace
+
+absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time) {
+  TimeEvaluatorOptions options = time.options;
+  KPROF_RETURN_IF_ERROR(ValidateOptions(options));
+  if (!time.preprocess.empty() && time.preprocess != kCacheFlushCpuNonFirstArg) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown pre-processing step '", time.preprocess,
+                     "' (accepted: ", std::string(kCacheFlushCpuNonFirstArg), ", or none)"));
+  }
+  if (!time.preprocess.empty() && job.device.type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
+                                                   DeviceSpec(job.device), " is not a CPU"));
+  }
+  if (time.flush_l2) {
+    if (job.device.type != DeviceType::kCuda) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("flush_l2 sizes the cache flush to a CUDA device's L2; on ",
+                       DeviceSpec(job.device), " give cache_flush_bytes"));
+    }
+#if KPROF_HAS_CUDA
+    KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(job.device.id));
+    options.cache_flush_bytes = std::max(options.cache_flush_bytes, context->l2_bytes());
+#endif
+  }
+  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
+  if (!time.preprocess.empty()) {
+    options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
+  }
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
+  TimerRegistry* timers = TimersFor(prepared, job.device);
+  TimeEvaluator evaluator(
+      job.device, api, [timers](Device d) { return timers->Create(d); }, Clock::Steady());
+
+  TimeResult result;
+  const SystemSample before = SampleSystem();
+  // The loop calls one kind of function or the other, never a branch between them per call.
+  KPROF_ASSIGN_OR_RETURN(
+      result.evaluation,
+      prepared.is_kernel()
+          ? evaluator.Evaluate([&prepared] { return prepared.launch(); }, options)
+          : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
+  result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
+  result.summary = Summarize(result.evaluation.seconds_per_call);
+  if (options.outliers != OutlierFilter::kNone) {
+    result.filtered =
+        Summarize(Without(result.evaluation.seconds_per_call, result.evaluation.outliers));
+  }
+  if (time.host_environment_apart) {
+    Environment environment = ReadEnvironment();
+    result.environment = std::move(environment.job);
+    AddDeviceManifest(job.device, result.environment);
+    result.host_environment = std::move(environment.host);
+    result.host_generation = environment.host_generation;
+  } else {
+    result.environment = Manifest(job.device);
+  }
+  result.argument_shapes = prepared.args->ShapeString();
+  if (time.checksums) {
+    KPROF_ASSIGN_OR_RETURN(result.checksums, prepared.args->Sha256());
+  }
+  return result;
+}
+
+absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& profile) {
+  KPROF_RETURN_IF_ERROR(CheckCount("warmup", profile.warmup, 0));
+  KPROF_RETURN_IF_ERROR(CheckCount("number", profile.number, 1));
+  KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(profile.collectors));
+  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
+  for (int64_t i = 0; i < profile.warmup; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
+
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
+                         Profiler::Create({job.device}, Pointers(collectors),
+                                          WithEnvironment({{"Warm-up Calls", Count{profile.warmup}},
+                                                           {"Seed", std::to_string(job.seed)}},
+                                                          job.device),
+                                          TimersFor(prepared, job.device)));
+  KPROF_RETURN_IF_ERROR(profiler->Start());
+  KPROF_RETURN_IF_ERROR(
+      profiler->StartCall(job.function, job.device,
+                          {{std::string(kArgumentShapesMetric), prepared.args->ShapeString()}}));
+  for (int64_t i = 0; i < profile.number; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
+  KPROF_RETURN_IF_ERROR(profiler->StopCall({{std::string(kCountMetric), Count{profile.number}}}));
+  KPROF_RETURN_IF_ERROR(profiler->Stop());
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
+  return profiler->GetReport();
+}
+
+absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {
+  KPROF_RETURN_IF_ERROR(CheckCount("warmup", sequence.warmup, 0));
+  KPROF_RETURN_IF_ERROR(CheckCount("repeat", sequence.repeat, 1));
+  if (sequence.calls.empty())
+    return absl::InvalidArgumentError("a profile needs at least one call");
+  KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(sequence.collectors));
+
+  std::vector<Prepared> calls;
+  std::vector<std::string> shapes;
+  ArgumentLimits remaining = sequence.limits;
+  for (size_t i = 0; i < sequence.calls.size(); ++i) {
+    Job job = sequence.calls[i];
+    job.device = sequence.device;
+    job.seed = sequence.seed + i;  // each call's data differs, reproducibly
+    job.limits = remaining;
+    absl::StatusOr<Prepared> prepared = Prepare(job);
+    if (!prepared.ok()) {
+      return absl::Status(prepared.status().code(),
+                          absl::StrCat("call ", i, " (", job.function,
+                                       "): ", std::string(prepared.status().message())));
+    }
+    uint64_t bytes = 0;
+    for (const ArgSpec& spec : prepared->args->specs()) bytes += spec.num_bytes;
+    remaining.max_total_bytes -= std::min(bytes, remaining.max_total_bytes);
+    shapes.push_back(prepared->args->ShapeString());
+    calls.push_back(*std::move(prepared));
+  }
+  for (int64_t w = 0; w < sequence.warmup; ++w) {
+    for (Prepared& call : calls) KPROF_RETURN_IF_ERROR(call.Call());
+  }
+  // Device-synchronising timers as soon as one call is host code driving the device.
+  TimerRegistry* timers = &TimerRegistry::Global();
+  for (const Prepared& call : calls) {
+    if (TimersFor(call, sequence.device) != timers) timers = TimersFor(call, sequence.device);
+  }
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
+                         Profiler::Create({sequence.device}, Pointers(collectors),
+                                          WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
+                                                           {"Repeats", Count{sequence.repeat}},
+                                                           {"Seed", std::to_string(sequence.seed)}},
+                                                          sequence.device),
+                                          timers));
+  KPROF_RETURN_IF_ERROR(profiler->Start());
+  for (int64_t r = 0; r < sequence.repeat; ++r) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      KPROF_RETURN_IF_ERROR(profiler->StartCall(calls[i].function.name, sequence.device,
+                                                {{std::string(kArgumentShapesMetric), shapes[i]}}));
+      KPROF_RETURN_IF_ERROR(calls[i].Call());
+      KPROF_RETURN_IF_ERROR(profiler->StopCall());
+    }
+  }
+  KPROF_RETURN_IF_ERROR(profiler->Stop());
+  KPROF_RETURN_IF_ERROR(Finish(sequence.device));
+  return profiler->GetReport();
+}
+
+}  // namespace kprof::core

@@ -1,0 +1,101 @@
+// LocalRunner: one measurement of one module function, in this process — what a worker process
+// runs for each job, and what the demo and the benchmarks call directly.
+//
+// It parses the argument specs, allocates and initialises the tensors on the job's device,
+// checks them against the function (builtins say what they take), then either times the
+// function (TimeEvaluator) or profiles it under collectors (Profiler), and frees everything.
+//
+//   LocalRunner runner;
+//   Job job{&BuiltinModule(), "spin_us", {DeviceType::kCpu, 0}, {"float64:100"}};
+//   TimeJob timing;
+//   timing.options.repeat = 10;
+//   KPROF_ASSIGN_OR_RETURN(TimeResult result, runner.Time(job, timing));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/device.h"
+#include "core/args/arguments.h"
+#include "core/measure/time_evaluator.h"
+#include "core/modules/module.h"
+#include "report/report.h"
+#include "report/statistics.h"
+
+namespace kprof::core {
+
+// The named pre-processing steps a TimeEvaluate may ask for.
+inline constexpr std::string_view kCacheFlushCpuNonFirstArg = "cache_flush_cpu_non_first_arg";
+
+struct Job {
+  const Module* module = nullptr;
+  std::string function;
+  Device device;
+  std::vector<std::string> arg_specs;
+  uint64_t seed = 0;
+  ArgumentLimits limits;
+  // A CUDA kernel's grid, block and dynamic shared memory: required for kernels, refused for
+  // host functions.
+  std::optional<LaunchConfig> launch;
+};
+
+struct TimeJob {
+  TimeEvaluatorOptions options;  // its `preprocess` is set from `preprocess` below
+  bool flush_l2 = false;         // cache_flush_bytes = the CUDA device's L2 size
+  std::string preprocess;        // "" or kCacheFlushCpuNonFirstArg
+  bool checksums = false;        // SHA-256 of each argument after the run
+  // The result's `environment` holds the job's part of the manifest alone, and
+  // `host_environment` the host's (ReadEnvironment): for a process that sends the host's part
+  // once (a worker).
+  bool host_environment_apart = false;
+};
+
+struct TimeResult {
+  TimeEvaluation evaluation;
+  Summary summary;   // of evaluation.seconds_per_call, all of them
+  Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
+  std::vector<std::string> warnings;  // InterferenceWarnings over the run
+  std::string argument_shapes;
+  std::vector<std::string> checksums;  // when asked for
+  MetricMap environment;               // EnvironmentManifest() at the end of the run
+  // With TimeJob::host_environment_apart: the host's part, and its generation.
+  std::shared_ptr<const MetricMap> host_environment;
+  uint64_t host_generation = 0;
+};
+
+struct ProfileJob {
+  int64_t warmup = 0;                   // untimed calls first, >= 0
+  int64_t number = 1;                   // calls measured together, >= 1
+  std::vector<std::string> collectors;  // CreateCollector specs
+};
+
+// A sequence of calls on one device, profiled together (a model, layer by layer).
+struct SequenceJob {
+  std::vector<Job> calls;  // run in this order; their `device`, `seed` and `limits` are ignored
+  Device device;
+  uint64_t seed = 0;
+  ArgumentLimits limits;  // for all calls' arguments together
+  int64_t warmup = 0;     // untimed runs of the sequence first, >= 0
+  int64_t repeat = 1;     // profiled runs of the sequence, >= 1
+  std::vector<std::string> collectors;
+};
+
+class LocalRunner {
+ public:
+  // Times the function. A non-zero return is ABORTED: "function 'f' returned 3".
+  absl::StatusOr<TimeResult> Time(const Job& job, const TimeJob& time);
+
+  // Profiles `number` calls after `warmup`: one row with Count = number and the totals of
+  // duration and collector metrics over those calls.
+  absl::StatusOr<Report> Profile(const Job& job, const ProfileJob& profile);
+
+  // Profiles the sequence: a row per call per repeat (the table aggregates them), Percent of
+  // the device total, the device's totals over all repeats.
+  absl::StatusOr<Report> ProfileSequence(const SequenceJob& sequence);
+};
+
+}  // namespace kprof::core

@@ -1,0 +1,239 @@
+#include "core/measure/time_evaluator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "report/statistics.h"
+
+namespace kprof::core {
+namespace {
+
+constexpr double kGoldenRatio = 1.618;
+
+// Two device buffers that are copied one onto the other to push everything else out of the
+// caches; freed on every path.
+class CacheFlusher {
+ public:
+  CacheFlusher(Device device, DeviceApi* api) : device_(device), api_(api) {}
+  ~CacheFlusher() {
+    api_->Free(device_, a_);
+    api_->Free(device_, b_);
+  }
+  CacheFlusher(const CacheFlusher&) = delete;
+  CacheFlusher& operator=(const CacheFlusher&) = delete;
+
+  absl::Status Allocate(size_t bytes) {
+    bytes_ = bytes;
+    if (bytes == 0) return absl::OkStatus();
+    KPROF_ASSIGN_OR_RETURN(a_, api_->Alloc(device_, bytes));
+    KPROF_ASSIGN_OR_RETURN(b_, api_->Alloc(device_, bytes));
+    return api_->Memset(device_, b_, 1, bytes);
+  }
+
+  absl::Status Flush() {
+    if (bytes_ == 0) return absl::OkStatus();
+    return api_->Copy(device_, a_, b_, bytes_, CopyKind::kDeviceToDevice);
+  }
+
+ private:
+  Device device_;
+  DeviceApi* api_;
+  void* a_ = nullptr;
+  void* b_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// The sample relative standard deviation (dividing by n - 1) of the repeats the filter keeps,
+// and which it set aside. NaN for fewer than two repeats or a mean that is not positive (the
+// clock read nothing): no spread is known, so nothing converges on it.
+double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filter,
+                          std::vector<size_t>* outliers) {
+  outliers->clear();
+  if (filter == OutlierFilter::kTukey) *outliers = TukeyOutliers(samples);
+  const std::vector<double> kept = Without(samples, *outliers);
+  const double mean = Mean(kept);
+  if (kept.size() < 2 || !(mean > 0)) return std::numeric_limits<double>::quiet_NaN();
+  double squares = 0;
+  for (double x : kept) squares += (x - mean) * (x - mean);
+  return std::sqrt(squares / static_cast<double>(kept.size() - 1)) / mean;
+}
+
+}  // namespace
+
+absl::StatusOr<OutlierFilter> ParseOutlierFilter(std::string_view name) {
+  if (name.empty() || name == "none") return OutlierFilter::kNone;
+  if (name == "iqr") return OutlierFilter::kTukey;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown outlier filter '", std::string(name), "' (accepted: none, iqr)"));
+}
+
+std::string_view OutlierFilterName(OutlierFilter filter) {
+  return filter == OutlierFilter::kTukey ? "iqr" : "none";
+}
+
+std::string_view StopReasonName(StopReason reason) {
+  switch (reason) {
+    case StopReason::kConverged:
+      return "converged";
+    case StopReason::kTimeBudget:
+      return "time budget";
+    case StopReason::kRepeatCount:
+      break;
+  }
+  return "repeat count";
+}
+
+int64_t NextNumber(int64_t number, double elapsed_ms, double min_repeat_ms) {
+  if (!(elapsed_ms > 0)) return number;
+  const double by_rate = min_repeat_ms / (elapsed_ms / static_cast<double>(number)) + 1;
+  const double grown = std::max(by_rate, static_cast<double>(number) * kGoldenRatio);
+  if (!(grown < static_cast<double>(kMaxNumber))) return kMaxNumber;
+  return std::max(number, static_cast<int64_t>(grown));
+}
+
+absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
+  const auto bad = [](std::string_view name, auto value, std::string_view accepted) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(name), " = ", value,
+                     " is out of range (accepted: ", std::string(accepted), ")"));
+  };
+  if (o.number < 1 || o.number > kMaxNumber) {
+    return bad("number", o.number, absl::StrCat("1 to ", kMaxNumber));
+  }
+  if (o.repeat < 1 || o.repeat > kMaxRepeat) {
+    return bad("repeat", o.repeat, absl::StrCat("1 to ", kMaxRepeat));
+  }
+  if (o.min_repeat < absl::ZeroDuration()) {
+    return bad("min_repeat_ms", absl::ToDoubleMilliseconds(o.min_repeat), "0 or more");
+  }
+  if (o.limit_zero_time_iterations < 0) {
+    return bad("limit_zero_time_iterations", o.limit_zero_time_iterations, "0 or more");
+  }
+  if (o.cooldown_interval < absl::ZeroDuration()) {
+    return bad("cooldown_interval_ms", absl::ToDoubleMilliseconds(o.cooldown_interval),
+               "0 or more");
+  }
+  if (o.repeats_to_cooldown < 1) {
+    return bad("repeats_to_cooldown", o.repeats_to_cooldown,
+               "1 or more: cool down every N repeats");
+  }
+  if (o.cache_flush_bytes < 0) return bad("cache_flush_bytes", o.cache_flush_bytes, "0 or more");
+  if (!(o.max_relative_stddev >= 0 && o.max_relative_stddev <= 1)) {
+    return bad("max_relative_stddev", o.max_relative_stddev, "0 (off) or up to 1, e.g. 0.01");
+  }
+  if (o.max_relative_stddev > 0) {
+    if (o.min_repeats < 2 || o.min_repeats > o.repeat) {
+      return bad("min_repeats", o.min_repeats,
+                 absl::StrCat("2 to repeat = ", o.repeat, ": a spread needs two repeats"));
+    }
+    if (o.max_time <= absl::ZeroDuration()) {
+      return bad("max_time_ms", absl::ToDoubleMilliseconds(o.max_time), "more than 0");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TimeEvaluator> TimeEvaluator::Create(Device device) {
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
+  return TimeEvaluator(
+      device, api, [](Device d) { return TimerRegistry::Global().Create(d); }, Clock::Steady());
+}
+
+TimeEvaluator::TimeEvaluator(Device device, DeviceApi* api, TimerFactory timers, Clock* clock)
+    : device_(device), api_(api), timers_(std::move(timers)), clock_(clock) {}
+
+absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::Status()> function,
+                                                       const TimeEvaluatorOptions& options) {
+  KPROF_RETURN_IF_ERROR(ValidateOptions(options));
+  const int64_t started = clock_->NowNanos();
+  const bool converging = options.max_relative_stddev > 0;
+
+  // The first call is not timed: it pays for lazy initialisation and first-touch faults.
+  KPROF_RETURN_IF_ERROR(function());
+
+  CacheFlusher flusher(device_, api_);
+  KPROF_RETURN_IF_ERROR(flusher.Allocate(static_cast<size_t>(options.cache_flush_bytes)));
+  KPROF_RETURN_IF_ERROR(api_->Sync(device_));
+
+  const double min_repeat_ms = absl::ToDoubleMilliseconds(options.min_repeat);
+  int64_t number = options.number;  // grows within this evaluation only
+  TimeEvaluation result;
+  if (!converging) {
+    result.seconds_per_call.reserve(static_cast<size_t>(options.repeat));
+    result.numbers.reserve(static_cast<size_t>(options.repeat));
+  }
+  // Testing convergence sorts the repeats: every repeat up to 100, then at every 1% more, so
+  // that thousands of repeats cost O(n log n) each time, not each repeat.
+  int64_t next_check = 0;
+
+  for (int64_t i = 0; i < options.repeat; ++i) {
+    if (options.preprocess) KPROF_RETURN_IF_ERROR(options.preprocess());
+
+    double elapsed_ms = 0;
+    int64_t zero_times = 0;
+    while (true) {
+      KPROF_RETURN_IF_ERROR(flusher.Flush());
+      KPROF_RETURN_IF_ERROR(api_->Sync(device_));
+      KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Timer> timer, timers_(device_));
+      timer->Start();
+      for (int64_t j = 0; j < number; ++j) KPROF_RETURN_IF_ERROR(function());
+      timer->Stop();
+      const int64_t nanos = timer->ElapsedNanos();
+      KPROF_RETURN_IF_ERROR(timer->status());
+      if (nanos == 0) ++zero_times;
+      elapsed_ms = static_cast<double>(nanos) / 1e6;
+
+      // Unlike the reference, a limit of 0 means "stop at the first zero reading", not "never
+      // grow number".
+      const bool zero_limit_reached =
+          nanos == 0 && zero_times >= options.limit_zero_time_iterations;
+      if (elapsed_ms >= min_repeat_ms || zero_limit_reached || number == kMaxNumber) {
+        break;
+      }
+      number = NextNumber(number, elapsed_ms, min_repeat_ms);
+    }
+    result.seconds_per_call.push_back(elapsed_ms / 1e3 / static_cast<double>(number));
+    result.numbers.push_back(number);
+
+    const int64_t done = i + 1;
+    if (converging && done >= options.min_repeats && done >= next_check) {
+      next_check = done <= 100 ? done + 1 : done + done / 100;
+      result.rel_stddev =
+          KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
+      if (result.rel_stddev <= options.max_relative_stddev) {
+        result.converged = true;
+        result.stop = StopReason::kConverged;
+        break;
+      }
+    }
+    if (converging && clock_->NowNanos() - started >= absl::ToInt64Nanoseconds(options.max_time)) {
+      result.stop = StopReason::kTimeBudget;
+      break;
+    }
+
+    // Cool down after every `repeats_to_cooldown` repeats, but not after the last one.
+    const bool cooldown_due = (i + 1) % options.repeats_to_cooldown == 0 && i + 1 < options.repeat;
+    if (options.cooldown_interval > absl::ZeroDuration() && cooldown_due) {
+      clock_->SleepFor(options.cooldown_interval);
+    }
+  }
+  result.final_number = number;
+  if (!result.converged) {
+    result.rel_stddev =
+        KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
+    // The last repeats may have gone untested (past 100 the test runs at every 1% more, and
+    // the budget or the count can end it first): a spread under the threshold is converged.
+    if (converging && static_cast<int64_t>(result.seconds_per_call.size()) >= options.min_repeats &&
+        result.rel_stddev <= options.max_relative_stddev) {
+      result.converged = true;
+      result.stop = StopReason::kConverged;
+    }
+  }
+  return result;
+}
+
+}  // namespace kprof::core

@@ -1,0 +1,18 @@
+#include "report/shape_string.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace kprof::core {
+
+std::string ShapeString(const TensorShape& tensor) {
+  return absl::StrCat(tensor.dtype, "[", absl::StrJoin(tensor.shape, ", "), "]");
+}
+
+std::string ShapeString(const std::vector<TensorShape>& tensors) {
+  return absl::StrJoin(tensors, ", ", [](std::string* out, const TensorShape& tensor) {
+    out->append(ShapeString(tensor));
+  });
+}
+
+}  // namespace kprof::core

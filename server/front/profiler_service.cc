@@ -1,0 +1,733 @@
+#include "server/front/profiler_service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/sha256.h"
+#include "base/status_macros.h"
+#include "core/collectors/rusage_collector.h"
+#include "core/host/placement.h"
+#include "core/modules/builtin_module.h"
+#include "core/modules/module_format.h"
+#include "grpc/grpc_security_constants.h"
+#include "grpcpp/security/auth_context.h"
+#include "kprof/config.h"
+#include "server/front/grpc_status.h"
+#include "server/ipc/frame_channel.h"
+#include "server/ipc/wire.h"
+
+namespace kprof::server {
+namespace {
+
+using kprof::v1::ModuleInfo;
+
+// Limits on what one request may carry, each refused with INVALID_ARGUMENT saying so.
+constexpr size_t kMaxNameLength = 256;
+constexpr int kMaxArguments = 256;
+constexpr size_t kMaxSpecLength = 1024;
+constexpr size_t kMaxCalls = 4096;
+
+void ToProto(const StoredModule& module, ModuleInfo* out) {
+  out->set_id(module.id);
+  out->set_name(module.name);
+  out->set_format(module.format);
+  out->set_size_bytes(module.size_bytes);
+  for (const std::string& f : module.functions) out->add_functions(f);
+}
+
+void BuiltinInfo(ModuleInfo* out) {
+  out->set_id(std::string(core::kBuiltinModuleName));
+  out->set_name(std::string(core::kBuiltinModuleName));
+  out->set_format("builtin");
+  for (const std::string& f : core::BuiltinModule().functions()) out->add_functions(f);
+}
+
+std::string HostName() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof host - 1) != 0) return "unknown";
+  return host;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+// LoadModule: a header, then chunks; the SHA-256 is computed and the bytes written to a file in
+// the cache as they arrive. An upload that sends nothing for --upload-idle-timeout is ended.
+class ProfilerService::UploadReactor final
+    : public grpc::ServerReadReactor<kprof::v1::LoadModuleRequest> {
+ public:
+  // An admitted upload was counted in `uploads_` and listed in `live_uploads_` by the service,
+  // and leaves both when it ends.
+  UploadReactor(ProfilerService* service, kprof::v1::LoadModuleResponse* response,
+                const absl::StatusOr<std::string>& admitted)
+      : service_(service),
+        registry_(service->registry_),
+        client_(admitted.ok() ? *admitted : std::string()),
+        response_(response),
+        admitted_(admitted.ok()) {
+    Touch();
+    if (!admitted.ok()) {
+      FinishOnce(admitted.status());
+      return;
+    }
+    Read();
+  }
+
+  void OnReadDone(bool ok) override {
+    Touch();
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      reading_ = false;
+      if (finished_) return;  // ended meanwhile (idle): the read failed with it
+    }
+    if (!ok) {
+      Complete();
+      return;
+    }
+    if (const absl::Status s = Take(); !s.ok()) {
+      FinishOnce(s);
+      return;
+    }
+    Read();
+  }
+
+  void OnDone() override {
+    if (admitted_) {
+      absl::MutexLock lock(&service_->uploads_mutex_);
+      --service_->uploads_;
+      service_->live_uploads_.erase(this);
+    }
+    service_->upload_bytes_in_flight_.fetch_sub(reserved_);
+    Unref();
+  }
+
+  // For the service's sweeper (which holds a reference meanwhile): ends the upload if it has
+  // waited on a read for `timeout` — only then: a callback at work (a chunk taken, the module
+  // stored) is not interrupted, and no read is started after the end.
+  void ExpireIfIdle(absl::Duration timeout) {
+    const absl::Duration idle =
+        absl::Now() - absl::FromUnixNanos(last_activity_.load(std::memory_order_relaxed));
+    if (idle < timeout) return;
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      if (!reading_ || finished_) return;
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(absl::DeadlineExceededError(absl::StrCat(
+        "the upload sent nothing for ", absl::FormatDuration(idle), " (--upload-idle-timeout ",
+        absl::FormatDuration(timeout), ") and was dropped; send the module again"))));
+  }
+  void Ref() { refs_.fetch_add(1); }
+  void Unref() {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+ private:
+  void Touch() { last_activity_.store(absl::ToUnixNanos(absl::Now()), std::memory_order_relaxed); }
+  // The next read; from here until it is done, the sweeper may end the upload.
+  void Read() {
+    Touch();
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      if (finished_) return;
+      reading_ = true;
+    }
+    StartRead(&message_);
+  }
+  void FinishOnce(const absl::Status& status) {
+    {
+      absl::MutexLock lock(&finish_mutex_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(ToGrpcStatus(status));
+  }
+
+  absl::Status Take() {
+    if (message_.has_header()) {
+      if (have_header_) return absl::InvalidArgumentError("an upload has one header, not two");
+      header_ = message_.header();
+      have_header_ = true;
+      KPROF_RETURN_IF_ERROR(registry_->CheckHeader(header_.name(), header_.format(),
+                                                   header_.size_bytes(), header_.sha256()));
+      // Every upload in flight together within a bound (of the cache's disk), reserved by the
+      // declared size (which the upload may not exceed).
+      const uint64_t size = header_.size_bytes();
+      const uint64_t max = 4 * registry_->options().max_module_bytes;
+      const uint64_t before = service_->upload_bytes_in_flight_.fetch_add(size);
+      if (before + size > max) {
+        service_->upload_bytes_in_flight_.fetch_sub(size);
+        return absl::ResourceExhaustedError(
+            absl::StrCat("uploads in progress hold ", before, " bytes; this one's ", size,
+                         " would pass the limit of ", max,
+                         " (4 x --max-module-bytes); retry when one has ended"));
+      }
+      reserved_ = size;
+      KPROF_ASSIGN_OR_RETURN(upload_, registry_->BeginUpload());
+      return absl::OkStatus();
+    }
+    if (!have_header_) {
+      return absl::InvalidArgumentError("an upload starts with its header, then its chunks");
+    }
+    const std::string& chunk = message_.chunk();
+    if (upload_->size() + chunk.size() > header_.size_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("upload is longer than its declared size of ",
+                                                     header_.size_bytes(), " bytes"));
+    }
+    hash_.Update(chunk);
+    return upload_->Append(chunk);
+  }
+
+  void Complete() {
+    if (!have_header_) {
+      FinishOnce(absl::InvalidArgumentError("upload ended before its header"));
+      return;
+    }
+    const std::string hex = hash_.HexDigest();
+    auto stored = registry_->Store(client_, header_.name(), header_.format(), *upload_,
+                                   header_.size_bytes(), header_.sha256(), hex);
+    upload_.reset();
+    if (!stored.ok()) {
+      FinishOnce(stored.status());
+      return;
+    }
+    ToProto(stored->module, response_->mutable_module());
+    response_->set_already_held(stored->already_held);
+    FinishOnce(absl::OkStatus());
+  }
+
+  ProfilerService* const service_;
+  ModuleRegistry* const registry_;
+  uint64_t reserved_ = 0;     // this upload's part of the bytes in flight
+  const std::string client_;  // who uploads: the module's new holder
+  kprof::v1::LoadModuleResponse* response_;
+  const bool admitted_;
+  std::atomic<int> refs_{1};  // gRPC's, until OnDone; the sweeper's while it looks
+  std::atomic<int64_t> last_activity_{0};
+  absl::Mutex finish_mutex_;
+  bool finished_ ABSL_GUARDED_BY(finish_mutex_) = false;
+  bool reading_ ABSL_GUARDED_BY(finish_mutex_) = false;  // a read is outstanding
+  core::Sha256 hash_;
+  kprof::v1::LoadModuleRequest message_;
+  kprof::v1::ModuleHeader header_;
+  bool have_header_ = false;
+  std::unique_ptr<ModuleRegistry::Upload> upload_;
+};
+
+void ProfilerService::SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
+  out->set_queue_wait_seconds(Seconds(timing.queue_wait));
+  out->set_execution_seconds(Seconds(timing.execution));
+}
+
+void ProfilerService::AppendTiming(const JobTiming& timing, int field, std::string* result) {
+  kprof::v1::JobTiming proto;
+  SetTiming(timing, &proto);
+  AppendField(field, proto, result);
+}
+
+ProfilerService::ProfilerService(ModuleRegistry* registry,
+                                 std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
+                                 ServiceLimits limits, std::optional<TokenAuth> auth)
+    : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {
+  sweeper_ = std::thread([this] { SweepIdleUploads(); });
+}
+
+ProfilerService::~ProfilerService() {
+  stop_sweeping_.Notify();
+  sweeper_.join();
+}
+
+void ProfilerService::SetHost(DescribedHost host) {
+  for (kprof::v1::DeviceInfo& info : *host.host.mutable_devices()) {
+    devices_[info.device()] = std::move(info);
+  }
+  if (!host.cpu.ok()) {
+    // What the daemon knows without the worker; the collectors it could not ask about are
+    // listed with the reason.
+    const std::string why =
+        absl::StrCat("kprofd could not describe this host: ", host.cpu.message());
+    kprof::v1::DeviceInfo& cpu = devices_["cpu:0"];
+    cpu.set_device("cpu:0");
+    cpu.set_type("cpu");
+    cpu.set_name("cpu");
+    cpu.set_cpu_model("unknown");
+    cpu.set_cpus(static_cast<int32_t>(core::AllowedCpus().size()));
+    kprof::v1::CollectorInfo* rusage = cpu.add_collectors();
+    rusage->set_name("rusage");
+    rusage->set_available(true);
+    for (std::string_view m : core::kRusageMetrics) {
+      rusage->add_metrics(std::string(m));
+    }
+    for (const char* name : {"perf", "papi"}) {
+      kprof::v1::CollectorInfo* collector = cpu.add_collectors();
+      collector->set_name(name);
+      collector->set_reason(why);
+    }
+  }
+  if (host.cuda.ok()) {
+    cuda_line_ = host.host.cuda();
+    cuda_unavailable_ = host.host.cuda_unavailable();
+  } else {
+    cuda_unavailable_ = std::string(host.cuda.message());
+  }
+  if (!cuda_unavailable_.empty()) cuda_line_ = "no CUDA devices: " + cuda_unavailable_;
+  isolation_ = host.host.isolation();
+}
+
+absl::StatusOr<std::string> ProfilerService::Authenticate(
+    const grpc::CallbackServerContext* context) const {
+  if (auth_.has_value()) {
+    const auto& metadata = context->client_metadata();
+    const auto it = metadata.find("authorization");
+    if (it == metadata.end()) return auth_->Check(nullptr);
+    const std::string_view value(it->second.data(), it->second.size());
+    return auth_->Check(&value);
+  }
+  // Without tokens: the subject of a verified client certificate (mutual TLS), or "local",
+  // one client for whoever reaches a loopback-only daemon.
+  if (const std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+      auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& subject :
+         auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
+      if (subject.size() > 0) return std::string(subject.data(), subject.size());
+    }
+    return absl::UnauthenticatedError("the client certificate has no subject to name it by");
+  }
+  return std::string(kLocalClient);
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Refuse(grpc::CallbackServerContext* context,
+                                                  std::string* client) const {
+  absl::StatusOr<std::string> who = Authenticate(context);
+  if (who.ok()) {
+    *client = *std::move(who);
+    return nullptr;
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(who.status()));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* context,
+                                                   const kprof::v1::GetInfoRequest*,
+                                                   kprof::v1::GetInfoResponse* response) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  response->set_version(KPROF_VERSION);
+  response->set_build(KPROF_BUILD);
+  response->set_host(HostName());
+  for (const auto& [device, executor] : *executors_) {
+    kprof::v1::DeviceInfo* info = response->add_devices();
+    const std::string spec = core::DeviceSpec(device);
+    if (const auto described = devices_.find(spec); described != devices_.end()) {
+      *info = described->second;
+    } else {
+      info->set_device(spec);
+      info->set_type(std::string(core::DeviceTypeName(device.type)));
+      info->set_id(device.id);
+    }
+    const DeviceExecutor::Stats stats = executor->stats();
+    info->set_queue_length(stats.queue_length);
+    info->set_busy(stats.busy);
+    info->set_jobs_completed(stats.completed);
+    info->set_jobs_failed(stats.failed);
+    info->set_workers(stats.workers);
+    info->set_workers_started(stats.workers_started);
+    info->set_jobs_quick(stats.quick_jobs);
+  }
+  response->set_cuda(cuda_line_);
+  response->set_isolation(isolation_);
+  kprof::v1::Limits* limits = response->mutable_limits();
+  limits->set_max_module_bytes(registry_->options().max_module_bytes);
+  limits->set_max_cache_bytes(registry_->options().max_cache_bytes);
+  limits->set_max_argument_bytes(limits_.max_argument_bytes);
+  limits->set_max_queue(limits_.max_queue);
+  limits->set_job_timeout_seconds(Seconds(limits_.job_timeout));
+  limits->set_busy_poll_us(absl::ToInt64Microseconds(limits_.busy_poll));
+  kprof::v1::ListModulesResponse first;
+  (void)ListPage(client, kprof::v1::ListModulesRequest(), &first);
+  response->mutable_modules()->Swap(first.mutable_modules());
+  response->set_more_modules(!first.next_page_token().empty());
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+absl::Status ProfilerService::ListPage(const std::string& client,
+                                       const kprof::v1::ListModulesRequest& request,
+                                       kprof::v1::ListModulesResponse* response) {
+  constexpr int kMaxPage = 1000;
+  constexpr size_t kMaxPageBytes = size_t{4} << 20;
+  if (request.page_size() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("page_size = ", request.page_size(),
+                                                   " (accepted: 1 to ", kMaxPage, ", or 0 for ",
+                                                   kMaxPage, ")"));
+  }
+  const std::string& token = request.page_token();
+  if (!token.empty() &&
+      !(token.size() == 64 && token.find_first_not_of("0123456789abcdef") == std::string::npos)) {
+    return absl::InvalidArgumentError(
+        "page_token is not one a ListModules answer gave (its next_page_token)");
+  }
+  const size_t page = request.page_size() == 0 || request.page_size() > kMaxPage
+                          ? kMaxPage
+                          : static_cast<size_t>(request.page_size());
+  // The token is the last id listed; after the builtin module alone, 64 zeros (before every
+  // SHA-256 but one).
+  const std::string after_builtin(64, '0');
+  if (token.empty()) BuiltinInfo(response->add_modules());
+  bool more = false;
+  std::vector<StoredModule> modules;
+  if (token.empty() && page == 1) {
+    bool beyond = false;
+    more = !registry_->List(client, "", 1, kMaxPageBytes, &beyond).empty();
+  } else {
+    modules = registry_->List(client, token, token.empty() ? page - 1 : page, kMaxPageBytes, &more);
+  }
+  for (const StoredModule& m : modules) ToProto(m, response->add_modules());
+  if (more) response->set_next_page_token(modules.empty() ? after_builtin : modules.back().id);
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* ProfilerService::HasModule(grpc::CallbackServerContext* context,
+                                                     const kprof::v1::HasModuleRequest* request,
+                                                     kprof::v1::HasModuleResponse* response) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  if (request->id() == core::kBuiltinModuleName) {
+    response->set_present(true);
+    BuiltinInfo(response->mutable_module());
+  } else if (auto found = registry_->Find(client, request->id()); found.ok()) {
+    response->set_present(true);
+    ToProto(*found, response->mutable_module());
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerReadReactor<kprof::v1::LoadModuleRequest>* ProfilerService::LoadModule(
+    grpc::CallbackServerContext* context, kprof::v1::LoadModuleResponse* response) {
+  absl::StatusOr<std::string> admitted = Authenticate(context);
+  if (admitted.ok()) {
+    // Checked and counted under one lock, which StartDraining takes too: an upload either
+    // counts before draining begins, and is waited for, or is refused.
+    absl::MutexLock lock(&uploads_mutex_);
+    if (draining_) {
+      admitted = absl::UnavailableError("kprofd is shutting down");
+    } else {
+      ++uploads_;
+    }
+  }
+  auto* reactor = new UploadReactor(this, response, admitted);
+  if (admitted.ok()) {
+    absl::MutexLock lock(&uploads_mutex_);
+    live_uploads_.insert(reactor);
+  }
+  return reactor;
+}
+
+void ProfilerService::SweepIdleUploads() {
+  const absl::Duration every = std::min(limits_.upload_idle_timeout / 4, absl::Seconds(1));
+  while (!stop_sweeping_.WaitForNotificationWithTimeout(every)) {
+    std::vector<UploadReactor*> live;
+    {
+      absl::MutexLock lock(&uploads_mutex_);
+      for (UploadReactor* upload : live_uploads_) {
+        upload->Ref();  // kept alive while looked at, even if it ends meanwhile
+        live.push_back(upload);
+      }
+    }
+    for (UploadReactor* upload : live) {
+      upload->ExpireIfIdle(limits_.upload_idle_timeout);
+      upload->Unref();
+    }
+  }
+}
+
+bool ProfilerService::WaitForUploads(absl::Duration timeout) {
+  absl::MutexLock lock(&uploads_mutex_);
+  const auto none = [this]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(uploads_mutex_) { return uploads_ == 0; };
+  return uploads_mutex_.AwaitWithTimeout(absl::Condition(&none), timeout);
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ListModules(grpc::CallbackServerContext* context,
+                                                       const kprof::v1::ListModulesRequest* request,
+                                                       kprof::v1::ListModulesResponse* response) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(ListPage(client, *request, response)));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::UnloadModule(
+    grpc::CallbackServerContext* context, const kprof::v1::UnloadModuleRequest* request,
+    kprof::v1::UnloadModuleResponse*) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  auto* reactor = context->DefaultReactor();
+  if (request->id() == core::kBuiltinModuleName) {
+    reactor->Finish(ToGrpcStatus(
+        absl::FailedPreconditionError("the builtin module is part of kprofd and stays")));
+  } else {
+    reactor->Finish(ToGrpcStatus(registry_->Unload(client, request->id())));
+  }
+  return reactor;
+}
+
+// The reactor of a measurement: a client that cancels or goes away takes its job out of the
+// queue, or stops it while it runs.
+class JobReactor final : public grpc::ServerUnaryReactor {
+ public:
+  void Watch(DeviceExecutor* executor, uint64_t job_id) {
+    executor_ = executor;
+    job_id_ = job_id;
+  }
+  void OnCancel() override {
+    if (executor_ != nullptr) executor_->Cancel(job_id_);
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  DeviceExecutor* executor_ = nullptr;
+  uint64_t job_id_ = 0;
+};
+
+absl::Status CheckCall(const kprof::v1::FunctionCall& call) {
+  if (call.function().size() > kMaxNameLength) {
+    return absl::InvalidArgumentError(absl::StrCat("function name of ", call.function().size(),
+                                                   " bytes (limit ", kMaxNameLength, ")"));
+  }
+  if (call.args_size() > kMaxArguments) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call.args_size(), " arguments (limit ", kMaxArguments, ")"));
+  }
+  for (const std::string& spec : call.args()) {
+    if (spec.size() > kMaxSpecLength) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("an argument spec of ", spec.size(), " bytes (limit ", kMaxSpecLength, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<DeviceExecutor*> ProfilerService::FindExecutor(const std::string& device_text) {
+  KPROF_ASSIGN_OR_RETURN(const core::Device device,
+                         core::ParseDevice(device_text.empty() ? "cpu:0" : device_text));
+  const auto executor = executors_->find(device);
+  if (executor != executors_->end()) return executor->second.get();
+  std::vector<std::string> present;
+  for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
+  const std::string known = absl::StrJoin(present, ", ");
+  if (device.type == core::DeviceType::kCuda) {
+    const std::string why =
+        cuda_unavailable_.empty() ? "the CUDA driver reports no such device" : cuda_unavailable_;
+    return absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(device),
+                                                      " is not available: ", why,
+                                                      " (devices here: ", known, ")"));
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown device ", core::DeviceSpec(device), " (devices here: ", known, ")"));
+}
+
+absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
+    const std::string& client, const std::string& device_text,
+    const std::vector<const kprof::v1::FunctionCall*>& calls,
+    kprof::worker::v1::WorkerRequest request) {
+  if (draining_) return absl::UnavailableError("kprofd is shutting down");
+  KPROF_ASSIGN_OR_RETURN(DeviceExecutor* const executor, FindExecutor(device_text));
+  const core::Device device = executor->device();
+  if (calls.empty()) return absl::InvalidArgumentError("the request names no function");
+  if (calls.size() > kMaxCalls) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a profile of ", calls.size(), " calls (limit ", kMaxCalls, ")"));
+  }
+  for (const kprof::v1::FunctionCall* call : calls) KPROF_RETURN_IF_ERROR(CheckCall(*call));
+
+  std::vector<std::string> ids;
+  for (const kprof::v1::FunctionCall* call : calls) {
+    if (call->module_id().empty()) {
+      return absl::InvalidArgumentError(
+          "a call without a module id (a SHA-256 from LoadModule, or \"builtin\")");
+    }
+    if (call->module_id() == core::kBuiltinModuleName) {
+      KPROF_RETURN_IF_ERROR(core::BuiltinModule().GetFunction(call->function()).status());
+    } else if (std::find(ids.begin(), ids.end(), call->module_id()) == ids.end()) {
+      ids.push_back(call->module_id());  // each module once, however many calls name it
+    }
+  }
+  std::vector<StoredModule> modules;
+  if (ids.size() > FrameChannel::kMaxFds) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the job uses ", ids.size(), " modules (limit ", FrameChannel::kMaxFds, ")"));
+  }
+  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<ModuleRegistry::Pin> pin,
+                         registry_->Acquire(client, ids, &modules));
+  for (const kprof::v1::FunctionCall* call : calls) {
+    if (call->module_id() == core::kBuiltinModuleName) continue;
+    const StoredModule& module = modules[static_cast<size_t>(
+        std::find(ids.begin(), ids.end(), call->module_id()) - ids.begin())];
+    // CUDA code runs on CUDA devices; shared libraries run on the host for any device (on a
+    // GPU they get device pointers and launch work themselves).
+    if (core::IsCudaFormat(module.format) && device.type != core::DeviceType::kCuda) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("module ", module.id, " (", module.name, ") is ", module.format,
+                       " code for a CUDA device; the job is for ", core::DeviceSpec(device)));
+    }
+    // A fatbin's kernels are known once a device loads it.
+    if (module.format != "fatbin" &&
+        !std::binary_search(module.functions.begin(), module.functions.end(), call->function())) {
+      return core::NoSuchFunction(call->function(), module.functions);
+    }
+  }
+  for (const StoredModule& module : modules) {
+    kprof::worker::v1::ModuleFile* file = request.add_modules();
+    file->set_id(module.id);
+    file->set_path(module.path);  // for messages: the worker reads the descriptor
+    file->set_format(module.format);
+  }
+  request.set_job_id(next_job_id_++);
+  request.set_max_argument_bytes(limits_.max_argument_bytes);
+  PreparedJob job;
+  job.executor = executor;
+  job.module_fds = pin->fds();
+  job.pin = std::move(pin);
+  job.request = std::move(request);
+  job.what = calls.size() == 1 ? absl::StrCat("function '", calls[0]->function(), "'")
+                               : "the profiled sequence";
+  return job;
+}
+
+absl::Status ProfilerService::ResultStatus(
+    const absl::StatusOr<kprof::worker::v1::WorkerAnswer>& result, const std::string& what) {
+  if (!result.ok()) {
+    if (absl::IsAborted(result.status())) {
+      return absl::AbortedError(absl::StrCat(what, " crashed: ", result.status().message()));
+    }
+    return result.status();
+  }
+  if (result->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(result->code()), result->message());
+  }
+  return absl::OkStatus();
+}
+
+absl::Time ProfilerService::Deadline(const grpc::CallbackServerContext* context) {
+  return context->deadline() == std::chrono::system_clock::time_point::max()
+             ? absl::InfiniteFuture()
+             : absl::FromChrono(context->deadline());
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Submit(
+    grpc::CallbackServerContext* context, const std::string& client, const std::string& device_text,
+    const std::vector<const kprof::v1::FunctionCall*>& calls,
+    kprof::worker::v1::WorkerRequest request, Fill fill) {
+  auto* reactor = new JobReactor();
+  absl::StatusOr<PreparedJob> job = PrepareJob(client, device_text, calls, std::move(request));
+  if (!job.ok()) {
+    reactor->Finish(ToGrpcStatus(job.status()));
+    return reactor;
+  }
+  reactor->Watch(job->executor, job->request.job_id());
+  const absl::Status submitted = job->executor->Submit(
+      std::move(job->request), client, Deadline(context),
+      [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result,
+                                        JobTiming timing) {
+        absl::Status status = ResultStatus(result, what);
+        if (status.ok() && !fill(*result, timing)) {
+          status = absl::InternalError(
+              absl::StrCat("the worker's result for ", what, " is not a valid message"));
+        }
+        reactor->Finish(ToGrpcStatus(status));
+      },
+      std::move(job->pin), nullptr, false, std::move(job->module_fds));
+  if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ProfilerService::TimeEvaluate(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  kprof::v1::TimeEvaluateRequest parsed;
+  grpc::ByteBuffer bytes(*request);  // shares the slices
+  if (!grpc::SerializationTraits<kprof::v1::TimeEvaluateRequest>::Deserialize(&bytes, &parsed)
+           .ok()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "the request to /kprof.v1.Profiler/TimeEvaluate is not a valid protobuf message of its "
+        "type"));
+    return reactor;
+  }
+  kprof::worker::v1::WorkerRequest job;
+  *job.mutable_time_evaluate() = parsed;
+  return Submit(context, client, parsed.device(), {&parsed.call()}, std::move(job),
+                [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
+                  std::string answer = std::move(*result.mutable_time_evaluate());
+                  AppendTiming(timing, kprof::v1::TimeEvaluateResponse::kTimingFieldNumber,
+                               &answer);
+                  grpc::Slice slice(answer);
+                  *response = grpc::ByteBuffer(&slice, 1);
+                  return true;  // passed on as the worker wrote it
+                });
+}
+
+grpc::ServerUnaryReactor* ProfilerService::ProfileFunction(
+    grpc::CallbackServerContext* context, const kprof::v1::ProfileFunctionRequest* request,
+    kprof::v1::ProfileFunctionResponse* response) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  kprof::worker::v1::WorkerRequest job;
+  if (request->collectors_size() > kMaxCollectors) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat(request->collectors_size(), " collectors (limit ", kMaxCollectors, ")"))));
+    return reactor;
+  }
+  *job.mutable_profile_function() = *request;
+  return Submit(context, client, request->device(), {&request->call()}, std::move(job),
+                [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
+                  if (!response->ParseFromString(result.profile_function())) return false;
+                  SetTiming(timing, response->mutable_timing());
+                  return true;
+                });
+}
+
+grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* context,
+                                                   const kprof::v1::ProfileRequest* request,
+                                                   kprof::v1::ProfileResponse* response) {
+  std::string client;
+  if (auto* refused = Refuse(context, &client)) return refused;
+  // A row per call per repeat, each with its metrics: bounded before the worker builds them.
+  const int64_t repeat = request->has_repeat() ? request->repeat() : 1;
+  if (repeat > 0 && request->calls_size() > 0 && repeat > kMaxProfileRows / request->calls_size()) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "a profile of ", request->calls_size(), " call(s) x ", repeat, " repeats would be over ",
+        kMaxProfileRows,
+        " report rows (one per call per repeat); ask for fewer repeats, or profile in parts"))));
+    return reactor;
+  }
+  kprof::worker::v1::WorkerRequest job;
+  *job.mutable_profile() = *request;
+  std::vector<const kprof::v1::FunctionCall*> calls;
+  for (const auto& call : request->calls()) calls.push_back(&call);
+  return Submit(context, client, request->device(), calls, std::move(job),
+                [response](kprof::worker::v1::WorkerAnswer& result, JobTiming timing) {
+                  if (!response->ParseFromString(result.profile())) return false;
+                  SetTiming(timing, response->mutable_timing());
+                  return true;
+                });
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,98 @@
+#include "server/front/token_auth.h"
+
+#include <openssl/crypto.h>
+#include <openssl/sha.h>
+
+#include <fstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "base/sha256.h"
+#include "core/modules/module_format.h"
+
+namespace kprof::server {
+namespace {
+
+std::string Digest(std::string_view token) {
+  std::string digest(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(),
+         reinterpret_cast<unsigned char*>(digest.data()));
+  return digest;
+}
+
+}  // namespace
+
+absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the token file '", path, "'"));
+  TokenAuth auth;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    const std::string text(absl::StripAsciiWhitespace(line));
+    if (text.empty() || text[0] == '#') continue;
+    const size_t space = text.find_first_of(" \t");
+    const std::string token = text.substr(0, space);
+    std::string label = space == std::string::npos
+                            ? std::string()
+                            : std::string(absl::StripAsciiWhitespace(text.substr(space)));
+    if (!core::IsPrintableUtf8(label)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the token file '", path, "', line ", number,
+                       ": a label may not hold control characters and must be UTF-8 (a line "
+                       "is: TOKEN [LABEL])"));
+    }
+    if (label.size() > kMaxLabelBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "', line ", number,
+                                                     ": the label is ", label.size(),
+                                                     " bytes; at most ", kMaxLabelBytes));
+    }
+    Token entry{Digest(token), std::move(label)};
+    for (const Token& earlier : auth.tokens_) {
+      if (earlier.digest == entry.digest) {
+        return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "', line ", number,
+                                                       ": this token is listed already"));
+      }
+    }
+    entry.explicit_label = !entry.label.empty();
+    if (entry.label.empty()) entry.label = core::ToHex(entry.digest.substr(0, 4));
+    auth.tokens_.push_back(std::move(entry));
+  }
+  // A label that spells another token's digest label would make two clients one.
+  for (const Token& named : auth.tokens_) {
+    for (const Token& unnamed : auth.tokens_) {
+      if (named.explicit_label && !unnamed.explicit_label && named.label == unnamed.label) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the token file '", path, "': the label '", named.label,
+                         "' is also the label of a token without one (its digest's first 8 hex "
+                         "digits); choose another"));
+      }
+    }
+  }
+  if (auth.tokens_.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the token file '", path, "' holds no token (one per line)"));
+  }
+  return auth;
+}
+
+absl::StatusOr<std::string> TokenAuth::Check(const std::string_view* authorization) const {
+  if (authorization == nullptr) {
+    return absl::UnauthenticatedError(
+        "no credentials: this kprofd wants 'authorization: Bearer <token>' (kprof --token-file)");
+  }
+  constexpr std::string_view kBearer = "Bearer ";
+  if (authorization->substr(0, kBearer.size()) != kBearer) {
+    return absl::UnauthenticatedError("the authorization header is not 'Bearer <token>'");
+  }
+  const std::string digest = Digest(authorization->substr(kBearer.size()));
+  const Token* known = nullptr;
+  for (const Token& expected : tokens_) {  // no early exit: time does not tell which
+    if (CRYPTO_memcmp(expected.digest.data(), digest.data(), digest.size()) == 0) {
+      known = &expected;
+    }
+  }
+  if (known == nullptr) return absl::UnauthenticatedError("wrong bearer token");
+  return known->label;
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,354 @@
+#include "server/worker/worker_job.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/read_file.h"
+#include "base/status_macros.h"
+#include "core/measure/local_runner.h"
+#include "core/modules/builtin_module.h"
+#include "core/modules/module_format.h"
+#include "core/modules/shared_library.h"
+#include "kprof/config.h"
+#include "proto/wire.h"
+#include "server/worker/host_description.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_module.h"
+#endif
+
+namespace kprof::server {
+namespace {
+
+using kprof::worker::v1::WorkerRequest;
+using kprof::worker::v1::WorkerResponse;
+
+// The longest min_repeat_ms or cooldown_interval_ms a request may give: an hour.
+constexpr int64_t kMaxOptionMs = 3'600'000;
+
+absl::Status CheckDevice(const std::string& requested, core::Device mine) {
+  KPROF_ASSIGN_OR_RETURN(core::Device device,
+                         core::ParseDevice(requested.empty() ? "cpu:0" : requested));
+  if (device != mine) {
+    return absl::InternalError(absl::StrCat("job for ", core::DeviceSpec(device),
+                                            " reached the worker of ", core::DeviceSpec(mine)));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> CollectorTexts(
+    const google::protobuf::RepeatedPtrField<kprof::v1::CollectorSpec>& specs) {
+  std::vector<std::string> texts;
+  for (const auto& spec : specs) texts.push_back(wire::CollectorSpecText(spec));
+  return texts;
+}
+
+void ToProto(const core::Summary& summary, kprof::v1::TimeStatistics* out) {
+  out->set_mean(summary.mean);
+  out->set_median(summary.median);
+  out->set_min(summary.min);
+  out->set_max(summary.max);
+  out->set_std(summary.stddev);
+  out->set_cv(summary.cv);
+}
+
+// The convergence fields of a request onto the evaluator's options. They mean nothing without
+// max_relative_stddev, so giving them alone is an error rather than silently ignored.
+absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
+                                core::TimeEvaluatorOptions& options) {
+  if (r.max_relative_stddev() == 0) {
+    if (r.has_min_repeats() || r.max_time_ms() != 0) {
+      return absl::InvalidArgumentError(
+          "min_repeats and max_time_ms apply only with max_relative_stddev (e.g. 0.01), which "
+          "turns convergence on");
+    }
+    return absl::OkStatus();
+  }
+  options.max_relative_stddev = r.max_relative_stddev();
+  if (!r.has_repeat()) options.repeat = core::kDefaultConvergenceRepeats;
+  if (r.has_min_repeats()) options.min_repeats = r.min_repeats();
+  if (r.max_time_ms() != 0) {
+    if (!(r.max_time_ms() > 0 && r.max_time_ms() < 1e12)) {
+      return absl::InvalidArgumentError(absl::StrCat("max_time_ms = ", r.max_time_ms(),
+                                                     " is out of range (accepted: more than 0)"));
+    }
+    options.max_time = absl::Milliseconds(r.max_time_ms());
+  }
+  return absl::OkStatus();
+}
+
+// A kernel's launch configuration from the wire: up to three dimensions each, missing ones 1.
+absl::StatusOr<core::LaunchConfig> LaunchFromProto(const kprof::v1::LaunchConfig& launch) {
+  core::LaunchConfig config;
+  for (const auto& [what, from, to] : {std::tuple{"grid", &launch.grid(), &config.grid},
+                                       std::tuple{"block", &launch.block(), &config.block}}) {
+    if (from->empty() || from->size() > 3) {
+      return absl::InvalidArgumentError(absl::StrCat("launch.", what, " has ", from->size(),
+                                                     " dimensions (accepted: 1 to 3, x first)"));
+    }
+    for (int i = 0; i < from->size(); ++i) (*to)[static_cast<size_t>(i)] = from->Get(i);
+  }
+  config.shared_bytes = launch.shared_bytes();
+  return config;
+}
+
+// Opens a module file in this worker: a host library with dlopen, CUDA code on the device.
+absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::ModuleFile& file,
+                                                   core::Device device) {
+  if (core::IsCudaFormat(file.format())) {
+    if (device.type != core::DeviceType::kCuda) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
+    }
+#if KPROF_HAS_CUDA
+    return core::CudaModule::LoadFile(file.path(), file.format(), device.id);
+#else
+    return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");
+#endif
+  }
+  return core::SharedLibraryModule::OpenFile(file.path());
+}
+
+// Opens a module from a descriptor the daemon opened (the worker's sandbox does not let it open
+// the cache's path): a host library through its descriptor (SharedLibraryModule makes its own
+// sealed copy), CUDA code read whole from it.
+absl::StatusOr<std::unique_ptr<core::Module>> OpenDescriptor(
+    const kprof::worker::v1::ModuleFile& file, int fd, core::Device device) {
+  if (!core::IsCudaFormat(file.format())) return core::SharedLibraryModule::OpenDescriptor(fd);
+  if (device.type != core::DeviceType::kCuda) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
+  }
+#if KPROF_HAS_CUDA
+  KPROF_ASSIGN_OR_RETURN(std::string bytes, core::ReadDescriptor(fd));
+  return core::CudaModule::Load(std::move(bytes), file.format(), device.id);
+#else
+  return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");
+#endif
+}
+
+}  // namespace
+
+absl::StatusOr<const core::Module*> WorkerJobs::ResolveModule(const std::string& id,
+                                                              const WorkerRequest& request,
+                                                              absl::Span<const int> module_fds) {
+  if (id == core::kBuiltinModuleName) return &core::BuiltinModule();
+  if (const auto it = modules_.find(id); it != modules_.end()) {
+    it->second.last_used = jobs_;
+    return it->second.module.get();
+  }
+  for (int i = 0; i < request.modules_size(); ++i) {
+    const kprof::worker::v1::ModuleFile& file = request.modules(i);
+    if (file.id() != id) continue;
+    std::unique_ptr<core::Module> module;
+    if (static_cast<size_t>(i) < module_fds.size()) {
+      KPROF_ASSIGN_OR_RETURN(module,
+                             OpenDescriptor(file, module_fds[static_cast<size_t>(i)], device_));
+    } else {
+      KPROF_ASSIGN_OR_RETURN(module, Open(file, device_));
+    }
+    const core::Module* raw = module.get();
+    modules_[id] = {std::move(module), jobs_};
+    return raw;
+  }
+  return absl::NotFoundError(absl::StrCat("module '", id, "' was not sent to the worker"));
+}
+
+void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
+  while (modules_.size() > max_open_modules_) {
+    auto oldest = modules_.end();
+    for (auto it = modules_.begin(); it != modules_.end(); ++it) {
+      const bool named = std::any_of(request.modules().begin(), request.modules().end(),
+                                     [&](const auto& file) { return file.id() == it->first; });
+      if (!named && (oldest == modules_.end() || it->second.last_used < oldest->second.last_used)) {
+        oldest = it;
+      }
+    }
+    if (oldest == modules_.end()) return;  // all in use by this job
+    closed_.push_back(oldest->first);
+    modules_.erase(oldest);
+  }
+}
+
+absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const int> module_fds,
+                                WorkerResponse* response) {
+  ++jobs_;
+  // Before resolving: a module this job resolves stays open until the job ends.
+  CloseIdleModules(request);
+  core::LocalRunner runner;
+  core::ArgumentLimits limits;
+  if (request.max_argument_bytes() > 0) limits.max_total_bytes = request.max_argument_bytes();
+
+  const auto make_job = [&](const kprof::v1::FunctionCall& call,
+                            uint64_t seed) -> absl::StatusOr<core::Job> {
+    core::Job job;
+    KPROF_ASSIGN_OR_RETURN(job.module, ResolveModule(call.module_id(), request, module_fds));
+    job.function = call.function();
+    job.device = device_;
+    job.arg_specs.assign(call.args().begin(), call.args().end());
+    job.seed = seed;
+    job.limits = limits;
+    if (call.has_launch()) {
+      KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(call.launch()));
+    }
+    return job;
+  };
+
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate: {
+      const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
+      KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
+      core::TimeJob time;
+      if (r.has_number()) time.options.number = r.number();
+      if (r.has_repeat()) time.options.repeat = r.repeat();
+      // Durations in ms from the wire: finite, and at most an hour (NaN and 1e308 would run
+      // until the job timeout).
+      for (const auto& [what, ms] : {std::pair{"min_repeat_ms", r.min_repeat_ms()},
+                                     std::pair{"cooldown_interval_ms", r.cooldown_interval_ms()}}) {
+        if (!(ms >= 0 && ms <= static_cast<double>(kMaxOptionMs))) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              what, " = ", ms, " is out of range (accepted: 0 to ", kMaxOptionMs, ")"));
+        }
+      }
+      time.options.min_repeat = absl::Milliseconds(r.min_repeat_ms());
+      if (r.has_limit_zero_time_iterations()) {
+        time.options.limit_zero_time_iterations = r.limit_zero_time_iterations();
+      }
+      time.options.cooldown_interval = absl::Milliseconds(r.cooldown_interval_ms());
+      if (r.has_repeats_to_cooldown()) time.options.repeats_to_cooldown = r.repeats_to_cooldown();
+      time.options.cache_flush_bytes = r.cache_flush_bytes();
+      // The flush buffers count like arguments: a request may not size them beyond the limit.
+      if (r.cache_flush_bytes() > 0 && limits.max_total_bytes > 0 &&
+          static_cast<uint64_t>(r.cache_flush_bytes()) > limits.max_total_bytes / 2) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("cache_flush_bytes = ", r.cache_flush_bytes(),
+                         " needs two buffers of that size, "
+                         "over the limit of ",
+                         limits.max_total_bytes, " bytes per job"));
+      }
+      time.flush_l2 = r.flush_l2();
+      time.preprocess = r.preprocess();
+      time.checksums = r.checksums();
+      time.host_environment_apart = true;  // the front attaches the host's part
+      KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
+      KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
+      KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
+      kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
+      const core::TimeEvaluation& evaluation = result.evaluation;
+      for (double s : evaluation.seconds_per_call) out->add_seconds_per_call(s);
+      for (int64_t n : evaluation.numbers) out->add_numbers(n);
+      ToProto(result.summary, out->mutable_statistics());
+      out->set_final_number(evaluation.final_number);
+      if (time.options.max_relative_stddev > 0) out->set_converged(evaluation.converged);
+      out->set_rel_stddev(evaluation.rel_stddev);
+      out->set_stop_reason(std::string(core::StopReasonName(evaluation.stop)));
+      if (time.options.outliers != core::OutlierFilter::kNone) {
+        for (size_t i : evaluation.outliers) out->add_outliers(static_cast<int32_t>(i));
+        ToProto(result.filtered, out->mutable_filtered_statistics());
+      }
+      for (const std::string& w : result.warnings) out->add_warnings(w);
+      for (const std::string& c : result.checksums) out->add_checksums(c);
+      out->set_device(core::DeviceSpec(device_));
+      out->set_argument_shapes(result.argument_shapes);
+      wire::ToProto(result.environment, out->mutable_environment());
+      if (result.host_environment != nullptr && result.host_generation != sent_host_generation_) {
+        wire::ToProto(*result.host_environment, response->mutable_host_environment());
+        sent_host_generation_ = result.host_generation;
+      }
+      return absl::OkStatus();
+    }
+    case WorkerRequest::kProfileFunction: {
+      const kprof::v1::ProfileFunctionRequest& r = request.profile_function();
+      KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
+      core::ProfileJob profile;
+      profile.warmup = r.warmup();
+      if (r.has_number()) profile.number = r.number();
+      profile.collectors = CollectorTexts(r.collectors());
+      KPROF_ASSIGN_OR_RETURN(core::Report report, runner.Profile(job, profile));
+      *response->mutable_profile_function()->mutable_report() = wire::ToProto(report);
+      return absl::OkStatus();
+    }
+    case WorkerRequest::kProfile: {
+      const kprof::v1::ProfileRequest& r = request.profile();
+      KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+      core::SequenceJob sequence;
+      for (const kprof::v1::FunctionCall& call : r.calls()) {
+        KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(call, r.seed()));
+        sequence.calls.push_back(std::move(job));
+      }
+      sequence.device = device_;
+      sequence.seed = r.seed();
+      sequence.limits = limits;
+      sequence.warmup = r.warmup();
+      if (r.has_repeat()) sequence.repeat = r.repeat();
+      sequence.collectors = CollectorTexts(r.collectors());
+      KPROF_ASSIGN_OR_RETURN(core::Report report, runner.ProfileSequence(sequence));
+      *response->mutable_profile()->mutable_report() = wire::ToProto(report);
+      return absl::OkStatus();
+    }
+    case WorkerRequest::kDescribe:
+      *response->mutable_host() = request.describe().cuda() ? DescribeCuda() : DescribeCpu();
+      if (!request.describe().cuda()) {
+        response->mutable_host()->set_isolation(isolation_);
+        response->mutable_host()->set_isolated(isolated_);
+      }
+      return absl::OkStatus();
+    case WorkerRequest::kWithdraw:  // the worker's loop handles these
+    case WorkerRequest::kPark:
+    case WorkerRequest::JOB_NOT_SET:
+      break;
+  }
+  return absl::InvalidArgumentError("a worker request without a job");
+}
+
+std::string WorkerJobs::Describe(const WorkerRequest& request) {
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate:
+      return absl::StrCat("function '", request.time_evaluate().call().function(), "'");
+    case WorkerRequest::kProfileFunction:
+      return absl::StrCat("function '", request.profile_function().call().function(), "'");
+    default:
+      return "the profiled sequence";
+  }
+}
+
+void WorkerJobs::ReportClosed(const WorkerRequest& request, WorkerResponse* response) {
+  for (std::string& id : closed_) {
+    if (modules_.count(id) == 0) response->add_closed_modules(std::move(id));
+  }
+  closed_.clear();
+  for (const kprof::worker::v1::ModuleFile& file : request.modules()) {
+    if (file.id() != core::kBuiltinModuleName && modules_.count(file.id()) == 0 &&
+        std::find(response->closed_modules().begin(), response->closed_modules().end(),
+                  file.id()) == response->closed_modules().end()) {
+      response->add_closed_modules(file.id());
+    }
+  }
+}
+
+WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const int> module_fds) {
+  WorkerResponse response;
+  response.set_job_id(request.job_id());
+  if (request.module_files_withheld() &&
+      std::any_of(request.modules().begin(), request.modules().end(), [this](const auto& file) {
+        return file.id() != core::kBuiltinModuleName && modules_.count(file.id()) == 0;
+      })) {
+    // Closed before the front heard of it: the job comes again with its modules' files.
+    response.set_withdrawn(true);
+    ReportClosed(request, &response);
+    return response;
+  }
+  const absl::Status status = RunJob(request, module_fds, &response);
+  if (!status.ok()) {
+    response.Clear();
+    response.set_job_id(request.job_id());
+    response.set_code(static_cast<int32_t>(status.code()));
+    response.set_message(std::string(status.message()));
+  }
+  ReportClosed(request, &response);
+  return response;
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,525 @@
+// kprofd-worker: runs jobs for one device on behalf of kprofd. Started by the daemon (never by
+// hand) with the job socket as descriptor 3; it reads a request, runs it, answers, and repeats
+// until the socket closes. It dies with the daemon (PR_SET_PDEATHSIG).
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "base/device.h"
+#include "core/host/environment.h"
+#include "core/host/placement.h"
+#include "kprof/config.h"
+#include "server/ipc/frame_channel.h"
+#include "server/worker/worker_job.h"
+#include "server/worker/worker_sandbox.h"
+
+#if KPROF_HAS_CUDA
+#include "core/cuda/cuda_context.h"
+#include "core/cuda/cuda_driver.h"
+#endif
+
+namespace {
+
+constexpr int kJobSocket = 3;
+
+// A function that crashes must end the worker by that very signal, so the daemon can name it —
+// even in builds whose sanitizers install handlers of their own, and even when the crash is a
+// stack overflow (hence the alternate stack).
+void InstallCrashHandlers() {
+  static char alternate_stack[1 << 16];
+  stack_t stack{};
+  stack.ss_sp = alternate_stack;
+  stack.ss_size = sizeof alternate_stack;
+  sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_handler = [](int sig) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  };
+  action.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
+}
+
+// The worker's own threads, counted at start; a job that leaves more behind disturbs the next.
+// The process's threads, less the CUDA driver's own when `skip_cuda` (it starts them as it
+// sees fit — "cuda-EvtHandlr", "cuda00001400006" — and they are not a job's leftovers).
+// Field 20 of /proc/self/stat, after the command name's closing parenthesis (a name may hold
+// spaces and parentheses of its own); -1 when it cannot be read.
+int ThreadsFromStat() {
+  const int stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  char text[1024];
+  const ssize_t n = stat < 0 ? -1 : read(stat, text, sizeof text - 1);
+  if (stat >= 0) close(stat);
+  if (n <= 0) return -1;
+  text[n] = 0;
+  const char* end = std::strrchr(text, ')');
+  if (end == nullptr) return -1;
+  int field = 2, threads = -1;
+  for (const char* p = end + 1; *p != 0 && threads < 0; ++p) {
+    if (*p == ' ' && ++field == 20) threads = std::atoi(p + 1);
+  }
+  return threads;
+}
+
+int CountThreads(bool skip_cuda) {
+  if (!skip_cuda) {
+    // procfs gives /proc/self/task a link count of its own links plus one per thread: one fstat
+    // of a descriptor kept open counts them, where reading /proc/self/stat has the kernel format
+    // some fifty fields. The links of its own are found once, against /proc/self/stat. A
+    // function could close the descriptor or put another file on it to hide its threads: the
+    // file's identity (procfs's own inode of this process's task directory, which no other file
+    // has) comes with the same fstat, and a stranger is replaced by a fresh descriptor.
+    static int task = -1;
+    static struct stat identity {};
+    static int own_links = 0;
+    struct stat now {};
+    if (task < 0 || fstat(task, &now) != 0 || now.st_dev != identity.st_dev ||
+        now.st_ino != identity.st_ino) {
+      task = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // an old number stays
+      const int threads = ThreadsFromStat();
+      if (task < 0 || fstat(task, &identity) != 0 || threads <= 0) {
+        task = -1;
+        if (threads > 0) return threads;
+      } else {
+        own_links = static_cast<int>(identity.st_nlink) - threads;
+        return threads;
+      }
+    } else {
+      return static_cast<int>(now.st_nlink) - own_links;
+    }
+  }
+  int threads = 0;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(tasks)) {
+      if (entry->d_name[0] == '.') continue;
+      if (skip_cuda) {
+        char comm[32] = {0};
+        const std::string path = std::string("/proc/self/task/") + entry->d_name + "/comm";
+        if (FILE* f = std::fopen(path.c_str(), "r")) {
+          const size_t n = std::fread(comm, 1, sizeof comm - 1, f);
+          std::fclose(f);
+          if (n >= 4 && std::strncmp(comm, "cuda", 4) == 0) continue;
+        }
+      }
+      ++threads;
+    }
+    closedir(tasks);
+  }
+  return threads;
+}
+
+// The job socket as the worker started with it: a function that put something else on
+// descriptor 3 (dup2 of a socketpair) would have the next answer, and every later request,
+// go through whoever holds the other end.
+struct SocketIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const SocketIdentity& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+SocketIdentity JobSocketIdentity() {
+  struct stat st {};
+  if (fstat(kJobSocket, &st) != 0) return {};
+  return {st.st_dev, st.st_ino};
+}
+
+// What a job left in the worker's scratch directory (its TMPDIR), or "" when it is empty.
+// The next job, the client's own, would find it: a worker with leftovers is replaced, and
+// the daemon removes the directory with it.
+constexpr off_t kEmptyTmpfsDirectory = 40;
+
+struct Scratch {
+  DIR* dir = nullptr;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  // On tmpfs a directory's size counts its entries (20 bytes each, "." and ".." included), so
+  // the fstat that checks the descriptor also says whether it is empty.
+  bool tmpfs = false;
+};
+
+Scratch OpenScratch(const std::string& path) {
+  Scratch scratch;
+  if (path.empty()) return scratch;
+  scratch.dir = opendir(path.c_str());
+  struct stat st {};
+  if (scratch.dir != nullptr && fstat(dirfd(scratch.dir), &st) == 0) {
+    scratch.dev = st.st_dev;
+    scratch.ino = st.st_ino;
+    struct statfs fs {};
+    scratch.tmpfs = fstatfs(dirfd(scratch.dir), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+                    st.st_size == kEmptyTmpfsDirectory;
+  }
+  return scratch;
+}
+
+std::string ScratchLeftovers(const Scratch& scratch) {
+  if (scratch.dir == nullptr) return "";
+  // A function may close the descriptor, or put another directory on it, to hide its files.
+  struct stat st {};
+  if (fstat(dirfd(scratch.dir), &st) != 0 || st.st_dev != scratch.dev || st.st_ino != scratch.ino) {
+    return "closed or replaced the descriptor of its scratch directory";
+  }
+  if (scratch.tmpfs && st.st_size == kEmptyTmpfsDirectory) return "";
+  rewinddir(scratch.dir);
+  int entries = 0;
+  std::string first;
+  while (dirent* entry = readdir(scratch.dir)) {
+    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
+    if (entries++ == 0) first = entry->d_name;
+  }
+  if (entries == 0) return "";
+  return absl::StrCat("left ", entries, " file(s) in its scratch directory ($TMPDIR, first '",
+                      absl::CHexEscape(first), "')");
+}
+
+// Why the worker is no longer fit for the next job, or "" when it is.
+std::string Disturbance(int baseline_threads, bool skip_cuda, const Scratch& scratch) {
+  // One poll asks after all three: a closed descriptor is POLLNVAL.
+  pollfd streams[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};
+  std::vector<std::string> closed;
+  if (poll(streams, 3, 0) >= 0) {
+    for (const pollfd& p : streams) {
+      if ((p.revents & POLLNVAL) != 0) closed.push_back(std::to_string(p.fd));
+    }
+  }
+  if (!closed.empty()) {
+    return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
+  }
+  int extra = CountThreads(skip_cuda) - baseline_threads;
+  // A thread the CUDA driver has just started names itself a moment later: give it up to
+  // 100 ms to say it is the driver's before calling it a leftover.
+  for (int wait = 0; skip_cuda && extra > 0 && wait < 20; ++wait) {
+    usleep(5000);
+    extra = CountThreads(skip_cuda) - baseline_threads;
+  }
+  if (extra > 0) return "left " + std::to_string(extra) + " thread(s) running";
+  return ScratchLeftovers(scratch);
+}
+
+// A data-size limit (heap, anonymous mappings) so that a job asking for absurd memory fails
+// inside the worker rather than waking the host's OOM killer. Not RLIMIT_AS, which would
+// break CUDA's address reservations; not under AddressSanitizer, whose shadow memory counts.
+void LimitData(uint64_t bytes) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)bytes;
+#else
+  if (bytes == 0) return;
+  const rlimit limit{bytes, bytes};
+  if (setrlimit(RLIMIT_DATA, &limit) != 0) {
+    std::fprintf(stderr, "kprofd-worker: cannot limit data size: %s\n", std::strerror(errno));
+  }
+#endif
+}
+
+// Why the CUDA context of `device` is lost (a kernel faulted), or "" when it is not. Threads
+// the driver starts are its own, so a CUDA worker counts them into its baseline after init.
+std::string ContextLost(kprof::core::Device device) {
+#if KPROF_HAS_CUDA
+  if (device.type != kprof::core::DeviceType::kCuda) return "";
+  absl::StatusOr<kprof::core::CudaContext*> context = kprof::core::CudaContext::For(device.id);
+  if (!context.ok()) return "";
+  // A fault surfaces at the next synchronisation; make sure there has been one. Any failure
+  // of it means the context cannot be trusted with the next job.
+  const absl::Status synced = (*context)->Synchronize();
+  std::string lost = (*context)->driver()->ContextLost();
+  if (lost.empty() && !synced.ok()) lost = std::string(synced.message());
+  return lost;
+#else
+  (void)device;
+  return "";
+#endif
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+// LeakSanitizer's exit-time check stops the process with ptrace from a clone() without
+// CLONE_THREAD, both of which the syscall filter denies: the worker's leaks go unchecked in
+// sanitizer builds (the code it runs is leak-checked in the unit tests, outside a worker).
+extern "C" int __lsan_is_turned_off() { return 1; }
+#endif
+
+constexpr long long kMaxBusyPollUs = 1000000;
+
+// Waits up to `ns` for a frame by asking the socket again and again, giving the CPU to whatever
+// else may run on it between asks: the next job of a client that sends one after another comes
+// without the wake-up of a sleeping process, which costs tens of microseconds on a VM. Whether
+// a frame (or the end of the stream) is there.
+bool BusyPoll(kprof::server::FrameChannel& channel, int64_t ns) {
+  const int64_t until = absl::GetCurrentTimeNanos() + ns;
+  while (!channel.Poll()) {
+    if (absl::GetCurrentTimeNanos() >= until) return false;
+    sched_yield();
+  }
+  return true;
+}
+
+int Usage(const char* why) {
+  std::fprintf(stderr,
+               "kprofd-worker: %s\nusage: kprofd-worker --device cpu:0 --max-frame-bytes N "
+               "[--busy-poll-us N] (started by kprofd with its job socket as descriptor 3)\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string device_text;
+  size_t max_frame_bytes = 64 << 20;
+  uint64_t max_data_bytes = 0;
+  uint64_t max_open_modules = kprof::server::kMaxOpenModules;
+  pid_t parent = 0;
+  kprof::server::SandboxPaths sandbox;
+  kprof::core::Placement placement;
+  std::optional<kprof::server::WorkerUser> user;
+  bool describer = false;
+  int64_t busy_poll_ns = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+      device_text = argv[++i];
+    } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && i + 1 < argc) {
+      max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--no-read") == 0 && i + 1 < argc) {
+      sandbox.unreadable.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+      absl::StatusOr<kprof::server::WorkerUser> parsed = kprof::server::ParseWorkerUser(argv[++i]);
+      if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
+      user = *std::move(parsed);
+    } else if (std::strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      const long long us = std::strtoll(argv[++i], &end, 10);
+      if (end == argv[i] || *end != 0 || us < 0 || us > kMaxBusyPollUs) {
+        return Usage("--busy-poll-us wants microseconds from 0 to 1000000");
+      }
+      busy_poll_ns = us * 1000;
+    } else if (std::strcmp(argv[i], "--describer") == 0) {
+      describer = true;
+    } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
+      sandbox.scratch = argv[++i];
+    } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
+      parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
+    } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
+      max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--open-modules") == 0 && i + 1 < argc) {
+      max_open_modules = std::strtoull(argv[++i], nullptr, 10);
+      if (max_open_modules == 0) return Usage("--open-modules wants a positive count");
+    } else if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
+      absl::StatusOr<std::vector<int>> cpus = kprof::core::ParseCpuList(argv[++i]);
+      if (!cpus.ok()) return Usage(std::string(cpus.status().message()).c_str());
+      placement.cpus = *std::move(cpus);
+    } else if (std::strcmp(argv[i], "--priority") == 0 && i + 1 < argc) {
+      absl::StatusOr<kprof::core::Priority> priority = kprof::core::ParsePriority(argv[++i]);
+      if (!priority.ok()) return Usage(std::string(priority.status().message()).c_str());
+      placement.priority = *priority;
+    } else if (std::strcmp(argv[i], "--help") == 0) {
+      Usage("runs measurement jobs for kprofd");
+      return 0;
+    } else {
+      return Usage("unknown argument");
+    }
+  }
+  const absl::StatusOr<kprof::core::Device> device = kprof::core::ParseDevice(device_text);
+  if (!device.ok()) return Usage(std::string(device.status().message()).c_str());
+
+  // Die with the daemon; if it is already gone, do not linger.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (parent > 0 && getppid() != parent) return 1;  // the daemon died before the prctl
+  InstallCrashHandlers();
+  // Still one thread: pinning and priority hold for the whole worker and what it starts.
+  if (const absl::Status s = kprof::core::ApplyPlacement(placement); !s.ok()) {
+    std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  // Not for a GPU's worker: the driver maps device memory and its own bookkeeping into the
+  // process, and device allocations are bounded by the argument limit anyway.
+  if (device->type == kprof::core::DeviceType::kCpu) LimitData(max_data_bytes);
+  std::vector<std::string> isolation;
+  bool isolated = true;
+  if (absl::StatusOr<std::string> s = kprof::server::ApplyWorkerSandbox(sandbox); s.ok()) {
+    isolation.push_back(*std::move(s));
+  } else {
+    isolation.push_back(absl::StrCat("no Landlock (", s.status().message(), ")"));
+    isolated = false;
+    std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",
+                 s.status().ToString().c_str());
+  }
+#if KPROF_HAS_CUDA
+  // The driver starts threads of its own as it initialises; they are part of a CUDA worker's
+  // baseline, not a disturbance left by a job. A device that fails here fails each job with
+  // the reason.
+  if (device->type == kprof::core::DeviceType::kCuda &&
+      kprof::core::CudaContext::For(device->id).ok()) {
+    (void)kprof::core::CudaManifest(device->id);
+  }
+#endif
+  // A root daemon's worker becomes a user of its own: files only root may read (/etc/shadow,
+  // /root) are out of reach, on top of the Landlock rules. Its CUDA device, opened above, stays
+  // open.
+  if (user.has_value()) {
+#if KPROF_HAS_CUDA
+    if (describer) kprof::core::CudaDriver::Preload();
+#endif
+    kprof::server::DropBoundingSet();  // while the capability to do so is still there
+    if (const absl::Status s = kprof::server::BecomeUser(*user, parent); !s.ok()) {
+      std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    isolation.push_back(absl::StrCat("uid ", user->uid));
+  }
+  if (const absl::Status s = kprof::server::DropCapabilities(); !s.ok()) {
+    isolation.push_back(absl::StrCat("capabilities kept (", s.message(), ")"));
+    isolated = false;
+  }
+  // Last: everything above may do what the filter denies to the functions it runs.
+  if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); s.ok()) {
+    isolation.push_back("seccomp filter");
+    kprof::core::PlacementIsFixed();  // the filter denies changing CPUs and priority
+  } else {
+    isolation.push_back(absl::StrCat("no seccomp filter (", s.message(), ")"));
+    isolated = false;
+    std::fprintf(stderr, "kprofd-worker: running without its syscall filter: %s\n",
+                 s.ToString().c_str());
+  }
+  const bool skip_cuda = device->type == kprof::core::DeviceType::kCuda;
+  const int baseline_threads = CountThreads(skip_cuda);
+  const SocketIdentity job_socket = JobSocketIdentity();
+  const Scratch scratch = OpenScratch(sandbox.scratch);
+
+  kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
+  kprof::server::WorkerJobs jobs(*device, max_open_modules);
+  jobs.set_isolation(absl::StrJoin(isolation, "; "), isolated);
+  // Jobs handed on and not started yet, in order: everything that has arrived is read before
+  // each job starts, so a job taken back (Withdraw) is answered without running.
+  struct Pending {
+    kprof::worker::v1::WorkerRequest request;
+    std::vector<int> fds;
+  };
+  std::deque<Pending> pending;
+  // Right after an answer, the next job is waited for with a busy poll, until a Park says
+  // another worker is to run.
+  bool answered = false;
+  const auto take_in = [&](kprof::worker::v1::WorkerRequest request, std::vector<int> fds) -> bool {
+    if (request.has_park()) {
+      for (int fd : fds) close(fd);
+      answered = false;
+      return true;
+    }
+    if (!request.has_withdraw()) {
+      pending.push_back(Pending{std::move(request), std::move(fds)});
+      return true;
+    }
+    for (const uint64_t id : request.withdraw().job_ids()) {
+      const auto it = std::find_if(pending.begin(), pending.end(),
+                                   [id](const Pending& p) { return p.request.job_id() == id; });
+      if (it == pending.end()) continue;  // started already, or answered
+      for (int fd : it->fds) close(fd);
+      pending.erase(it);
+      kprof::worker::v1::WorkerResponse withdrawn;
+      withdrawn.set_job_id(id);
+      withdrawn.set_withdrawn(true);
+      if (!channel.Write(withdrawn).ok()) return false;
+    }
+    return true;
+  };
+  while (true) {
+    if (pending.empty()) {
+      if (std::exchange(answered, false) && busy_poll_ns > 0) BusyPoll(channel, busy_poll_ns);
+      kprof::worker::v1::WorkerRequest request;
+      std::vector<int> fds;
+      const absl::Status read = channel.Read(&request, &fds);
+      if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
+      if (!read.ok()) {
+        std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
+        return 1;
+      }
+      if (!take_in(std::move(request), std::move(fds))) return 0;
+    }
+    // Everything that has come, withdrawals included, before a job starts. Asked of the socket
+    // even right after a blocking read: a recvmsg stops at a frame that carries descriptors,
+    // so the frames behind a job's may still be there.
+    while (true) {
+      kprof::worker::v1::WorkerRequest request;
+      std::vector<int> fds;
+      absl::Status read;
+      if (!channel.TryRead(&request, &fds, &read)) {
+        if (!read.ok() && !absl::IsUnavailable(read)) {
+          std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
+          return 1;
+        }
+        break;
+      }
+      if (!take_in(std::move(request), std::move(fds))) return 0;
+    }
+    if (channel.ended()) return 0;  // the daemon is done with this worker
+    if (pending.empty()) continue;
+    const kprof::worker::v1::WorkerRequest request = std::move(pending.front().request);
+    const std::vector<int> module_fds = std::move(pending.front().fds);
+    pending.pop_front();
+    if (request.deadline_unix_ns() != 0 &&
+        absl::ToUnixNanos(absl::Now()) >= request.deadline_unix_ns()) {
+      for (int fd : module_fds) close(fd);
+      kprof::worker::v1::WorkerResponse late;
+      late.set_job_id(request.job_id());
+      late.set_code(static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded));
+      late.set_message("the request's deadline passed while the job waited");
+      if (!channel.Write(late).ok()) return 0;
+      continue;
+    }
+    kprof::worker::v1::WorkerResponse response = jobs.Run(request, module_fds);
+    for (int fd : module_fds) close(fd);
+    if (!(JobSocketIdentity() == job_socket)) {
+      // Nothing can be said on the socket any more: the daemon sees the worker end and fails
+      // the job; the next one gets a fresh worker.
+      std::fprintf(stderr, "kprofd-worker: %s replaced the job socket; exiting\n",
+                   kprof::server::WorkerJobs::Describe(request).c_str());
+      return 1;
+    }
+    if (request.has_describe()) {
+      // The daemon's one-off question at start, on a worker it discards afterwards: the
+      // driver threads and NVML a CUDA description leaves behind are no job's leftovers.
+    } else if (const std::string lost = ContextLost(*device); !lost.empty()) {
+      // A kernel faulted: every later CUDA call in this process would fail the same way.
+      response.Clear();
+      response.set_job_id(request.job_id());
+      response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+      response.set_message(kprof::server::WorkerJobs::Describe(request) + " failed on " +
+                           kprof::core::DeviceSpec(*device) + ": " + lost +
+                           "; the device's context cannot be used after this, so its worker "
+                           "was replaced");
+      response.set_recycle(true);
+    } else if (const std::string why = Disturbance(baseline_threads, skip_cuda, scratch);
+               !why.empty()) {
+      response.Clear();
+      response.set_job_id(request.job_id());
+      response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+      response.set_message(kprof::server::WorkerJobs::Describe(request) + " " + why +
+                           "; its worker was replaced");
+      response.set_recycle(true);
+    }
+    if (!channel.Write(response).ok() || response.recycle()) return 0;
+    answered = true;
+  }
+}

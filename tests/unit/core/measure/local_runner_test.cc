@@ -1,0 +1,148 @@
+#include "core/measure/local_runner.h"
+
+#include "core/collectors/rusage_collector.h"
+#include "core/modules/builtin_module.h"
+#include "core/modules/shared_library.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "status_matchers.h"
+
+namespace kprof::core {
+namespace {
+
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TestModulePath;
+using ::testing::Each;
+using ::testing::ElementsAre;
+using ::testing::Ge;
+using ::testing::HasSubstr;
+
+constexpr Device kCpu{DeviceType::kCpu, 0};
+
+Job BuiltinJob(std::string function, std::vector<std::string> specs) {
+  Job job;
+  job.module = &BuiltinModule();
+  job.function = std::move(function);
+  job.device = kCpu;
+  job.arg_specs = std::move(specs);
+  return job;
+}
+
+TEST(LocalRunner, TimesABuiltin) {
+  TimeJob time;
+  time.options.repeat = 3;
+  time.options.number = 4;
+  auto result = LocalRunner().Time(BuiltinJob("spin_us", {"float64:50"}), time);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->evaluation.seconds_per_call.size(), 3u);
+  // A spin never returns early; no upper bound on a shared machine.
+  EXPECT_THAT(result->evaluation.seconds_per_call, Each(Ge(50e-6)));
+  EXPECT_THAT(result->evaluation.numbers, ElementsAre(4, 4, 4));
+  EXPECT_EQ(result->summary.count, 3u);
+  EXPECT_GE(result->summary.min, 50e-6);
+  EXPECT_EQ(result->argument_shapes, "float64[]");
+  EXPECT_TRUE(result->checksums.empty());
+}
+
+TEST(LocalRunner, ChecksumsOfAnUploadedModulesOutputs) {
+  auto module = SharedLibraryModule::OpenFile(TestModulePath("vector_add"));
+  ASSERT_THAT(module, IsOk());
+  Job job;
+  job.module = module->get();
+  job.function = "vadd";
+  job.arg_specs = {"float32[4]:ones", "float32[4]:ones", "float32[4]:zeros"};
+  TimeJob time;
+  time.checksums = true;
+  time.preprocess = std::string(kCacheFlushCpuNonFirstArg);
+  auto result = LocalRunner().Time(job, time);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_THAT(result->checksums,
+              ElementsAre("f6bb1294da2f78cd935b01c7656280df5eaa0439e9d97bc03775825a41a508e4",
+                          "f6bb1294da2f78cd935b01c7656280df5eaa0439e9d97bc03775825a41a508e4",
+                          // c = 1 + 1 = 2 in every element
+                          "c3a6b1f08b0b05ac05390d6c257551ffd0cdcf40496f232b52df2498f915469e"));
+}
+
+TEST(LocalRunner, NonZeroReturnIsAborted) {
+  auto module = SharedLibraryModule::OpenFile(TestModulePath("error_code"));
+  ASSERT_THAT(module, IsOk());
+  Job job;
+  job.module = module->get();
+  job.function = "fails";
+  EXPECT_THAT(LocalRunner().Time(job, {}),
+              StatusIs(absl::StatusCode::kAborted, "function 'fails' returned 7"));
+  EXPECT_THAT(LocalRunner().Profile(job, {}),
+              StatusIs(absl::StatusCode::kAborted, "function 'fails' returned 7"));
+}
+
+TEST(LocalRunner, BadRequestsGetTheirErrors) {
+  LocalRunner runner;
+  EXPECT_THAT(runner.Time(BuiltinJob("spin", {}), {}), StatusIs(absl::StatusCode::kNotFound));
+  EXPECT_THAT(
+      runner.Time(BuiltinJob("spin_us", {"float64[x]"}), {}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("argument spec 'float64[x]'")));
+  EXPECT_THAT(runner.Time(BuiltinJob("spin_us", {}), {}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("builtin 'spin_us' takes")));
+  Job big = BuiltinJob("copy", {"float32[1000]", "float32[1000]"});
+  big.limits.max_total_bytes = 4000;
+  EXPECT_THAT(runner.Time(big, {}), StatusIs(absl::StatusCode::kResourceExhausted));
+
+  TimeJob bad_cooldown;
+  bad_cooldown.options.repeats_to_cooldown = 0;
+  EXPECT_THAT(runner.Time(BuiltinJob("spin_us", {"float64:1"}), bad_cooldown),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeats_to_cooldown = 0")));
+  TimeJob bad_preprocess;
+  bad_preprocess.preprocess = "flush_everything";
+  EXPECT_THAT(runner.Time(BuiltinJob("spin_us", {"float64:1"}), bad_preprocess),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("unknown pre-processing step 'flush_everything' (accepted: "
+                                 "cache_flush_cpu_non_first_arg, or none)")));
+  Job no_module;
+  EXPECT_THAT(runner.Time(no_module, {}), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(LocalRunner, ProfilesNumberCallsAfterWarmupAsOneRow) {
+  ProfileJob profile;
+  profile.warmup = 2;
+  profile.number = 5;
+  profile.collectors = {"rusage"};
+  auto report = LocalRunner().Profile(BuiltinJob("spin_us", {"float64:100"}), profile);
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->calls.size(), 1u);
+  const MetricMap& row = report->calls[0];
+  EXPECT_EQ(row.at("Name"), MetricValue(std::string("spin_us")));
+  EXPECT_EQ(row.at("Count"), MetricValue(Count{5}));
+  EXPECT_EQ(row.at("Argument Shapes"), MetricValue(std::string("float64[]")));
+  EXPECT_EQ(row.at("Device"), MetricValue(std::string("cpu0")));
+  EXPECT_GE(std::get<Duration>(row.at("Duration (us)")).microseconds, 500);
+  EXPECT_EQ(row.count(std::string(kUserTimeMetric)), 1u);
+  EXPECT_EQ(report->device_metrics.count("cpu0"), 1u);
+  EXPECT_EQ(report->configuration.at("Warm-up Calls"), MetricValue(Count{2}));
+}
+
+TEST(LocalRunner, ProfileErrors) {
+  LocalRunner runner;
+  ProfileJob unknown;
+  unknown.collectors = {"likwid:FLOPS_DP"};
+  EXPECT_THAT(
+      runner.Profile(BuiltinJob("spin_us", {"float64:1"}), unknown),
+      StatusIs(absl::StatusCode::kNotFound,
+               "unknown collector 'likwid' (available: rusage, perf, papi, rapl, nvml, rails)"));
+  ProfileJob options;
+  options.collectors = {"rusage:x"};
+  EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takes no options")));
+  ProfileJob zero;
+  zero.number = 0;
+  EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), zero),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("number = 0")));
+  ProfileJob negative;
+  negative.warmup = -1;
+  EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), negative),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("warmup = -1")));
+}
+
+}  // namespace
+}  // namespace kprof::core

@@ -1,0 +1,24 @@
+#include "report/shape_string.h"
+
+#include "gtest/gtest.h"
+
+namespace kprof::core {
+namespace {
+
+TEST(ShapeString, OneTensorAsTheReferencePrintsIt) {
+  EXPECT_EQ(ShapeString(TensorShape{"float32", {1, 2, 3}}), "float32[1, 2, 3]");
+  EXPECT_EQ(ShapeString(TensorShape{"int64", {16}}), "int64[16]");
+}
+
+TEST(ShapeString, ScalarHasEmptyBrackets) {
+  EXPECT_EQ(ShapeString(TensorShape{"float64", {}}), "float64[]");
+}
+
+TEST(ShapeString, SeveralTensorsAreCommaJoined) {
+  EXPECT_EQ(ShapeString({{"float32", {256, 256}}, {"float32", {256, 256}}, {"int32", {}}}),
+            "float32[256, 256], float32[256, 256], int32[]");
+  EXPECT_EQ(ShapeString(std::vector<TensorShape>{}), "");
+}
+
+}  // namespace
+}  // namespace kprof::core
