@@ -1,28 +1,74 @@
 #include "base/read_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
 namespace kprof::core {
 
+namespace {
+
+// Every byte of `fd` from its current offset; false (errno set) when a read fails.
+bool ReadToEnd(int fd, std::string& bytes) {
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    bytes.append(buffer, static_cast<size_t>(n));
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     return absl::NotFoundError(
         absl::StrCat("cannot read ", std::string(what), " '", path, "': ", std::strerror(errno)));
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  struct stat info {};
+  if (fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot read ", std::string(what), " '", path, "': it is a directory, not a file"));
+  }
+  std::string bytes;
+  if (info.st_size > 0 && S_ISREG(info.st_mode)) bytes.reserve(static_cast<size_t>(info.st_size));
+  const bool read_all = ReadToEnd(fd, bytes);
+  const int error = errno;
+  close(fd);
+  if (!read_all) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read ", std::string(what), " '", path, "': ", std::strerror(error)));
+  }
+  return bytes;
+}
+
+std::optional<std::string> ReadSmallFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  const bool read_all = ReadToEnd(fd, text);
+  close(fd);
+  if (!read_all) return std::nullopt;
+  return text;
+}
+
+std::optional<std::string> ReadFirstLine(const std::string& path) {
+  std::optional<std::string> text = ReadSmallFile(path);
+  if (!text) return std::nullopt;
+  const absl::string_view line = absl::string_view(*text).substr(0, text->find('\n'));
+  return std::string(absl::StripAsciiWhitespace(line));
 }
 
 absl::StatusOr<std::string> ReadDescriptor(int fd) {

@@ -1,6 +1,9 @@
-// Reads a whole file into a string: modules, certificates, token and sequence files.
+// Reading files whole: modules, certificates, token and sequence files (ReadFile), and the small
+// files of /proc and /sys that describe the host (ReadSmallFile, ReadFirstLine). The project's
+// one reader of files: nothing else opens a file to read it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -9,8 +12,16 @@
 namespace kprof::core {
 
 // The file's bytes. NOT_FOUND naming `what` ("the TLS key"), the path and the reason when it
-// cannot be opened.
+// cannot be opened; INVALID_ARGUMENT when `path` is a directory.
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view what = "file");
+
+// The whole text of a small file the kernel makes (/proc/cpuinfo, a sysfs attribute), read to
+// its end; nullopt when it cannot be opened or read.
+std::optional<std::string> ReadSmallFile(const std::string& path);
+
+// The first line of such a file, without surrounding whitespace; nullopt when the file cannot
+// be read. An empty file is "".
+std::optional<std::string> ReadFirstLine(const std::string& path);
 
 // The whole of `fd` from offset 0 (pread: the descriptor's offset is left alone).
 // INVALID_ARGUMENT "cannot read the module: ..." when a read fails.

@@ -258,6 +258,9 @@ kprof::v1::CollectorSpec ParseCollector(const std::string& text) {
   return spec;
 }
 
+// Writes `text` to stdout whole: a report's strings may hold NUL bytes, which "%s" would stop at.
+void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
 std::string ProtoJson(const google::protobuf::Message& message) {
   std::string json;
   google::protobuf::util::JsonPrintOptions options;
@@ -269,19 +272,19 @@ std::string ProtoJson(const google::protobuf::Message& message) {
 
 void PrintReport(const core::Report& report, const Options& o) {
   if (o.format == "html") {
-    std::printf("%s", core::AsHtml(report).c_str());
+    Print(core::AsHtml(report));
   } else if (o.format == "trace") {
-    std::printf("%s\n", core::AsChromeTrace(report).c_str());
+    Print(core::AsChromeTrace(report) + "\n");
   } else if (o.format == "json") {
-    std::printf("%s\n", core::AsJson(report).c_str());
+    Print(core::AsJson(report) + "\n");
   } else if (o.format == "csv") {
-    std::printf("%s", core::AsCsv(report).c_str());
+    Print(core::AsCsv(report));
   } else {
     core::TableOptions table;
     table.aggregate = !o.no_aggregate;
     table.sort = !o.no_sort;
     table.compute_col_sums = !o.no_sums;
-    std::printf("%s", core::AsTable(report, table).c_str());
+    Print(core::AsTable(report, table));
   }
 }
 
@@ -502,7 +505,7 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
                   static_cast<long long>(r.numbers(i)));
     }
   } else {
-    std::printf("%s %s on %s\n", words[2].c_str(), r.argument_shapes().c_str(), r.device().c_str());
+    Print(absl::StrCat(words[2], " ", r.argument_shapes(), " on ", r.device(), "\n"));
     for (int i = 0; i < r.seconds_per_call_size(); ++i) {
       std::printf("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1,
                   r.seconds_per_call(i) * 1e6, static_cast<long long>(r.numbers(i)));
@@ -534,7 +537,7 @@ absl::Status Time(Client& client, const core::CommandLine& cl, const Options& o,
     if (!manifest.empty()) {
       std::printf("\nEnvironment\n-----------\n");
       for (const auto& [name, value] : manifest) {
-        std::printf("%s: %s\n", name.c_str(), core::FormatForTable(value).c_str());
+        Print(absl::StrCat(name, ": ", core::FormatForTable(value), "\n"));
       }
     }
     std::printf("\n%s\n", RepeatsHistogram(std::vector<double>(r.seconds_per_call().begin(),
@@ -724,7 +727,7 @@ absl::Status Rank(const Options& o, const std::vector<std::string>& words) {
 
 absl::Status Report(const Options& o, const std::vector<std::string>& words) {
   if (words.size() != 2) return UsageError("usage: kprof report FILE.json");
-  KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(words[1]));
+  KPROF_ASSIGN_OR_RETURN(std::string text, ReadFile(words[1], "report file"));
   KPROF_ASSIGN_OR_RETURN(core::Report report, core::ReportFromJson(text));
   PrintReport(report, o);
   return absl::OkStatus();

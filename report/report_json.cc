@@ -3,10 +3,15 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "report/report.h"
@@ -73,8 +78,79 @@ absl::Status Invalid(const std::string& where, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("report JSON: ", where, ": ", what));
 }
 
+// The non-finite numbers that JSON has no spelling for, as other writers spell them bare: TVM's
+// (an ostream's "nan", "inf", "-inf") and Python's json ("NaN", "Infinity", "-Infinity"). TVM's
+// reader takes them; nlohmann's parser does not, so a document that fails to parse is read
+// again with each such word (outside strings) turned into a string that starts with
+// kNonFinite, which ReadDouble knows.
+constexpr absl::string_view kNonFinite = "\x01kprof-non-finite:";
+
+struct NonFiniteWord {
+  absl::string_view word;
+  double value;
+};
+constexpr NonFiniteWord kNonFiniteWords[] = {
+    {"-Infinity", -std::numeric_limits<double>::infinity()},
+    {"Infinity", std::numeric_limits<double>::infinity()},
+    {"-inf", -std::numeric_limits<double>::infinity()},
+    {"inf", std::numeric_limits<double>::infinity()},
+    {"-NaN", std::numeric_limits<double>::quiet_NaN()},
+    {"NaN", std::numeric_limits<double>::quiet_NaN()},
+    {"-nan", std::numeric_limits<double>::quiet_NaN()},
+    {"nan", std::numeric_limits<double>::quiet_NaN()},
+};
+
+bool IsWordCharacter(char c) { return absl::ascii_isalnum(c) || c == '_' || c == '.'; }
+
+// `text` with the non-finite words quoted; nullopt when it has none.
+std::optional<std::string> QuoteNonFiniteWords(absl::string_view text) {
+  std::string out;
+  bool replaced = false;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\' && i + 1 < text.size()) {
+        out.append(text.data() + i, 2);
+        ++i;
+        continue;
+      }
+      in_string = c != '"';
+    } else if (c == '"') {
+      in_string = true;
+    } else if (i == 0 || !IsWordCharacter(text[i - 1])) {
+      const NonFiniteWord* found = nullptr;
+      for (const NonFiniteWord& w : kNonFiniteWords) {
+        const size_t end = i + w.word.size();
+        if (text.substr(i, w.word.size()) == w.word &&
+            (end == text.size() || !IsWordCharacter(text[end]))) {
+          found = &w;
+          break;
+        }
+      }
+      if (found != nullptr) {
+        absl::StrAppend(&out, "\"\\u0001", kNonFinite.substr(1), found->word, "\"");
+        i += found->word.size() - 1;
+        replaced = true;
+        continue;
+      }
+    }
+    out.push_back(c);
+  }
+  if (!replaced) return std::nullopt;
+  return out;
+}
+
 absl::StatusOr<double> ReadDouble(const Json& value, const std::string& where) {
   if (value.is_null()) return std::numeric_limits<double>::quiet_NaN();  // AsJson's non-finite
+  if (value.is_string()) {
+    absl::string_view text = value.get_ref<const std::string&>();
+    if (absl::ConsumePrefix(&text, kNonFinite)) {
+      for (const NonFiniteWord& w : kNonFiniteWords) {
+        if (w.word == text) return w.value;
+      }
+    }
+  }
   if (!value.is_number()) {
     return Invalid(where, absl::StrCat("expected a number, got ", TypeName(value)));
   }
@@ -122,6 +198,9 @@ absl::StatusOr<MetricValue> ReadMetric(const Json& value, const std::string& whe
     case MetricKind::kString:
       if (!inner.is_string()) {
         return Invalid(inner_where, absl::StrCat("expected a string, got ", TypeName(inner)));
+      }
+      if (absl::StartsWith(inner.get_ref<const std::string&>(), kNonFinite)) {
+        return Invalid(inner_where, "expected a string, got a non-finite number");
       }
       return inner.get<std::string>();
     case MetricKind::kCount: {
@@ -273,8 +352,22 @@ absl::StatusOr<Report> ReportFromJson(std::string_view text) {
   try {
     root = Json::parse(text.begin(), text.end(), limit_depth);
   } catch (const Json::exception& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("report JSON is malformed: ", WithoutExceptionId(e.what())));
+    // Read again with NaN and the infinities as other writers spell them; the first error is
+    // the one to report when that does not help either.
+    const std::optional<std::string> quoted = QuoteNonFiniteWords(absl::string_view(text.data(), text.size()));
+    bool parsed = false;
+    if (quoted) {
+      too_deep = false;
+      try {
+        root = Json::parse(quoted->begin(), quoted->end(), limit_depth);
+        parsed = true;
+      } catch (const Json::exception&) {
+      }
+    }
+    if (!parsed) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("report JSON is malformed: ", WithoutExceptionId(e.what())));
+    }
   }
   if (too_deep) {
     return absl::InvalidArgumentError(

@@ -11,10 +11,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "base/read_file.h"
 
 namespace kprof::core {
 namespace {
@@ -86,12 +89,13 @@ absl::StatusOr<ThreadAccounting> ReadThreadAccounting(bool migrations) {
   now.major_faults = usage.ru_majflt;
   now.context_switches = usage.ru_nvcsw + usage.ru_nivcsw;
   if (!migrations) return now;
-  std::ifstream sched("/proc/thread-self/sched");
-  for (std::string line; std::getline(sched, line);) {
-    if (line.rfind("se.nr_migrations", 0) != 0) continue;
+  const std::string sched = ReadSmallFile("/proc/thread-self/sched").value_or("");
+  for (absl::string_view line : absl::StrSplit(sched, '\n')) {
+    if (!absl::ConsumePrefix(&line, "se.nr_migrations")) continue;
     const size_t colon = line.find(':');
-    if (colon != std::string::npos) {
-      now.migrations = std::strtoll(line.c_str() + colon + 1, nullptr, 10);
+    if (int64_t count = 0;
+        colon != absl::string_view::npos && absl::SimpleAtoi(line.substr(colon + 1), &count)) {
+      now.migrations = count;
       return now;
     }
   }

@@ -3,31 +3,26 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/read_file.h"
 
 namespace kprof::core {
 namespace {
 
 // A file holding one unsigned number, as powercap's are; nullopt when unreadable or not one.
 std::optional<uint64_t> ReadNumber(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;
+  const std::optional<std::string> text = ReadFirstLine(path);
   uint64_t value = 0;
-  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &value)) return std::nullopt;
+  if (!text || !absl::SimpleAtoi(*text, &value)) return std::nullopt;
   return value;
 }
 
 std::string ReadName(const std::filesystem::path& zone) {
-  std::ifstream in(zone / "name");
-  std::string name;
-  std::getline(in, name);
-  name = std::string(absl::StripAsciiWhitespace(name));
+  const std::string name = ReadFirstLine(zone / "name").value_or("");
   return name.empty() ? zone.filename().string() : name;
 }
 

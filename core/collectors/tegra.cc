@@ -4,7 +4,6 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -12,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/read_file.h"
 
 namespace kprof::core {
 namespace {
@@ -19,10 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 
 std::optional<std::string> ReadLine(const fs::path& path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!std::getline(in, text)) return std::nullopt;
-  return std::string(absl::StripAsciiWhitespace(text));
+  std::optional<std::string> line = ReadFirstLine(path);
+  // A file that holds nothing holds no value either.
+  if (line && line->empty()) return std::nullopt;
+  return line;
 }
 
 std::optional<double> ReadDouble(const fs::path& path) {

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -23,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "base/read_file.h"
 #include "core/collectors/tegra.h"
+#include "core/host/cpu_info.h"
 #include "core/host/interference.h"
 #include "core/host/placement.h"
 #include "kprof/config.h"
@@ -33,26 +33,7 @@ namespace {
 constexpr char kUnavailable[] = "unavailable";
 
 // The first line of a small /proc or /sys file, trimmed; "" when unreadable.
-std::string FirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return std::string(absl::StripAsciiWhitespace(line));
-}
-
-std::string CpuInfoField(std::string_view key) {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(key, 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) {
-        return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
-      }
-    }
-  }
-  return "";
-}
+std::string FirstLine(const std::string& path) { return ReadFirstLine(path).value_or(""); }
 
 // What does not change while a process runs, read once: the build, the host, the processor,
 // and the clock /proc/cpuinfo reports on hosts without cpufreq (VMs, where it is fixed).
@@ -71,10 +52,10 @@ const StaticFields& Static() {
     utsname uts{};
     f->kernel = uname(&uts) == 0 ? absl::StrCat(uts.sysname, " ", uts.release, " ", uts.machine)
                                  : kUnavailable;
-    f->cpu_model = CpuInfoField("model name");
-    if (f->cpu_model.empty()) f->cpu_model = CpuInfoField("Model");  // arm64 boards
+    f->cpu_model = CpuModelName(HostCpuInfo());
     if (f->cpu_model.empty()) f->cpu_model = kUnavailable;
-    if (double mhz = 0; absl::SimpleAtod(CpuInfoField("cpu MHz"), &mhz)) {
+    if (double mhz = 0;
+        absl::SimpleAtod(CpuInfoField(HostCpuInfo(), "cpu MHz").value_or(""), &mhz)) {
       f->cpuinfo_mhz = static_cast<int64_t>(mhz + 0.5);
     }
     return f;

@@ -7,13 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <set>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/read_file.h"
 #include "core/collectors/tegra.h"
 
 namespace kprof::core {
@@ -83,7 +83,8 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
   std::string text;
   if (root == "/") {
     sample.load_average = HostLoadAverage();
-  } else if (std::ifstream in(root + "proc/loadavg"); in >> text) {
+  } else if (std::optional<std::string> line = ReadFirstLine(root + "proc/loadavg")) {
+    text = line->substr(0, line->find(' '));
     if (double load = 0; absl::SimpleAtod(text, &load) && load >= 0) sample.load_average = load;
   }
   sample.seconds =
@@ -96,14 +97,14 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
 
 int64_t CpuKhz(const std::string& root, int cpu) {
   if (Absent().Known(root, cpu)) return -1;
-  std::ifstream in(
+  const std::optional<std::string> text = ReadFirstLine(
       absl::StrFormat("%ssys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", root, cpu));
-  if (!in.is_open()) {
+  if (!text) {
     Absent().Mark(root, cpu);
     return -1;
   }
   int64_t khz = -1;
-  if (!(in >> khz) || khz <= 0) return -1;
+  if (!absl::SimpleAtoi(*text, &khz) || khz <= 0) return -1;
   return khz;
 }
 

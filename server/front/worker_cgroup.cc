@@ -9,8 +9,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -19,16 +17,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/read_file.h"
 
 namespace kprof::server {
 namespace {
 
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string ReadText(const std::string& path) { return core::ReadSmallFile(path).value_or(""); }
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
   const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);

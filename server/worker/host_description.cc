@@ -1,6 +1,5 @@
 #include "server/worker/host_description.h"
 
-#include <fstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "core/collectors/rusage_collector.h"
 #include "core/collectors/tegra.h"
 #include "core/cuda/cuda_devices.h"
+#include "core/host/cpu_info.h"
 #include "core/measure/profiler.h"
 
 namespace kprof::server {
@@ -25,15 +25,8 @@ using kprof::v1::DeviceInfo;
 using kprof::worker::v1::HostDescription;
 
 std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0 || line.rfind("Hardware", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
+  const std::string name = core::CpuModelName(core::HostCpuInfo());
+  return name.empty() ? "unknown" : name;
 }
 
 void SetDevice(core::Device device, DeviceInfo* info) {

@@ -37,6 +37,7 @@
 #include "server/worker/worker_sandbox.h"
 
 #if KPROF_HAS_CUDA
+#include "base/read_file.h"
 #include "core/cuda/cuda_context.h"
 #include "core/cuda/cuda_driver.h"
 #endif
@@ -117,13 +118,9 @@ int CountThreads(bool skip_cuda) {
     while (dirent* entry = readdir(tasks)) {
       if (entry->d_name[0] == '.') continue;
       if (skip_cuda) {
-        char comm[32] = {0};
-        const std::string path = std::string("/proc/self/task/") + entry->d_name + "/comm";
-        if (FILE* f = std::fopen(path.c_str(), "r")) {
-          const size_t n = std::fread(comm, 1, sizeof comm - 1, f);
-          std::fclose(f);
-          if (n >= 4 && std::strncmp(comm, "cuda", 4) == 0) continue;
-        }
+        const std::optional<std::string> comm =
+            kprof::core::ReadSmallFile(std::string("/proc/self/task/") + entry->d_name + "/comm");
+        if (comm && comm->rfind("cuda", 0) == 0) continue;
       }
       ++threads;
     }

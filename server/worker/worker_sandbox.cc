@@ -21,7 +21,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/read_file.h"
 
 // Rights and scopes of Landlock ABIs newer than Debian 12's kernel headers (6.1, ABI 2); the
 // kernel says which it has, and a worker built here asks for what the running kernel offers.
@@ -298,9 +300,8 @@ constexpr int kPerfmon = 38;  // CAP_PERFMON, newer than some headers
 void DropBoundingSet() {
   // The highest capability this kernel knows; the bounding set is dropped one by one.
   int last = CAP_LAST_CAP;
-  if (FILE* f = std::fopen("/proc/sys/kernel/cap_last_cap", "r")) {
-    if (std::fscanf(f, "%d", &last) != 1) last = CAP_LAST_CAP;
-    std::fclose(f);
+  if (!absl::SimpleAtoi(core::ReadFirstLine("/proc/sys/kernel/cap_last_cap").value_or(""), &last)) {
+    last = CAP_LAST_CAP;
   }
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   for (int cap = 0; cap <= last; ++cap) {

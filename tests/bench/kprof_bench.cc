@@ -54,6 +54,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "base/command_line.h"
 #include "base/sha256.h"
 #include "client/farm.h"
 #include "client/kprof_client.h"
@@ -1207,10 +1208,30 @@ int main(int argc, char** argv) {
   std::string markdown;
   std::string only;
   std::string kind;  // --only unary-cpu: "time" or "health" alone
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--markdown") == 0 && i + 1 < argc) markdown = argv[++i];
-    if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
-    if (std::strcmp(argv[i], "--calls") == 0 && i + 1 < argc) kind = argv[++i];
+  bool help = false;
+  kprof::core::CommandLine cl("kprof_bench");
+  cl.AddString("markdown", &markdown, "FILE", "also write the table, the machine and the command");
+  cl.AddString("only", &only, "PART",
+               "run one part: footprint, batch, batch-cpu, unary-cpu, overhead or upload");
+  cl.AddString("calls", &kind, "KIND", "with --only unary-cpu: time or health alone");
+  cl.AddFlag("help", &help, "print this help and exit");
+  std::vector<std::string> positional;
+  if (const absl::Status parsed =
+          cl.Parse(std::vector<std::string>(argv + 1, argv + argc), &positional);
+      !parsed.ok() || !positional.empty()) {
+    std::fprintf(stderr, "kprof_bench: %s\n",
+                 parsed.ok() ? ("unexpected argument '" + positional[0] + "'").c_str()
+                             : std::string(parsed.message()).c_str());
+    std::fprintf(stderr, "usage: kprof_bench [--markdown FILE | --only PART [--calls KIND]]\n");
+    return 2;
+  }
+  if (help) {
+    std::printf(
+        "usage: kprof_bench [--markdown FILE | --only PART [--calls KIND]]\n\n"
+        "The benchmark suite of `make bench`: every figure a ratio against a reference\n"
+        "measured in the same run.\n\noptions:\n%s",
+        cl.Help().c_str());
+    return 0;
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
       only != "unary-cpu" && only != "overhead" && only != "upload") {

@@ -163,6 +163,44 @@ TEST_F(CliTest, ReportRendersAStandardJsonFile) {
   EXPECT_THAT(r.out, HasSubstr("812.50"));
 }
 
+TEST_F(CliTest, AReportStringWithANulIsWrittenWholeInTableAndCsv) {
+  const std::string file = dir_.path() + "/nul.json";
+  std::ofstream(file) << R"json({"calls": [{"Name": {"string": "before\u0000after"},
+      "Duration (us)": {"microseconds": 5.0}, "Count": {"count": 1},
+      "Device": {"string": "cpu0"}}], "device_metrics": {}, "configuration": {}})json";
+  for (const char* format : {"table", "csv"}) {
+    const Result r = Kprof("report " + file + " --format " + format);
+    ASSERT_EQ(r.exit_code, 0) << format << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr(std::string("before\0after", 12))) << format;
+  }
+  // And what follows the string: the rest of the table, the CSV row's closing quote.
+  EXPECT_THAT(Kprof("report " + file).out, HasSubstr("Configuration"));
+  EXPECT_THAT(Kprof("report " + file + " --format csv").out,
+              ::testing::EndsWith(std::string("before\0after\"\n", 14)));
+  const Result json = Kprof("report " + file + " --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_THAT(json.out, HasSubstr("before\\u0000after"));
+}
+
+TEST_F(CliTest, AReportThatIsADirectoryIsSaidToBeOne) {
+  const Result r = Kprof("report " + dir_.path());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("'" + dir_.path() + "': it is a directory, not a file"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("malformed")));
+}
+
+TEST_F(CliTest, AReportWithNaNAndInfinitiesAsTvmWritesThemRenders) {
+  const std::string file = dir_.path() + "/tvm.json";
+  std::ofstream(file) << R"json({"calls": [{"Name": {"string": "k"},
+      "Duration (us)": {"microseconds": nan}, "Percent": {"percent": inf},
+      "Count": {"count": 1}, "Device": {"string": "cpu0"}}],
+      "device_metrics": {"cpu0": {"Duration (us)": {"microseconds": Infinity}}},
+      "configuration": {}})json";
+  const Result r = Kprof("report " + file + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr(R"("microseconds":null)"));
+}
+
 TEST_F(CliTest, ErrorsAreOneLineWithTheCodesName) {
   const Result r = Kprof("time builtin gemm");
   EXPECT_EQ(r.exit_code, 1);

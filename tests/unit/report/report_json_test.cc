@@ -113,6 +113,43 @@ TEST(ReportFromJson, NullReadsAsNaNSoNonFiniteValuesRoundTrip) {
   EXPECT_EQ(AsJson(*back), json);
 }
 
+TEST(ReportFromJson, ReadsNaNAndInfinitiesAsTvmAndPythonSpellThem) {
+  // TVM's writer (an ostream: nan, inf, -inf) and Python's json (NaN, Infinity, -Infinity).
+  const auto report = ReportFromJson(
+      R"j({"calls": [{"Duration (us)": {"microseconds": nan}, "Percent": {"percent": inf},
+                      "Ratio": {"ratio": -inf}, "Name": {"string": "NaN inf"}},
+                     {"Duration (us)": {"microseconds": NaN}, "Percent": {"percent": Infinity},
+                      "Ratio": {"ratio": -Infinity}, "Name": {"string": "k\"nan"}},
+                     {"Duration (us)": {"microseconds": -nan}, "Ratio": {"ratio":1.5}}],
+          "device_metrics": {}, "configuration": {}})j");
+  ASSERT_THAT(report, IsOk());
+  ASSERT_EQ(report->calls.size(), 3u);
+  for (int i = 0; i < 2; ++i) {
+    const MetricMap& call = report->calls[i];
+    EXPECT_TRUE(std::isnan(std::get<Duration>(call.at("Duration (us)")).microseconds)) << i;
+    EXPECT_EQ(std::get<Percent>(call.at("Percent")).percent, INFINITY) << i;
+    EXPECT_EQ(std::get<Ratio>(call.at("Ratio")).ratio, -INFINITY) << i;
+  }
+  // Words inside strings stay as they were.
+  EXPECT_EQ(std::get<std::string>(report->calls[0].at("Name")), "NaN inf");
+  EXPECT_EQ(std::get<std::string>(report->calls[1].at("Name")), "k\"nan");
+  EXPECT_TRUE(std::isnan(std::get<Duration>(report->calls[2].at("Duration (us)")).microseconds));
+  EXPECT_EQ(std::get<Ratio>(report->calls[2].at("Ratio")).ratio, 1.5);
+}
+
+TEST(ReportFromJson, NonFiniteWordsAreNumbersOnlyWhereNumbersAre) {
+  // A count cannot be infinite, and a string cannot be a bare word.
+  EXPECT_THAT(ReportFromJson(R"j({"calls": [{"Count": {"count": Infinity}}]})j"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected an integer count")));
+  EXPECT_THAT(ReportFromJson(R"j({"calls": [{"Name": {"string": NaN}}]})j"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("expected a string")));
+  // Not a word of its own: still malformed, with the parser's first complaint.
+  EXPECT_THAT(ReportFromJson(R"j({"calls": [{"Ratio": {"ratio": nanx}}]})j"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("malformed")));
+  EXPECT_THAT(ReportFromJson(R"j({"calls": [{"Ratio": {"ratio": Infinite}}]})j"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("malformed")));
+}
+
 struct MalformedCase {
   const char* name;
   std::string json;
