@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "base/device.h"
 #include "base/read_file.h"
+#include "proto/status.h"
 
 namespace kprof::client {
 namespace {
@@ -485,14 +486,15 @@ absl::Status Farm::MeasureBatch(const std::vector<BatchJob>& jobs,
         if (j == jobs.size()) continue;
         // A daemon shutting down refuses what it has not started: another one runs it, and
         // this one gets no more.
-        if (u.code() == static_cast<int32_t>(absl::StatusCode::kUnavailable)) {
+        const absl::Status failed = StatusOf(u);
+        if (absl::IsUnavailable(failed)) {
           d.draining = true;
           pending.push_back(j);
           continue;
         }
         // A module the daemon evicted since this farm uploaded it: upload it again, and send
         // the job again (the daemon takes its id again after such a refusal).
-        if (const std::string module = UnknownModule(u.code(), u.message());
+        if (const std::string module = wire::MissingModule(failed);
             !module.empty() && modules_.count(module) > 0 && reuploads[j]++ < kMaxResends) {
           d.uploaded.erase(module);
           pending.push_back(j);

@@ -19,6 +19,7 @@
 #include "base/sha256.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "proto/status.h"
 
 namespace kprof::client {
 namespace {
@@ -30,7 +31,12 @@ constexpr size_t kParallelCopyBytes = size_t{4} << 20;
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+  return wire::StatusFromRichStatus(static_cast<int32_t>(status.error_code()),
+                                    status.error_message(), status.error_details());
+}
+
+absl::Status StatusOf(const kprof::v1::BatchUpdate& update) {
+  return wire::StatusFromWire(update.code(), update.message(), update.details());
 }
 
 std::string ModuleId(std::string_view bytes) { return core::Sha256Hex(bytes); }
@@ -249,14 +255,6 @@ std::vector<kprof::v1::BatchUpdate> Unpack(kprof::v1::BatchUpdate message) {
   return updates;
 }
 
-std::string UnknownModule(int code, std::string_view message) {
-  constexpr std::string_view kUnknown = "unknown module ";
-  if (code != static_cast<int>(absl::StatusCode::kNotFound)) return "";
-  const size_t at = message.find(kUnknown);
-  if (at == std::string_view::npos || message.size() < at + kUnknown.size() + 64) return "";
-  return std::string(message.substr(at + kUnknown.size(), 64));
-}
-
 absl::Status Client::Reupload(const std::string& id) {
   Uploaded module;
   {
@@ -272,8 +270,7 @@ template <typename Response, typename Call>
 absl::StatusOr<Response> Client::WithReupload(Call call) {
   Response response;
   absl::Status status = call(&response);
-  const std::string id =
-      UnknownModule(static_cast<int>(status.code()), std::string(status.message()));
+  const std::string id = wire::MissingModule(status);
   if (id.empty()) {
     if (!status.ok()) return status;
     return response;
@@ -387,7 +384,7 @@ absl::Status Client::MeasureBatch(
                          update.state() == kprof::v1::BatchUpdate::FAILED;
       const auto job = index.find(update.id());
       if (final && job != index.end() && update.state() == kprof::v1::BatchUpdate::FAILED) {
-        const std::string module = UnknownModule(update.code(), update.message());
+        const std::string module = wire::MissingModule(StatusOf(update));
         if (!module.empty() && resent[update.id()] < kMaxResends && Reupload(module).ok()) {
           ++resent[update.id()];
           std::lock_guard<std::mutex> lock(mutex);

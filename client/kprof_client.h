@@ -157,12 +157,13 @@ class Client {
   uint64_t next_order_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
-// The daemon's status as an absl::Status: same code, same message.
+// The daemon's status as an absl::Status: same code, same message, and its details as payloads
+// (wire::MissingModule reads the module a NOT_FOUND says the daemon does not hold: what a client
+// answers by uploading it again).
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// The module an error (code and message) says the daemon does not hold, "unknown module ID"
-// (NOT_FOUND), or "". What a client answers by uploading the module again.
-std::string UnknownModule(int code, std::string_view message);
+// A FAILED update's status, in the same way.
+absl::Status StatusOf(const kprof::v1::BatchUpdate& update);
 
 // How often one batch job is sent again after its daemon evicted its module.
 inline constexpr int kMaxResends = 3;

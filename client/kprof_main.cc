@@ -876,9 +876,8 @@ absl::Status RaceBatch(Farm& farm, const Options& o, const std::vector<kprof::v1
         MergeInto(&merged[i], r, !measured[i]);
         measured[i] = true;
       } else if (update.state() == kprof::v1::BatchUpdate::FAILED && failed_now.insert(i).second) {
-        race.Fail(
-            i, absl::StrCat(absl::StatusCodeToString(static_cast<absl::StatusCode>(update.code())),
-                            ": ", update.message()));
+        const absl::Status failed = client::StatusOf(update);
+        race.Fail(i, absl::StrCat(absl::StatusCodeToString(failed.code()), ": ", failed.message()));
       }
     });
     if (!stream.ok()) break;  // the ranking of the rounds so far still comes out
@@ -1073,8 +1072,7 @@ absl::Status Batch(Farm& farm, const Options& o, const std::vector<std::string>&
               ++done;
             }
           } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
-            failure(update.id(), lines[update.id()],
-                    absl::Status(static_cast<absl::StatusCode>(update.code()), update.message()));
+            failure(update.id(), lines[update.id()], client::StatusOf(update));
           }
           if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
             running.insert(update.id());

@@ -221,12 +221,11 @@ class Client:
         try:
             return method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as error:
-            match = re.search(r"unknown module ([0-9a-f]{64})", error.details() or "")
-            if error.code() != grpc.StatusCode.NOT_FOUND or not match or \
-                    match.group(1) not in self._modules:
+            module = _missing_module_of_error(error)
+            if module is None or module not in self._modules:
                 raise KprofError(error.code(), error.details()) from None
-            data, name, format = self._modules[match.group(1)]
-            self._upload(data, match.group(1), name, format)
+            data, name, format = self._modules[module]
+            self._upload(data, module, name, format)
             return _call(method, request, timeout=timeout, metadata=self._metadata)
 
     def _time_request(self, module, function, args, device, number, repeat, launch, options):
@@ -361,14 +360,39 @@ def _updates(stream):
         yield from more
 
 
+_MISSING_MODULE_TYPE = "type.googleapis.com/kprof.v1.MissingModule"
+
+
+def _missing_module(details):
+    """The module id of a MissingModule among `details` (google.protobuf.Any), or None."""
+    for detail in details:
+        if detail.type_url == _MISSING_MODULE_TYPE:
+            missing = kprof_pb2.MissingModule()
+            missing.ParseFromString(detail.value)
+            return missing.module_id or None
+    return None
+
+
+def _missing_module_of_error(error):
+    """The module a failed call's rich status (its grpc-status-details-bin trailer, a
+    google.rpc.Status) says the daemon does not hold, or None."""
+    if error.code() != grpc.StatusCode.NOT_FOUND:
+        return None
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            rich = kprof_pb2.RichStatus()
+            rich.ParseFromString(value)
+            return _missing_module(rich.details)
+    return None
+
+
 def _unknown_module(update):
-    """The module id a FAILED update says the daemon does not hold ("unknown module ID"), or
-    None."""
+    """The module id a FAILED update says the daemon does not hold (its MissingModule detail),
+    or None."""
     if update.state != kprof_pb2.BatchUpdate.FAILED or \
             update.code != grpc.StatusCode.NOT_FOUND.value[0]:
         return None
-    match = re.search(r"unknown module ([0-9a-f]{64})", update.message)
-    return match.group(1) if match else None
+    return _missing_module(update.details)
 
 
 _CODES = {code.value[0]: code for code in grpc.StatusCode}

@@ -10,6 +10,7 @@ import tempfile
 import threading
 import time
 
+import grpc
 import pytest
 
 import kprof
@@ -149,6 +150,38 @@ def test_errors_carry_the_daemons_code_and_message(client):
     assert error.value.code.name == "INVALID_ARGUMENT"
     with pytest.raises(ValueError):
         client.time_evaluate("builtin", "spin_us", no_such_option=3)
+
+
+def test_a_missing_module_is_a_detail_of_the_rich_status(daemon):
+    """The daemon names a missing module in the google.rpc.Status of the call's
+    grpc-status-details-bin trailer; the client reads that, never the message's words."""
+    from kprof import client as client_module
+    from kprof.v1 import kprof_pb2, kprof_pb2_grpc
+    missing = "d" * 64
+    with grpc.insecure_channel(daemon) as channel:
+        stub = kprof_pb2_grpc.ProfilerStub(channel)
+        request = kprof_pb2.TimeEvaluateRequest()
+        request.call.module_id = missing
+        request.call.function = "vadd"
+        with pytest.raises(grpc.RpcError) as error:
+            stub.TimeEvaluate(request, timeout=30)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    assert client_module._missing_module_of_error(error.value) == missing
+    rich = kprof_pb2.RichStatus()
+    trailers = dict(error.value.trailing_metadata())
+    rich.ParseFromString(trailers["grpc-status-details-bin"])
+    assert rich.code == grpc.StatusCode.NOT_FOUND.value[0]
+    assert rich.details[0].type_url == "type.googleapis.com/kprof.v1.MissingModule"
+    # A NOT_FOUND of another kind names no module.
+    with grpc.insecure_channel(daemon) as channel:
+        stub = kprof_pb2_grpc.ProfilerStub(channel)
+        request = kprof_pb2.TimeEvaluateRequest()
+        request.call.module_id = "builtin"
+        request.call.function = "no_such_function"
+        with pytest.raises(grpc.RpcError) as error:
+            stub.TimeEvaluate(request, timeout=30)
+    assert error.value.code() == grpc.StatusCode.NOT_FOUND
+    assert client_module._missing_module_of_error(error.value) is None
 
 
 def test_profiles_come_back_as_reports(client):

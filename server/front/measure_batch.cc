@@ -21,6 +21,7 @@
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "proto/status.h"
 #include "server/front/grpc_status.h"
 #include "server/front/module_registry.h"
 #include "server/front/profiler_service.h"
@@ -323,8 +324,9 @@ class ProfilerService::BatchReactor final
   void Fail(const std::string& id, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     BatchUpdate update;
-    update.set_code(static_cast<int32_t>(status.code()));
+    update.set_code(wire::ToWireCode(status.code()));
     update.set_message(std::string(status.message()));
+    wire::DetailsToProto(status, update.mutable_details());
     Update(id, BatchUpdate::FAILED, std::move(update));
   }
 

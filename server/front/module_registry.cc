@@ -25,6 +25,7 @@
 #include "core/modules/elf_inspector.h"
 #include "core/modules/module_format.h"
 #include "nlohmann/json.hpp"
+#include "proto/status.h"
 
 namespace kprof::server {
 namespace {
@@ -581,7 +582,7 @@ absl::StatusOr<StoredModule> ModuleRegistry::Find(const std::string& client,
   absl::MutexLock lock(&mutex_);
   const auto it = entries_.find(id);
   if (it == entries_.end() || it->second.holders.count(client) == 0) {
-    return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
+    return wire::MissingModuleError(id, "upload it first");
   }
   return it->second.module;
 }
@@ -611,7 +612,7 @@ absl::Status ModuleRegistry::Unload(const std::string& client, const std::string
   absl::MutexLock lock(&mutex_);
   const auto it = entries_.find(id);
   if (it == entries_.end() || it->second.holders.count(client) == 0) {
-    return absl::NotFoundError(absl::StrCat("unknown module ", id));
+    return wire::MissingModuleError(id, "");
   }
   Entry& entry = it->second;
   if (entry.holders.size() > 1) {  // others still hold it
@@ -634,7 +635,7 @@ absl::StatusOr<std::shared_ptr<ModuleRegistry::Pin>> ModuleRegistry::Acquire(
   for (const std::string& id : ids) {
     const auto it = entries_.find(id);
     if (it == entries_.end() || it->second.holders.count(client) == 0) {
-      return absl::NotFoundError(absl::StrCat("unknown module ", id, " (upload it first)"));
+      return wire::MissingModuleError(id, "upload it first");
     }
   }
   // Each file opened for the worker, and checked to be the one stored: the worker reads the
@@ -673,10 +674,10 @@ absl::StatusOr<int> ModuleRegistry::OpenForJob(Entry& entry,
         "cannot open module ", id, " for the job: ", std::strerror(error), "; retry later"));
   };
   const auto changed = [&id] {
-    return absl::NotFoundError(absl::StrCat(
-        "unknown module ", id,
-        " (its file in the cache was changed or removed since it was stored, and the module "
-        "was dropped: upload it again)"));
+    return wire::MissingModuleError(
+        id,
+        "its file in the cache was changed or removed since it was stored, and the module was "
+        "dropped: upload it again");
   };
   if (entry.fd < 0) {
     const int fd = open(entry.module.path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);

@@ -17,6 +17,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/auth_context.h"
 #include "kprof/config.h"
+#include "proto/status.h"
 #include "server/front/grpc_status.h"
 #include "server/ipc/frame_channel.h"
 #include "server/ipc/wire.h"
@@ -614,10 +615,7 @@ absl::Status ProfilerService::ResultStatus(
     }
     return result.status();
   }
-  if (result->code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(result->code()), result->message());
-  }
-  return absl::OkStatus();
+  return wire::StatusFromWire(result->code(), result->message());
 }
 
 absl::Time ProfilerService::Deadline(const grpc::CallbackServerContext* context) {

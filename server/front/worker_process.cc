@@ -26,6 +26,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
+#include "proto/status.h"
 #include "server/ipc/wire.h"
 #include "server/worker/worker_job.h"
 
@@ -462,9 +463,10 @@ DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout) {
           response.status().code(),
           absl::StrCat("the worker describing ", part, ": ", response.status().message()));
     }
-    if (response->code() != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(response->code()),
-                          absl::StrCat("the worker describing ", part, ": ", response->message()));
+    if (const absl::Status failed = wire::StatusFromWire(response->code(), response->message());
+        !failed.ok()) {
+      return absl::Status(failed.code(),
+                          absl::StrCat("the worker describing ", part, ": ", failed.message()));
     }
     described.host.MergeFrom(response->host());
     return absl::OkStatus();

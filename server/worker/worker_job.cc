@@ -15,6 +15,7 @@
 
 #if KPROF_HAS_CUDA
 #include "core/cuda/cuda_module.h"
+#include "proto/status.h"
 #endif
 
 namespace kprof::server {
@@ -344,7 +345,7 @@ WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const in
   if (!status.ok()) {
     response.Clear();
     response.set_job_id(request.job_id());
-    response.set_code(static_cast<int32_t>(status.code()));
+    response.set_code(wire::ToWireCode(status.code()));
     response.set_message(std::string(status.message()));
   }
   ReportClosed(request, &response);

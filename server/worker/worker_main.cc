@@ -40,6 +40,7 @@
 #include "base/read_file.h"
 #include "core/cuda/cuda_context.h"
 #include "core/cuda/cuda_driver.h"
+#include "proto/status.h"
 #endif
 
 namespace {
@@ -480,7 +481,7 @@ int main(int argc, char** argv) {
       for (int fd : module_fds) close(fd);
       kprof::worker::v1::WorkerResponse late;
       late.set_job_id(request.job_id());
-      late.set_code(static_cast<int32_t>(absl::StatusCode::kDeadlineExceeded));
+      late.set_code(kprof::wire::ToWireCode(absl::StatusCode::kDeadlineExceeded));
       late.set_message("the request's deadline passed while the job waited");
       if (!channel.Write(late).ok()) return 0;
       continue;
@@ -501,7 +502,7 @@ int main(int argc, char** argv) {
       // A kernel faulted: every later CUDA call in this process would fail the same way.
       response.Clear();
       response.set_job_id(request.job_id());
-      response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+      response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
       response.set_message(kprof::server::WorkerJobs::Describe(request) + " failed on " +
                            kprof::core::DeviceSpec(*device) + ": " + lost +
                            "; the device's context cannot be used after this, so its worker "
@@ -511,7 +512,7 @@ int main(int argc, char** argv) {
                !why.empty()) {
       response.Clear();
       response.set_job_id(request.job_id());
-      response.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+      response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
       response.set_message(kprof::server::WorkerJobs::Describe(request) + " " + why +
                            "; its worker was replaced");
       response.set_recycle(true);

@@ -27,6 +27,7 @@
 #include "module_files.h"
 #include "nlohmann/json.hpp"
 #include "process_info.h"
+#include "proto/status.h"
 #include "proto/wire.h"
 #include "status_matchers.h"
 
@@ -631,6 +632,36 @@ TEST_F(ServiceTest, EvictedModulesAreUploadedAgainByTheClient) {
       Time(a->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"}));
   ASSERT_THAT(timed, IsOk());
   EXPECT_THAT(client_->HasModule(a->id()), IsOkAndHolds(true));
+}
+
+// A program knows a missing module by a structured detail, not by the message's words: a
+// google.rpc.Status (RichStatus) in the call's error details naming it, which any gRPC tool reads.
+TEST_F(ServiceTest, AMissingModuleIsADetailOfTheRichStatus) {
+  const std::string id(64, 'c');
+  auto stub = v1::Profiler::NewStub(
+      grpc::CreateChannel(daemon_.target(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  v1::TimeEvaluateResponse response;
+  const grpc::Status status =
+      stub->TimeEvaluate(&context, Time(id, "vadd", {"float32[8]"}), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  v1::RichStatus rich;
+  ASSERT_TRUE(rich.ParseFromString(status.error_details()));
+  EXPECT_EQ(rich.code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(rich.message(), status.error_message());
+  ASSERT_EQ(rich.details_size(), 1);
+  v1::MissingModule missing;
+  ASSERT_TRUE(rich.details(0).UnpackTo(&missing));
+  EXPECT_EQ(missing.module_id(), id);
+  // Through the client library, the detail is a payload of the status.
+  const auto timed = client_->TimeEvaluate(Time(id, "vadd", {"float32[8]"}));
+  EXPECT_EQ(wire::MissingModule(timed.status()), id);
+  // Other errors carry no details.
+  grpc::ClientContext other;
+  const grpc::Status no_function =
+      stub->TimeEvaluate(&other, Time("builtin", "no_such_function", {}), &response);
+  EXPECT_EQ(no_function.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(no_function.error_details(), "");
 }
 
 // An autotuner uploads thousands of candidates: the client remembers only so many bytes for
