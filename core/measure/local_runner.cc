@@ -37,12 +37,6 @@ struct Prepared {
   }
 };
 
-absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
-  if (value >= minimum) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      std::string(name), " = ", value, " is out of range (accepted: ", minimum, " or more)"));
-}
-
 absl::StatusOr<std::vector<std::unique_ptr<MetricCollector>>> MakeCollectors(
     const std::vector<std::string>& specs) {
   std::vector<std::unique_ptr<MetricCollector>> collectors;
@@ -152,22 +146,8 @@ absl::StatusOr<Prepared> Prepare(const Job& job) {
 
 absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time) {
   TimeEvaluatorOptions options = time.options;
-  KPROF_RETURN_IF_ERROR(ValidateOptions(options));
-  if (!time.preprocess.empty() && time.preprocess != kCacheFlushCpuNonFirstArg) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown pre-processing step '", time.preprocess,
-                     "' (accepted: ", std::string(kCacheFlushCpuNonFirstArg), ", or none)"));
-  }
-  if (!time.preprocess.empty() && job.device.type != DeviceType::kCpu) {
-    return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
-                                                   DeviceSpec(job.device), " is not a CPU"));
-  }
+  KPROF_RETURN_IF_ERROR(CheckTimeJob(time, job.device));
   if (time.flush_l2) {
-    if (job.device.type != DeviceType::kCuda) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("flush_l2 sizes the cache flush to a CUDA device's L2; on ",
-                       DeviceSpec(job.device), " give cache_flush_bytes"));
-    }
 #if KPROF_HAS_CUDA
     KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(job.device.id));
     options.cache_flush_bytes = std::max(options.cache_flush_bytes, context->l2_bytes());
@@ -214,8 +194,7 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
 }
 
 absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& profile) {
-  KPROF_RETURN_IF_ERROR(CheckCount("warmup", profile.warmup, 0));
-  KPROF_RETURN_IF_ERROR(CheckCount("number", profile.number, 1));
+  KPROF_RETURN_IF_ERROR(CheckProfileJob(profile));
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(profile.collectors));
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
   for (int64_t i = 0; i < profile.warmup; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
@@ -238,10 +217,7 @@ absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& pr
 }
 
 absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {
-  KPROF_RETURN_IF_ERROR(CheckCount("warmup", sequence.warmup, 0));
-  KPROF_RETURN_IF_ERROR(CheckCount("repeat", sequence.repeat, 1));
-  if (sequence.calls.empty())
-    return absl::InvalidArgumentError("a profile needs at least one call");
+  KPROF_RETURN_IF_ERROR(CheckSequenceJob(sequence));
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(sequence.collectors));
 
   std::vector<Prepared> calls;

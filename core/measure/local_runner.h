@@ -84,6 +84,13 @@ struct SequenceJob {
   std::vector<std::string> collectors;
 };
 
+// The checks of a job's options alone, before anything is prepared: what Time, Profile and
+// ProfileSequence check first, for a caller that refuses a bad request early (the daemon's
+// front, before queueing). INVALID_ARGUMENT naming the option and what is accepted.
+absl::Status CheckTimeJob(const TimeJob& time, Device device);
+absl::Status CheckProfileJob(const ProfileJob& profile);
+absl::Status CheckSequenceJob(const SequenceJob& sequence);
+
 class LocalRunner {
  public:
   // Times the function. A non-zero return is ABORTED: "function 'f' returned 3".

@@ -21,6 +21,7 @@
 #include "server/front/grpc_status.h"
 #include "server/ipc/frame_channel.h"
 #include "server/ipc/wire.h"
+#include "server/worker/job_options.h"
 
 namespace kprof::server {
 namespace {
@@ -552,6 +553,9 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
         absl::StrCat("a profile of ", calls.size(), " calls (limit ", kMaxCalls, ")"));
   }
   for (const kprof::v1::FunctionCall* call : calls) KPROF_RETURN_IF_ERROR(CheckCall(*call));
+  // The options as the worker will read them: a bad request is refused before it waits.
+  request.set_max_argument_bytes(limits_.max_argument_bytes);
+  KPROF_RETURN_IF_ERROR(CheckJobOptions(request, device));
 
   std::vector<std::string> ids;
   for (const kprof::v1::FunctionCall* call : calls) {
@@ -596,7 +600,6 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
     file->set_format(module.format);
   }
   request.set_job_id(next_job_id_++);
-  request.set_max_argument_bytes(limits_.max_argument_bytes);
   PreparedJob job;
   job.executor = executor;
   job.module_fds = pin->fds();

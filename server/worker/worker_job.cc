@@ -10,12 +10,13 @@
 #include "core/modules/module_format.h"
 #include "core/modules/shared_library.h"
 #include "kprof/config.h"
+#include "proto/status.h"
 #include "proto/wire.h"
 #include "server/worker/host_description.h"
+#include "server/worker/job_options.h"
 
 #if KPROF_HAS_CUDA
 #include "core/cuda/cuda_module.h"
-#include "proto/status.h"
 #endif
 
 namespace kprof::server {
@@ -23,9 +24,6 @@ namespace {
 
 using kprof::worker::v1::WorkerRequest;
 using kprof::worker::v1::WorkerResponse;
-
-// The longest min_repeat_ms or cooldown_interval_ms a request may give: an hour.
-constexpr int64_t kMaxOptionMs = 3'600'000;
 
 absl::Status CheckDevice(const std::string& requested, core::Device mine) {
   KPROF_ASSIGN_OR_RETURN(core::Device device,
@@ -51,46 +49,6 @@ void ToProto(const core::Summary& summary, kprof::v1::TimeStatistics* out) {
   out->set_max(summary.max);
   out->set_std(summary.stddev);
   out->set_cv(summary.cv);
-}
-
-// The convergence fields of a request onto the evaluator's options. They mean nothing without
-// max_relative_stddev, so giving them alone is an error rather than silently ignored.
-absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
-                                core::TimeEvaluatorOptions& options) {
-  if (r.max_relative_stddev() == 0) {
-    if (r.has_min_repeats() || r.max_time_ms() != 0) {
-      return absl::InvalidArgumentError(
-          "min_repeats and max_time_ms apply only with max_relative_stddev (e.g. 0.01), which "
-          "turns convergence on");
-    }
-    return absl::OkStatus();
-  }
-  options.max_relative_stddev = r.max_relative_stddev();
-  if (!r.has_repeat()) options.repeat = core::kDefaultConvergenceRepeats;
-  if (r.has_min_repeats()) options.min_repeats = r.min_repeats();
-  if (r.max_time_ms() != 0) {
-    if (!(r.max_time_ms() > 0 && r.max_time_ms() < 1e12)) {
-      return absl::InvalidArgumentError(absl::StrCat("max_time_ms = ", r.max_time_ms(),
-                                                     " is out of range (accepted: more than 0)"));
-    }
-    options.max_time = absl::Milliseconds(r.max_time_ms());
-  }
-  return absl::OkStatus();
-}
-
-// A kernel's launch configuration from the wire: up to three dimensions each, missing ones 1.
-absl::StatusOr<core::LaunchConfig> LaunchFromProto(const kprof::v1::LaunchConfig& launch) {
-  core::LaunchConfig config;
-  for (const auto& [what, from, to] : {std::tuple{"grid", &launch.grid(), &config.grid},
-                                       std::tuple{"block", &launch.block(), &config.block}}) {
-    if (from->empty() || from->size() > 3) {
-      return absl::InvalidArgumentError(absl::StrCat("launch.", what, " has ", from->size(),
-                                                     " dimensions (accepted: 1 to 3, x first)"));
-    }
-    for (int i = 0; i < from->size(); ++i) (*to)[static_cast<size_t>(i)] = from->Get(i);
-  }
-  config.shared_bytes = launch.shared_bytes();
-  return config;
 }
 
 // Opens a module file in this worker: a host library with dlopen, CUDA code on the device.
@@ -200,40 +158,9 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
       KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
       KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
-      core::TimeJob time;
-      if (r.has_number()) time.options.number = r.number();
-      if (r.has_repeat()) time.options.repeat = r.repeat();
-      // Durations in ms from the wire: finite, and at most an hour (NaN and 1e308 would run
-      // until the job timeout).
-      for (const auto& [what, ms] : {std::pair{"min_repeat_ms", r.min_repeat_ms()},
-                                     std::pair{"cooldown_interval_ms", r.cooldown_interval_ms()}}) {
-        if (!(ms >= 0 && ms <= static_cast<double>(kMaxOptionMs))) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              what, " = ", ms, " is out of range (accepted: 0 to ", kMaxOptionMs, ")"));
-        }
-      }
-      time.options.min_repeat = absl::Milliseconds(r.min_repeat_ms());
-      if (r.has_limit_zero_time_iterations()) {
-        time.options.limit_zero_time_iterations = r.limit_zero_time_iterations();
-      }
-      time.options.cooldown_interval = absl::Milliseconds(r.cooldown_interval_ms());
-      if (r.has_repeats_to_cooldown()) time.options.repeats_to_cooldown = r.repeats_to_cooldown();
-      time.options.cache_flush_bytes = r.cache_flush_bytes();
-      // The flush buffers count like arguments: a request may not size them beyond the limit.
-      if (r.cache_flush_bytes() > 0 && limits.max_total_bytes > 0 &&
-          static_cast<uint64_t>(r.cache_flush_bytes()) > limits.max_total_bytes / 2) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat("cache_flush_bytes = ", r.cache_flush_bytes(),
-                         " needs two buffers of that size, "
-                         "over the limit of ",
-                         limits.max_total_bytes, " bytes per job"));
-      }
-      time.flush_l2 = r.flush_l2();
-      time.preprocess = r.preprocess();
-      time.checksums = r.checksums();
+      KPROF_ASSIGN_OR_RETURN(core::TimeJob time,
+                             TimeJobFromRequest(r, device_, limits.max_total_bytes));
       time.host_environment_apart = true;  // the front attaches the host's part
-      KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
-      KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
       kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
       const core::TimeEvaluation& evaluation = result.evaluation;

@@ -29,18 +29,18 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "base/device.h"
+#include "base/read_file.h"
 #include "core/host/environment.h"
 #include "core/host/placement.h"
 #include "kprof/config.h"
+#include "proto/status.h"
 #include "server/ipc/frame_channel.h"
 #include "server/worker/worker_job.h"
 #include "server/worker/worker_sandbox.h"
 
 #if KPROF_HAS_CUDA
-#include "base/read_file.h"
 #include "core/cuda/cuda_context.h"
 #include "core/cuda/cuda_driver.h"
-#include "proto/status.h"
 #endif
 
 namespace {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <map>
 #include <set>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "client/kprof_client.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/cuda/cuda_devices.h"
@@ -632,6 +634,67 @@ TEST_F(ServiceTest, EvictedModulesAreUploadedAgainByTheClient) {
       Time(a->id(), "vadd", {"float32[8]:ones", "float32[8]:ones", "float32[8]"}));
   ASSERT_THAT(timed, IsOk());
   EXPECT_THAT(client_->HasModule(a->id()), IsOkAndHolds(true));
+}
+
+// Options are checked by the front before a job is queued, with the worker's own function: a
+// bad request is refused at once, even while the device is busy, and no worker runs it.
+TEST_F(ServiceTest, BadOptionsAreRefusedBeforeTheJobIsQueued) {
+  const auto device_counts = [this] {
+    auto info = client_->Info();
+    EXPECT_THAT(info, IsOk());
+    const v1::DeviceInfo& cpu = info->devices(0);
+    return std::tuple{cpu.jobs_completed(), cpu.jobs_failed(), cpu.workers_started()};
+  };
+  // A job that holds the device for two seconds.
+  auto busy = std::async(std::launch::async, [this] {
+    v1::TimeEvaluateRequest request = Time("builtin", "spin_us", {"float64:2000000"});
+    request.set_number(1);
+    request.set_repeat(1);
+    return client_->TimeEvaluate(request);
+  });
+  absl::SleepFor(absl::Milliseconds(200));  // let it start
+  const auto before = device_counts();
+
+  std::vector<std::pair<v1::TimeEvaluateRequest, std::string>> times;
+  const auto spin = [] { return Time("builtin", "spin_us", {"float64:1"}); };
+  times.emplace_back(spin(), "repeat = 0 is out of range");
+  times.back().first.set_repeat(0);
+  times.emplace_back(spin(), "min_repeat_ms = -1 is out of range");
+  times.back().first.set_min_repeat_ms(-1);
+  times.emplace_back(spin(), "min_repeats and max_time_ms apply only with max_relative_stddev");
+  times.back().first.set_min_repeats(3);
+  times.emplace_back(spin(), "unknown outlier filter 'tukey'");
+  times.back().first.set_outlier_filter("tukey");
+  times.emplace_back(spin(), "unknown pre-processing step 'flush'");
+  times.back().first.set_preprocess("flush");
+  times.emplace_back(spin(), "flush_l2 sizes the cache flush to a CUDA device's L2");
+  times.back().first.set_flush_l2(true);
+  times.emplace_back(Time("builtin", "spin_us", {"float33:1"}), "float33");
+  times.emplace_back(spin(), "launch.grid has 4 dimensions");
+  for (int i = 0; i < 4; ++i) times.back().first.mutable_call()->mutable_launch()->add_grid(1);
+  times.back().first.mutable_call()->mutable_launch()->add_block(1);
+  for (const auto& [request, message] : times) {
+    EXPECT_THAT(client_->TimeEvaluate(request),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(message)))
+        << message;
+  }
+  v1::ProfileFunctionRequest profile;
+  profile.mutable_call()->set_module_id("builtin");
+  profile.mutable_call()->set_function("spin_us");
+  profile.mutable_call()->add_args("float64:1");
+  profile.set_number(0);
+  EXPECT_THAT(client_->ProfileFunction(profile),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("number = 0")));
+  v1::ProfileRequest sequence;
+  *sequence.add_calls() = profile.call();
+  sequence.set_repeat(0);
+  EXPECT_THAT(client_->Profile(sequence),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeat = 0")));
+
+  // All answered while the long job still held the device, and none ran or failed in a worker.
+  EXPECT_EQ(busy.wait_for(std::chrono::seconds(0)), std::future_status::timeout);
+  EXPECT_EQ(device_counts(), before);
+  EXPECT_THAT(busy.get(), IsOk());
 }
 
 // A program knows a missing module by a structured detail, not by the message's words: a

@@ -1,0 +1,55 @@
+#include <string>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/measure/local_runner.h"
+#include "core/measure/time_evaluator.h"
+
+// The checks of a job's options (local_runner.h), in an object of their own: the daemon's front
+// checks requests with them, and must not link the runner, whose collectors load PAPI.
+namespace kprof::core {
+namespace {
+
+absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
+  if (value >= minimum) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(name), " = ", value, " is out of range (accepted: ", minimum, " or more)"));
+}
+
+}  // namespace
+
+absl::Status CheckTimeJob(const TimeJob& time, Device device) {
+  KPROF_RETURN_IF_ERROR(ValidateOptions(time.options));
+  if (!time.preprocess.empty() && time.preprocess != kCacheFlushCpuNonFirstArg) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown pre-processing step '", time.preprocess,
+                     "' (accepted: ", std::string(kCacheFlushCpuNonFirstArg), ", or none)"));
+  }
+  if (!time.preprocess.empty() && device.type != DeviceType::kCpu) {
+    return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
+                                                   DeviceSpec(device), " is not a CPU"));
+  }
+  if (time.flush_l2 && device.type != DeviceType::kCuda) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("flush_l2 sizes the cache flush to a CUDA device's L2; on ",
+                     DeviceSpec(device), " give cache_flush_bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckProfileJob(const ProfileJob& profile) {
+  KPROF_RETURN_IF_ERROR(CheckCount("warmup", profile.warmup, 0));
+  return CheckCount("number", profile.number, 1);
+}
+
+absl::Status CheckSequenceJob(const SequenceJob& sequence) {
+  KPROF_RETURN_IF_ERROR(CheckCount("warmup", sequence.warmup, 0));
+  KPROF_RETURN_IF_ERROR(CheckCount("repeat", sequence.repeat, 1));
+  if (sequence.calls.empty()) {
+    return absl::InvalidArgumentError("a profile needs at least one call");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace kprof::core

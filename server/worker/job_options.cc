@@ -1,0 +1,133 @@
+#include "server/worker/job_options.h"
+
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "core/args/arg_spec.h"
+#include "core/measure/time_evaluator.h"
+
+namespace kprof::server {
+namespace {
+
+// The convergence fields of a request onto the evaluator's options. They mean nothing without
+// max_relative_stddev, so giving them alone is an error rather than silently ignored.
+absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
+                                core::TimeEvaluatorOptions& options) {
+  if (r.max_relative_stddev() == 0) {
+    if (r.has_min_repeats() || r.max_time_ms() != 0) {
+      return absl::InvalidArgumentError(
+          "min_repeats and max_time_ms apply only with max_relative_stddev (e.g. 0.01), which "
+          "turns convergence on");
+    }
+    return absl::OkStatus();
+  }
+  options.max_relative_stddev = r.max_relative_stddev();
+  if (!r.has_repeat()) options.repeat = core::kDefaultConvergenceRepeats;
+  if (r.has_min_repeats()) options.min_repeats = r.min_repeats();
+  if (r.max_time_ms() != 0) {
+    if (!(r.max_time_ms() > 0 && r.max_time_ms() < 1e12)) {
+      return absl::InvalidArgumentError(absl::StrCat("max_time_ms = ", r.max_time_ms(),
+                                                     " is out of range (accepted: more than 0)"));
+    }
+    options.max_time = absl::Milliseconds(r.max_time_ms());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& r,
+                                                 core::Device device, uint64_t max_argument_bytes) {
+  core::TimeJob time;
+  if (r.has_number()) time.options.number = r.number();
+  if (r.has_repeat()) time.options.repeat = r.repeat();
+  for (const auto& [what, ms] : {std::pair{"min_repeat_ms", r.min_repeat_ms()},
+                                 std::pair{"cooldown_interval_ms", r.cooldown_interval_ms()}}) {
+    if (!(ms >= 0 && ms <= static_cast<double>(kMaxOptionMs))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " = ", ms, " is out of range (accepted: 0 to ", kMaxOptionMs, ")"));
+    }
+  }
+  time.options.min_repeat = absl::Milliseconds(r.min_repeat_ms());
+  if (r.has_limit_zero_time_iterations()) {
+    time.options.limit_zero_time_iterations = r.limit_zero_time_iterations();
+  }
+  time.options.cooldown_interval = absl::Milliseconds(r.cooldown_interval_ms());
+  if (r.has_repeats_to_cooldown()) time.options.repeats_to_cooldown = r.repeats_to_cooldown();
+  time.options.cache_flush_bytes = r.cache_flush_bytes();
+  // The flush buffers count like arguments: a request may not size them beyond the limit.
+  if (r.cache_flush_bytes() > 0 && max_argument_bytes > 0 &&
+      static_cast<uint64_t>(r.cache_flush_bytes()) > max_argument_bytes / 2) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cache_flush_bytes = ", r.cache_flush_bytes(), " needs two buffers of that size, over the ",
+        "limit of ", max_argument_bytes, " bytes per job"));
+  }
+  time.flush_l2 = r.flush_l2();
+  time.preprocess = r.preprocess();
+  time.checksums = r.checksums();
+  KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
+  KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
+  KPROF_RETURN_IF_ERROR(core::CheckTimeJob(time, device));
+  return time;
+}
+
+absl::StatusOr<core::LaunchConfig> LaunchFromProto(const kprof::v1::LaunchConfig& launch) {
+  core::LaunchConfig config;
+  for (const auto& [what, from, to] : {std::tuple{"grid", &launch.grid(), &config.grid},
+                                       std::tuple{"block", &launch.block(), &config.block}}) {
+    if (from->empty() || from->size() > 3) {
+      return absl::InvalidArgumentError(absl::StrCat("launch.", what, " has ", from->size(),
+                                                     " dimensions (accepted: 1 to 3, x first)"));
+    }
+    for (int i = 0; i < from->size(); ++i) (*to)[static_cast<size_t>(i)] = from->Get(i);
+  }
+  config.shared_bytes = launch.shared_bytes();
+  return config;
+}
+
+absl::Status CheckCallOptions(const kprof::v1::FunctionCall& call) {
+  for (const std::string& spec : call.args()) {
+    KPROF_RETURN_IF_ERROR(core::ParseArgSpec(spec).status());
+  }
+  if (call.has_launch()) KPROF_RETURN_IF_ERROR(LaunchFromProto(call.launch()).status());
+  return absl::OkStatus();
+}
+
+absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, core::Device device) {
+  using kprof::worker::v1::WorkerRequest;
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate: {
+      const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
+      KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
+      return TimeJobFromRequest(r, device, request.max_argument_bytes()).status();
+    }
+    case WorkerRequest::kProfileFunction: {
+      const kprof::v1::ProfileFunctionRequest& r = request.profile_function();
+      KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
+      core::ProfileJob profile;
+      profile.warmup = r.warmup();
+      if (r.has_number()) profile.number = r.number();
+      return core::CheckProfileJob(profile);
+    }
+    case WorkerRequest::kProfile: {
+      const kprof::v1::ProfileRequest& r = request.profile();
+      for (int i = 0; i < r.calls_size(); ++i) {
+        if (absl::Status s = CheckCallOptions(r.calls(i)); !s.ok()) {
+          return absl::Status(
+              s.code(), absl::StrCat("call ", i, " (", r.calls(i).function(), "): ", s.message()));
+        }
+      }
+      core::SequenceJob sequence;
+      sequence.calls.resize(static_cast<size_t>(r.calls_size()));
+      sequence.warmup = r.warmup();
+      if (r.has_repeat()) sequence.repeat = r.repeat();
+      return core::CheckSequenceJob(sequence);
+    }
+    default:
+      return absl::OkStatus();
+  }
+}
+
+}  // namespace kprof::server
