@@ -22,6 +22,7 @@ packages=(
   nlohmann-json3-dev  # the standard JSON report
   libdlpack-dev       # DLTensor, the module ABI's argument type
   libssl-dev          # SHA-256 of argument bytes (OpenSSL)
+  libcli11-dev        # the kprof CLI's command-line parsing (header-only)
   libgtest-dev        # unit and integration tests
   libgmock-dev        # matchers used by the tests
   libbenchmark-dev    # Google Benchmark: the in-process reference of make bench

@@ -93,6 +93,11 @@ std::string AsHtml(const Report& report);
 // numbers are written as null, which ReportFromJson reads back as NaN.
 std::string AsJson(const Report& report, int indent = -1);
 
+// The metrics as one JSON object of plain values, in name order: a string, a count, or a number
+// (microseconds, percent or ratio as they are; null for NaN or an infinity). The environment of
+// a result in `kprof time --format json`.
+std::string AsPlainJson(const MetricMap& metrics);
+
 // Parses the standard JSON report. Unknown top-level keys are ignored; a missing section is
 // empty. Malformed JSON, a wrong type or an unknown metric kind is INVALID_ARGUMENT naming the
 // place, e.g. `calls[2]."Duration (us)": unknown metric kind "seconds" (accepted: ...)`.

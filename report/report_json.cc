@@ -337,6 +337,12 @@ std::string AsJson(const Report& report, int indent) {
   return root.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }
 
+std::string AsPlainJson(const MetricMap& metrics) {
+  Json object = Json::object();
+  for (const auto& [name, value] : metrics) object[name] = PlainJson(value);
+  return object.dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
+
 absl::StatusOr<Report> ReportFromJson(std::string_view text) {
   bool too_deep = false;
   const Json::parser_callback_t limit_depth = [&too_deep](int depth, Json::parse_event_t event,

@@ -216,18 +216,54 @@ TEST_F(CliTest, ErrorsAreOneLineWithTheCodesName) {
   EXPECT_THAT(option.err, HasSubstr("unknown option '--bogus'"));
 }
 
+// Each command takes its own options alone: another command's is a usage error naming both.
+TEST_F(CliTest, AnOptionOfAnotherCommandIsRefusedNamingIt) {
+  for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+           {"info --repeat 5",
+            "--repeat is not an option of 'kprof info' (it is one of: time, "
+            "profile; kprof info --help lists its own)"},
+           {"modules --arg float32[4]", "--arg is not an option of 'kprof modules'"},
+           {"report x.json --rank",
+            "--rank is not an option of 'kprof report' (it is one of: "
+            "batch;"},
+           {"time builtin spin_us --collector rusage",
+            "--collector is not an option of 'kprof time' (it is one of: profile;"},
+           {"--no-sort report x.json",
+            "--no-sort is an option of report: give it after the command"},
+           {"--checksums info", "--checksums is not an option of 'kprof info'"}}) {
+    const Result r = Kprof(args);
+    EXPECT_EQ(r.exit_code, 2) << "kprof " << args << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(says)) << "kprof " << args;
+  }
+  // Global options go before or after the command alike.
+  EXPECT_EQ(Kprof("info --format json").exit_code, 0);
+  EXPECT_EQ(Kprof("--format json info").exit_code, 0);
+  // Each command's help lists its own options, not another's.
+  const Result help = Kprof("time --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--min-repeat-ms"));
+  EXPECT_THAT(help.out, ::testing::Not(HasSubstr("--collector")));
+}
+
 // Every usage error exits 2, one line naming what was wrong; failed work exits 1.
 TEST_F(CliTest, UsageErrorsExitTwo) {
   for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
            {"", "no command"},
-           {"time", "usage: kprof time MODULE FUNCTION"},
-           {"time builtin", "usage: kprof time MODULE FUNCTION"},
+           {"time", "MODULE is required (usage: kprof time [OPTIONS] MODULE FUNCTION)"},
+           {"time builtin", "FUNCTION is required (usage: kprof time [OPTIONS] MODULE FUNCTION)"},
            {"profile builtin", "usage: kprof profile MODULE FUNCTION"},
            {"profile --sequence x.json builtin spin_us", "takes no MODULE FUNCTION"},
-           {"report", "usage: kprof report FILE.json"},
-           {"batch", "usage: kprof batch JOBS.jsonl"},
-           {"load", "usage: kprof load FILE"},
-           {"unload", "usage: kprof unload ID"},
+           {"profile builtin spin_us --repeat 3", "--repeat is for --sequence"},
+           {"report", "FILE is required (usage: kprof report [OPTIONS] FILE)"},
+           {"batch", "JOBS is required (usage: kprof batch [OPTIONS] JOBS)"},
+           {"load", "FILE is required (usage: kprof load [OPTIONS] FILE)"},
+           {"unload", "ID is required (usage: kprof unload [OPTIONS] ID)"},
+           {"time builtin spin_us --repeat x", "Could not convert: --repeat = x"},
+           {"time builtin spin_us extra", "unexpected argument 'extra' for 'kprof time'"},
+           {"--format gbench info",
+            "--format gbench is for time and batch, not info (info takes table, json and csv)"},
+           {"batch jobs.jsonl --format table", "--format table is for batch --rank"},
+           {"batch jobs.jsonl --rank-initial 5", "--rank-initial requires --rank"},
            {"--format xml info", "--format 'xml' is not one of table, json, csv"},
            {"--timeout", "--timeout"},
            {"time builtin spin_us --grid 4", "needs both --grid and --block"},

@@ -6,7 +6,7 @@
 #include <iterator>
 #include <string>
 
-#include "client/gbench_format.h"
+#include "client/cli/gbench_format.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

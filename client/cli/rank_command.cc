@@ -1,4 +1,4 @@
-#include "client/rank_command.h"
+#include "client/cli/rank_command.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,13 @@
 #include <map>
 #include <utility>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/compare_command.h"
+#include "base/status_macros.h"
+#include "client/cli/command.h"
+#include "client/cli/compare_command.h"
 #include "report/metric.h"
 #include "report/report.h"
 
@@ -149,6 +152,76 @@ absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOp
   std::fputs(RenderRanking(ranking, format).c_str(), stdout);
   std::fflush(stdout);
   return absl::OkStatus();
+}
+
+void AddRankFlags(CLI::App& c, RankFlags& f, bool race) {
+  c.add_option("--confidence", f.confidence, "how sure a verdict must be (default 0.95)");
+  c.add_option("--threshold", f.threshold, "PERCENT: smaller changes are ties (default 1)");
+  if (!race) return;
+  c.add_option("--rank-initial", f.initial, "--rank: the first round's repeats (10)");
+  c.add_option("--rank-max-repeats", f.max_repeats, "--rank: most repeats of a candidate (300)");
+  c.add_option("--rank-budget", f.budget,
+               "--rank: start no round that would end past SECONDS (default: none)");
+}
+
+absl::StatusOr<core::RankOptions> RankOptionsFrom(const RankFlags& f) {
+  core::RankOptions options;
+  if (!(f.confidence > 0 && f.confidence < 1)) {
+    return UsageError(
+        absl::StrCat("--confidence ", f.confidence, ": a probability between 0 and 1, e.g. 0.95"));
+  }
+  options.confidence = f.confidence;
+  if (!(f.threshold >= 0 && f.threshold < 100)) {
+    return UsageError(absl::StrCat("--threshold ", f.threshold,
+                                   ": a percentage from 0 to under 100 (default 1)"));
+  }
+  options.threshold = f.threshold / 100;
+  // A comparison holds every pairwise difference of two candidates' repeats: 2000 a side is
+  // 4 million of them (32 MB).
+  if (f.initial < 2 || f.initial > 2000) {
+    return UsageError(absl::StrCat("--rank-initial ", f.initial,
+                                   ": repeats of the first round, from 2 to 2000 (default 10)"));
+  }
+  if (f.max_repeats < f.initial || f.max_repeats > 2000) {
+    return UsageError(absl::StrCat("--rank-max-repeats ", f.max_repeats, ": from --rank-initial (",
+                                   f.initial, ") to 2000 (default 300)"));
+  }
+  if (!(f.budget >= 0) || std::isinf(f.budget)) {
+    return UsageError(absl::StrCat("--rank-budget ", f.budget,
+                                   ": seconds, more than 0 (0, the default: no budget)"));
+  }
+  options.initial = static_cast<size_t>(f.initial);
+  options.max_repeats = static_cast<size_t>(f.max_repeats);
+  return options;
+}
+
+namespace {
+
+// kprof rank FILE...
+class RankCommand final : public Command {
+ public:
+  explicit RankCommand(CLI::App& app)
+      : Command(app, "rank",
+                "rank measured results (kprof time JSON, kprof batch JSONL or Google Benchmark "
+                "JSON): the fastest and those tied with it") {
+    subcommand()->add_option("FILE", files_, "result files")->required();
+    AddRankFlags(*subcommand(), flags_, /*race=*/false);
+  }
+
+  absl::Status Run(const Globals&, const std::string& format, int*) override {
+    KPROF_ASSIGN_OR_RETURN(const core::RankOptions options, RankOptionsFrom(flags_));
+    return RankFiles(files_, options, format);
+  }
+
+ private:
+  std::vector<std::string> files_;
+  RankFlags flags_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddRankCommand(CLI::App& app) {
+  return std::make_unique<RankCommand>(app);
 }
 
 }  // namespace kprof::client

@@ -7,10 +7,29 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "report/ranking.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace kprof::client {
+
+// The options of a ranking, as `kprof rank` and `kprof batch --rank` take them; the race's own
+// (initial, max repeats, budget) only with `race`.
+struct RankFlags {
+  double confidence = 0.95;
+  double threshold = 1;  // percent
+  int64_t initial = 10;
+  int64_t max_repeats = 300;
+  double budget = 0;  // seconds; 0: none
+};
+void AddRankFlags(CLI::App& command, RankFlags& flags, bool race);
+
+// The flags as RankOptions, checked: a usage error naming the flag and what it takes.
+absl::StatusOr<core::RankOptions> RankOptionsFrom(const RankFlags& flags);
 
 // {"fastest", "ties", "decided", "confidence", "threshold", "looks", "alpha", "rounds",
 // "repeats", "seconds", "candidates": [{"name", "state", "repeats", "median", "change",

@@ -1,4 +1,4 @@
-#include "client/compare_command.h"
+#include "client/cli/compare_command.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -10,12 +10,16 @@
 #include <map>
 #include <sstream>
 
+#include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/read_file.h"
-#include "client/plot_svg.h"
+#include "base/status_macros.h"
+#include "client/cli/command.h"
+#include "client/cli/plot_svg.h"
+#include "client/cli/rank_command.h"
 #include "nlohmann/json.hpp"
 #include "report/metric.h"
 #include "report/report.h"
@@ -382,6 +386,66 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
       core::ShortestDecimal(options.fail_on_regression), "%: ",
       absl::StrJoin(regressions.begin(), regressions.begin() + static_cast<ptrdiff_t>(shown), ", "),
       regressions.size() > shown ? ", ..." : ""));
+}
+
+namespace {
+
+// kprof compare BASE NEW
+class CompareCommand final : public Command {
+ public:
+  explicit CompareCommand(CLI::App& app)
+      : Command(app, "compare",
+                "which measurements of NEW are faster or slower than BASE's, with an interval "
+                "and a U-test p; exit 4 past --fail-on-regression") {
+    CLI::App& c = *subcommand();
+    c.add_option("BASE", base_, "kprof time JSON, kprof batch JSONL or Google Benchmark JSON")
+        ->required();
+    c.add_option("NEW", fresh_, "the same kinds of file")->required();
+    AddRankFlags(c, flags_, /*race=*/false);
+    min_repeats_ = c.add_option("--min-repeats", min_repeats_value_,
+                                "fewer repeats on a side is insufficient (default 5)");
+    c.add_option("--resamples", resamples_, "bootstrap resamples (default 2000)");
+    fail_on_regression_ = c.add_option("--fail-on-regression", fail_on_regression_value_,
+                                       "PERCENT: exit 4 when a measurement is slower by more");
+    c.add_option("--plot", plot_, "also draw the comparisons as SVG in FILE");
+  }
+
+  absl::Status Run(const Globals&, const std::string& format, int* exit_code) override {
+    CompareCommandOptions options;
+    options.format = format;
+    KPROF_ASSIGN_OR_RETURN(const core::RankOptions rank, RankOptionsFrom(flags_));
+    options.compare.confidence = rank.confidence;
+    options.compare.threshold = rank.threshold;
+    if (min_repeats_->count() > 0) {
+      if (min_repeats_value_ < 1) return UsageError("--min-repeats: at least 1");
+      options.compare.min_repeats = static_cast<size_t>(min_repeats_value_);
+    }
+    if (resamples_ < 100 || resamples_ > 1000000) {
+      return UsageError(absl::StrCat("--resamples ", resamples_, ": between 100 and 1000000"));
+    }
+    options.compare.resamples = static_cast<int>(resamples_);
+    if (fail_on_regression_->count() > 0 && !(fail_on_regression_value_ >= 0)) {
+      return UsageError(absl::StrCat("--fail-on-regression ", fail_on_regression_value_,
+                                     ": a percentage, 0 or more (5 fails on a slowdown over 5%)"));
+    }
+    options.fail_on_regression = fail_on_regression_->count() > 0 ? fail_on_regression_value_ : -1;
+    options.plot = plot_;
+    return CompareFiles(base_, fresh_, options, exit_code);
+  }
+
+ private:
+  std::string base_, fresh_, plot_;
+  RankFlags flags_;
+  int64_t min_repeats_value_ = 5, resamples_ = 2000;
+  double fail_on_regression_value_ = -1;
+  CLI::Option* min_repeats_ = nullptr;
+  CLI::Option* fail_on_regression_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddCompareCommand(CLI::App& app) {
+  return std::make_unique<CompareCommand>(app);
 }
 
 }  // namespace kprof::client

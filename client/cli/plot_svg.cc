@@ -1,4 +1,4 @@
-#include "client/plot_svg.h"
+#include "client/cli/plot_svg.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "client/gbench_format.h"
+#include "client/cli/gbench_format.h"
 
 #include <cmath>
 #include <map>

@@ -1,0 +1,278 @@
+// kprof batch JOBS.jsonl: many TimeEvaluate jobs over every daemon the target names, a result
+// line (JSONL) per job as it finishes, progress on a terminal's stderr; with --rank, a race of
+// the jobs as candidates (race.h).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "client/cli/call_spec.h"
+#include "client/cli/command.h"
+#include "client/cli/gbench_format.h"
+#include "client/cli/output.h"
+#include "client/cli/race.h"
+#include "client/cli/rank_command.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kprof::client {
+namespace {
+
+struct BatchFlags {
+  std::string jobs;  // a file, or - for standard input
+  std::string module_format = "auto";
+  bool rank = false;
+  RankFlags race;
+};
+
+// One job line of `kprof batch` as a BatchJob: "id", "module" (builtin, an id, or a file,
+// uploaded once per path), "function", "args", "launch", and any TimeEvaluateRequest field by
+// its proto name ("device", "number", "repeat", "min_repeat_ms", ...).
+absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
+    Farm& farm, const std::string& line, const std::string& module_format,
+    std::map<std::string, absl::StatusOr<std::string>>& uploaded, std::string* module) {
+  Json json = Json::parse(line, nullptr, false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError("not a JSON object");
+  }
+  kprof::v1::BatchJob job;
+  if (!json.value("id", Json()).is_string() || json["id"].get<std::string>().empty()) {
+    return absl::InvalidArgumentError("needs an \"id\" string");
+  }
+  job.set_id(json["id"].get<std::string>());
+  json.erase("id");
+  kprof::v1::TimeEvaluateRequest* request = job.mutable_time_evaluate();
+  KPROF_ASSIGN_OR_RETURN(*request->mutable_call(), CallFromJson(json, module));
+  // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
+  kprof::v1::FunctionCall call = std::move(*request->mutable_call());
+  if (const auto s = google::protobuf::util::JsonStringToMessage(json.dump(), request); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("options: ", s.message().ToString()));
+  }
+  *request->mutable_call() = std::move(call);
+  auto found = uploaded.find(*module);
+  if (found == uploaded.end()) {
+    absl::StatusOr<std::string> id = *module;
+    if (*module != "builtin" && !IsModuleId(*module)) {
+      id = farm.AddModuleFile(*module, module_format);
+    }
+    found = uploaded.emplace(*module, std::move(id)).first;
+  }
+  if (!found->second.ok()) return found->second.status();
+  request->mutable_call()->set_module_id(*found->second);
+  return job;
+}
+
+// kprof batch JOBS.jsonl: every line's result as a line of JSONL on stdout, as it finishes;
+// progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
+// the line.
+absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, int* exit_code) {
+  std::ifstream file;
+  if (o.jobs != "-") {
+    file.open(o.jobs);
+    if (!file) return absl::NotFoundError(absl::StrCat("cannot read '", o.jobs, "'"));
+  }
+  std::istream& in = o.jobs == "-" ? std::cin : file;
+  int64_t failed = 0, done = 0, total = 0;
+  // --format gbench: one document at the end, its runs gathered here (and the manifest of the
+  // first result, for its context).
+  const bool gbench = format == "gbench";
+  Json gbench_runs = Json::array();
+  std::optional<kprof::v1::MetricMap> gbench_environment;
+  const auto emit = [](const Json& result) { Print(result.dump() + "\n"); };
+  // --rank: the lines that are no candidates, named in the ranking as failed.
+  std::vector<std::pair<std::string, std::string>> refused;
+  const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
+    ++failed;
+    if (o.rank) {
+      // Named by its line too: its id may be another line's (a duplicate), and names are unique.
+      refused.emplace_back(
+          id.is_string() ? absl::StrCat(id.get<std::string>(), " (line ", line, ")")
+                         : absl::StrCat("line ", line),
+          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+      return;
+    }
+    if (gbench) {
+      const std::string name = id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line);
+      gbench_runs.push_back(GbenchError(
+          name, absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message())));
+      return;
+    }
+    Json result = {{"id", std::move(id)},
+                   {"status", absl::StatusCodeToString(status.code())},
+                   {"error", std::string(status.message())}};
+    if (line > 0) result["line"] = line;
+    emit(result);
+  };
+  std::vector<kprof::v1::BatchJob> jobs;
+  std::map<std::string, int64_t> lines;    // job id -> its line
+  std::map<std::string, size_t> index_of;  // job id -> its place in `jobs`
+  // job id -> its "module" (as the line gives it), "function" and "args", for its result line
+  std::map<std::string, Json> calls;
+  std::map<std::string, absl::StatusOr<std::string>> uploaded;
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++total;
+    std::string module;
+    absl::StatusOr<kprof::v1::BatchJob> job =
+        BatchJobFromLine(farm, line, o.module_format, uploaded, &module);
+    if (job.ok() && lines.count(job->id()) > 0) {
+      job = absl::InvalidArgumentError(
+          absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
+    }
+    if (job.ok() && o.rank &&
+        (job->time_evaluate().has_repeat() || job->time_evaluate().max_relative_stddev() != 0)) {
+      job = absl::InvalidArgumentError(
+          "with --rank the race sets each candidate's repeats: leave out \"repeat\" and "
+          "\"max_relative_stddev\"");
+    }
+    if (!job.ok()) {
+      const Json parsed = Json::parse(line, nullptr, false);
+      Json id =
+          parsed.is_object() && parsed.value("id", Json()).is_string() ? parsed["id"] : Json();
+      failure(std::move(id), number,
+              absl::Status(job.status().code(),
+                           absl::StrCat("line ", number, ": ", job.status().message())));
+      continue;
+    }
+    lines[job->id()] = number;
+    index_of[job->id()] = jobs.size();
+    const kprof::v1::FunctionCall& call = job->time_evaluate().call();
+    calls[job->id()] = {{"module", module},
+                        {"function", call.function()},
+                        {"args", std::vector<std::string>(call.args().begin(), call.args().end())}};
+    jobs.push_back(*std::move(job));
+  }
+  if (o.rank) {
+    KPROF_ASSIGN_OR_RETURN(const core::RankOptions options, RankOptionsFrom(o.race));
+    return RaceBatch(farm, options, o.race.budget, format, jobs, calls, refused, exit_code);
+  }
+  const bool bar = isatty(STDERR_FILENO) != 0;
+  std::set<std::string> running;  // over every daemon of the farm
+  const auto progress = [&] {
+    if (!bar) return;
+    const int64_t finished = done + failed;
+    const int width = 30;
+    const int filled =
+        total > 0 ? static_cast<int>(width * std::min(finished, total) / total) : width;
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld  running %lld  failed %lld ",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(width - filled), '.').c_str(),
+                 static_cast<long long>(finished), static_cast<long long>(total),
+                 static_cast<long long>(running.size()), static_cast<long long>(failed));
+  };
+  std::set<std::string> answered;
+  absl::Status stream = absl::OkStatus();
+  if (!jobs.empty()) {
+    stream = farm.MeasureBatch(
+        jobs,
+        [&](const kprof::v1::BatchUpdate& update) {
+          if (update.state() == kprof::v1::BatchUpdate::DONE ||
+              update.state() == kprof::v1::BatchUpdate::FAILED) {
+            if (!answered.insert(update.id()).second) return;
+          }
+          if (update.state() == kprof::v1::BatchUpdate::DONE && gbench) {
+            if (!gbench_environment) gbench_environment = update.time_evaluate().environment();
+            const kprof::v1::BatchJob& job = jobs[index_of[update.id()]];
+            for (auto& run : GbenchRuns(GbenchName(update.id(), job.time_evaluate().call()),
+                                        update.time_evaluate())) {
+              gbench_runs.push_back(std::move(run));
+            }
+            ++done;
+          } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
+            absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
+            if (!result.ok()) {
+              failure(update.id(), lines[update.id()], result.status());
+            } else {
+              Json line_result = {{"id", update.id()}, {"status", "OK"}};
+              line_result.update(calls[update.id()]);
+              line_result.update(*result);
+              emit(line_result);
+              ++done;
+            }
+          } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+            failure(update.id(), lines[update.id()], client::StatusOf(update));
+          }
+          if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+            running.insert(update.id());
+          } else {
+            running.erase(update.id());
+          }
+        },
+        /*window=*/32, /*on_pause=*/
+        [&] {
+          // The lines of the updates that came together go out together, before the farm waits.
+          std::fflush(stdout);
+          progress();
+        });
+  }
+  if (bar) std::fprintf(stderr, "\n");
+  // Every job line gets its result line, even when the batch itself broke off.
+  for (const kprof::v1::BatchJob& job : jobs) {
+    if (answered.count(job.id()) > 0) continue;
+    failure(job.id(), lines[job.id()],
+            stream.ok() ? absl::UnknownError("the daemons gave no answer for this job") : stream);
+  }
+  if (gbench) {
+    Print(
+        GbenchDocument(gbench_environment ? &*gbench_environment : nullptr, std::move(gbench_runs))
+            .dump(2) +
+        "\n");
+    std::fflush(stdout);
+  }
+  KPROF_RETURN_IF_ERROR(stream);
+  if (failed > 0) {
+    *exit_code = 3;  // the batch ran; some of its jobs failed
+    return absl::AbortedError(
+        absl::StrCat(failed, " of ", total, " jobs failed (see their lines)"));
+  }
+  return absl::OkStatus();
+}
+
+class BatchCommand final : public Command {
+ public:
+  explicit BatchCommand(CLI::App& app)
+      : Command(app, "batch",
+                "many TimeEvaluate jobs over every daemon the target names: a result line per "
+                "job (JSONL); exit 3 when some jobs failed",
+                {"jsonl", "json", "gbench", "table", "csv"}) {
+    CLI::App& c = *subcommand();
+    c.add_option("JOBS", flags_.jobs, "a JSONL file of jobs, - for standard input")->required();
+    c.add_option("--module-format", flags_.module_format,
+                 "of the module files: auto (default), shared-library, cubin, fatbin or ptx");
+    CLI::Option* rank = c.add_flag(
+        "--rank", flags_.rank, "race the jobs (candidates) for the fastest and those tied with it");
+    AddRankFlags(c, flags_.race, /*race=*/true);
+    for (const char* name :
+         {"--confidence", "--threshold", "--rank-initial", "--rank-max-repeats", "--rank-budget"}) {
+      c.get_option(name)->needs(rank);
+    }
+  }
+
+  absl::Status Run(const Globals& globals, const std::string& format, int* exit_code) override {
+    if (!flags_.rank && (format == "table" || format == "csv")) {
+      return UsageError(absl::StrCat("--format ", format,
+                                     " is for batch --rank (a batch prints JSONL, or gbench)"));
+    }
+    // A batch spreads over every daemon the target names.
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, globals.ConnectFarm());
+    return Batch(*farm, flags_, format == "json" ? "jsonl" : format, exit_code);
+  }
+
+ private:
+  BatchFlags flags_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddBatchCommand(CLI::App& app) {
+  return std::make_unique<BatchCommand>(app);
+}
+
+}  // namespace kprof::client

@@ -1,0 +1,104 @@
+#include "client/cli/call_spec.h"
+
+#include <tuple>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/status_macros.h"
+#include "client/cli/command.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace kprof::client {
+
+bool IsModuleId(const std::string& text) {
+  return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+ModuleResolver UploadingTo(Client& client, const std::string& module_format) {
+  return [&client, module_format](const std::string& module) -> absl::StatusOr<std::string> {
+    if (module == "builtin" || IsModuleId(module)) return module;
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::ModuleInfo info,
+                           client.LoadModuleFile(module, module_format));
+    return info.id();
+  };
+}
+
+void AddCallOptions(CLI::App& command, CallOptions& o) {
+  command.add_option("--arg", o.args, "an argument spec, once per argument (float32[256,256])")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  o.grid_option = command.add_option("--grid", o.grid, "a CUDA kernel's grid: X[,Y[,Z]]");
+  o.block_option = command.add_option("--block", o.block, "a CUDA kernel's block: X[,Y[,Z]]");
+  o.shared_bytes_option =
+      command.add_option("--shared-bytes", o.shared_bytes, "a CUDA kernel's dynamic shared memory");
+  command.add_option("--module-format", o.module_format,
+                     "of a MODULE file: auto, shared-library, cubin, fatbin or ptx");
+}
+
+absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& o,
+                                                            const std::string& module,
+                                                            const std::string& function,
+                                                            const ModuleResolver& resolve) {
+  kprof::v1::FunctionCall call;
+  KPROF_ASSIGN_OR_RETURN(std::string id, resolve(module));
+  call.set_module_id(id);
+  call.set_function(function);
+  for (const std::string& a : o.args) call.add_args(a);
+  const bool grid = o.grid_option->count() > 0, block = o.block_option->count() > 0;
+  if (!grid && !block && o.shared_bytes_option->count() == 0) return call;
+  if (!grid || !block) return UsageError("a kernel launch needs both --grid and --block");
+  kprof::v1::LaunchConfig* launch = call.mutable_launch();
+  for (const auto& [name, text, dims] : {std::tuple{"grid", &o.grid, launch->mutable_grid()},
+                                         std::tuple{"block", &o.block, launch->mutable_block()}}) {
+    for (const absl::string_view part : absl::StrSplit(absl::string_view(*text), ',')) {
+      int64_t value = 0;
+      if (!absl::SimpleAtoi(part, &value)) {
+        return UsageError(
+            absl::StrCat("--", name, " '", *text, "': dimensions are integers, e.g. 256 or 64,64"));
+      }
+      dims->Add(value);
+    }
+  }
+  launch->set_shared_bytes(o.shared_bytes);
+  return call;
+}
+
+absl::StatusOr<kprof::v1::FunctionCall> CallFromJson(Json& object, std::string* module) {
+  if (!object.value("module", Json()).is_string() ||
+      !object.value("function", Json()).is_string()) {
+    return absl::InvalidArgumentError("needs \"module\" and \"function\" strings");
+  }
+  *module = object["module"].get<std::string>();
+  object.erase("module");
+  // The call's own fields, read as protobuf reads JSON (so "launch" takes shared_bytes or
+  // sharedBytes, and a field it does not have is refused).
+  Json call = Json::object();
+  for (const char* key : {"function", "args", "launch"}) {
+    if (object.contains(key)) {
+      call[key] = object[key];
+      object.erase(key);
+    }
+  }
+  kprof::v1::FunctionCall out;
+  if (const auto s = google::protobuf::util::JsonStringToMessage(call.dump(), &out); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("function, args or launch: ", s.message().ToString()));
+  }
+  return out;
+}
+
+kprof::v1::CollectorSpec ParseCollector(const std::string& text) {
+  kprof::v1::CollectorSpec spec;
+  const size_t colon = text.find(':');
+  spec.set_name(text.substr(0, colon));
+  if (colon != std::string::npos) {
+    for (absl::string_view e : absl::StrSplit(text.substr(colon + 1), ',', absl::SkipEmpty())) {
+      spec.add_options(std::string(e));
+    }
+  }
+  return spec;
+}
+
+}  // namespace kprof::client

@@ -1,0 +1,59 @@
+// The one way kprof builds the call a request names, from the command line (`kprof time`,
+// `kprof profile`) or from JSON (a batch line, a sequence file): its module — a file, uploaded
+// when the daemon lacks it; a module id; or "builtin" — its function, its argument specs and, for
+// a CUDA kernel, its launch configuration.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/cli/output.h"
+#include "client/kprof_client.h"
+#include "kprof/v1/kprof.pb.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
+namespace kprof::client {
+
+// MODULE as a module id: a file is uploaded first (with the format given), an id or "builtin"
+// is taken as it is.
+using ModuleResolver = std::function<absl::StatusOr<std::string>(const std::string& module)>;
+bool IsModuleId(const std::string& text);
+ModuleResolver UploadingTo(Client& client, const std::string& module_format);
+
+// The options of a call on the command line.
+struct CallOptions {
+  std::vector<std::string> args;
+  std::string grid, block;
+  int64_t shared_bytes = 0;
+  std::string module_format = "auto";
+  CLI::Option* grid_option = nullptr;
+  CLI::Option* block_option = nullptr;
+  CLI::Option* shared_bytes_option = nullptr;
+};
+
+// Declares --arg (once per argument), --grid, --block, --shared-bytes and --module-format.
+void AddCallOptions(CLI::App& command, CallOptions& options);
+
+// The call MODULE FUNCTION with the options; a usage error for a half-given launch.
+absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& options,
+                                                            const std::string& module,
+                                                            const std::string& function,
+                                                            const ModuleResolver& resolve);
+
+// The call a JSON object names: "module" and "function" strings, "args" (specs) and "launch"
+// ({"grid": [...], "block": [...], "shared_bytes": N}), taken out of `object` (the keys left are
+// the caller's). `*module` is the module as the object gives it, for the caller to resolve into
+// the call's module_id. INVALID_ARGUMENT saying what is missing or wrong.
+absl::StatusOr<kprof::v1::FunctionCall> CallFromJson(Json& object, std::string* module);
+
+// --collector NAME[:EVENT,EVENT...]
+kprof::v1::CollectorSpec ParseCollector(const std::string& text);
+
+}  // namespace kprof::client

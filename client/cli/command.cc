@@ -1,0 +1,152 @@
+#include "client/cli/command.h"
+
+#include <cstdlib>
+#include <utility>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/read_file.h"
+#include "base/status_macros.h"
+
+namespace kprof::client {
+namespace {
+
+constexpr char kUsagePayload[] = "kprof.dev/usage-error";
+
+// "60s", "500ms", "2m" (absl::ParseDuration); a bare number is seconds.
+absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
+  absl::Duration duration;
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && seconds > 0 && seconds < 1e9) {
+    return absl::Seconds(seconds);
+  }
+  if (absl::ParseDuration(text, &duration) && duration > absl::ZeroDuration() &&
+      duration != absl::InfiniteDuration()) {
+    return duration;
+  }
+  return UsageError(absl::StrCat("--timeout '", text,
+                                 "' is not a duration (e.g. 30s, 500ms, 2m; a bare number is "
+                                 "seconds)"));
+}
+
+// Reads the token and TLS files the options name into `options`.
+absl::Status Credentials(const Globals& g, ClientOptions* options) {
+  std::string token_file = g.token_file;
+  if (token_file.empty()) {
+    if (const char* env = std::getenv("KPROF_TOKEN_FILE"); env != nullptr) token_file = env;
+  }
+  if (!token_file.empty()) {
+    KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(token_file, "token file"));
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      const std::string token(absl::StripAsciiWhitespace(line));
+      if (!token.empty() && token[0] != '#') {
+        options->bearer_token = token;
+        break;
+      }
+    }
+    if (options->bearer_token.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the token file '", token_file, "' holds no token"));
+    }
+  }
+  options->tls = !g.tls_ca.empty() || !g.tls_cert.empty();
+  if (!g.tls_ca.empty()) {
+    KPROF_ASSIGN_OR_RETURN(options->tls_root_certs_pem, core::ReadFile(g.tls_ca, "TLS CA"));
+  }
+  if (!g.tls_cert.empty()) {
+    KPROF_ASSIGN_OR_RETURN(options->tls_cert_chain_pem,
+                           core::ReadFile(g.tls_cert, "TLS certificate"));
+    KPROF_ASSIGN_OR_RETURN(options->tls_private_key_pem, core::ReadFile(g.tls_key, "TLS key"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<std::string, ClientOptions>> Connection(const Globals& g) {
+  std::string target = g.target;
+  if (target.empty()) {
+    const char* env = std::getenv("KPROF_TARGET");
+    target = env != nullptr && *env ? env : "127.0.0.1:9177";
+  }
+  ClientOptions options;
+  if (!g.timeout.empty()) {
+    KPROF_ASSIGN_OR_RETURN(options.timeout, ParseTimeout(g.timeout));
+  }
+  KPROF_RETURN_IF_ERROR(Credentials(g, &options));
+  return std::pair{std::move(target), std::move(options)};
+}
+
+}  // namespace
+
+absl::Status UsageError(absl::string_view message) {
+  absl::Status status = absl::InvalidArgumentError(message);
+  status.SetPayload(kUsagePayload, absl::Cord("2"));
+  return status;
+}
+
+bool IsUsageError(const absl::Status& status) {
+  return status.GetPayload(kUsagePayload).has_value();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
+  KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
+  return Client::Connect(connection.first, connection.second);
+}
+
+absl::StatusOr<std::unique_ptr<Farm>> Globals::ConnectFarm() const {
+  KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
+  return Farm::Connect(connection.first, connection.second);
+}
+
+absl::Duration Globals::TimeoutOr(absl::Duration otherwise) const {
+  if (timeout.empty()) return otherwise;
+  const absl::StatusOr<absl::Duration> parsed = ParseTimeout(timeout);
+  return parsed.ok() ? *parsed : otherwise;  // CheckGlobals refused a bad one
+}
+
+void AddGlobalOptions(CLI::App& app, Globals& g) {
+  app.add_option("--target", g.target, "the daemon, HOST:PORT ($KPROF_TARGET, 127.0.0.1:9177)")
+      ->group("Global options");
+  app.add_option("--timeout", g.timeout, "deadline of a call: 30s, 500ms, 2m (default per command)")
+      ->group("Global options");
+  app.add_option("--token-file", g.token_file,
+                 "send the first token in FILE as a bearer token ($KPROF_TOKEN_FILE)")
+      ->group("Global options");
+  app.add_option("--tls-ca", g.tls_ca, "use TLS, trusting this CA (PEM)")->group("Global options");
+  app.add_option("--tls-cert", g.tls_cert, "client certificate for mutual TLS (PEM)")
+      ->group("Global options");
+  app.add_option("--tls-key", g.tls_key, "the key of --tls-cert (PEM)")->group("Global options");
+  app.add_option("--format", g.format,
+                 "output: table, json, csv; gbench (time, batch); trace, html (profile, report)")
+      ->group("Global options");
+}
+
+absl::Status CheckGlobals(const Globals& g) {
+  if (!g.timeout.empty()) KPROF_RETURN_IF_ERROR(ParseTimeout(g.timeout).status());
+  if (g.tls_cert.empty() != g.tls_key.empty()) {
+    return UsageError("--tls-cert and --tls-key go together");
+  }
+  return absl::OkStatus();
+}
+
+Command::Command(CLI::App& app, const std::string& name, const std::string& description,
+                 std::vector<std::string> formats)
+    : subcommand_(app.add_subcommand(name, description)), formats_(std::move(formats)) {
+  // Global options may follow the command: what it does not know goes to the app.
+  subcommand_->fallthrough();
+}
+
+std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app) {
+  std::vector<std::unique_ptr<Command>> commands;
+  for (auto add :
+       {AddInfoCommand, AddLoadCommand, AddModulesCommand, AddUnloadCommand, AddTimeCommand,
+        AddProfileCommand, AddBatchCommand, AddReportCommand, AddCompareCommand, AddRankCommand}) {
+    commands.push_back(add(app));
+  }
+  return commands;
+}
+
+}  // namespace kprof::client

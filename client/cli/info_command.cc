@@ -1,0 +1,95 @@
+// kprof info: what the daemon is and has — devices, collectors, limits, queues, modules.
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "base/status_macros.h"
+#include "client/cli/command.h"
+#include "client/cli/output.h"
+
+namespace kprof::client {
+namespace {
+
+void PrintCsv(const kprof::v1::GetInfoResponse& info) {
+  std::printf("device,type,name,cpus,queue_length,busy,jobs_completed,jobs_failed\n");
+  for (const auto& d : info.devices()) {
+    std::printf("%s,%s,\"%s\",%d,%d,%d,%lld,%lld\n", d.device().c_str(), d.type().c_str(),
+                d.cpu_model().c_str(), d.cpus(), d.queue_length(), d.busy() ? 1 : 0,
+                static_cast<long long>(d.jobs_completed()),
+                static_cast<long long>(d.jobs_failed()));
+  }
+}
+
+void PrintTable(const kprof::v1::GetInfoResponse& info) {
+  std::printf("kprofd %s on %s\nbuild: %s\n\n", info.version().c_str(), info.host().c_str(),
+              info.build().c_str());
+  for (const auto& d : info.devices()) {
+    std::printf(
+        "%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n", d.device().c_str(),
+        d.name().c_str(), d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(),
+        d.cpus(), d.queue_length(), d.busy() ? " (busy)" : "",
+        static_cast<long long>(d.jobs_completed()), static_cast<long long>(d.jobs_failed()));
+    if (!d.compute_capability().empty()) {
+      std::printf(
+          "  sm_%s, %d SMs, %llu MiB, L2 %d KiB, %d MHz; memory %d MHz x %d bits (peak %.0f "
+          "GB/s); PCI %s; driver CUDA %s\n",
+          absl::StrReplaceAll(d.compute_capability(), {{".", ""}}).c_str(), d.multiprocessors(),
+          static_cast<unsigned long long>(d.memory_bytes() >> 20), d.l2_bytes() >> 10,
+          d.clock_mhz(), d.memory_clock_mhz(), d.memory_bus_bits(), d.peak_bandwidth_gbps(),
+          d.pci_bus_id().c_str(), d.driver_version().c_str());
+    }
+    for (const auto& c : d.collectors()) {
+      const std::string metrics = c.metrics().empty() ? "no preset events; native events by name"
+                                                      : absl::StrJoin(c.metrics(), ", ");
+      std::printf("  collector %s: %s\n", c.name().c_str(),
+                  c.available() ? metrics.c_str() : ("unavailable: " + c.reason()).c_str());
+      for (const auto& component : c.components()) {
+        std::printf("    component %s: %s\n", component.name().c_str(),
+                    component.enabled() ? "enabled" : ("disabled: " + component.reason()).c_str());
+      }
+    }
+  }
+  std::printf("\ncuda: %s\n", info.cuda().c_str());
+  if (!info.isolation().empty()) std::printf("isolation: %s\n", info.isolation().c_str());
+  const auto& l = info.limits();
+  std::printf(
+      "\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "
+      "job timeout %gs\n\nmodules:\n",
+      static_cast<unsigned long long>(l.max_module_bytes()),
+      static_cast<unsigned long long>(l.max_cache_bytes()),
+      static_cast<unsigned long long>(l.max_argument_bytes()), l.max_queue(),
+      l.job_timeout_seconds());
+  for (const auto& m : info.modules()) {
+    std::printf("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
+                absl::StrJoin(m.functions(), ", ").c_str());
+  }
+  if (info.more_modules()) std::printf("  ... and more: `kprof modules` lists them all\n");
+}
+
+class InfoCommand final : public Command {
+ public:
+  explicit InfoCommand(CLI::App& app)
+      : Command(app, "info", "devices, collectors, limits, queues, loaded modules") {}
+
+  absl::Status Run(const Globals& globals, const std::string& format, int*) override {
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::GetInfoResponse info, client->Info());
+    if (format == "json") {
+      Print(ProtoJson(info));
+    } else if (format == "csv") {
+      PrintCsv(info);
+    } else {
+      PrintTable(info);
+    }
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddInfoCommand(CLI::App& app) {
+  return std::make_unique<InfoCommand>(app);
+}
+
+}  // namespace kprof::client

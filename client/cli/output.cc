@@ -1,0 +1,92 @@
+#include "client/cli/output.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "google/protobuf/util/json_util.h"
+#include "proto/wire.h"
+#include "report/statistics.h"
+
+namespace kprof::client {
+
+void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+
+std::string ProtoJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+void PrintReport(const core::Report& report, const std::string& format,
+                 const core::TableOptions& table) {
+  if (format == "html") {
+    Print(core::AsHtml(report));
+  } else if (format == "trace") {
+    Print(core::AsChromeTrace(report) + "\n");
+  } else if (format == "json") {
+    Print(core::AsJson(report) + "\n");
+  } else if (format == "csv") {
+    Print(core::AsCsv(report));
+  } else {
+    Print(core::AsTable(report, table));
+  }
+}
+
+absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
+  const auto& s = r.statistics();
+  KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
+                         wire::FromProto(r.environment(), "environment"));
+  Json json = {
+      {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
+      {"mean", s.mean()},
+      {"median", s.median()},
+      {"min", s.min()},
+      {"max", s.max()},
+      {"std", s.std()},
+      {"cv", s.cv()},
+      {"number", r.final_number()},
+      {"repeat", r.seconds_per_call_size()},
+      {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
+      {"device", r.device()},
+      {"argument_shapes", r.argument_shapes()},
+      {"queue_wait_seconds", r.timing().queue_wait_seconds()},
+      {"execution_seconds", r.timing().execution_seconds()},
+      {"rel_stddev", r.rel_stddev()},
+      {"stop_reason", r.stop_reason()},
+      {"warnings", std::vector<std::string>(r.warnings().begin(), r.warnings().end())}};
+  if (r.has_converged()) json["converged"] = r.converged();
+  if (r.has_filtered_statistics()) {
+    const auto& f = r.filtered_statistics();
+    json["outliers"] = std::vector<int32_t>(r.outliers().begin(), r.outliers().end());
+    json["filtered"] = {{"mean", f.mean()}, {"median", f.median()}, {"min", f.min()},
+                        {"max", f.max()},   {"std", f.std()},       {"cv", f.cv()}};
+  }
+  if (r.checksums_size() > 0) {
+    json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
+  }
+  json["environment"] = Json::parse(core::AsPlainJson(manifest));
+  return json;
+}
+
+std::string RepeatsHistogram(const std::vector<double>& seconds) {
+  static constexpr const char* kBars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  const size_t bins = std::clamp<size_t>(seconds.size(), 1, 20);
+  const std::vector<size_t> counts = core::Histogram(seconds, bins);
+  if (counts.empty()) return "repeats  (none)";
+  const size_t most = *std::max_element(counts.begin(), counts.end());
+  std::string bars;
+  for (const size_t n : counts) {
+    // An empty bin is a space; any other is at least the lowest bar.
+    bars += kBars[n == 0 ? 0 : std::max<size_t>(1, (n * 8 + most - 1) / most)];
+  }
+  const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
+  return absl::StrFormat("repeats  %s  %.3f us .. %.3f us (%d in %d bins)", bars, *low * 1e6,
+                         *high * 1e6, seconds.size(), bins);
+}
+
+}  // namespace kprof::client

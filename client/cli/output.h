@@ -1,0 +1,38 @@
+// How kprof writes its results, in one place: whole strings to stdout, protobuf messages as
+// JSON, reports in every format, a timing's JSON object (TVM's BenchmarkResult keys and
+// kprofd's own), and the repeats' histogram line.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "google/protobuf/message.h"
+#include "kprof/v1/kprof.pb.h"
+#include "nlohmann/json.hpp"
+#include "report/report.h"
+
+namespace kprof::client {
+
+using Json = nlohmann::ordered_json;
+
+// Writes `text` to stdout whole: a report's strings may hold NUL bytes, which "%s" would stop at.
+void Print(std::string_view text);
+
+// A message as indented JSON with its fields' proto names.
+std::string ProtoJson(const google::protobuf::Message& message);
+
+// A report in `format`: table (shaped by `table`), json, csv, trace or html.
+void PrintReport(const core::Report& report, const std::string& format,
+                 const core::TableOptions& table = {});
+
+// `kprof time --format json`'s object for a result: TVM's BenchmarkResult keys (seconds) and
+// kprofd's own; INVALID_ARGUMENT when its environment does not read.
+absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r);
+
+// The repeats' distribution in one line: "repeats  ▁▃█▅▂  50.12 us .. 50.31 us (12 in 5 bins)",
+// a bar per bin, as high as its count against the fullest's.
+std::string RepeatsHistogram(const std::vector<double>& seconds);
+
+}  // namespace kprof::client

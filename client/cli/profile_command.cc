@@ -1,0 +1,123 @@
+// kprof profile MODULE FUNCTION: one function's calls under metric collectors, as a report; and
+// kprof profile --sequence FILE.json: a sequence of calls (a model, layer by layer) profiled
+// together.
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "base/read_file.h"
+#include "base/status_macros.h"
+#include "client/cli/call_spec.h"
+#include "client/cli/command.h"
+#include "client/cli/output.h"
+#include "proto/wire.h"
+
+namespace kprof::client {
+namespace {
+
+// A sequence file: {"calls": [{"module": M, "function": F, "args": [SPEC...], "launch": {...}}
+// ...], "repeat": N, "warmup": N}; M as on the command line.
+absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve,
+                          kprof::v1::ProfileRequest* request) {
+  KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(path, "sequence file"));
+  const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
+  };
+  if (!json.is_object() || !json.contains("calls") || !json["calls"].is_array()) {
+    return bad("expected {\"calls\": [{\"module\": ..., \"function\": ..., \"args\": [...]}]}");
+  }
+  for (size_t i = 0; i < json["calls"].size(); ++i) {
+    Json call = json["calls"][i];
+    if (!call.is_object()) return bad(absl::StrCat("calls[", i, "] is not an object"));
+    std::string module;
+    absl::StatusOr<kprof::v1::FunctionCall> parsed = CallFromJson(call, &module);
+    if (!parsed.ok()) return bad(absl::StrCat("calls[", i, "] ", parsed.status().message()));
+    KPROF_ASSIGN_OR_RETURN(std::string id, resolve(module));
+    parsed->set_module_id(id);
+    *request->add_calls() = *std::move(parsed);
+  }
+  if (json.value("repeat", Json()).is_number_integer()) request->set_repeat(json["repeat"]);
+  if (json.value("warmup", Json()).is_number_integer()) request->set_warmup(json["warmup"]);
+  return absl::OkStatus();
+}
+
+class ProfileCommand final : public Command {
+ public:
+  explicit ProfileCommand(CLI::App& app)
+      : Command(app, "profile", "profile calls under metric collectors; prints a report",
+                {"table", "json", "csv", "trace", "html"}) {
+    CLI::App& c = *subcommand();
+    c.add_option("MODULE", module_, "a module file, a module id, or builtin");
+    c.add_option("FUNCTION", function_, "the function to profile");
+    AddCallOptions(c, call_);
+    c.add_option("--sequence", sequence_, "profile the sequence of calls in FILE.json instead");
+    c.add_option("--seed", seed_, "seed of random argument data (default 0)");
+    c.add_option("--device", device_, "cpu:0 (default) or cuda:N");
+    warmup_option_ = c.add_option("--warmup", warmup_, "untimed calls first (default 0)");
+    c.add_option("--number", number_, "calls measured together (default 1)");
+    repeat_option_ = c.add_option("--repeat", repeat_, "--sequence: profiled runs (default 1)");
+    c.add_option("--collector", collectors_, "a metric collector: NAME[:EVENT,EVENT...]")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
+
+  absl::Status Run(const Globals& globals, const std::string& format, int*) override {
+    if (sequence_.empty() && function_.empty()) {
+      return UsageError(
+          "usage: kprof profile MODULE FUNCTION ... or kprof profile --sequence FILE.json");
+    }
+    if (!sequence_.empty() && !module_.empty()) {
+      return UsageError("kprof profile --sequence FILE takes no MODULE FUNCTION");
+    }
+    if (sequence_.empty() && repeat_option_->count() > 0) {
+      return UsageError("--repeat is for --sequence: a single function's calls are --number");
+    }
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
+    const ModuleResolver resolve = UploadingTo(*client, call_.module_format);
+    const absl::Duration timeout = globals.TimeoutOr(absl::Seconds(120));
+    kprof::v1::Report report;
+    if (!sequence_.empty()) {
+      kprof::v1::ProfileRequest request;
+      KPROF_RETURN_IF_ERROR(ReadSequence(sequence_, resolve, &request));
+      request.set_device(device_);
+      request.set_seed(seed_);
+      if (repeat_option_->count() > 0) request.set_repeat(repeat_);
+      if (warmup_option_->count() > 0) request.set_warmup(warmup_);
+      for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
+      KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client->Profile(request, timeout));
+      report = r.report();
+    } else {
+      kprof::v1::ProfileFunctionRequest request;
+      KPROF_ASSIGN_OR_RETURN(*request.mutable_call(),
+                             CallFromCommandLine(call_, module_, function_, resolve));
+      request.set_device(device_);
+      request.set_seed(seed_);
+      request.set_warmup(warmup_);
+      request.set_number(number_);
+      for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
+      KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileFunctionResponse r,
+                             client->ProfileFunction(request, timeout));
+      report = r.report();
+    }
+    KPROF_ASSIGN_OR_RETURN(core::Report converted, wire::FromProto(report));
+    PrintReport(converted, format);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string module_, function_, sequence_;
+  CallOptions call_;
+  uint64_t seed_ = 0;
+  std::string device_ = "cpu:0";
+  int64_t warmup_ = 0, number_ = 1, repeat_ = 1;
+  std::vector<std::string> collectors_;
+  CLI::Option* warmup_option_ = nullptr;
+  CLI::Option* repeat_option_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddProfileCommand(CLI::App& app) {
+  return std::make_unique<ProfileCommand>(app);
+}
+
+}  // namespace kprof::client

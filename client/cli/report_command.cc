@@ -1,0 +1,44 @@
+// kprof report FILE.json: renders a standard JSON report (from kprofd or from TVM).
+#include "CLI/CLI.hpp"
+#include "base/read_file.h"
+#include "base/status_macros.h"
+#include "client/cli/command.h"
+#include "client/cli/output.h"
+
+namespace kprof::client {
+namespace {
+
+class ReportCommand final : public Command {
+ public:
+  explicit ReportCommand(CLI::App& app)
+      : Command(app, "report", "render a standard JSON report (from kprofd or TVM)",
+                {"table", "json", "csv", "trace", "html"}) {
+    subcommand()->add_option("FILE", file_, "the report, as JSON")->required();
+    subcommand()->add_flag("--no-aggregate", no_aggregate_, "table: one row per call");
+    subcommand()->add_flag("--no-sort", no_sort_, "table: keep the calls' order");
+    subcommand()->add_flag("--no-sums", no_sums_, "table: no Sum row");
+  }
+
+  absl::Status Run(const Globals&, const std::string& format, int*) override {
+    KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(file_, "report file"));
+    KPROF_ASSIGN_OR_RETURN(core::Report report, core::ReportFromJson(text));
+    core::TableOptions table;
+    table.aggregate = !no_aggregate_;
+    table.sort = !no_sort_;
+    table.compute_col_sums = !no_sums_;
+    PrintReport(report, format, table);
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string file_;
+  bool no_aggregate_ = false, no_sort_ = false, no_sums_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddReportCommand(CLI::App& app) {
+  return std::make_unique<ReportCommand>(app);
+}
+
+}  // namespace kprof::client

@@ -1,0 +1,180 @@
+// kprof time MODULE FUNCTION: times a function the way a benchmark harness does (TimeEvaluate),
+// and prints each repeat, the statistics, the environment and the repeats' histogram.
+#include <algorithm>
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "client/cli/call_spec.h"
+#include "client/cli/command.h"
+#include "client/cli/compare_command.h"
+#include "client/cli/gbench_format.h"
+#include "client/cli/output.h"
+#include "client/cli/plot_svg.h"
+#include "proto/wire.h"
+
+namespace kprof::client {
+namespace {
+
+void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateResponse& r,
+                const core::MetricMap& manifest, bool outliers) {
+  const auto& s = r.statistics();
+  Print(absl::StrCat(function, " ", r.argument_shapes(), " on ", r.device(), "\n"));
+  for (int i = 0; i < r.seconds_per_call_size(); ++i) {
+    std::printf("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1,
+                r.seconds_per_call(i) * 1e6, static_cast<long long>(r.numbers(i)));
+  }
+  std::printf(
+      "  mean %.3f us  median %.3f us  min %.3f us  max %.3f us  std %.3f us  "
+      "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
+      s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6, s.cv() * 100,
+      r.timing().queue_wait_seconds() * 1e3, r.timing().execution_seconds() * 1e3);
+  if (r.has_converged()) {
+    std::printf("  %s: relative std %.2f%% after %d repeats (%s)\n",
+                r.converged() ? "converged" : "NOT converged", r.rel_stddev() * 100,
+                r.seconds_per_call_size(), r.stop_reason().c_str());
+  }
+  if (outliers) {
+    const auto& f = r.filtered_statistics();
+    std::printf(
+        "  without %d outlier(s): mean %.3f us  median %.3f us  min %.3f us  max %.3f us  "
+        "std %.3f us  cv %.2f%%\n",
+        r.outliers_size(), f.mean() * 1e6, f.median() * 1e6, f.min() * 1e6, f.max() * 1e6,
+        f.std() * 1e6, f.cv() * 100);
+  }
+  for (int i = 0; i < r.checksums_size(); ++i) {
+    std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
+  }
+  for (const std::string& warning : r.warnings()) Print("  warning: " + warning + "\n");
+  if (!manifest.empty()) {
+    Print("\nEnvironment\n-----------\n");
+    for (const auto& [name, value] : manifest) {
+      Print(absl::StrCat(name, ": ", core::FormatForTable(value), "\n"));
+    }
+  }
+  Print("\n" +
+        RepeatsHistogram(
+            std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())) +
+        "\n");
+}
+
+class TimeCommand final : public Command {
+ public:
+  explicit TimeCommand(CLI::App& app)
+      : Command(app, "time", "time a function: repeats of calls, their statistics",
+                {"table", "json", "csv", "gbench"}) {
+    CLI::App& c = *subcommand();
+    c.add_option("MODULE", module_, "a module file, a module id, or builtin")->required();
+    c.add_option("FUNCTION", function_, "the function to time")->required();
+    AddCallOptions(c, call_);
+    c.add_option("--seed", request_seed_, "seed of random argument data (default 0)");
+    c.add_option("--device", device_, "cpu:0 (default) or cuda:N");
+    c.add_option("--number", number_, "calls per repeat (default 1)");
+    repeat_option_ = c.add_option("--repeat", repeat_, "repeats (default 1)");
+    c.add_option("--min-repeat-ms", min_repeat_ms_, "grow number until a repeat lasts this");
+    c.add_option("--limit-zero-time-iterations", limit_zero_time_iterations_,
+                 "zero readings allowed per repeat (default 100)");
+    c.add_option("--cooldown-ms", cooldown_ms_, "sleep between groups of repeats");
+    c.add_option("--repeats-to-cooldown", repeats_to_cooldown_, "repeats per cool-down");
+    c.add_option("--cache-flush-bytes", cache_flush_bytes_, "evict caches before each repeat");
+    c.add_option("--preproc", preproc_, "a step before each repeat: cache_flush_cpu_non_first_arg");
+    c.add_flag("--flush-l2", flush_l2_, "cuda: write an L2-sized buffer before each repeat");
+    c.add_flag("--checksums", checksums_, "SHA-256 of each argument after the run");
+    c.add_option("--outliers", outliers_, "none or iqr: set aside repeats beyond 1.5 IQR");
+    c.add_option("--max-rel-stddev", max_rel_stddev_,
+                 "repeat until the repeats' relative std is at most R (e.g. 0.01)");
+    min_repeats_option_ =
+        c.add_option("--min-repeats", min_repeats_, "with --max-rel-stddev: at least N (3)");
+    c.add_option("--max-time-ms", max_time_ms_,
+                 "with --max-rel-stddev: time budget (default 10000)");
+    c.add_option("--plot", plot_, "also draw the repeats as SVG in FILE");
+  }
+
+  absl::Status Run(const Globals& globals, const std::string& format, int*) override {
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
+    kprof::v1::TimeEvaluateRequest request;
+    KPROF_ASSIGN_OR_RETURN(
+        *request.mutable_call(),
+        CallFromCommandLine(call_, module_, function_, UploadingTo(*client, call_.module_format)));
+    request.set_flush_l2(flush_l2_);
+    request.set_device(device_);
+    request.set_seed(request_seed_);
+    request.set_number(number_);
+    // Converging, the daemon's default bounds the repeats; otherwise the CLI's default of 1.
+    if (max_rel_stddev_ == 0 || repeat_option_->count() > 0) request.set_repeat(repeat_);
+    request.set_max_relative_stddev(max_rel_stddev_);
+    if (min_repeats_option_->count() > 0) request.set_min_repeats(min_repeats_);
+    request.set_max_time_ms(max_time_ms_);
+    request.set_outlier_filter(outliers_);
+    request.set_min_repeat_ms(min_repeat_ms_);
+    request.set_limit_zero_time_iterations(limit_zero_time_iterations_);
+    request.set_cooldown_interval_ms(cooldown_ms_);
+    request.set_repeats_to_cooldown(repeats_to_cooldown_);
+    request.set_cache_flush_bytes(cache_flush_bytes_);
+    request.set_preprocess(preproc_);
+    request.set_checksums(checksums_);
+    // Enough for the repeats the options ask for (or the convergence budget), twice over, plus
+    // a minute of slack.
+    const double budget_ms =
+        max_rel_stddev_ > 0
+            ? (max_time_ms_ > 0 ? max_time_ms_ : 10'000)
+            : static_cast<double>(std::max<int64_t>(repeat_, 1)) * (min_repeat_ms_ + cooldown_ms_);
+    const absl::Duration timeout =
+        globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r,
+                           client->TimeEvaluate(request, timeout));
+    KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
+                           wire::FromProto(r.environment(), "environment"));
+    if (format == "gbench") {
+      Print(
+          GbenchDocument(&r.environment(), GbenchRuns(GbenchName("", request.call()), r)).dump(2) +
+          "\n");
+    } else if (format == "json") {
+      KPROF_ASSIGN_OR_RETURN(const Json json, TimeJson(r));
+      // What was called first, so that `kprof compare` can tell measurements apart.
+      Json out = {{"module", module_}, {"function", function_}, {"args", call_.args}};
+      out.update(json);
+      Print(out.dump(2) + "\n");
+    } else if (format == "csv") {
+      Print("repeat,seconds_per_call,number\n");
+      for (int i = 0; i < r.seconds_per_call_size(); ++i) {
+        Print(absl::StrCat(i + 1, ",", core::ShortestDecimal(r.seconds_per_call(i)), ",",
+                           r.numbers(i), "\n"));
+      }
+    } else {
+      PrintTable(function_, r, manifest, !outliers_.empty() && outliers_ != "none");
+    }
+    if (!plot_.empty()) {
+      std::vector<std::string> title = {function_};
+      title.insert(title.end(), call_.args.begin(), call_.args.end());
+      KPROF_RETURN_IF_ERROR(WritePlot(
+          plot_,
+          RepeatsSvg(absl::StrJoin(title, " "), std::vector<double>(r.seconds_per_call().begin(),
+                                                                    r.seconds_per_call().end()))));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string module_, function_;
+  CallOptions call_;
+  uint64_t request_seed_ = 0;
+  std::string device_ = "cpu:0";
+  int64_t number_ = 1, repeat_ = 1, limit_zero_time_iterations_ = 100, repeats_to_cooldown_ = 1;
+  int64_t cache_flush_bytes_ = 0, min_repeats_ = 3;
+  double min_repeat_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0, max_time_ms_ = 0;
+  std::string preproc_, outliers_, plot_;
+  bool flush_l2_ = false, checksums_ = false;
+  CLI::Option* repeat_option_ = nullptr;
+  CLI::Option* min_repeats_option_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> AddTimeCommand(CLI::App& app) {
+  return std::make_unique<TimeCommand>(app);
+}
+
+}  // namespace kprof::client
