@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -34,17 +35,25 @@ absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
 }
 
 // Reads the token and TLS files the options name into `options`.
+// The token: the first in --token-file, else $KPROF_TOKEN, else the first in $KPROF_TOKEN_FILE,
+// as the Python client's connect() looks for it.
 absl::Status Credentials(const Globals& g, ClientOptions* options) {
   std::string token_file = g.token_file;
   if (token_file.empty()) {
-    if (const char* env = std::getenv("KPROF_TOKEN_FILE"); env != nullptr) token_file = env;
+    if (const char* env = std::getenv("KPROF_TOKEN"); env != nullptr && *env != '\0') {
+      options->bearer_token = env;
+    } else if (const char* file = std::getenv("KPROF_TOKEN_FILE"); file != nullptr) {
+      token_file = file;
+    }
   }
   if (!token_file.empty()) {
     KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(token_file, "token file"));
+    // A line of the daemon's token file is TOKEN [LABEL [WEIGHT]]: the token is its first word.
     for (absl::string_view line : absl::StrSplit(text, '\n')) {
-      const std::string token(absl::StripAsciiWhitespace(line));
-      if (!token.empty() && token[0] != '#') {
-        options->bearer_token = token;
+      const std::vector<absl::string_view> words =
+          absl::StrSplit(line, absl::ByAnyChar(" \t\r"), absl::SkipEmpty());
+      if (!words.empty() && words[0][0] != '#') {
+        options->bearer_token = std::string(words[0]);
         break;
       }
     }

@@ -1,5 +1,6 @@
 """A connection to one kprofd, over its gRPC service (kprof/v1/kprof.proto)."""
 
+import collections
 import hashlib
 import os
 import queue
@@ -12,6 +13,11 @@ from kprof.report import Report
 from kprof.v1 import kprof_pb2, kprof_pb2_grpc
 
 _MODULE_ID = re.compile(r"^[0-9a-f]{64}$")
+
+# The C++ client's defaults (ClientOptions): modules up to this size are uploaded without asking
+# whether the daemon holds them; the bytes of at most this much are kept for uploading again.
+UPLOAD_WITHOUT_ASKING_BYTES = 256 << 10
+MAX_REMEMBERED_BYTES = 256 << 20
 _CHUNK = 1 << 20
 
 
@@ -103,8 +109,16 @@ def _module_bytes(module, name=None):
     if isinstance(module, (bytes, bytearray)):
         data, name = bytes(module), name or "module"
     else:
-        with open(module, "rb") as f:
-            data = f.read()
+        # Refused as the C++ client refuses it, in the same words.
+        if os.path.isdir(module):
+            raise KprofError(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"cannot read module file '{module}': it is a directory, not a file")
+        try:
+            with open(module, "rb") as f:
+                data = f.read()
+        except OSError as error:
+            raise KprofError(grpc.StatusCode.NOT_FOUND,
+                             f"cannot read module file '{module}': {error.strerror}") from None
         name = name or os.path.basename(module)
     return data, name, hashlib.sha256(data).hexdigest()
 
@@ -159,7 +173,8 @@ class Client:
     path) is given; a bearer token on every call when `token` is."""
 
     def __init__(self, target, token=None, tls_ca=None, tls_cert=None, tls_key=None,
-                 timeout=60.0):
+                 timeout=60.0, upload_without_asking_bytes=UPLOAD_WITHOUT_ASKING_BYTES,
+                 max_remembered_bytes=MAX_REMEMBERED_BYTES):
         def pem(value):
             if value is None or isinstance(value, bytes):
                 return value
@@ -175,7 +190,11 @@ class Client:
         self._stub = kprof_pb2_grpc.ProfilerStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
         self._timeout = timeout
-        self._modules = {}  # id -> (bytes, name, format), for uploading again after an eviction
+        # id -> (bytes, name, format), for uploading again after an eviction: the newest last,
+        # at most max_remembered_bytes of them (and always the newest), as the C++ client keeps.
+        self._modules = collections.OrderedDict()
+        self._upload_without_asking_bytes = upload_without_asking_bytes
+        self._max_remembered_bytes = max_remembered_bytes
 
     def close(self):
         self._channel.close()
@@ -192,14 +211,26 @@ class Client:
                      metadata=self._metadata)
 
     def load_module(self, module, name=None, format="auto"):
-        """Uploads a module (a path, or its bytes) unless the daemon holds it; returns its id."""
+        """Uploads a module (a path, or its bytes) unless the daemon holds it; returns its id.
+        As the C++ client does, a module of at most upload_without_asking_bytes is sent without
+        asking HasModule first (the question costs as much as the upload)."""
         data, name, module_id = _module_bytes(module, name)
-        held = _call(self._stub.HasModule, kprof_pb2.HasModuleRequest(id=module_id),
-                     timeout=self._timeout, metadata=self._metadata)
-        if not held.present:
+        present = False
+        if len(data) > self._upload_without_asking_bytes:
+            present = _call(self._stub.HasModule, kprof_pb2.HasModuleRequest(id=module_id),
+                            timeout=self._timeout, metadata=self._metadata).present
+        if not present:
             self._upload(data, module_id, name, format)
-        self._modules[module_id] = (data, name, format)
+        self._remember(module_id, data, name, format)
         return module_id
+
+    def _remember(self, module_id, data, name, format):
+        self._modules[module_id] = (data, name, format)
+        self._modules.move_to_end(module_id)
+        held = sum(len(kept[0]) for kept in self._modules.values())
+        while held > self._max_remembered_bytes and len(self._modules) > 1:
+            _, (oldest, _, _) = self._modules.popitem(last=False)
+            held -= len(oldest)
 
     def _upload(self, data, module_id, name, format):
         def chunks():
@@ -407,16 +438,20 @@ def default_target(target=None):
 
 
 def token_from_file(path):
-    """The first token in a token file: its first line that is neither blank nor a # comment."""
+    """The first token in a token file: the first word of its first line that is neither blank
+    nor a # comment (a line of the daemon's token file is TOKEN [LABEL [WEIGHT]])."""
     try:
         with open(path, encoding="utf-8") as lines:
             for line in lines:
-                token = line.strip()
-                if token and not token.startswith("#"):
-                    return token
-    except OSError as error:
+                words = line.split()
+                if words and not words[0].startswith("#"):
+                    return words[0]
+    except IsADirectoryError:
         raise KprofError(grpc.StatusCode.INVALID_ARGUMENT,
-                         f"cannot read the token file '{path}': {error.strerror}") from None
+                         f"cannot read token file '{path}': it is a directory, not a file") from None
+    except OSError as error:
+        raise KprofError(grpc.StatusCode.NOT_FOUND,
+                         f"cannot read token file '{path}': {error.strerror}") from None
     raise KprofError(grpc.StatusCode.INVALID_ARGUMENT, f"the token file '{path}' holds no token")
 
 

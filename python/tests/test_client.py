@@ -263,7 +263,7 @@ def test_target_and_token_come_from_the_clis_environment(monkeypatch):
                 out.write("# nothing yet\n")
             with pytest.raises(kprof.KprofError, match="the token file '.*empty' holds no token"):
                 kprof.connect(token_file=empty)
-            with pytest.raises(kprof.KprofError, match="cannot read the token file '/nowhere'"):
+            with pytest.raises(kprof.KprofError, match="cannot read token file '/nowhere'"):
                 kprof.connect(token_file="/nowhere")
         finally:
             process.terminate()
