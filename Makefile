@@ -2,14 +2,14 @@
 #   make demo   install what is missing, build, run the main job
 #   make test   install what is missing, build, run every test
 # Other targets: build, bench (benchmarks), test-asan (the suite under ASan and UBSan),
-# test-tsan (the suite under TSan), release,
+# test-tsan (the suite under TSan), check-clang (a clang build: thread-safety analysis), release,
 # format, clean.
 
 PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan test-tsan test-tsan-ci test-arm64 bench fuzz package gpu-bundle release format clean
+.PHONY: all deps build demo test test-asan test-tsan test-tsan-ci test-arm64 bench fuzz package gpu-bundle release format clean check-clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -69,6 +69,12 @@ package: build
 
 test-asan:
 	$(MAKE) test PRESET=asan
+
+# The whole tree built with clang, whose -Wthread-safety checks every ABSL_GUARDED_BY and
+# ABSL_EXCLUSIVE_LOCKS_REQUIRED (GCC ignores them); warnings are errors, as in CI.
+check-clang: $(DEPS_STAMP)
+	CI=true cmake --preset clang
+	cmake --build --preset clang
 
 # ThreadSanitizer over Debian's uninstrumented Abseil and gRPC: tests/tsan makes their locks and
 # completion queues visible to it and suppresses only what stays inside those libraries.

@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
@@ -39,8 +43,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view w
   struct stat info {};
   if (fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
     close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot read ", std::string(what), " '", path, "': it is a directory, not a file"));
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", std::string(what), " '", path,
+                                                   "': it is a directory, not a file"));
   }
   std::string bytes;
   if (info.st_size > 0 && S_ISREG(info.st_mode)) bytes.reserve(static_cast<size_t>(info.st_size));
@@ -69,6 +73,34 @@ std::optional<std::string> ReadFirstLine(const std::string& path) {
   if (!text) return std::nullopt;
   const absl::string_view line = absl::string_view(*text).substr(0, text->find('\n'));
   return std::string(absl::StripAsciiWhitespace(line));
+}
+
+std::optional<uint64_t> ReadCountFile(const std::string& path) {
+  const std::optional<std::string> text = ReadFirstLine(path);
+  uint64_t value = 0;
+  if (!text || !absl::SimpleAtoi(*text, &value)) return std::nullopt;
+  return value;
+}
+
+std::optional<double> ReadDecimalFile(const std::string& path) {
+  const std::optional<std::string> text = ReadFirstLine(path);
+  double value = 0;
+  if (!text || !absl::SimpleAtod(*text, &value) || !(value >= 0) || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::vector<std::filesystem::path> DirectoryEntries(const std::filesystem::path& dir,
+                                                    std::string_view prefix) {
+  std::vector<std::filesystem::path> found;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(dir, error), end; !error && it != end;
+       it.increment(error)) {
+    if (it->path().filename().string().rfind(prefix, 0) == 0) found.push_back(it->path());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 absl::StatusOr<std::string> ReadDescriptor(int fd) {

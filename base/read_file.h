@@ -3,9 +3,12 @@
 // one reader of files: nothing else opens a file to read it.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -22,6 +25,17 @@ std::optional<std::string> ReadSmallFile(const std::string& path);
 // The first line of such a file, without surrounding whitespace; nullopt when the file cannot
 // be read. An empty file is "".
 std::optional<std::string> ReadFirstLine(const std::string& path);
+
+// A sysfs attribute holding one number on its first line, 0 or more (a clock in Hz, a counter of
+// microjoules); nullopt when the file cannot be read or holds something else.
+std::optional<uint64_t> ReadCountFile(const std::string& path);
+// The same for a decimal number (finite, 0 or more).
+std::optional<double> ReadDecimalFile(const std::string& path);
+
+// The paths of the entries of `dir` whose names start with `prefix`, sorted; none when the
+// directory cannot be read. For walking /sys.
+std::vector<std::filesystem::path> DirectoryEntries(const std::filesystem::path& dir,
+                                                    std::string_view prefix = "");
 
 // The whole of `fd` from offset 0 (pread: the descriptor's offset is left alone).
 // INVALID_ARGUMENT "cannot read the module: ..." when a read fails.

@@ -41,9 +41,9 @@ packages=(
   libpapi-dev         # the PAPI hardware-counter collector
   libseccomp-dev      # the worker's syscall filter
   systemd             # systemd-analyze, which checks the unit file in the tests
+  clang               # make check-clang: -Wthread-safety over the lock annotations (CI); libFuzzer
 )
 fuzz_packages=(
-  clang               # libFuzzer builds
   libclang-rt-14-dev  # the libFuzzer and sanitizer runtimes for clang
 )
 

@@ -9,7 +9,7 @@
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
-#include "core/collectors/tegra.h"
+#include "core/collectors/tegra_rails.h"
 
 namespace kprof::core {
 

@@ -20,7 +20,6 @@ using Return = int;
 constexpr Return kSuccess = 0;
 constexpr int kClockSm = 1, kClockMem = 2;  // nvmlClockType_t
 constexpr int kTemperatureGpu = 0;          // nvmlTemperatureSensors_t
-constexpr Return kInsufficientSize = 7;     // NVML_ERROR_INSUFFICIENT_SIZE
 // nvmlProcessInfo_t, as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
 struct ProcessInfo {
   unsigned pid;

@@ -13,14 +13,6 @@
 namespace kprof::core {
 namespace {
 
-// A file holding one unsigned number, as powercap's are; nullopt when unreadable or not one.
-std::optional<uint64_t> ReadNumber(const std::filesystem::path& path) {
-  const std::optional<std::string> text = ReadFirstLine(path);
-  uint64_t value = 0;
-  if (!text || !absl::SimpleAtoi(*text, &value)) return std::nullopt;
-  return value;
-}
-
 std::string ReadName(const std::filesystem::path& zone) {
   const std::string name = ReadFirstLine(zone / "name").value_or("");
   return name.empty() ? zone.filename().string() : name;
@@ -37,7 +29,7 @@ class RaplMeasurement final : public MetricCollector::Measurement {
     MetricMap metrics;
     for (size_t i = 0; i < domains_->size(); ++i) {
       const RaplDomain& domain = (*domains_)[i];
-      const std::optional<uint64_t> now = ReadNumber(domain.energy_path);
+      const std::optional<uint64_t> now = ReadCountFile(domain.energy_path);
       if (!now) {
         return absl::UnavailableError(
             absl::StrCat("RAPL counter ", domain.energy_path, " became unreadable"));
@@ -75,8 +67,8 @@ std::vector<RaplDomain> DiscoverRaplDomains(const std::string& root) {
   std::sort(zones.begin(), zones.end());
   std::vector<RaplDomain> domains;
   const auto add = [&](const fs::path& zone, const std::string& name) {
-    const std::optional<uint64_t> energy = ReadNumber(zone / "energy_uj");
-    const std::optional<uint64_t> range = ReadNumber(zone / "max_energy_range_uj");
+    const std::optional<uint64_t> energy = ReadCountFile(zone / "energy_uj");
+    const std::optional<uint64_t> range = ReadCountFile(zone / "max_energy_range_uj");
     if (!energy || !range || *range == 0) return;
     domains.push_back({name, (zone / "energy_uj").string(), *range});
   };
@@ -139,7 +131,7 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> RaplCollector::Sta
   std::vector<uint64_t> start;
   start.reserve(domains_.size());
   for (const RaplDomain& domain : domains_) {
-    const std::optional<uint64_t> energy = ReadNumber(domain.energy_path);
+    const std::optional<uint64_t> energy = ReadCountFile(domain.energy_path);
     if (!energy) {
       return absl::UnavailableError(
           absl::StrCat("RAPL counter ", domain.energy_path, " became unreadable"));

@@ -3,12 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/cuda/cuda_backend.h"
 #include "core/device/device_api.h"
-#include "kprof/config.h"
-
-#if KPROF_HAS_CUDA
-#include "core/cuda/cuda_context.h"
-#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -81,11 +77,7 @@ absl::StatusOr<DeviceApi*> GetDeviceApi(DeviceType type) {
     case DeviceType::kCpu:
       return cpu;
     case DeviceType::kCuda:
-#if KPROF_HAS_CUDA
-      return CudaDeviceApi();
-#else
-      break;
-#endif
+      return CudaBackendDeviceApi();
   }
   return absl::FailedPreconditionError(absl::StrCat(
       "device type '", std::string(DeviceTypeName(type)), "' has no device API in this build"));

@@ -3,12 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status_macros.h"
+#include "core/cuda/cuda_backend.h"
 #include "core/device/device_api.h"
-#include "kprof/config.h"
-
-#if KPROF_HAS_CUDA
-#include "core/cuda/cuda_context.h"
-#endif
 
 namespace kprof::core {
 namespace {
@@ -51,9 +47,7 @@ TimerRegistry& TimerRegistry::Global() {
     r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
       return std::make_unique<CpuTimer>();
     });
-#if KPROF_HAS_CUDA
-    r->Register(DeviceType::kCuda, CreateCudaEventTimer);
-#endif
+    RegisterCudaTimer(*r);
     return r;
   }();
   return *registry;

@@ -21,10 +21,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "base/read_file.h"
-#include "core/collectors/tegra.h"
 #include "core/host/cpu_info.h"
 #include "core/host/interference.h"
 #include "core/host/placement.h"
+#include "core/host/tegra_clocks.h"
 #include "kprof/config.h"
 
 namespace kprof::core {

@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/read_file.h"
-#include "core/collectors/tegra.h"
+#include "core/host/tegra_clocks.h"
 
 namespace kprof::core {
 namespace {

@@ -6,14 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/collectors/collector_registry.h"
+#include "core/cuda/cuda_backend.h"
 #include "core/host/environment.h"
 #include "core/host/interference.h"
 #include "core/measure/profiler.h"
-#include "kprof/config.h"
-
-#if KPROF_HAS_CUDA
-#include "core/cuda/cuda_context.h"
-#endif
 
 namespace kprof::core {
 namespace {
@@ -55,14 +51,11 @@ std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricC
 
 // The GPU's part of the manifest of a run on `device` (cuda), added to `manifest`.
 void AddDeviceManifest(Device device, MetricMap& manifest) {
-#if KPROF_HAS_CUDA
   if (device.type == DeviceType::kCuda) {
-    for (auto& [name, value] : CudaManifest(device.id)) manifest.emplace(name, std::move(value));
+    for (auto& [name, value] : CudaBackendManifest(device.id)) {
+      manifest.emplace(name, std::move(value));
+    }
   }
-#else
-  (void)device;
-  (void)manifest;
-#endif
 }
 
 // The environment manifest of a run on `device`: the host's, and the GPU's on cuda.
@@ -148,10 +141,8 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   TimeEvaluatorOptions options = time.options;
   KPROF_RETURN_IF_ERROR(CheckTimeJob(time, job.device));
   if (time.flush_l2) {
-#if KPROF_HAS_CUDA
-    KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(job.device.id));
-    options.cache_flush_bytes = std::max(options.cache_flush_bytes, context->l2_bytes());
-#endif
+    KPROF_ASSIGN_OR_RETURN(const int64_t l2_bytes, CudaL2Bytes(job.device.id));
+    options.cache_flush_bytes = std::max(options.cache_flush_bytes, l2_bytes);
   }
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
   if (!time.preprocess.empty()) {

@@ -338,6 +338,7 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   }
   // Bytes already held were described when they came; a declared format must still agree.
   const auto held = [&](Entry& entry) -> absl::StatusOr<StoreResult> {
+    mutex_.AssertHeld();  // called under the lock (and so the analysis knows)
     if (!format.empty() && format != "auto" && format != entry.module.format) {
       return absl::InvalidArgumentError(
           absl::StrCat("declared ", format, ", but the bytes are ", entry.module.format));

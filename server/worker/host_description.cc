@@ -12,7 +12,7 @@
 #include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/collectors/rusage_collector.h"
-#include "core/collectors/tegra.h"
+#include "core/collectors/tegra_rails.h"
 #include "core/cuda/cuda_devices.h"
 #include "core/host/cpu_info.h"
 #include "core/measure/profiler.h"

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
+#include "core/cuda/cuda_backend.h"
 #include "core/measure/local_runner.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
@@ -14,10 +15,6 @@
 #include "proto/wire.h"
 #include "server/worker/host_description.h"
 #include "server/worker/job_options.h"
-
-#if KPROF_HAS_CUDA
-#include "core/cuda/cuda_module.h"
-#endif
 
 namespace kprof::server {
 namespace {
@@ -59,11 +56,7 @@ absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::Modu
       return absl::InvalidArgumentError(
           absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
     }
-#if KPROF_HAS_CUDA
-    return core::CudaModule::LoadFile(file.path(), file.format(), device.id);
-#else
-    return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");
-#endif
+    return core::LoadCudaModuleFile(file.path(), file.format(), device.id);
   }
   return core::SharedLibraryModule::OpenFile(file.path());
 }
@@ -78,12 +71,8 @@ absl::StatusOr<std::unique_ptr<core::Module>> OpenDescriptor(
     return absl::InvalidArgumentError(
         absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
   }
-#if KPROF_HAS_CUDA
   KPROF_ASSIGN_OR_RETURN(std::string bytes, core::ReadDescriptor(fd));
-  return core::CudaModule::Load(std::move(bytes), file.format(), device.id);
-#else
-  return absl::FailedPreconditionError("this kprofd-worker was built without CUDA");
-#endif
+  return core::LoadCudaModule(std::move(bytes), file.format(), device.id);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "base/device.h"
 #include "base/read_file.h"
+#include "core/cuda/cuda_backend.h"
 #include "core/host/environment.h"
 #include "core/host/placement.h"
 #include "kprof/config.h"
@@ -37,11 +38,6 @@
 #include "server/ipc/frame_channel.h"
 #include "server/worker/worker_job.h"
 #include "server/worker/worker_sandbox.h"
-
-#if KPROF_HAS_CUDA
-#include "core/cuda/cuda_context.h"
-#include "core/cuda/cuda_driver.h"
-#endif
 
 namespace {
 
@@ -236,20 +232,8 @@ void LimitData(uint64_t bytes) {
 // Why the CUDA context of `device` is lost (a kernel faulted), or "" when it is not. Threads
 // the driver starts are its own, so a CUDA worker counts them into its baseline after init.
 std::string ContextLost(kprof::core::Device device) {
-#if KPROF_HAS_CUDA
   if (device.type != kprof::core::DeviceType::kCuda) return "";
-  absl::StatusOr<kprof::core::CudaContext*> context = kprof::core::CudaContext::For(device.id);
-  if (!context.ok()) return "";
-  // A fault surfaces at the next synchronisation; make sure there has been one. Any failure
-  // of it means the context cannot be trusted with the next job.
-  const absl::Status synced = (*context)->Synchronize();
-  std::string lost = (*context)->driver()->ContextLost();
-  if (lost.empty() && !synced.ok()) lost = std::string(synced.message());
-  return lost;
-#else
-  (void)device;
-  return "";
-#endif
+  return kprof::core::CudaContextLost(device.id);
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -364,22 +348,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",
                  s.status().ToString().c_str());
   }
-#if KPROF_HAS_CUDA
   // The driver starts threads of its own as it initialises; they are part of a CUDA worker's
   // baseline, not a disturbance left by a job. A device that fails here fails each job with
   // the reason.
-  if (device->type == kprof::core::DeviceType::kCuda &&
-      kprof::core::CudaContext::For(device->id).ok()) {
-    (void)kprof::core::CudaManifest(device->id);
+  if (device->type == kprof::core::DeviceType::kCuda) {
+    (void)kprof::core::StartCudaWorker(device->id);
   }
-#endif
   // A root daemon's worker becomes a user of its own: files only root may read (/etc/shadow,
   // /root) are out of reach, on top of the Landlock rules. Its CUDA device, opened above, stays
   // open.
   if (user.has_value()) {
-#if KPROF_HAS_CUDA
-    if (describer) kprof::core::CudaDriver::Preload();
-#endif
+    if (describer) kprof::core::PreloadCudaDriver();
     kprof::server::DropBoundingSet();  // while the capability to do so is still there
     if (const absl::Status s = kprof::server::BecomeUser(*user, parent); !s.ok()) {
       std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());

@@ -1,5 +1,5 @@
-// Jetson-class boards (NVIDIA Tegra): the INA3221 power rails and the clocks that decide how
-// steady a measurement is.
+// Jetson-class boards (NVIDIA Tegra): the INA3221 power rails (the clocks:
+// core/host/tegra_clocks.h).
 //
 // TegraRailsCollector ("rails") samples every rail the board's INA3221 monitors expose (VDD_IN,
 // VDD_CPU_GPU_CV, VDD_SOC...; the names vary by board) through the measured region and gives,
@@ -13,10 +13,7 @@
 //                             in_power<k>_input (mW), or in_voltage<k>_input and
 //                             in_current<k>_input
 // with <root> /sys/bus/i2c/drivers by default; tests give a fake tree shaped like a board's.
-//
-// TegraClocks reads the GPU's devfreq node and the memory controller's (EMC) clock, and
-// whether clocks are locked the way jetson_clocks locks them (each minimum at its maximum):
-// unlocked DVFS is the first source of noise on these boards.
+
 #pragma once
 
 #include <chrono>
@@ -73,27 +70,5 @@ class TegraRailsCollector final : public MetricCollector {
   std::string root_;
   std::vector<TegraRail> rails_;
 };
-
-// The board's clocks as a Tegra exposes them under `root` ("/"): the GPU's devfreq node
-// (sys/class/devfreq/*, the one whose device is a GPU: gv11b, ga10b, gp10b, gpu), the EMC
-// clock (debugfs, root only), and the CPUs' cpufreq limits.
-struct TegraClocks {
-  bool is_tegra = false;     // a Tegra GPU devfreq node exists
-  int64_t gpu_khz = -1;      // current; < 0 when unreadable
-  int64_t gpu_min_khz = -1;  // the DVFS floor and ceiling
-  int64_t gpu_max_khz = -1;
-  int64_t emc_khz = -1;  // memory controller; debugfs, so root only
-  // jetson_clocks pins each minimum to its maximum: GPU, and every CPU's cpufreq.
-  bool locked = false;
-  std::string unlocked_why;  // what is not pinned, when !locked
-};
-TegraClocks ReadTegraClocks(const std::string& root = "/");
-
-// The Tegra GPU's current clock alone (one file), for the interference check; < 0 off Tegra.
-int64_t TegraGpuKhz(const std::string& root = "/");
-
-// The clocks for the environment manifest: "GPU frequency (MHz)", "GPU frequency min (MHz)",
-// "GPU frequency max (MHz)", "EMC frequency (MHz)", "Clocks locked"; nothing off Tegra.
-MetricMap TegraManifest(const std::string& root = "/");
 
 }  // namespace kprof::core

@@ -1,0 +1,82 @@
+#include "core/cuda/cuda_backend.h"
+
+#include "kprof/config.h"
+
+#if KPROF_HAS_CUDA
+#include "base/status_macros.h"
+#include "core/cuda/cuda_context.h"
+#include "core/cuda/cuda_driver.h"
+#include "core/cuda/cuda_module.h"
+#include "core/device/timer.h"
+#endif
+
+namespace kprof::core {
+
+#if KPROF_HAS_CUDA
+
+absl::StatusOr<DeviceApi*> CudaBackendDeviceApi() { return CudaDeviceApi(); }
+
+void RegisterCudaTimer(TimerRegistry& registry) {
+  registry.Register(DeviceType::kCuda, CreateCudaEventTimer);
+}
+
+MetricMap CudaBackendManifest(int ordinal) { return CudaManifest(ordinal); }
+
+absl::StatusOr<int64_t> CudaL2Bytes(int ordinal) {
+  KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(ordinal));
+  return static_cast<int64_t>(context->l2_bytes());
+}
+
+absl::StatusOr<std::unique_ptr<Module>> LoadCudaModule(std::string bytes, const std::string& format,
+                                                       int ordinal) {
+  return CudaModule::Load(std::move(bytes), format, ordinal);
+}
+
+absl::StatusOr<std::unique_ptr<Module>> LoadCudaModuleFile(const std::string& path,
+                                                           const std::string& format, int ordinal) {
+  return CudaModule::LoadFile(path, format, ordinal);
+}
+
+bool StartCudaWorker(int ordinal) {
+  if (!CudaContext::For(ordinal).ok()) return false;
+  (void)CudaManifest(ordinal);
+  return true;
+}
+
+std::string CudaContextLost(int ordinal) {
+  absl::StatusOr<CudaContext*> context = CudaContext::For(ordinal);
+  if (!context.ok()) return "";
+  // A fault surfaces at the next synchronisation; make sure there has been one. Any failure of
+  // it means the context cannot be trusted with the next job.
+  const absl::Status synced = (*context)->Synchronize();
+  std::string lost = (*context)->driver()->ContextLost();
+  if (lost.empty() && !synced.ok()) lost = std::string(synced.message());
+  return lost;
+}
+
+void PreloadCudaDriver() { CudaDriver::Preload(); }
+
+#else  // a build without CUDA
+
+namespace {
+absl::Status NotBuilt() { return absl::FailedPreconditionError("this build has no CUDA"); }
+}  // namespace
+
+absl::StatusOr<DeviceApi*> CudaBackendDeviceApi() { return NotBuilt(); }
+void RegisterCudaTimer(TimerRegistry&) {}
+MetricMap CudaBackendManifest(int) { return {}; }
+absl::StatusOr<int64_t> CudaL2Bytes(int) { return NotBuilt(); }
+absl::StatusOr<std::unique_ptr<Module>> LoadCudaModule(std::string, const std::string&, int) {
+  return NotBuilt();
+}
+absl::StatusOr<std::unique_ptr<Module>> LoadCudaModuleFile(const std::string&, const std::string&,
+                                                           int) {
+  return NotBuilt();
+}
+bool StartCudaWorker(int) { return false; }
+std::string CudaContextLost(int) { return ""; }
+void PreloadCudaDriver() {}
+
+#endif
+
+}  // namespace kprof::core
