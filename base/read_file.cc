@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <map>
 
@@ -20,7 +21,8 @@ namespace kprof::core {
 
 namespace {
 
-// Every byte of `fd` from its current offset; false (errno set) when a read fails.
+// Every byte of `fd` from its current offset; false (errno set) when a read fails or the bytes
+// do not fit in memory (ENOMEM).
 bool ReadToEnd(int fd, std::string& bytes) {
   char buffer[1 << 16];
   for (;;) {
@@ -28,7 +30,12 @@ bool ReadToEnd(int fd, std::string& bytes) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
     if (n == 0) return true;
-    bytes.append(buffer, static_cast<size_t>(n));
+    try {
+      bytes.append(buffer, static_cast<size_t>(n));
+    } catch (const std::exception&) {  // std::bad_alloc, std::length_error
+      errno = ENOMEM;
+      return false;
+    }
   }
 }
 
@@ -47,7 +54,12 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view w
                                                    "': it is a directory, not a file"));
   }
   std::string bytes;
-  if (info.st_size > 0 && S_ISREG(info.st_mode)) bytes.reserve(static_cast<size_t>(info.st_size));
+  // Up front for a regular file of a sane size; a larger or sparse one grows as it is read (and
+  // fails as a status, not an exception, when memory runs out).
+  constexpr off_t kReserveAtMost = off_t{1} << 30;
+  if (S_ISREG(info.st_mode) && info.st_size > 0 && info.st_size <= kReserveAtMost) {
+    bytes.reserve(static_cast<size_t>(info.st_size));
+  }
   const bool read_all = ReadToEnd(fd, bytes);
   const int error = errno;
   close(fd);

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "kprof/v1/kprof.grpc.pb.h"
+#include "proto/status.h"  // IWYU pragma: export (wire::MissingModule)
 
 namespace kprof::client {
 

@@ -33,7 +33,8 @@ install(DIRECTORY base report DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof COMP
   FILES_MATCHING PATTERN "*.h")
 install(FILES client/kprof_client.h client/farm.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/client
   COMPONENT dev)
-install(FILES proto/wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/proto COMPONENT dev)
+install(FILES proto/status.h proto/wire.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kprof/proto
+  COMPONENT dev)
 
 install(EXPORT kprofTargets NAMESPACE kprof:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof
   COMPONENT dev)

@@ -18,14 +18,15 @@ namespace {
 
 constexpr char kUsagePayload[] = "kprof.dev/usage-error";
 
-// "60s", "500ms", "2m" (absl::ParseDuration); a bare number is seconds.
+// "60s", "500ms", "2m" (absl::ParseDuration); a bare number is seconds; 0 is the command's own
+// default.
 absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
   absl::Duration duration;
   double seconds = 0;
-  if (absl::SimpleAtod(text, &seconds) && seconds > 0 && seconds < 1e9) {
+  if (absl::SimpleAtod(text, &seconds) && seconds >= 0 && seconds < 1e9) {
     return absl::Seconds(seconds);
   }
-  if (absl::ParseDuration(text, &duration) && duration > absl::ZeroDuration() &&
+  if (absl::ParseDuration(text, &duration) && duration >= absl::ZeroDuration() &&
       duration != absl::InfiniteDuration()) {
     return duration;
   }
@@ -82,7 +83,8 @@ absl::StatusOr<std::pair<std::string, ClientOptions>> Connection(const Globals& 
   }
   ClientOptions options;
   if (!g.timeout.empty()) {
-    KPROF_ASSIGN_OR_RETURN(options.timeout, ParseTimeout(g.timeout));
+    KPROF_ASSIGN_OR_RETURN(const absl::Duration timeout, ParseTimeout(g.timeout));
+    if (timeout > absl::ZeroDuration()) options.timeout = timeout;
   }
   KPROF_RETURN_IF_ERROR(Credentials(g, &options));
   return std::pair{std::move(target), std::move(options)};
@@ -113,7 +115,8 @@ absl::StatusOr<std::unique_ptr<Farm>> Globals::ConnectFarm() const {
 absl::Duration Globals::TimeoutOr(absl::Duration otherwise) const {
   if (timeout.empty()) return otherwise;
   const absl::StatusOr<absl::Duration> parsed = ParseTimeout(timeout);
-  return parsed.ok() ? *parsed : otherwise;  // CheckGlobals refused a bad one
+  // CheckGlobals refused a bad one; 0 asks for the default.
+  return parsed.ok() && *parsed > absl::ZeroDuration() ? *parsed : otherwise;
 }
 
 void AddGlobalOptions(CLI::App& app, Globals& g) {

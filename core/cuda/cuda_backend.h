@@ -1,8 +1,8 @@
 // CUDA as the rest of kprofd sees it, in every build. With the toolkit's headers (KPROF_HAS_CUDA)
 // these reach the driver, which is loaded at run time; in a build without CUDA each says so
 // (FAILED_PRECONDITION "this build has no CUDA") or does nothing. Generic code — the device
-// table, the timers, the runner, the worker — calls these and never tests KPROF_HAS_CUDA: this
-// file's .cc is the one place outside core/cuda/ that knows whether CUDA was built.
+// table, the timers, the runner, the worker — calls these and never tests KPROF_HAS_CUDA; only
+// core/cuda/ knows whether CUDA was built.
 #pragma once
 
 #include <cstdint>

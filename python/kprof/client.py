@@ -5,6 +5,7 @@ import hashlib
 import os
 import queue
 import re
+import threading
 
 import grpc
 from google.protobuf import json_format
@@ -193,6 +194,7 @@ class Client:
         # id -> (bytes, name, format), for uploading again after an eviction: the newest last,
         # at most max_remembered_bytes of them (and always the newest), as the C++ client keeps.
         self._modules = collections.OrderedDict()
+        self._modules_lock = threading.Lock()  # a farm loads modules from several threads
         self._upload_without_asking_bytes = upload_without_asking_bytes
         self._max_remembered_bytes = max_remembered_bytes
 
@@ -225,12 +227,18 @@ class Client:
         return module_id
 
     def _remember(self, module_id, data, name, format):
-        self._modules[module_id] = (data, name, format)
-        self._modules.move_to_end(module_id)
-        held = sum(len(kept[0]) for kept in self._modules.values())
-        while held > self._max_remembered_bytes and len(self._modules) > 1:
-            _, (oldest, _, _) = self._modules.popitem(last=False)
-            held -= len(oldest)
+        with self._modules_lock:
+            self._modules[module_id] = (data, name, format)
+            self._modules.move_to_end(module_id)
+            held = sum(len(kept[0]) for kept in self._modules.values())
+            while held > self._max_remembered_bytes and len(self._modules) > 1:
+                _, (oldest, _, _) = self._modules.popitem(last=False)
+                held -= len(oldest)
+
+    def _remembered(self, module_id):
+        """The (bytes, name, format) kept for uploading `module_id` again, or None."""
+        with self._modules_lock:
+            return self._modules.get(module_id)
 
     def _upload(self, data, module_id, name, format):
         def chunks():
@@ -253,9 +261,10 @@ class Client:
             return method(request, timeout=timeout, metadata=self._metadata)
         except grpc.RpcError as error:
             module = _missing_module_of_error(error)
-            if module is None or module not in self._modules:
+            kept = self._remembered(module) if module is not None else None
+            if kept is None:
                 raise KprofError(error.code(), error.details()) from None
-            data, name, format = self._modules[module]
+            data, name, format = kept
             self._upload(data, module, name, format)
             return _call(method, request, timeout=timeout, metadata=self._metadata)
 
@@ -351,10 +360,11 @@ class Client:
                 if update.state not in (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED):
                     continue
                 module = _unknown_module(update)
-                if module in self._modules and update.id in by_id and \
+                kept = self._remembered(module) if module is not None else None
+                if kept is not None and update.id in by_id and \
                         resent.get(update.id, 0) < _MAX_RESENDS:
                     resent[update.id] = resent.get(update.id, 0) + 1
-                    data, name, format = self._modules[module]
+                    data, name, format = kept
                     try:
                         self._upload(data, module, name, format)
                         outbox.put(kprof_pb2.BatchRequest(jobs=[by_id[update.id]]))

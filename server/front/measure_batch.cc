@@ -25,6 +25,7 @@
 #include "server/front/grpc_status.h"
 #include "server/front/module_registry.h"
 #include "server/front/profiler_service.h"
+#include "server/worker/job_options.h"
 
 namespace kprof::server {
 namespace {
@@ -370,6 +371,13 @@ class ProfilerService::BatchReactor final
       Fail(id, executor.status());
       return;
     }
+    // Its options as the worker will read them: a bad job is refused now, not after its wait.
+    if (absl::Status checked =
+            CheckBatchJobOptions(job, (*executor)->device(), service_->limits_.max_argument_bytes);
+        !checked.ok()) {
+      Fail(id, checked);
+      return;
+    }
     const std::string& module = job.has_time_evaluate() ? job.time_evaluate().call().module_id()
                                                         : job.profile_function().call().module_id();
     std::shared_ptr<void> pin;
@@ -572,7 +580,7 @@ class ProfilerService::BatchReactor final
       calls.push_back(&waiting.job.profile_function().call());
     }
     absl::StatusOr<PreparedJob> job =
-        service_->PrepareJob(client_, device, calls, std::move(request));
+        service_->PrepareJob(client_, device, calls, std::move(request), /*options_checked=*/true);
     if (!job.ok()) return job.status();
     const uint64_t job_id = job->request.job_id();
     DeviceExecutor* executor = job->executor;

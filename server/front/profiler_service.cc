@@ -543,7 +543,7 @@ absl::StatusOr<DeviceExecutor*> ProfilerService::FindExecutor(const std::string&
 absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
     const std::string& client, const std::string& device_text,
     const std::vector<const kprof::v1::FunctionCall*>& calls,
-    kprof::worker::v1::WorkerRequest request) {
+    kprof::worker::v1::WorkerRequest request, bool options_checked) {
   if (draining_) return absl::UnavailableError("kprofd is shutting down");
   KPROF_ASSIGN_OR_RETURN(DeviceExecutor* const executor, FindExecutor(device_text));
   const core::Device device = executor->device();
@@ -555,7 +555,7 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
   for (const kprof::v1::FunctionCall* call : calls) KPROF_RETURN_IF_ERROR(CheckCall(*call));
   // The options as the worker will read them: a bad request is refused before it waits.
   request.set_max_argument_bytes(limits_.max_argument_bytes);
-  KPROF_RETURN_IF_ERROR(CheckJobOptions(request, device));
+  if (!options_checked) KPROF_RETURN_IF_ERROR(CheckJobOptions(request, device));
 
   std::vector<std::string> ids;
   for (const kprof::v1::FunctionCall* call : calls) {

@@ -139,9 +139,12 @@ class ProfilerService final : public ProfilerServiceBase {
     kprof::worker::v1::WorkerRequest request;
     std::string what;  // "function 'f'", for messages
   };
+  // `options_checked`: the request's options were checked already (a batch checks a job's when
+  // the stream takes it).
   absl::StatusOr<PreparedJob> PrepareJob(const std::string& client, const std::string& device_text,
                                          const std::vector<const kprof::v1::FunctionCall*>& calls,
-                                         kprof::worker::v1::WorkerRequest request);
+                                         kprof::worker::v1::WorkerRequest request,
+                                         bool options_checked = false);
   // The job's outcome as a status: the worker's code, or how the worker failed.
   static absl::Status ResultStatus(const absl::StatusOr<kprof::worker::v1::WorkerAnswer>& result,
                                    const std::string& what);

@@ -3,11 +3,12 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include <fstream>
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/read_file.h"
 #include "base/sha256.h"
+#include "base/status_macros.h"
 #include "core/modules/module_format.h"
 
 namespace kprof::server {
@@ -23,11 +24,11 @@ std::string Digest(std::string_view token) {
 }  // namespace
 
 absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the token file '", path, "'"));
+  KPROF_ASSIGN_OR_RETURN(const std::string contents, core::ReadFile(path, "token file"));
   TokenAuth auth;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
+  int number = 0;
+  for (const absl::string_view line : absl::StrSplit(contents, '\n')) {
+    ++number;
     const std::string text(absl::StripAsciiWhitespace(line));
     if (text.empty() || text[0] == '#') continue;
     const size_t space = text.find_first_of(" \t");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/args/arg_spec.h"
+#include "core/args/arguments.h"
 #include "core/measure/time_evaluator.h"
 
 namespace kprof::server {
@@ -95,22 +96,40 @@ absl::Status CheckCallOptions(const kprof::v1::FunctionCall& call) {
   return absl::OkStatus();
 }
 
+namespace {
+
+absl::Status CheckTime(const kprof::v1::TimeEvaluateRequest& r, core::Device device,
+                       uint64_t max_argument_bytes) {
+  KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
+  // 0 is the worker's default limit, which it applies (worker_job.cc).
+  if (max_argument_bytes == 0) max_argument_bytes = core::ArgumentLimits{}.max_total_bytes;
+  return TimeJobFromRequest(r, device, max_argument_bytes).status();
+}
+
+absl::Status CheckProfileFunction(const kprof::v1::ProfileFunctionRequest& r) {
+  KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
+  core::ProfileJob profile;
+  profile.warmup = r.warmup();
+  if (r.has_number()) profile.number = r.number();
+  return core::CheckProfileJob(profile);
+}
+
+}  // namespace
+
+absl::Status CheckBatchJobOptions(const kprof::v1::BatchJob& job, core::Device device,
+                                  uint64_t max_argument_bytes) {
+  if (job.has_time_evaluate()) return CheckTime(job.time_evaluate(), device, max_argument_bytes);
+  if (job.has_profile_function()) return CheckProfileFunction(job.profile_function());
+  return absl::OkStatus();
+}
+
 absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, core::Device device) {
   using kprof::worker::v1::WorkerRequest;
   switch (request.job_case()) {
-    case WorkerRequest::kTimeEvaluate: {
-      const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
-      KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
-      return TimeJobFromRequest(r, device, request.max_argument_bytes()).status();
-    }
-    case WorkerRequest::kProfileFunction: {
-      const kprof::v1::ProfileFunctionRequest& r = request.profile_function();
-      KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
-      core::ProfileJob profile;
-      profile.warmup = r.warmup();
-      if (r.has_number()) profile.number = r.number();
-      return core::CheckProfileJob(profile);
-    }
+    case WorkerRequest::kTimeEvaluate:
+      return CheckTime(request.time_evaluate(), device, request.max_argument_bytes());
+    case WorkerRequest::kProfileFunction:
+      return CheckProfileFunction(request.profile_function());
     case WorkerRequest::kProfile: {
       const kprof::v1::ProfileRequest& r = request.profile();
       for (int i = 0; i < r.calls_size(); ++i) {

@@ -35,8 +35,12 @@ absl::StatusOr<core::LaunchConfig> LaunchFromProto(const kprof::v1::LaunchConfig
 absl::Status CheckCallOptions(const kprof::v1::FunctionCall& call);
 
 // Every check above for the job a worker request holds (time, profile or sequence), on `device`,
-// with the request's max_argument_bytes. Modules, functions, and what needs the device itself
-// (collectors, memory) are checked where the job runs.
+// with the request's max_argument_bytes (0: the worker's default). Modules, functions, and what
+// needs the device itself (collectors, memory) are checked where the job runs.
 absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, core::Device device);
+
+// The same for a job of a batch stream, when the stream takes it.
+absl::Status CheckBatchJobOptions(const kprof::v1::BatchJob& job, core::Device device,
+                                  uint64_t max_argument_bytes);
 
 }  // namespace kprof::server

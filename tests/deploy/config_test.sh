@@ -33,7 +33,7 @@ grep -q "max-queue wants 1 to 1000000" "$scratch/err" || fail "queue message"
 
 printf 'token-file = %s/missing\n' "$scratch" >"$scratch/token.conf"
 if "$kprofd" --config "$scratch/token.conf" --check-config 2>"$scratch/err"; then fail "no token file"; fi
-grep -q "cannot read the token file" "$scratch/err" || fail "token message"
+grep -q "cannot read token file" "$scratch/err" || fail "token message"
 # Worker placement: CPUs this daemon may not use, or a priority it cannot take, are refused at
 # start rather than failing every job.
 if "$kprofd" --pin-cpus 1000 --check-config 2>"$scratch/err"; then fail "CPU 1000 accepted"; fi

@@ -376,6 +376,33 @@ TEST_F(BatchTest, ModulesSentOnTheStreamAreStoredBeforeTheirJobsOrRefusedWithThe
 
 // An id that is missing, too long or used twice would make answers ambiguous: the stream ends
 // INVALID_ARGUMENT naming it, and the daemon goes on serving.
+// A job whose options the worker would refuse is refused when the stream takes it, before it
+// waits behind the others: its FAILED comes ahead of the long job's DONE, and never QUEUED.
+TEST_F(BatchTest, BadOptionsAreRefusedWhenTheStreamTakesTheJob) {
+  v1::BatchJob slow = BuiltinJob("slow", "spin_us", "float64:1500000");
+  slow.mutable_time_evaluate()->set_repeat(1);
+  v1::BatchJob zero = Spin("zero-repeats");
+  zero.mutable_time_evaluate()->set_repeat(0);
+  v1::BatchJob spec = BuiltinJob("bad-spec", "spin_us", "float33:1");
+  v1::BatchJob filter = Spin("bad-filter");
+  filter.mutable_time_evaluate()->set_outlier_filter("tukey");
+  absl::Status status;
+  const auto updates = Run({slow, zero, spec, filter}, &status);
+  ASSERT_THAT(status, IsOk());
+  for (const char* id : {"zero-repeats", "bad-spec", "bad-filter"}) {
+    const std::vector<v1::BatchUpdate>& said = updates.at(id);
+    ASSERT_EQ(said.size(), 1u) << id;  // FAILED alone: never queued
+    EXPECT_EQ(said[0].state(), v1::BatchUpdate::FAILED) << id;
+    EXPECT_EQ(said[0].code(), static_cast<int>(absl::StatusCode::kInvalidArgument)) << id;
+  }
+  EXPECT_THAT(updates.at("zero-repeats")[0].message(), HasSubstr("repeat = 0 is out of range"));
+  EXPECT_THAT(updates.at("bad-spec")[0].message(), HasSubstr("float33"));
+  EXPECT_THAT(updates.at("bad-filter")[0].message(), HasSubstr("unknown outlier filter 'tukey'"));
+  // The long job's answer came last.
+  EXPECT_EQ(last_.id(), "slow");
+  EXPECT_EQ(last_.state(), v1::BatchUpdate::DONE);
+}
+
 TEST_F(BatchTest, AmbiguousIdsEndTheStream) {
   for (const std::string& bad : {std::string(), std::string(300, 'x'), std::string("twice")}) {
     std::vector<v1::BatchJob> jobs = {Spin("twice"), Spin(bad)};

@@ -229,7 +229,7 @@ TEST_F(CliTest, AnOptionOfAnotherCommandIsRefusedNamingIt) {
            {"time builtin spin_us --collector rusage",
             "--collector is not an option of 'kprof time' (it is one of: profile;"},
            {"--no-sort report x.json",
-            "--no-sort is an option of report: give it after the command"},
+            "--no-sort is an option of profile, report: give it after the command"},
            {"--checksums info", "--checksums is not an option of 'kprof info'"}}) {
     const Result r = Kprof(args);
     EXPECT_EQ(r.exit_code, 2) << "kprof " << args << ": " << r.err;

@@ -19,7 +19,9 @@ TEST(StatusCodec, EveryCodeCrossesAsItsGrpcNumber) {
     EXPECT_EQ(ToWireCode(absl_code), code);
     const absl::Status back = StatusFromWire(code, "why");
     EXPECT_EQ(back.code(), absl_code);
-    if (code != 0) EXPECT_EQ(back.message(), "why");
+    if (code != 0) {
+      EXPECT_EQ(back.message(), "why");
+    }
   }
   EXPECT_EQ(ToWireCode(absl::StatusCode::kNotFound), 5);  // gRPC's NOT_FOUND
 }
@@ -37,8 +39,8 @@ TEST(StatusCodec, ANumberThatIsNoCodeIsInternalNamingIt) {
 TEST(MissingModule, TheDetailNotTheWordsSaysWhichModule) {
   const std::string id(64, 'a');
   const absl::Status missing = MissingModuleError(id, "upload it first");
-  EXPECT_THAT(missing, StatusIs(absl::StatusCode::kNotFound,
-                                "unknown module " + id + " (upload it first)"));
+  EXPECT_THAT(missing,
+              StatusIs(absl::StatusCode::kNotFound, "unknown module " + id + " (upload it first)"));
   EXPECT_EQ(MissingModule(missing), id);
   // The same words without the detail are not read as one...
   EXPECT_EQ(MissingModule(absl::NotFoundError(missing.message())), "");
@@ -46,8 +48,8 @@ TEST(MissingModule, TheDetailNotTheWordsSaysWhichModule) {
   absl::Status other = absl::InternalError("x");
   other.SetPayload(kMissingModuleType, *missing.GetPayload(kMissingModuleType));
   EXPECT_EQ(MissingModule(other), "");
-  EXPECT_THAT(MissingModuleError(id, ""), StatusIs(absl::StatusCode::kNotFound,
-                                                   "unknown module " + id));
+  EXPECT_THAT(MissingModuleError(id, ""),
+              StatusIs(absl::StatusCode::kNotFound, "unknown module " + id));
 }
 
 TEST(MissingModule, CrossesABatchUpdateAndARichStatus) {

@@ -1,0 +1,329 @@
+#include "server/front/daemon_options.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/log.h"
+#include "base/loopback.h"
+#include "base/read_file.h"
+#include "base/status_macros.h"
+#include "kprof/config.h"
+#include "server/front/token_auth.h"
+
+namespace kprof::server {
+
+using core::Log;
+using core::LogSeverity;
+
+void DeclareDaemonFlags(core::CommandLine& cl, DaemonFlags& f) {
+  cl.AddString("listen", &f.listen, "HOST:PORT",
+               "address to serve on (default 127.0.0.1:9177; port 0 picks a free one)");
+  cl.AddString("port-file", &f.port_file, "FILE",
+               "write the bound port here once calls are accepted");
+  cl.AddString("config", &f.config, "FILE",
+               "read options from FILE: one 'name = value' per line, # comments; the command "
+               "line wins");
+  cl.AddString("cache-dir", &f.cache_dir, "DIR",
+               "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
+               "$XDG_CACHE_HOME/kprofd)");
+  cl.AddString("scratch-dir", &f.scratch_dir, "DIR",
+               "where each worker gets a scratch directory of its own, its TMPDIR and the one "
+               "place it may write, removed with it (default /dev/shm, else $TMPDIR or /tmp)");
+  cl.AddString("worker-user", &f.worker_user, "USER",
+               "as root: the user (name or UID[:GID]) workers become once set up (default "
+               "kprofd-worker where that user exists, else nobody); never root");
+  cl.AddInt("max-queue", &f.max_queue, "N",
+            "jobs of one client that may wait per device (default 64)");
+  cl.AddDuration("job-timeout", &f.job_timeout, "DURATION", "longest a job may run (default 60s)");
+  cl.AddDuration("describe-timeout", &f.describe_timeout, "DURATION",
+                 "longest the host's description (the CPU's, then the GPUs') may take at start; "
+                 "a CUDA driver that does not answer by then leaves the daemon without GPUs "
+                 "(default 20s)");
+  cl.AddDuration("upload-idle-timeout", &f.upload_idle_timeout, "DURATION",
+                 "an upload that sends nothing this long is dropped (default 30s)");
+  cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
+             "largest module accepted (default 256 MiB)");
+  cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",
+             "module cache size before least recently used modules are evicted (default 4 GiB)");
+  cl.AddUint("max-argument-bytes", &f.max_argument_bytes, "BYTES",
+             "arguments of one job together (default 4 GiB)");
+  cl.AddUint("max-modules", &f.max_modules, "N",
+             "modules held at once before the least recently used are evicted (default 10000)");
+  cl.AddInt("workers-per-device", &f.workers_per_device, "N",
+            "worker processes a device keeps, one per client (a token's label, a client "
+            "certificate's subject, or 'local'); past it the one idle longest ends (default 4)");
+  cl.AddDuration("worker-idle-timeout", &f.worker_idle_timeout, "DURATION",
+                 "a client's worker that has had no job this long ends (default 5m)");
+  cl.AddDuration("busy-poll", &f.busy_poll, "DURATION",
+                 "how long a worker that has answered polls for its client's next job, and the "
+                 "thread that took a call polls for a quick answer, before they sleep: no "
+                 "wake-up costs a back-to-back caller (default 250us; 0 turns it off; off on a "
+                 "daemon confined to one CPU and for SCHED_FIFO workers)");
+  cl.AddUint("worker-open-modules", &f.worker_open_modules, "N",
+             "modules a worker keeps loaded between jobs, closing the least recently used "
+             "beyond them (default 64)");
+  cl.AddUint("worker-memory-limit", &f.worker_memory_limit, "BYTES",
+             "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
+  cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
+               "run the workers on these CPUs only, e.g. 2-3 (default: wherever kprofd may run)");
+  cl.AddString("worker-priority", &f.worker_priority, "nice:N|fifo:N",
+               "run the workers at this nice value or SCHED_FIFO priority (needs the permission: "
+               "CAP_SYS_NICE, RLIMIT_NICE or RLIMIT_RTPRIO)");
+  cl.AddString("worker", &f.worker, "PATH",
+               "the kprofd-worker executable (default: beside kprofd)");
+  cl.AddString("token-file", &f.token_file, "FILE",
+               "require 'authorization: Bearer <token>' with a token from FILE (one per line)");
+  cl.AddString("tls-cert", &f.tls_cert, "FILE", "serve TLS with this certificate chain (PEM)");
+  cl.AddString("tls-key", &f.tls_key, "FILE", "the private key of --tls-cert (PEM)");
+  cl.AddString("tls-client-ca", &f.tls_client_ca, "FILE",
+               "require client certificates signed by this CA (mutual TLS)");
+  cl.AddFlag("require-isolation", &f.require_isolation,
+             "refuse to start unless workers get both their Landlock rules and their syscall "
+             "filter (by default a kernel without them is logged and served anyway)");
+  cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
+             "allow listening beyond loopback without TLS and authentication (dangerous: "
+             "whoever reaches the port runs code here)");
+  cl.AddFlag("check-config", &f.check_config,
+             "check the options and the config file (and the files they name), then exit");
+  cl.AddFlag("help", &f.help, "print this help and exit");
+  cl.AddFlag("version", &f.version, "print the version and exit");
+}
+
+absl::Status ApplyConfig(const std::string& path, core::CommandLine& cl) {
+  KPROF_ASSIGN_OR_RETURN(const std::string contents, core::ReadFile(path, "config file"));
+  int number = 0;
+  for (const absl::string_view line : absl::StrSplit(contents, '\n')) {
+    ++number;
+    const std::string text(absl::StripAsciiWhitespace(line.substr(0, line.find('#'))));
+    if (text.empty()) continue;
+    const size_t equals = text.find('=');
+    const std::string name(absl::StripAsciiWhitespace(text.substr(0, equals)));
+    if (name.empty() || name == "config" || name.rfind("--", 0) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": '", text,
+                                                     "' is not 'name = value' with a known name"));
+    }
+    std::vector<std::string> arg = {"--" + name};
+    if (equals != std::string::npos) {
+      arg[0] += "=" + std::string(absl::StripAsciiWhitespace(text.substr(equals + 1)));
+    }
+    std::vector<std::string> positional;
+    if (absl::Status s = cl.Parse(arg, &positional); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ":", number, ": key '", name, "': ", std::string(s.message())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string ConfigPath(const DaemonFlags& flags) {
+  if (!flags.config.empty()) return flags.config;
+  std::vector<std::string> candidates;
+  if (const char* dir = std::getenv("CONFIGURATION_DIRECTORY"); dir != nullptr && *dir) {
+    candidates.push_back(std::string(dir) + "/kprofd.conf");
+  }
+  candidates.push_back("/etc/kprofd/kprofd.conf");
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), R_OK) == 0) return path;
+  }
+  return "";
+}
+
+std::string DefaultCacheDir() {
+  if (const char* systemd = std::getenv("CACHE_DIRECTORY"); systemd != nullptr && *systemd) {
+    return std::string(std::string_view(systemd).substr(0, std::string_view(systemd).find(':')));
+  }
+  if (geteuid() == 0) return "/var/cache/kprofd";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg) {
+    return std::string(xdg) + "/kprofd";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/tmp") + "/.cache/kprofd";
+}
+
+std::string DefaultWorker() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "kprofd-worker";
+  const std::string path(self, static_cast<size_t>(n));
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  // Beside kprofd in a build tree; in libexec once installed.
+  const std::string beside = dir + "kprofd-worker";
+  if (access(beside.c_str(), X_OK) == 0) return beside;
+  return dir + KPROF_WORKER_FROM_BINDIR;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const DaemonFlags& flags) {
+  const bool tls = !flags.tls_cert.empty() || !flags.tls_key.empty();
+  if (tls && (flags.tls_cert.empty() || flags.tls_key.empty())) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  if (!flags.tls_client_ca.empty() && !tls) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  const bool authenticated = !flags.token_file.empty() || !flags.tls_client_ca.empty();
+  if (!core::IsLoopbackAddress(flags.listen) && !(tls && authenticated)) {
+    if (!flags.insecure_allow_unauthenticated) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to listen on ", flags.listen, ": beyond loopback kprofd needs TLS ",
+          "(--tls-cert, --tls-key) and authentication (--token-file or --tls-client-ca)",
+          !tls && !flags.token_file.empty() ? ", or its tokens would travel in clear" : "",
+          "; --insecure-allow-unauthenticated waives this for anyone who reaches the port"));
+    }
+    Log(LogSeverity::kWarning,
+        absl::StrCat("listening on ", flags.listen, " WITHOUT ", tls ? "" : "TLS and ",
+                     "authentication (--insecure-allow-unauthenticated): anyone who reaches it "
+                     "can run code on this host"));
+  }
+  if (!tls) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      flags.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  KPROF_ASSIGN_OR_RETURN(std::string cert, core::ReadFile(flags.tls_cert, "the TLS certificate"));
+  KPROF_ASSIGN_OR_RETURN(std::string key, core::ReadFile(flags.tls_key, "the TLS key"));
+  options.pem_key_cert_pairs.push_back({key, cert});
+  if (!flags.tls_client_ca.empty()) {
+    KPROF_ASSIGN_OR_RETURN(options.pem_root_certs,
+                           core::ReadFile(flags.tls_client_ca, "the client CA"));
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::Status CheckLimits(const DaemonFlags& flags) {
+  if (flags.max_queue < 1 || flags.max_queue > 1'000'000) {
+    return absl::InvalidArgumentError("--max-queue wants 1 to 1000000");
+  }
+  if (flags.job_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--job-timeout wants a positive duration");
+  }
+  if (flags.describe_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--describe-timeout wants a positive duration");
+  }
+  if (flags.upload_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--upload-idle-timeout wants a positive duration");
+  }
+  if (flags.workers_per_device < 1 || flags.workers_per_device > 256) {
+    return absl::InvalidArgumentError("--workers-per-device wants 1 to 256");
+  }
+  if (flags.worker_idle_timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--worker-idle-timeout wants a positive duration");
+  }
+  if (flags.busy_poll < absl::ZeroDuration() || flags.busy_poll > absl::Milliseconds(10)) {
+    return absl::InvalidArgumentError(absl::StrCat("--busy-poll ",
+                                                   absl::FormatDuration(flags.busy_poll),
+                                                   " is out of range (accepted: 0 to 10ms)"));
+  }
+  if (flags.worker_open_modules < 1 || flags.worker_open_modules > 100'000) {
+    return absl::InvalidArgumentError(absl::StrCat("--worker-open-modules ",
+                                                   flags.worker_open_modules,
+                                                   " is out of range (accepted: 1 to 100000)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<core::Placement> WorkerPlacement(const DaemonFlags& flags) {
+  core::Placement placement;
+  if (!flags.pin_cpus.empty()) {
+    absl::StatusOr<std::vector<int>> cpus = core::ParseCpuList(flags.pin_cpus);
+    if (!cpus.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--pin-cpus: ", std::string(cpus.status().message())));
+    }
+    const std::vector<int> allowed = core::AllowedCpus();
+    for (int cpu : *cpus) {
+      if (!std::binary_search(allowed.begin(), allowed.end(), cpu)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--pin-cpus ", flags.pin_cpus, ": CPU ", cpu,
+            " is not among the CPUs this daemon may use (", core::FormatCpuList(allowed), ")"));
+      }
+    }
+    placement.cpus = *std::move(cpus);
+  }
+  absl::StatusOr<core::Priority> priority = core::ParsePriority(flags.worker_priority);
+  if (!priority.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--worker-priority: ", std::string(priority.status().message())));
+  }
+  placement.priority = *priority;
+  if (absl::Status s = core::CheckPlacement(placement); !s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--pin-cpus/--worker-priority: ", std::string(s.message())));
+  }
+  return placement;
+}
+
+absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const DaemonFlags& flags) {
+  if (geteuid() != 0) {
+    if (!flags.worker_user.empty()) {
+      return absl::InvalidArgumentError(
+          "--worker-user needs kprofd to start as root (its workers are its own user anyway)");
+    }
+    return std::optional<WorkerUser>();
+  }
+  std::string name = flags.worker_user;
+  const bool chosen = !name.empty();
+  if (!chosen) name = getpwnam("kprofd-worker") != nullptr ? "kprofd-worker" : "nobody";
+  WorkerUser user;
+  if (const passwd* pw = getpwnam(name.c_str()); pw != nullptr) {
+    user.uid = pw->pw_uid;
+    user.gid = pw->pw_gid;
+    int count = 64;
+    std::vector<gid_t> groups(static_cast<size_t>(count));
+    if (getgrouplist(name.c_str(), pw->pw_gid, groups.data(), &count) >= 0) {
+      groups.resize(static_cast<size_t>(count));
+      for (gid_t g : groups) {
+        if (g != pw->pw_gid) user.groups.push_back(g);
+      }
+    }
+  } else {
+    const std::vector<std::string> ids = absl::StrSplit(name, ':');
+    uint32_t uid = 0, gid = 0;
+    if (ids.size() <= 2 && absl::SimpleAtoi(ids[0], &uid) &&
+        absl::SimpleAtoi(ids.size() == 2 ? ids[1] : ids[0], &gid)) {
+      user.uid = static_cast<uid_t>(uid);
+      user.gid = static_cast<gid_t>(gid);
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--worker-user '", name, "' is neither a user of this host nor UID[:GID]"));
+    }
+  }
+  // The default user opens the GPU's nodes where they are the video or render group's (a
+  // Jetson's /dev/nvhost-*), as the daemon did.
+  if (!chosen) {
+    for (const char* group : {"video", "render"}) {
+      if (const struct group* g = getgrnam(group); g != nullptr) user.groups.push_back(g->gr_gid);
+    }
+  }
+  if (user.uid == static_cast<uid_t>(-1) || user.gid == static_cast<gid_t>(-1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-user '", name, "': uid and gid 4294967295 mean \"no change\", not a user"));
+  }
+  if (user.uid == 0 || user.gid == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--worker-user '", name, "' is root (uid or gid 0); workers never run as root"));
+  }
+  Log(LogSeverity::kInfo,
+      absl::StrCat("workers run as ", name, " (uid ", user.uid, ", gid ", user.gid, ")"));
+  return std::optional<WorkerUser>(user);
+}
+
+absl::Status CheckConfiguration(const DaemonFlags& flags) {
+  KPROF_RETURN_IF_ERROR(CheckLimits(flags));
+  KPROF_RETURN_IF_ERROR(WorkerPlacement(flags).status());
+  KPROF_RETURN_IF_ERROR(WorkerUserFor(flags).status());
+  KPROF_RETURN_IF_ERROR(ServerCredentials(flags).status());
+  if (!flags.token_file.empty())
+    KPROF_RETURN_IF_ERROR(TokenAuth::FromFile(flags.token_file).status());
+  return absl::OkStatus();
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,86 @@
+// kprofd's configuration: its options (DaemonFlags), the config file that sets them, their
+// defaults, and the checks the daemon runs before it serves — which `kprofd --check-config`
+// runs alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/command_line.h"
+#include "core/host/placement.h"
+#include "grpcpp/security/server_credentials.h"
+#include "server/worker/worker_sandbox.h"
+
+namespace kprof::server {
+
+struct DaemonFlags {
+  std::string listen = "127.0.0.1:9177";
+  std::string port_file;
+  std::string config;
+  std::string cache_dir;
+  std::string scratch_dir;
+  std::string worker_user;
+  std::string worker;
+  int64_t max_queue = 64;
+  absl::Duration job_timeout = absl::Seconds(60);
+  absl::Duration describe_timeout = absl::Seconds(20);
+  absl::Duration upload_idle_timeout = absl::Seconds(30);
+  uint64_t max_module_bytes = uint64_t{256} << 20;
+  uint64_t max_cache_bytes = uint64_t{4} << 30;
+  uint64_t max_argument_bytes = uint64_t{4} << 30;
+  uint64_t max_modules = 10000;
+  uint64_t worker_open_modules = 64;
+  int64_t workers_per_device = 4;
+  absl::Duration worker_idle_timeout = absl::Minutes(5);
+  absl::Duration busy_poll = absl::Microseconds(250);
+  uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
+  std::string pin_cpus, worker_priority;
+  bool insecure_allow_unauthenticated = false;
+  bool require_isolation = false;
+  std::string token_file, tls_cert, tls_key, tls_client_ca;
+  bool check_config = false;
+  bool help = false;
+  bool version = false;
+};
+
+// Declares every option of kprofd on `cl`, with `flags` as their destination.
+void DeclareDaemonFlags(core::CommandLine& cl, DaemonFlags& flags);
+
+// Applies a config file: one `name = value` (or a bare flag name) per line, # comments, the
+// same names as the options. An error names the file, the line and the key.
+absl::Status ApplyConfig(const std::string& path, core::CommandLine& cl);
+
+// --config, else $CONFIGURATION_DIRECTORY/kprofd.conf (systemd), else /etc/kprofd/kprofd.conf,
+// whichever exists first; "" for none.
+std::string ConfigPath(const DaemonFlags& flags);
+
+// $CACHE_DIRECTORY (systemd), /var/cache/kprofd as root, else $XDG_CACHE_HOME/kprofd.
+std::string DefaultCacheDir();
+// kprofd-worker beside kprofd (a build tree), else where the install puts it.
+std::string DefaultWorker();
+
+// The numeric options in range: INVALID_ARGUMENT naming the option and what it takes.
+absl::Status CheckLimits(const DaemonFlags& flags);
+
+// --pin-cpus and --worker-priority, checked: the CPUs are among this daemon's, and this daemon
+// may apply both (tried on a passing thread), so no job fails on them later.
+absl::StatusOr<core::Placement> WorkerPlacement(const DaemonFlags& flags);
+
+// Who a root daemon's workers become: --worker-user, else kprofd-worker, else nobody. None for
+// a daemon that is not root (its workers are its own user, which is no one else's).
+absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const DaemonFlags& flags);
+
+// Server credentials and the security policy: loopback may be plain; anything else needs TLS
+// and authentication (a token or client certificates) unless explicitly waived.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
+    const DaemonFlags& flags);
+
+// What --check-config checks: everything the daemon would refuse before it binds a port.
+absl::Status CheckConfiguration(const DaemonFlags& flags);
+
+}  // namespace kprof::server
