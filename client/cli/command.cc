@@ -151,6 +151,20 @@ Command::Command(CLI::App& app, const std::string& name, const std::string& desc
   subcommand_->fallthrough();
 }
 
+core::TableOptions TableFlags::options() const {
+  core::TableOptions table;
+  table.aggregate = !no_aggregate;
+  table.sort = !no_sort;
+  table.compute_col_sums = !no_sums;
+  return table;
+}
+
+void AddTableFlags(CLI::App& command, TableFlags& flags) {
+  command.add_flag("--no-aggregate", flags.no_aggregate, "table: one row per call");
+  command.add_flag("--no-sort", flags.no_sort, "table: keep the calls' order");
+  command.add_flag("--no-sums", flags.no_sums, "table: no Sum row");
+}
+
 std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app) {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto add :

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "client/farm.h"
 #include "client/kprof_client.h"
+#include "report/report.h"
 
 namespace CLI {
 class App;
@@ -71,6 +72,13 @@ class Command {
   CLI::App* subcommand_;
   std::vector<std::string> formats_;
 };
+
+// --no-aggregate, --no-sort and --no-sums: how a report's table is shaped (profile, report).
+struct TableFlags {
+  bool no_aggregate = false, no_sort = false, no_sums = false;
+  core::TableOptions options() const;
+};
+void AddTableFlags(CLI::App& command, TableFlags& flags);
 
 // The commands, in the order `kprof --help` lists them.
 std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app);

@@ -58,9 +58,7 @@ class ProfileCommand final : public Command {
     c.add_option("--collector", collectors_, "a metric collector: NAME[:EVENT,EVENT...]")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-    c.add_flag("--no-aggregate", no_aggregate_, "table: one row per call");
-    c.add_flag("--no-sort", no_sort_, "table: keep the calls' order");
-    c.add_flag("--no-sums", no_sums_, "table: no Sum row");
+    AddTableFlags(c, table_);
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
@@ -102,11 +100,7 @@ class ProfileCommand final : public Command {
       report = r.report();
     }
     KPROF_ASSIGN_OR_RETURN(core::Report converted, wire::FromProto(report));
-    core::TableOptions table;
-    table.aggregate = !no_aggregate_;
-    table.sort = !no_sort_;
-    table.compute_col_sums = !no_sums_;
-    PrintReport(converted, format, table);
+    PrintReport(converted, format, table_.options());
     return absl::OkStatus();
   }
 
@@ -117,7 +111,7 @@ class ProfileCommand final : public Command {
   std::string device_ = "cpu:0";
   int64_t warmup_ = 0, number_ = 1, repeat_ = 1;
   std::vector<std::string> collectors_;
-  bool no_aggregate_ = false, no_sort_ = false, no_sums_ = false;
+  TableFlags table_;
   CLI::Option* warmup_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;
 };

@@ -14,25 +14,19 @@ class ReportCommand final : public Command {
       : Command(app, "report", "render a standard JSON report (from kprofd or TVM)",
                 {"table", "json", "csv", "trace", "html"}) {
     subcommand()->add_option("FILE", file_, "the report, as JSON")->required();
-    subcommand()->add_flag("--no-aggregate", no_aggregate_, "table: one row per call");
-    subcommand()->add_flag("--no-sort", no_sort_, "table: keep the calls' order");
-    subcommand()->add_flag("--no-sums", no_sums_, "table: no Sum row");
+    AddTableFlags(*subcommand(), table_);
   }
 
   absl::Status Run(const Globals&, const std::string& format, int*) override {
     KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(file_, "report file"));
     KPROF_ASSIGN_OR_RETURN(core::Report report, core::ReportFromJson(text));
-    core::TableOptions table;
-    table.aggregate = !no_aggregate_;
-    table.sort = !no_sort_;
-    table.compute_col_sums = !no_sums_;
-    PrintReport(report, format, table);
+    PrintReport(report, format, table_.options());
     return absl::OkStatus();
   }
 
  private:
   std::string file_;
-  bool no_aggregate_ = false, no_sort_ = false, no_sums_ = false;
+  TableFlags table_;
 };
 
 }  // namespace

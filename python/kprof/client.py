@@ -457,8 +457,9 @@ def token_from_file(path):
                 if words and not words[0].startswith("#"):
                     return words[0]
     except IsADirectoryError:
-        raise KprofError(grpc.StatusCode.INVALID_ARGUMENT,
-                         f"cannot read token file '{path}': it is a directory, not a file") from None
+        raise KprofError(
+            grpc.StatusCode.INVALID_ARGUMENT,
+            f"cannot read token file '{path}': it is a directory, not a file") from None
     except OSError as error:
         raise KprofError(grpc.StatusCode.NOT_FOUND,
                          f"cannot read token file '{path}': {error.strerror}") from None

@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 import kprof
-from test_client import KPROF, MODULES, start_daemon
+from conftest import KPROF, MODULES, start_daemon
 
 MISSING_ID = "e" * 64
 
@@ -45,15 +45,6 @@ SCENARIOS = [
 def cli(target, *args, env=None):
     return subprocess.run([KPROF, "--target", target, *args], capture_output=True, text=True,
                           timeout=60, env=env)
-
-
-@pytest.fixture(scope="module")
-def daemon():
-    with tempfile.TemporaryDirectory() as scratch:
-        process, target = start_daemon(scratch)
-        yield target
-        process.terminate()
-        assert process.wait(timeout=20) == 0
 
 
 @pytest.mark.parametrize("name,args,call,code", SCENARIOS, ids=[s[0] for s in SCENARIOS])
