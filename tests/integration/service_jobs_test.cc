@@ -38,22 +38,15 @@
 namespace kprof {
 namespace {
 
-using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
-using ::kprof::testing::IsOkAndHolds;
-using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::ServiceTest;
 using ::kprof::testing::StatusIs;
-using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::AllOf;
-using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::Ge;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Not;
 using ::testing::SizeIs;
 
 // Durations given in milliseconds must be finite and at most an hour: NaN and 1e308 would run

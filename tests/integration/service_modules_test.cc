@@ -44,15 +44,10 @@ using ::kprof::testing::IsOkAndHolds;
 using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::ServiceTest;
 using ::kprof::testing::StatusIs;
-using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
-using ::testing::AllOf;
-using ::testing::Contains;
 using ::testing::Each;
 using ::testing::ElementsAre;
-using ::testing::Ge;
 using ::testing::HasSubstr;
-using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::SizeIs;
 
