@@ -195,6 +195,7 @@ class Client:
         # at most max_remembered_bytes of them (and always the newest), as the C++ client keeps.
         self._modules = collections.OrderedDict()
         self._modules_lock = threading.Lock()  # a farm loads modules from several threads
+        self._remembered_bytes = 0  # of the bytes in _modules, kept as they come and go
         self._upload_without_asking_bytes = upload_without_asking_bytes
         self._max_remembered_bytes = max_remembered_bytes
 
@@ -228,12 +229,14 @@ class Client:
 
     def _remember(self, module_id, data, name, format):
         with self._modules_lock:
+            if module_id in self._modules:
+                self._modules.move_to_end(module_id)
+                return
             self._modules[module_id] = (data, name, format)
-            self._modules.move_to_end(module_id)
-            held = sum(len(kept[0]) for kept in self._modules.values())
-            while held > self._max_remembered_bytes and len(self._modules) > 1:
+            self._remembered_bytes += len(data)
+            while self._remembered_bytes > self._max_remembered_bytes and len(self._modules) > 1:
                 _, (oldest, _, _) = self._modules.popitem(last=False)
-                held -= len(oldest)
+                self._remembered_bytes -= len(oldest)
 
     def _remembered(self, module_id):
         """The (bytes, name, format) kept for uploading `module_id` again, or None."""
