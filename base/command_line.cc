@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace kprof::core {
+namespace kprof::base {
 namespace {
 
 absl::Status Wants(const std::string& name, std::string_view what, const std::string& value) {
@@ -156,4 +156,4 @@ std::string CommandLine::Help() const {
   return out;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base

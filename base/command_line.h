@@ -15,7 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
-namespace kprof::core {
+namespace kprof::base {
 
 class CommandLine {
  public:
@@ -56,4 +56,4 @@ class CommandLine {
   std::vector<Option> options_;
 };
 
-}  // namespace kprof::core
+}  // namespace kprof::base

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace kprof::core {
+namespace kprof::base {
 
 std::string_view DeviceTypeName(DeviceType type) {
   switch (type) {
@@ -52,4 +52,4 @@ absl::StatusOr<Device> ParseDevice(std::string_view spec) {
   return device;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base

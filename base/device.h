@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace kprof::core {
+namespace kprof::base {
 
 // The values are DLPack's DLDeviceType codes, so converting to and from a DLDevice is a cast.
 enum class DeviceType : int32_t { kCpu = 1, kCuda = 2 };
@@ -37,4 +37,4 @@ std::string DeviceSpec(Device device);
 // question; malformed text is INVALID_ARGUMENT quoting it and saying what is accepted.
 absl::StatusOr<Device> ParseDevice(std::string_view spec);
 
-}  // namespace kprof::core
+}  // namespace kprof::base

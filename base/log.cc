@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-namespace kprof::core {
+namespace kprof::base {
 namespace {
 
 absl::Mutex g_mutex;
@@ -49,4 +49,4 @@ LogSink SetLogSink(LogSink sink) {
   return previous;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base

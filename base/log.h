@@ -5,7 +5,7 @@
 #include <functional>
 #include <string_view>
 
-namespace kprof::core {
+namespace kprof::base {
 
 enum class LogSeverity { kInfo, kWarning, kError };
 
@@ -18,4 +18,4 @@ using LogSink = std::function<void(LogSeverity, std::string_view)>;
 // Sends every later message to `sink` (nullptr: back to stderr); returns the previous sink.
 LogSink SetLogSink(LogSink sink);
 
-}  // namespace kprof::core
+}  // namespace kprof::base

@@ -3,7 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
-namespace kprof::core {
+namespace kprof::base {
 
 bool IsLoopbackAddress(const std::string& host_port) {
   std::string host = host_port.substr(0, host_port.rfind(':'));
@@ -17,4 +17,4 @@ bool IsLoopbackAddress(const std::string& host_port) {
   return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base

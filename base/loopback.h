@@ -4,8 +4,8 @@
 
 #include <string>
 
-namespace kprof::core {
+namespace kprof::base {
 
 bool IsLoopbackAddress(const std::string& host_port);
 
-}  // namespace kprof::core
+}  // namespace kprof::base

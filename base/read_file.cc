@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 
-namespace kprof::core {
+namespace kprof::base {
 
 namespace {
 
@@ -131,9 +131,9 @@ absl::StatusOr<std::string> ReadDescriptor(int fd) {
   }
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base
 
-namespace kprof::core {
+namespace kprof::base {
 
 std::string ReadKeptOpen(const std::string& path) {
   static absl::Mutex mutex(absl::kConstInit);
@@ -159,4 +159,4 @@ std::string ReadKeptOpen(const std::string& path) {
   return "";
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base

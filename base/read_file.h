@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace kprof::core {
+namespace kprof::base {
 
 // The file's bytes. NOT_FOUND naming `what` ("the TLS key"), the path and the reason when it
 // cannot be opened; INVALID_ARGUMENT when `path` is a directory.
@@ -47,4 +47,4 @@ absl::StatusOr<std::string> ReadDescriptor(int fd);
 // "" when the file cannot be read. Thread-safe.
 std::string ReadKeptOpen(const std::string& path);
 
-}  // namespace kprof::core
+}  // namespace kprof::base

@@ -2,7 +2,7 @@
 
 #include <openssl/evp.h>
 
-namespace kprof::core {
+namespace kprof::base {
 std::string ToHex(std::string_view bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
@@ -37,4 +37,4 @@ std::string Sha256::HexDigest() {
   return ToHex(std::string_view(reinterpret_cast<const char*>(digest), length));
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::base

@@ -6,7 +6,7 @@
 
 typedef struct evp_md_ctx_st EVP_MD_CTX;
 
-namespace kprof::core {
+namespace kprof::base {
 
 // `bytes` in lowercase hex, two digits each.
 std::string ToHex(std::string_view bytes);
@@ -30,4 +30,4 @@ class Sha256 {
   EVP_MD_CTX* context_;
 };
 
-}  // namespace kprof::core
+}  // namespace kprof::base

@@ -132,7 +132,7 @@ std::string Farm::AddModule(std::string bytes, const std::string& name, const st
 
 absl::StatusOr<std::string> Farm::AddModuleFile(const std::string& path,
                                                 const std::string& format) {
-  absl::StatusOr<std::string> bytes = core::ReadFile(path, "module file");
+  absl::StatusOr<std::string> bytes = base::ReadFile(path, "module file");
   if (!bytes.ok()) return bytes.status();
   return AddModule(*std::move(bytes), path.substr(path.rfind('/') + 1), format);
 }
@@ -164,8 +164,8 @@ struct Event {
 std::string DeviceOf(const BatchJob& job) {
   const std::string& text =
       job.has_profile_function() ? job.profile_function().device() : job.time_evaluate().device();
-  const absl::StatusOr<core::Device> device = core::ParseDevice(text.empty() ? "cpu:0" : text);
-  return device.ok() ? core::DeviceSpec(*device) : text;
+  const absl::StatusOr<base::Device> device = base::ParseDevice(text.empty() ? "cpu:0" : text);
+  return device.ok() ? base::DeviceSpec(*device) : text;
 }
 
 const kprof::v1::FunctionCall& CallOf(const BatchJob& job) {

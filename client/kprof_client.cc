@@ -39,14 +39,14 @@ absl::Status StatusOf(const kprof::v1::BatchUpdate& update) {
   return wire::StatusFromWire(update.code(), update.message(), update.details());
 }
 
-std::string ModuleId(std::string_view bytes) { return core::Sha256Hex(bytes); }
+std::string ModuleId(std::string_view bytes) { return base::Sha256Hex(bytes); }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
   const bool tls =
       options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty();
-  const bool loopback = core::IsLoopbackAddress(target);
+  const bool loopback = base::IsLoopbackAddress(target);
   if (!options.bearer_token.empty() && !tls && !loopback) {
     return absl::FailedPreconditionError(
         absl::StrCat("refusing to send a bearer token in clear to ", target,
@@ -240,7 +240,7 @@ void Client::Remember(const std::string& id, std::string_view bytes, const std::
 absl::StatusOr<kprof::v1::ModuleInfo> Client::LoadModuleFile(const std::string& path,
                                                              const std::string& format) {
   // Read, not mapped: a file truncated under a mapping would end this process with SIGBUS.
-  absl::StatusOr<std::string> bytes = core::ReadFile(path, "module file");
+  absl::StatusOr<std::string> bytes = base::ReadFile(path, "module file");
   if (!bytes.ok()) return bytes.status();
   return LoadModule(*bytes, path.substr(path.rfind('/') + 1), format, &*bytes);
 }

@@ -6,18 +6,18 @@
 namespace kprof::wire {
 namespace {
 
-kprof::v1::MetricValue ToProto(const core::MetricValue& value) {
+kprof::v1::MetricValue ToProto(const report::MetricValue& value) {
   kprof::v1::MetricValue out;
   std::visit(
       [&out](const auto& v) {
         using T = std::decay_t<decltype(v)>;
         if constexpr (std::is_same_v<T, std::string>) {
           out.set_string(v);
-        } else if constexpr (std::is_same_v<T, core::Count>) {
+        } else if constexpr (std::is_same_v<T, report::Count>) {
           out.set_count(v.value);
-        } else if constexpr (std::is_same_v<T, core::Duration>) {
+        } else if constexpr (std::is_same_v<T, report::Duration>) {
           out.set_microseconds(v.microseconds);
-        } else if constexpr (std::is_same_v<T, core::Percent>) {
+        } else if constexpr (std::is_same_v<T, report::Percent>) {
           out.set_percent(v.percent);
         } else {
           out.set_ratio(v.ratio);
@@ -29,29 +29,29 @@ kprof::v1::MetricValue ToProto(const core::MetricValue& value) {
 
 }  // namespace
 
-void ToProto(const core::MetricMap& metrics, kprof::v1::MetricMap* out) {
+void ToProto(const report::MetricMap& metrics, kprof::v1::MetricMap* out) {
   for (const auto& [name, value] : metrics) (*out->mutable_metrics())[name] = ToProto(value);
 }
 
-absl::StatusOr<core::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
-                                          const std::string& where) {
-  core::MetricMap out;
+absl::StatusOr<report::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
+                                            const std::string& where) {
+  report::MetricMap out;
   for (const auto& [name, value] : metrics.metrics()) {
     switch (value.value_case()) {
       case kprof::v1::MetricValue::kString:
         out.emplace(name, value.string());
         break;
       case kprof::v1::MetricValue::kCount:
-        out.emplace(name, core::Count{value.count()});
+        out.emplace(name, report::Count{value.count()});
         break;
       case kprof::v1::MetricValue::kMicroseconds:
-        out.emplace(name, core::Duration{value.microseconds()});
+        out.emplace(name, report::Duration{value.microseconds()});
         break;
       case kprof::v1::MetricValue::kPercent:
-        out.emplace(name, core::Percent{value.percent()});
+        out.emplace(name, report::Percent{value.percent()});
         break;
       case kprof::v1::MetricValue::kRatio:
-        out.emplace(name, core::Ratio{value.ratio()});
+        out.emplace(name, report::Ratio{value.ratio()});
         break;
       case kprof::v1::MetricValue::VALUE_NOT_SET:
         return absl::InvalidArgumentError(
@@ -61,9 +61,9 @@ absl::StatusOr<core::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
   return out;
 }
 
-kprof::v1::Report ToProto(const core::Report& report) {
+kprof::v1::Report ToProto(const report::Report& report) {
   kprof::v1::Report out;
-  for (const core::MetricMap& call : report.calls) ToProto(call, out.add_calls());
+  for (const report::MetricMap& call : report.calls) ToProto(call, out.add_calls());
   for (const auto& [device, metrics] : report.device_metrics) {
     ToProto(metrics, &(*out.mutable_device_metrics())[device]);
   }
@@ -71,8 +71,8 @@ kprof::v1::Report ToProto(const core::Report& report) {
   return out;
 }
 
-absl::StatusOr<core::Report> FromProto(const kprof::v1::Report& report) {
-  core::Report out;
+absl::StatusOr<report::Report> FromProto(const kprof::v1::Report& report) {
+  report::Report out;
   for (int i = 0; i < report.calls_size(); ++i) {
     auto call = FromProto(report.calls(i), absl::StrCat("calls[", i, "]"));
     if (!call.ok()) return call.status();

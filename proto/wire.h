@@ -8,16 +8,16 @@
 
 namespace kprof::wire {
 
-kprof::v1::Report ToProto(const core::Report& report);
+kprof::v1::Report ToProto(const report::Report& report);
 
 // INVALID_ARGUMENT when a metric has no value set (an empty oneof).
-absl::StatusOr<core::Report> FromProto(const kprof::v1::Report& report);
+absl::StatusOr<report::Report> FromProto(const kprof::v1::Report& report);
 
 // "name" or "name:opt,opt" — what core::CreateCollector takes.
 std::string CollectorSpecText(const kprof::v1::CollectorSpec& spec);
 
-void ToProto(const core::MetricMap& metrics, kprof::v1::MetricMap* out);
-absl::StatusOr<core::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
-                                          const std::string& where);
+void ToProto(const report::MetricMap& metrics, kprof::v1::MetricMap* out);
+absl::StatusOr<report::MetricMap> FromProto(const kprof::v1::MetricMap& metrics,
+                                            const std::string& where);
 
 }  // namespace kprof::wire

@@ -7,7 +7,7 @@
 
 #include "report/statistics.h"
 
-namespace kprof::core {
+namespace kprof::report {
 
 uint64_t SplitMix64::Next() {
   uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
@@ -207,4 +207,4 @@ Comparison CompareRepeats(const std::vector<double>& base, const std::vector<dou
   return c;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-namespace kprof::core {
+namespace kprof::report {
 
 // Sebastiano Vigna's SplitMix64: small, fast, and the same in every language.
 class SplitMix64 {
@@ -94,4 +94,4 @@ inline constexpr uint64_t kCompareSeed = 0x6b70726f66;
 Comparison CompareRepeats(const std::vector<double>& base, const std::vector<double>& fresh,
                           const CompareOptions& options = {});
 
-}  // namespace kprof::core
+}  // namespace kprof::report

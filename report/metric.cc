@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 // Inserts a comma every three digits of the integer part of `number`, which is the output of
@@ -84,4 +84,4 @@ std::string FormatForTable(const MetricValue& value) {
   return std::visit(Formatter{}, value);
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -13,7 +13,7 @@
 #include <string_view>
 #include <variant>
 
-namespace kprof::core {
+namespace kprof::report {
 
 struct Count {
   int64_t value = 0;
@@ -64,4 +64,4 @@ std::string FormatForTable(const MetricValue& value);
 // "nan", "inf" and "-inf" for non-finite values.
 std::string ShortestDecimal(double value);
 
-}  // namespace kprof::core
+}  // namespace kprof::report

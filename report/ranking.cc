@@ -7,7 +7,7 @@
 
 #include "report/statistics.h"
 
-namespace kprof::core {
+namespace kprof::report {
 
 std::vector<size_t> RacePlan(size_t initial, size_t max_repeats, double growth) {
   std::vector<size_t> steps = {initial};
@@ -270,4 +270,4 @@ Ranking Race::Current() const {
   return ranking;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -28,7 +28,7 @@
 
 #include "report/compare.h"
 
-namespace kprof::core {
+namespace kprof::report {
 
 // The repeats a candidate has after each round: initial, then x growth (at least +1), capped.
 std::vector<size_t> RacePlan(size_t initial, size_t max_repeats, double growth = 1.5);
@@ -131,4 +131,4 @@ class Race {
   bool stopped_ = false;
 };
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -19,7 +19,7 @@
 #include "absl/status/statusor.h"
 #include "report/metric.h"
 
-namespace kprof::core {
+namespace kprof::report {
 
 // Names of the metrics that the report model itself gives meaning to.
 inline constexpr std::string_view kNameMetric = "Name";
@@ -103,4 +103,4 @@ std::string AsPlainJson(const MetricMap& metrics);
 // place, e.g. `calls[2]."Duration (us)": unknown metric kind "seconds" (accepted: ...)`.
 absl::StatusOr<Report> ReportFromJson(std::string_view json);
 
-}  // namespace kprof::core
+}  // namespace kprof::report

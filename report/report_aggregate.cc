@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 // One component of an aggregation key, encoded so that no two different (kind, text) pairs —
@@ -92,4 +92,4 @@ std::vector<MetricMap> AggregateCalls(const std::vector<MetricMap>& calls) {
   return rows;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -4,7 +4,7 @@
 
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 void AppendQuoted(std::string* out, std::string_view text) {
@@ -72,4 +72,4 @@ std::string AsCsv(const Report& report) {
   return out;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 std::string TextOf(const MetricMap& call, std::string_view metric, const std::string& fallback) {
@@ -96,4 +96,4 @@ std::string AsHtml(const Report& report) {
       svg, "<h2>Table</h2>\n<pre>", XmlEscaped(AsTable(report)), "</pre>\n</body></html>\n");
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -16,7 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 using Json = nlohmann::json;
@@ -360,7 +360,8 @@ absl::StatusOr<Report> ReportFromJson(std::string_view text) {
   } catch (const Json::exception& e) {
     // Read again with NaN and the infinities as other writers spell them; the first error is
     // the one to report when that does not help either.
-    const std::optional<std::string> quoted = QuoteNonFiniteWords(absl::string_view(text.data(), text.size()));
+    const std::optional<std::string> quoted =
+        QuoteNonFiniteWords(absl::string_view(text.data(), text.size()));
     bool parsed = false;
     if (quoted) {
       too_deep = false;
@@ -415,4 +416,4 @@ absl::StatusOr<Report> ReportFromJson(std::string_view text) {
   return report;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -7,7 +7,7 @@
 
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 // Sort key: a row's duration, or -inf when it has none (such rows go last).
@@ -128,4 +128,4 @@ std::string AsTable(const Report& report, const TableOptions& options) {
   return out;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace kprof::core {
+namespace kprof::report {
 
 std::string ShapeString(const TensorShape& tensor) {
   return absl::StrCat(tensor.dtype, "[", absl::StrJoin(tensor.shape, ", "), "]");
@@ -15,4 +15,4 @@ std::string ShapeString(const std::vector<TensorShape>& tensors) {
   });
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

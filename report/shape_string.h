@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace kprof::core {
+namespace kprof::report {
 
 struct TensorShape {
   std::string dtype;           // "float32", "int64", ...
@@ -18,4 +18,4 @@ std::string ShapeString(const TensorShape& tensor);
 // `float32[16], int64[]`: each tensor's ShapeString, joined with ", ".
 std::string ShapeString(const std::vector<TensorShape>& tensors);
 
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
@@ -113,4 +113,4 @@ Summary Summarize(const std::vector<double>& samples) {
   return s;
 }
 
-}  // namespace kprof::core
+}  // namespace kprof::report

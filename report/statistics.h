@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-namespace kprof::core {
+namespace kprof::report {
 
 double Mean(const std::vector<double>& samples);
 double Min(const std::vector<double>& samples);
@@ -52,4 +52,4 @@ struct Summary {
 // All of the above at once, each computed as by its own function.
 Summary Summarize(const std::vector<double>& samples);
 
-}  // namespace kprof::core
+}  // namespace kprof::report

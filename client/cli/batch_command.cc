@@ -150,7 +150,7 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
     jobs.push_back(*std::move(job));
   }
   if (o.rank) {
-    KPROF_ASSIGN_OR_RETURN(const core::RankOptions options, RankOptionsFrom(o.race));
+    KPROF_ASSIGN_OR_RETURN(const report::RankOptions options, RankOptionsFrom(o.race));
     return RaceBatch(farm, options, o.race.budget, format, jobs, calls, refused, exit_code);
   }
   const bool bar = isatty(STDERR_FILENO) != 0;

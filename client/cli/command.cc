@@ -48,7 +48,7 @@ absl::Status Credentials(const Globals& g, ClientOptions* options) {
     }
   }
   if (!token_file.empty()) {
-    KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(token_file, "token file"));
+    KPROF_ASSIGN_OR_RETURN(std::string text, base::ReadFile(token_file, "token file"));
     // A line of the daemon's token file is TOKEN [LABEL [WEIGHT]]: the token is its first word.
     for (absl::string_view line : absl::StrSplit(text, '\n')) {
       const std::vector<absl::string_view> words =
@@ -65,12 +65,12 @@ absl::Status Credentials(const Globals& g, ClientOptions* options) {
   }
   options->tls = !g.tls_ca.empty() || !g.tls_cert.empty();
   if (!g.tls_ca.empty()) {
-    KPROF_ASSIGN_OR_RETURN(options->tls_root_certs_pem, core::ReadFile(g.tls_ca, "TLS CA"));
+    KPROF_ASSIGN_OR_RETURN(options->tls_root_certs_pem, base::ReadFile(g.tls_ca, "TLS CA"));
   }
   if (!g.tls_cert.empty()) {
     KPROF_ASSIGN_OR_RETURN(options->tls_cert_chain_pem,
-                           core::ReadFile(g.tls_cert, "TLS certificate"));
-    KPROF_ASSIGN_OR_RETURN(options->tls_private_key_pem, core::ReadFile(g.tls_key, "TLS key"));
+                           base::ReadFile(g.tls_cert, "TLS certificate"));
+    KPROF_ASSIGN_OR_RETURN(options->tls_private_key_pem, base::ReadFile(g.tls_key, "TLS key"));
   }
   return absl::OkStatus();
 }
@@ -151,8 +151,8 @@ Command::Command(CLI::App& app, const std::string& name, const std::string& desc
   subcommand_->fallthrough();
 }
 
-core::TableOptions TableFlags::options() const {
-  core::TableOptions table;
+report::TableOptions TableFlags::options() const {
+  report::TableOptions table;
   table.aggregate = !no_aggregate;
   table.sort = !no_sort;
   table.compute_col_sums = !no_sums;

@@ -76,7 +76,7 @@ class Command {
 // --no-aggregate, --no-sort and --no-sums: how a report's table is shaped (profile, report).
 struct TableFlags {
   bool no_aggregate = false, no_sort = false, no_sums = false;
-  core::TableOptions options() const;
+  report::TableOptions options() const;
 };
 void AddTableFlags(CLI::App& command, TableFlags& flags);
 

@@ -126,11 +126,11 @@ std::string PValue(double p) { return std::isnan(p) ? "-" : absl::StrFormat("%.3
 
 // A number for JSON and CSV: NaN is null in JSON, empty in CSV.
 Json Number(double v) { return std::isnan(v) ? Json() : Json(v); }
-std::string CsvNumber(double v) { return std::isnan(v) ? "" : core::ShortestDecimal(v); }
+std::string CsvNumber(double v) { return std::isnan(v) ? "" : report::ShortestDecimal(v); }
 
 struct Row {
   std::string name;
-  core::Comparison c;
+  report::Comparison c;
   std::string error;  // why a side has no repeats
 };
 
@@ -180,7 +180,7 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is a directory, not a result file"));
   }
-  absl::StatusOr<std::string> text = core::ReadFile(path, "result file");
+  absl::StatusOr<std::string> text = base::ReadFile(path, "result file");
   if (!text.ok()) return text.status();
   const Json whole = Json::parse(*text, nullptr, false);
   if (!whole.is_discarded() && whole.is_object() && whole.contains("benchmarks")) {
@@ -285,7 +285,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
     const Measurement& b = (*fresh)[j];
     Row row;
     row.name = a.name == b.name ? a.name : absl::StrCat(a.name, " -> ", b.name);
-    row.c = core::CompareRepeats(a.seconds, b.seconds, options.compare);
+    row.c = report::CompareRepeats(a.seconds, b.seconds, options.compare);
     if (!a.error.empty()) row.error = "base: " + a.error;
     if (!b.error.empty()) row.error += (row.error.empty() ? "new: " : "; new: ") + b.error;
     rows.push_back(std::move(row));
@@ -304,7 +304,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
   }
   std::map<std::string, int> counts = {
       {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}};
-  for (const Row& row : rows) ++counts[core::VerdictName(row.c.verdict)];
+  for (const Row& row : rows) ++counts[report::VerdictName(row.c.verdict)];
 
   const std::string interval_title =
       absl::StrFormat("%g%% interval", options.compare.confidence * 100);
@@ -321,7 +321,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
                 {"change", Number(row.c.change)},
                 {"interval", {Number(row.c.interval.low), Number(row.c.interval.high)}},
                 {"p_value", Number(row.c.p)},
-                {"verdict", core::VerdictName(row.c.verdict)}};
+                {"verdict", report::VerdictName(row.c.verdict)}};
       if (!row.error.empty()) c["error"] = row.error;
       comparisons.push_back(std::move(c));
     }
@@ -335,8 +335,8 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
         "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
         "base_median_seconds,new_repeats,new_median_seconds\n";
     for (const Row& row : rows) {
-      absl::StrAppend(&out, core::CsvQuoted(row.name), ",", core::VerdictName(row.c.verdict), ",",
-                      CsvNumber(row.c.change), ",", CsvNumber(row.c.interval.low), ",",
+      absl::StrAppend(&out, report::CsvQuoted(row.name), ",", report::VerdictName(row.c.verdict),
+                      ",", CsvNumber(row.c.change), ",", CsvNumber(row.c.interval.low), ",",
                       CsvNumber(row.c.interval.high), ",", CsvNumber(row.c.p), ",",
                       row.c.base_repeats, ",", CsvNumber(row.c.base_median), ",", row.c.new_repeats,
                       ",", CsvNumber(row.c.new_median), "\n");
@@ -352,7 +352,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
                                                       Percent(row.c.interval.high), "]");
       cells.push_back({row.name, Seconds(row.c.base_median), Seconds(row.c.new_median),
                        Percent(row.c.change), interval, PValue(row.c.p),
-                       core::VerdictName(row.c.verdict),
+                       report::VerdictName(row.c.verdict),
                        absl::StrCat(row.c.base_repeats, "/", row.c.new_repeats)});
     }
     std::vector<std::string> notes;
@@ -373,7 +373,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
   if (options.fail_on_regression < 0) return absl::OkStatus();
   std::vector<std::string> regressions;
   for (const Row& row : rows) {
-    if (row.c.verdict == core::Verdict::kSlower &&
+    if (row.c.verdict == report::Verdict::kSlower &&
         row.c.change * 100 > options.fail_on_regression) {
       regressions.push_back(absl::StrCat(row.name, " (", Percent(row.c.change), ")"));
     }
@@ -383,7 +383,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
   const size_t shown = std::min<size_t>(regressions.size(), 10);
   return absl::FailedPreconditionError(absl::StrCat(
       regressions.size(), " of ", rows.size(), " measurements slower by more than ",
-      core::ShortestDecimal(options.fail_on_regression), "%: ",
+      report::ShortestDecimal(options.fail_on_regression), "%: ",
       absl::StrJoin(regressions.begin(), regressions.begin() + static_cast<ptrdiff_t>(shown), ", "),
       regressions.size() > shown ? ", ..." : ""));
 }
@@ -413,7 +413,7 @@ class CompareCommand final : public Command {
   absl::Status Run(const Globals&, const std::string& format, int* exit_code) override {
     CompareCommandOptions options;
     options.format = format;
-    KPROF_ASSIGN_OR_RETURN(const core::RankOptions rank, RankOptionsFrom(flags_));
+    KPROF_ASSIGN_OR_RETURN(const report::RankOptions rank, RankOptionsFrom(flags_));
     options.compare.confidence = rank.confidence;
     options.compare.threshold = rank.threshold;
     if (min_repeats_->count() > 0) {

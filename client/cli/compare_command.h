@@ -33,7 +33,7 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
 
 struct CompareCommandOptions {
   std::string format = "table";  // table, json or csv
-  core::CompareOptions compare;
+  report::CompareOptions compare;
   double fail_on_regression = -1;  // percent; < 0: off
   std::string plot;                // an SVG of the comparisons to write, when not empty
 };

@@ -85,12 +85,12 @@ Json GbenchRuns(const std::string& name, const kprof::v1::TimeEvaluateResponse& 
   }
   if (ns.empty()) return runs;
   // As Google Benchmark's statistics: the standard deviation of a sample (n - 1), 0 for one.
-  const double mean = core::Mean(ns);
+  const double mean = report::Mean(ns);
   double squares = 0;
   for (double v : ns) squares += (v - mean) * (v - mean);
   const double stddev = ns.size() > 1 ? std::sqrt(squares / static_cast<double>(ns.size() - 1)) : 0;
   runs.push_back(Aggregate(name, "mean", repetitions, mean, false));
-  runs.push_back(Aggregate(name, "median", repetitions, core::Median(ns), false));
+  runs.push_back(Aggregate(name, "median", repetitions, report::Median(ns), false));
   runs.push_back(Aggregate(name, "stddev", repetitions, stddev, false));
   runs.push_back(Aggregate(name, "cv", repetitions, mean != 0 ? stddev / mean : 0, true));
   return runs;

@@ -22,24 +22,24 @@ std::string ProtoJson(const google::protobuf::Message& message) {
   return json;
 }
 
-void PrintReport(const core::Report& report, const std::string& format,
-                 const core::TableOptions& table) {
+void PrintReport(const report::Report& report, const std::string& format,
+                 const report::TableOptions& table) {
   if (format == "html") {
-    Print(core::AsHtml(report));
+    Print(report::AsHtml(report));
   } else if (format == "trace") {
-    Print(core::AsChromeTrace(report) + "\n");
+    Print(report::AsChromeTrace(report) + "\n");
   } else if (format == "json") {
-    Print(core::AsJson(report) + "\n");
+    Print(report::AsJson(report) + "\n");
   } else if (format == "csv") {
-    Print(core::AsCsv(report));
+    Print(report::AsCsv(report));
   } else {
-    Print(core::AsTable(report, table));
+    Print(report::AsTable(report, table));
   }
 }
 
 absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   const auto& s = r.statistics();
-  KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
+  KPROF_ASSIGN_OR_RETURN(const report::MetricMap manifest,
                          wire::FromProto(r.environment(), "environment"));
   Json json = {
       {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
@@ -69,14 +69,14 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   if (r.checksums_size() > 0) {
     json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
   }
-  json["environment"] = Json::parse(core::AsPlainJson(manifest));
+  json["environment"] = Json::parse(report::AsPlainJson(manifest));
   return json;
 }
 
 std::string RepeatsHistogram(const std::vector<double>& seconds) {
   static constexpr const char* kBars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
   const size_t bins = std::clamp<size_t>(seconds.size(), 1, 20);
-  const std::vector<size_t> counts = core::Histogram(seconds, bins);
+  const std::vector<size_t> counts = report::Histogram(seconds, bins);
   if (counts.empty()) return "repeats  (none)";
   const size_t most = *std::max_element(counts.begin(), counts.end());
   std::string bars;

@@ -24,8 +24,8 @@ void Print(std::string_view text);
 std::string ProtoJson(const google::protobuf::Message& message);
 
 // A report in `format`: table (shaped by `table`), json, csv, trace or html.
-void PrintReport(const core::Report& report, const std::string& format,
-                 const core::TableOptions& table = {});
+void PrintReport(const report::Report& report, const std::string& format,
+                 const report::TableOptions& table = {});
 
 // `kprof time --format json`'s object for a result: TVM's BenchmarkResult keys (seconds) and
 // kprofd's own; INVALID_ARGUMENT when its environment does not read.

@@ -19,7 +19,7 @@ std::string Text(double x, double y, const std::string& text, const char* anchor
   return absl::StrFormat(
       "<text x=\"%.1f\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"%d\" "
       "text-anchor=\"%s\"%s>%s</text>\n",
-      x, y, size, anchor, extra, core::XmlEscaped(text));
+      x, y, size, anchor, extra, report::XmlEscaped(text));
 }
 
 std::string Microseconds(double seconds) { return absl::StrFormat("%.3f us", seconds * 1e6); }
@@ -54,7 +54,7 @@ std::string HistogramAt(const std::vector<double>& seconds, double low, double h
   absl::StrAppend(&out, absl::StrFormat("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
                                         "stroke=\"#444\"/>\n",
                                         kLeft, top + height, kWidth - kRight, top + height));
-  const double median = core::Median(seconds);
+  const double median = report::Median(seconds);
   const double x =
       high > low ? kLeft + (median - low) / (high - low) * (kWidth - kLeft - kRight) : kLeft;
   absl::StrAppend(&out,
@@ -75,15 +75,15 @@ std::string Axis(double low, double high, double y) {
          Text((kLeft + kWidth - kRight) / 2.0, y, "time per call", "middle", 11, " fill=\"#666\"");
 }
 
-const char* Colour(core::Verdict verdict) {
+const char* Colour(report::Verdict verdict) {
   switch (verdict) {
-    case core::Verdict::kFaster:
+    case report::Verdict::kFaster:
       return "#2a8a2a";
-    case core::Verdict::kSlower:
+    case report::Verdict::kSlower:
       return "#c0392b";
-    case core::Verdict::kSame:
+    case report::Verdict::kSame:
       return "#555";
-    case core::Verdict::kInsufficient:
+    case report::Verdict::kInsufficient:
       break;
   }
   return "#aaa";
@@ -152,7 +152,7 @@ std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double con
                   Text(x_of(reach / 1.15), chart - 14,
                        absl::StrFormat("%+.1f%%", reach / 1.15 * 100), "middle", 11));
   for (size_t i = 0; i < rows.size(); ++i) {
-    const core::Comparison& c = rows[i].comparison;
+    const report::Comparison& c = rows[i].comparison;
     const double y = kTop + static_cast<double>(i) * kRow + kRow / 2.0;
     const char* colour = Colour(c.verdict);
     absl::StrAppend(&out, Text(kLeft + 190, y + 4, rows[i].name, "end", 12));
@@ -170,7 +170,7 @@ std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double con
     absl::StrAppend(
         &out, Text(kWidth - 8, y + 4,
                    absl::StrCat(
-                       core::VerdictName(c.verdict),
+                       report::VerdictName(c.verdict),
                        std::isfinite(c.change) ? absl::StrFormat(" %+.2f%%", c.change * 100) : ""),
                    "end", 11, absl::StrCat(" fill=\"", colour, "\"").c_str()));
   }

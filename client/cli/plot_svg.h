@@ -15,7 +15,7 @@ std::string RepeatsSvg(const std::string& title, const std::vector<double>& seco
 
 struct PlottedComparison {
   std::string name;
-  core::Comparison comparison;
+  report::Comparison comparison;
   std::vector<double> base, fresh;  // the repeats of each side
 };
 

@@ -17,7 +17,7 @@ namespace {
 // ...], "repeat": N, "warmup": N}; M as on the command line.
 absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve,
                           kprof::v1::ProfileRequest* request) {
-  KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(path, "sequence file"));
+  KPROF_ASSIGN_OR_RETURN(std::string text, base::ReadFile(path, "sequence file"));
   const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   const auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
@@ -99,7 +99,7 @@ class ProfileCommand final : public Command {
                              client->ProfileFunction(request, timeout));
       report = r.report();
     }
-    KPROF_ASSIGN_OR_RETURN(core::Report converted, wire::FromProto(report));
+    KPROF_ASSIGN_OR_RETURN(report::Report converted, wire::FromProto(report));
     PrintReport(converted, format, table_.options());
     return absl::OkStatus();
   }

@@ -29,7 +29,7 @@ void MergeInto(kprof::v1::TimeEvaluateResponse* merged, const kprof::v1::TimeEva
   }
   const std::vector<double> all(merged->seconds_per_call().begin(),
                                 merged->seconds_per_call().end());
-  const core::Summary summary = core::Summarize(all);
+  const report::Summary summary = report::Summarize(all);
   auto* s = merged->mutable_statistics();
   s->set_mean(summary.mean);
   s->set_median(summary.median);
@@ -48,7 +48,7 @@ constexpr size_t kRaceTurn = 5;
 
 }  // namespace
 
-absl::Status RaceBatch(Farm& farm, const core::RankOptions& options, double budget_seconds,
+absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double budget_seconds,
                        const std::string& format, const std::vector<kprof::v1::BatchJob>& jobs,
                        std::map<std::string, Json>& calls,
                        const std::vector<std::pair<std::string, std::string>>& refused,
@@ -56,7 +56,7 @@ absl::Status RaceBatch(Farm& farm, const core::RankOptions& options, double budg
   std::vector<std::string> names;
   for (const kprof::v1::BatchJob& job : jobs) names.push_back(job.id());
   for (const auto& [name, error] : refused) names.push_back(name);
-  core::Race race(names, options);
+  report::Race race(names, options);
   for (size_t i = jobs.size(); i < names.size(); ++i) race.Fail(i, refused[i - jobs.size()].second);
   std::vector<kprof::v1::TimeEvaluateResponse> merged(jobs.size());
   std::vector<bool> measured(jobs.size(), false);
@@ -112,11 +112,11 @@ absl::Status RaceBatch(Farm& farm, const core::RankOptions& options, double budg
     repeats_so_far += planned;
     seconds_per_repeat = elapsed() / static_cast<double>(std::max<size_t>(1, repeats_so_far));
   }
-  core::Ranking ranking = race.Current();
+  report::Ranking ranking = race.Current();
   ranking.seconds = elapsed();
   size_t failures = 0;
-  for (const core::RankedCandidate& c : ranking.candidates) {
-    failures += c.state == core::RankState::kFailed ? 1 : 0;
+  for (const report::RankedCandidate& c : ranking.candidates) {
+    failures += c.state == report::RankState::kFailed ? 1 : 0;
   }
   if (format == "table" || format == "csv") {
     Print(RenderRanking(ranking, format));
@@ -136,14 +136,14 @@ absl::Status RaceBatch(Farm& farm, const core::RankOptions& options, double budg
               .dump(2) +
           "\n");
   } else {
-    for (const core::RankedCandidate& c : ranking.candidates) {
+    for (const report::RankedCandidate& c : ranking.candidates) {
       const size_t i =
           static_cast<size_t>(std::find(names.begin(), names.end(), c.name) - names.begin());
       Json line = {{"id", c.name}};
-      absl::StatusOr<Json> result = i < jobs.size() && c.state != core::RankState::kFailed
+      absl::StatusOr<Json> result = i < jobs.size() && c.state != report::RankState::kFailed
                                         ? TimeJson(merged[i])
                                         : absl::StatusOr<Json>(Json());
-      if (c.state == core::RankState::kFailed || !result.ok()) {
+      if (c.state == report::RankState::kFailed || !result.ok()) {
         const std::string error = result.ok() ? c.error : std::string(result.status().message());
         const size_t colon = error.find(": ");
         line["status"] = colon == std::string::npos ? "UNKNOWN" : error.substr(0, colon);

@@ -19,7 +19,7 @@ namespace kprof::client {
 // the ranking alone, "gbench" Google Benchmark's document. `calls` holds each job's module,
 // function and args for its line; `refused` the lines that are no candidates (named, with
 // why), ranked as failed. Some candidates failed: ABORTED and *exit_code 3.
-absl::Status RaceBatch(Farm& farm, const core::RankOptions& options, double budget_seconds,
+absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double budget_seconds,
                        const std::string& format, const std::vector<kprof::v1::BatchJob>& jobs,
                        std::map<std::string, Json>& calls,
                        const std::vector<std::pair<std::string, std::string>>& refused,

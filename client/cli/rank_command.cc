@@ -22,7 +22,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(); }
-std::string CsvNumber(double v) { return std::isnan(v) ? "" : core::ShortestDecimal(v); }
+std::string CsvNumber(double v) { return std::isnan(v) ? "" : report::ShortestDecimal(v); }
 
 // At most ten names, then how many more.
 std::string Names(const std::vector<std::string>& names) {
@@ -35,7 +35,7 @@ std::string Names(const std::vector<std::string>& names) {
 
 }  // namespace
 
-Json RankingJson(const core::Ranking& ranking) {
+Json RankingJson(const report::Ranking& ranking) {
   const std::string fastest = ranking.Fastest();
   Json out = {{"fastest", fastest.empty() ? Json() : Json(fastest)},
               {"ties", ranking.Ties()},
@@ -48,9 +48,9 @@ Json RankingJson(const core::Ranking& ranking) {
               {"repeats", ranking.repeats},
               {"seconds", Number(ranking.seconds)}};
   Json candidates = Json::array();
-  for (const core::RankedCandidate& c : ranking.candidates) {
+  for (const report::RankedCandidate& c : ranking.candidates) {
     Json item = {{"name", c.name},
-                 {"state", core::RankStateName(c.state)},
+                 {"state", report::RankStateName(c.state)},
                  {"repeats", c.repeats},
                  {"median", Number(c.median)},
                  {"change", Number(c.change)},
@@ -62,12 +62,12 @@ Json RankingJson(const core::Ranking& ranking) {
   return out;
 }
 
-std::string RenderRanking(const core::Ranking& ranking, const std::string& format) {
+std::string RenderRanking(const report::Ranking& ranking, const std::string& format) {
   if (format == "json") return Json({{"ranking", RankingJson(ranking)}}).dump(2) + "\n";
   if (format == "csv") {
     std::string out = "name,state,median_seconds,change,interval_low,interval_high,repeats\n";
-    for (const core::RankedCandidate& c : ranking.candidates) {
-      absl::StrAppend(&out, core::CsvQuoted(c.name), ",", core::RankStateName(c.state), ",",
+    for (const report::RankedCandidate& c : ranking.candidates) {
+      absl::StrAppend(&out, report::CsvQuoted(c.name), ",", report::RankStateName(c.state), ",",
                       CsvNumber(c.median), ",", CsvNumber(c.change), ",", CsvNumber(c.interval.low),
                       ",", CsvNumber(c.interval.high), ",", c.repeats, "\n");
     }
@@ -77,21 +77,21 @@ std::string RenderRanking(const core::Ranking& ranking, const std::string& forma
       {"rank", "candidate", "median", "change", "interval", "state", "repeats"}};
   std::map<std::string, size_t> counts;
   for (size_t i = 0; i < ranking.candidates.size(); ++i) {
-    const core::RankedCandidate& c = ranking.candidates[i];
-    ++counts[core::RankStateName(c.state)];
-    const bool failed = c.state == core::RankState::kFailed;
+    const report::RankedCandidate& c = ranking.candidates[i];
+    ++counts[report::RankStateName(c.state)];
+    const bool failed = c.state == report::RankState::kFailed;
     const std::string interval =
-        failed || c.state == core::RankState::kFastest
+        failed || c.state == report::RankState::kFastest
             ? "-"
             : absl::StrCat("[", Percent(c.interval.low), ", ", Percent(c.interval.high), "]");
     cells.push_back({failed ? "-" : absl::StrCat(i + 1), c.name, Seconds(c.median),
-                     c.state == core::RankState::kFastest ? "-" : Percent(c.change), interval,
-                     core::RankStateName(c.state), absl::StrCat(c.repeats)});
+                     c.state == report::RankState::kFastest ? "-" : Percent(c.change), interval,
+                     report::RankStateName(c.state), absl::StrCat(c.repeats)});
   }
   std::vector<std::string> notes;
-  for (const core::RankedCandidate& c : ranking.candidates) notes.push_back(c.error);
+  for (const report::RankedCandidate& c : ranking.candidates) notes.push_back(c.error);
   std::string out = AlignedTable(cells, {1, 5}, notes);
-  const std::string percent = core::ShortestDecimal(ranking.threshold * 100);
+  const std::string percent = report::ShortestDecimal(ranking.threshold * 100);
   const std::string confidence = absl::StrFormat("%g%%", ranking.confidence * 100);
   const std::string fastest = ranking.Fastest();
   absl::StrAppend(
@@ -104,8 +104,8 @@ std::string RenderRanking(const core::Ranking& ranking, const std::string& forma
                   " (not shown slower than the fastest by over ", percent, "%; every verdict at ",
                   confidence, " confidence together)\n");
   std::vector<std::string> undecided;
-  for (const core::RankedCandidate& c : ranking.candidates) {
-    if (c.state == core::RankState::kUndecided) undecided.push_back(c.name);
+  for (const report::RankedCandidate& c : ranking.candidates) {
+    if (c.state == report::RankState::kUndecided) undecided.push_back(c.name);
   }
   if (undecided.empty()) {
     absl::StrAppend(&out, "decided: each of the tie set is shown within ", percent,
@@ -125,7 +125,7 @@ std::string RenderRanking(const core::Ranking& ranking, const std::string& forma
   return out;
 }
 
-absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOptions& options,
+absl::Status RankFiles(const std::vector<std::string>& paths, const report::RankOptions& options,
                        const std::string& format) {
   std::vector<std::pair<std::string, std::vector<double>>> candidates;
   std::map<std::string, std::string> file_of;
@@ -145,8 +145,8 @@ absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOp
       candidates.emplace_back(m.name, std::move(m.seconds));
     }
   }
-  core::Ranking ranking = core::RankRepeats(candidates, options);
-  for (core::RankedCandidate& c : ranking.candidates) {
+  report::Ranking ranking = report::RankRepeats(candidates, options);
+  for (report::RankedCandidate& c : ranking.candidates) {
     if (const auto found = errors.find(c.name); found != errors.end()) c.error = found->second;
   }
   std::fputs(RenderRanking(ranking, format).c_str(), stdout);
@@ -164,8 +164,8 @@ void AddRankFlags(CLI::App& c, RankFlags& f, bool race) {
                "--rank: start no round that would end past SECONDS (default: none)");
 }
 
-absl::StatusOr<core::RankOptions> RankOptionsFrom(const RankFlags& f) {
-  core::RankOptions options;
+absl::StatusOr<report::RankOptions> RankOptionsFrom(const RankFlags& f) {
+  report::RankOptions options;
   if (!(f.confidence > 0 && f.confidence < 1)) {
     return UsageError(
         absl::StrCat("--confidence ", f.confidence, ": a probability between 0 and 1, e.g. 0.95"));
@@ -209,7 +209,7 @@ class RankCommand final : public Command {
   }
 
   absl::Status Run(const Globals&, const std::string& format, int*) override {
-    KPROF_ASSIGN_OR_RETURN(const core::RankOptions options, RankOptionsFrom(flags_));
+    KPROF_ASSIGN_OR_RETURN(const report::RankOptions options, RankOptionsFrom(flags_));
     return RankFiles(files_, options, format);
   }
 

@@ -29,20 +29,20 @@ struct RankFlags {
 void AddRankFlags(CLI::App& command, RankFlags& flags, bool race);
 
 // The flags as RankOptions, checked: a usage error naming the flag and what it takes.
-absl::StatusOr<core::RankOptions> RankOptionsFrom(const RankFlags& flags);
+absl::StatusOr<report::RankOptions> RankOptionsFrom(const RankFlags& flags);
 
 // {"fastest", "ties", "decided", "confidence", "threshold", "looks", "alpha", "rounds",
 // "repeats", "seconds", "candidates": [{"name", "state", "repeats", "median", "change",
 // "interval", ("error")}]}; numbers that are not finite are null.
-nlohmann::ordered_json RankingJson(const core::Ranking& ranking);
+nlohmann::ordered_json RankingJson(const report::Ranking& ranking);
 
 // The ranking as "table", "json" (indented; {"ranking": ...}) or "csv".
-std::string RenderRanking(const core::Ranking& ranking, const std::string& format);
+std::string RenderRanking(const report::Ranking& ranking, const std::string& format);
 
 // kprof rank FILE...: the measurements of the files (as kprof compare reads them) ranked as one
 // set of repeats each, printed in `format`. INVALID_ARGUMENT for a name in two files, or files
 // that hold no measurement.
-absl::Status RankFiles(const std::vector<std::string>& paths, const core::RankOptions& options,
+absl::Status RankFiles(const std::vector<std::string>& paths, const report::RankOptions& options,
                        const std::string& format);
 
 }  // namespace kprof::client

@@ -18,8 +18,8 @@ class ReportCommand final : public Command {
   }
 
   absl::Status Run(const Globals&, const std::string& format, int*) override {
-    KPROF_ASSIGN_OR_RETURN(std::string text, core::ReadFile(file_, "report file"));
-    KPROF_ASSIGN_OR_RETURN(core::Report report, core::ReportFromJson(text));
+    KPROF_ASSIGN_OR_RETURN(std::string text, base::ReadFile(file_, "report file"));
+    KPROF_ASSIGN_OR_RETURN(report::Report report, report::ReportFromJson(text));
     PrintReport(report, format, table_.options());
     return absl::OkStatus();
   }

@@ -19,7 +19,7 @@ namespace kprof::client {
 namespace {
 
 void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateResponse& r,
-                const core::MetricMap& manifest, bool outliers) {
+                const report::MetricMap& manifest, bool outliers) {
   const auto& s = r.statistics();
   Print(absl::StrCat(function, " ", r.argument_shapes(), " on ", r.device(), "\n"));
   for (int i = 0; i < r.seconds_per_call_size(); ++i) {
@@ -51,7 +51,7 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
   if (!manifest.empty()) {
     Print("\nEnvironment\n-----------\n");
     for (const auto& [name, value] : manifest) {
-      Print(absl::StrCat(name, ": ", core::FormatForTable(value), "\n"));
+      Print(absl::StrCat(name, ": ", report::FormatForTable(value), "\n"));
     }
   }
   Print("\n" +
@@ -125,7 +125,7 @@ class TimeCommand final : public Command {
         globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
     KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r,
                            client->TimeEvaluate(request, timeout));
-    KPROF_ASSIGN_OR_RETURN(const core::MetricMap manifest,
+    KPROF_ASSIGN_OR_RETURN(const report::MetricMap manifest,
                            wire::FromProto(r.environment(), "environment"));
     if (format == "gbench") {
       Print(
@@ -140,7 +140,7 @@ class TimeCommand final : public Command {
     } else if (format == "csv") {
       Print("repeat,seconds_per_call,number\n");
       for (int i = 0; i < r.seconds_per_call_size(); ++i) {
-        Print(absl::StrCat(i + 1, ",", core::ShortestDecimal(r.seconds_per_call(i)), ",",
+        Print(absl::StrCat(i + 1, ",", report::ShortestDecimal(r.seconds_per_call(i)), ",",
                            r.numbers(i), "\n"));
       }
     } else {

@@ -215,6 +215,6 @@ class SpecParser {
 
 absl::StatusOr<ArgSpec> ParseArgSpec(std::string_view text) { return SpecParser(text).Parse(); }
 
-TensorShape ShapeOf(const ArgSpec& spec) { return {DataTypeName(spec.dtype), spec.shape}; }
+report::TensorShape ShapeOf(const ArgSpec& spec) { return {DataTypeName(spec.dtype), spec.shape}; }
 
 }  // namespace kprof::core

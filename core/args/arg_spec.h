@@ -47,6 +47,6 @@ inline constexpr int kMaxDimensions = 32;
 absl::StatusOr<ArgSpec> ParseArgSpec(std::string_view text);
 
 // "float32[1024, 1024]" — for "Argument Shapes".
-TensorShape ShapeOf(const ArgSpec& spec);
+report::TensorShape ShapeOf(const ArgSpec& spec);
 
 }  // namespace kprof::core

@@ -92,7 +92,7 @@ void InitializeHostBytes(const ArgSpec& spec, uint64_t seed, uint64_t index, voi
 }
 
 absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector<ArgSpec>& specs,
-                                                               uint64_t seed, Device device,
+                                                               uint64_t seed, base::Device device,
                                                                const ArgumentLimits& limits) {
   uint64_t total = 0;
   for (const ArgSpec& spec : specs) {
@@ -103,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
     }
   }
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
-  KPROF_ASSIGN_OR_RETURN(DeviceApi * host_api, GetDeviceApi(DeviceType::kCpu));
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * host_api, GetDeviceApi(base::DeviceType::kCpu));
   std::unique_ptr<Arguments> args(new Arguments(specs, device, api, host_api));
 
   DeviceApi* const host = args->host_api_;
@@ -113,8 +113,8 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
     DLTensor tensor{};
     // Scalars live in host memory on every device: kernels take them by value, and a host
     // function reads them without a copy.
-    const bool on_host = device.type == DeviceType::kCpu || spec.shape.empty();
-    const Device where = on_host ? Device{DeviceType::kCpu, 0} : device;
+    const bool on_host = device.type == base::DeviceType::kCpu || spec.shape.empty();
+    const base::Device where = on_host ? base::Device{base::DeviceType::kCpu, 0} : device;
     tensor.device = {static_cast<DLDeviceType>(where.type), where.id};
     tensor.ndim = static_cast<int>(spec.shape.size());
     tensor.dtype = spec.dtype;
@@ -135,7 +135,8 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
   return args;
 }
 
-Arguments::Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api, DeviceApi* host_api)
+Arguments::Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi* api,
+                     DeviceApi* host_api)
     : specs_(std::move(specs)), device_(device), api_(api), host_api_(host_api) {
   tensors_.reserve(specs_.size());
 }
@@ -143,7 +144,7 @@ Arguments::Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api, 
 Arguments::~Arguments() {
   for (DLTensor& tensor : tensors_) {
     if (OnHost(tensor)) {
-      host_api_->Free({DeviceType::kCpu, 0}, tensor.data);
+      host_api_->Free({base::DeviceType::kCpu, 0}, tensor.data);
     } else {
       api_->Free(device_, tensor.data);
     }
@@ -151,10 +152,10 @@ Arguments::~Arguments() {
 }
 
 std::string Arguments::ShapeString() const {
-  std::vector<TensorShape> shapes;
+  std::vector<report::TensorShape> shapes;
   shapes.reserve(specs_.size());
   for (const ArgSpec& spec : specs_) shapes.push_back(ShapeOf(spec));
-  return core::ShapeString(shapes);
+  return report::ShapeString(shapes);
 }
 
 absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
@@ -169,7 +170,7 @@ absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
       data = host.data();
     }
     std::string hex =
-        Sha256Hex(std::string_view(static_cast<const char*>(data), specs_[k].num_bytes));
+        base::Sha256Hex(std::string_view(static_cast<const char*>(data), specs_[k].num_bytes));
     digests.push_back(std::move(hex));
   }
   return digests;
@@ -177,7 +178,7 @@ absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
 
 absl::Status Arguments::FlushFromCaches(size_t first) {
   for (size_t k = first; k < tensors_.size(); ++k) {
-    if (OnHost(tensors_[k]) != (device_.type == DeviceType::kCpu)) continue;  // a scalar
+    if (OnHost(tensors_[k]) != (device_.type == base::DeviceType::kCpu)) continue;  // a scalar
     KPROF_RETURN_IF_ERROR(api_->FlushCache(device_, tensors_[k].data, specs_[k].num_bytes));
   }
   return absl::OkStatus();

@@ -30,7 +30,7 @@ class Arguments {
   // Allocates and initialises one tensor per spec on `device`. RESOURCE_EXHAUSTED, before any
   // allocation, when the specs ask for more than `limits` allow.
   static absl::StatusOr<std::unique_ptr<Arguments>> Allocate(const std::vector<ArgSpec>& specs,
-                                                             uint64_t seed, Device device,
+                                                             uint64_t seed, base::Device device,
                                                              const ArgumentLimits& limits = {});
 
   ~Arguments();
@@ -52,11 +52,11 @@ class Arguments {
   absl::Status FlushFromCaches(size_t first);
 
  private:
-  Arguments(std::vector<ArgSpec> specs, Device device, DeviceApi* api, DeviceApi* host_api);
+  Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi* api, DeviceApi* host_api);
   static bool OnHost(const DLTensor& t) { return t.device.device_type == kDLCPU; }
 
   std::vector<ArgSpec> specs_;
-  Device device_;
+  base::Device device_;
   DeviceApi* api_;
   DeviceApi* host_api_;  // for scalars, which stay in host memory on every device
   std::vector<DLTensor> tensors_;

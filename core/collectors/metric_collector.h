@@ -29,7 +29,7 @@ class MetricCollector {
    public:
     virtual ~Measurement() = default;
     // Ends the region and returns its metrics. Called at most once.
-    virtual absl::StatusOr<MetricMap> Stop() = 0;
+    virtual absl::StatusOr<report::MetricMap> Stop() = 0;
   };
 
   virtual ~MetricCollector() = default;
@@ -39,11 +39,11 @@ class MetricCollector {
 
   // Prepares to measure `devices`. A collector that cannot measure any of them is not an
   // error: Start says so per device.
-  virtual absl::Status Init(const std::vector<Device>& devices) = 0;
+  virtual absl::Status Init(const std::vector<base::Device>& devices) = 0;
 
   // Begins measuring a region on `device` on the calling thread; nullptr when this collector
   // cannot measure `device`.
-  virtual absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) = 0;
 };
 
 }  // namespace kprof::core

@@ -172,7 +172,7 @@ class NvmlMeasurement final : public MetricCollector::Measurement {
         before_(before),
         began_(std::chrono::steady_clock::now()) {}
 
-  absl::StatusOr<MetricMap> Stop() override {
+  absl::StatusOr<report::MetricMap> Stop() override {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
     unsigned long long energy = 0;  // NOLINT(google-runtime-int): NVML's type
@@ -182,16 +182,16 @@ class NvmlMeasurement final : public MetricCollector::Measurement {
     }
     const GpuState after = ReadState(*nvml_, device_);
     const uint64_t used = energy >= energy_mj_ ? energy - energy_mj_ : 0;
-    MetricMap m;
-    m["GPU energy (mJ)"] = Count{static_cast<int64_t>(used)};
-    if (seconds > 0) m["GPU power (W)"] = Ratio{static_cast<double>(used) / 1e3 / seconds};
+    report::MetricMap m;
+    m["GPU energy (mJ)"] = report::Count{static_cast<int64_t>(used)};
+    if (seconds > 0) m["GPU power (W)"] = report::Ratio{static_cast<double>(used) / 1e3 / seconds};
     if (before_.has_clocks && after.has_clocks) {
-      m["SM clock before (MHz)"] = Count{before_.sm_mhz};
-      m["SM clock after (MHz)"] = Count{after.sm_mhz};
-      m["Memory clock before (MHz)"] = Count{before_.memory_mhz};
-      m["Memory clock after (MHz)"] = Count{after.memory_mhz};
+      m["SM clock before (MHz)"] = report::Count{before_.sm_mhz};
+      m["SM clock after (MHz)"] = report::Count{after.sm_mhz};
+      m["Memory clock before (MHz)"] = report::Count{before_.memory_mhz};
+      m["Memory clock after (MHz)"] = report::Count{after.memory_mhz};
     }
-    if (after.has_temperature) m["GPU temperature (C)"] = Count{after.temperature_c};
+    if (after.has_temperature) m["GPU temperature (C)"] = report::Count{after.temperature_c};
     if (before_.has_throttle && after.has_throttle) {
       const std::vector<std::string> names = ThrottleReasonNames(before_.throttle | after.throttle);
       std::string text;
@@ -214,7 +214,7 @@ class NvmlMeasurement final : public MetricCollector::Measurement {
 NvmlCollector::NvmlCollector(std::string library) : library_path_(std::move(library)) {}
 NvmlCollector::~NvmlCollector() = default;
 
-absl::Status NvmlCollector::Init(const std::vector<Device>&) {
+absl::Status NvmlCollector::Init(const std::vector<base::Device>&) {
   if (library_ != nullptr) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<NvmlLibrary>> opened = NvmlLibrary::Open(library_path_);
   if (!opened.ok()) return opened.status();
@@ -222,8 +222,9 @@ absl::Status NvmlCollector::Init(const std::vector<Device>&) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Start(Device device) {
-  if (device.type != DeviceType::kCuda) return nullptr;
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Start(
+    base::Device device) {
+  if (device.type != base::DeviceType::kCuda) return nullptr;
   if (library_ == nullptr) return absl::FailedPreconditionError("collector 'nvml' not initialised");
   absl::StatusOr<nvml::Device> found = library_->Find(device.id);
   if (!found.ok()) return found.status();
@@ -238,8 +239,8 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Sta
                                            ReadState(*library_, handle));
 }
 
-MetricMap NvmlManifest(int ordinal, const std::string& library) {
-  MetricMap m;
+report::MetricMap NvmlManifest(int ordinal, const std::string& library) {
+  report::MetricMap m;
   // nvmlInit can take a good fraction of a second without persistence mode: the system's
   // library is opened once per process.
   static const auto* const shared =
@@ -260,15 +261,15 @@ MetricMap NvmlManifest(int ordinal, const std::string& library) {
   const NvmlLibrary& lib = **nvml;
   const GpuState state = ReadState(lib, *device);
   if (state.has_clocks) {
-    m["GPU SM clock (MHz)"] = Count{state.sm_mhz};
-    m["GPU memory clock (MHz)"] = Count{state.memory_mhz};
+    m["GPU SM clock (MHz)"] = report::Count{state.sm_mhz};
+    m["GPU memory clock (MHz)"] = report::Count{state.memory_mhz};
   }
   unsigned max_sm = 0;
   if (lib.max_clock_info != nullptr &&
       lib.max_clock_info(*device, nvml::kClockSm, &max_sm) == nvml::kSuccess) {
-    m["GPU SM clock max (MHz)"] = Count{max_sm};
+    m["GPU SM clock max (MHz)"] = report::Count{max_sm};
   }
-  if (state.has_temperature) m["GPU temperature (C)"] = Count{state.temperature_c};
+  if (state.has_temperature) m["GPU temperature (C)"] = report::Count{state.temperature_c};
   if (state.has_throttle) {
     const std::vector<std::string> names = ThrottleReasonNames(state.throttle);
     m["GPU throttle reasons"] = names.empty() ? std::string("none") : absl::StrJoin(names, ", ");

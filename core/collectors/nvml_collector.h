@@ -25,7 +25,7 @@ class NvmlLibrary;
 // Facts about cuda:`ordinal` for the environment manifest, from NVML: current and maximum
 // clocks, temperature, throttle reasons, persistence mode, and the other processes computing
 // on it. One "GPU management (NVML)" field saying why where NVML is absent.
-MetricMap NvmlManifest(int ordinal, const std::string& library = "libnvidia-ml.so.1");
+report::MetricMap NvmlManifest(int ordinal, const std::string& library = "libnvidia-ml.so.1");
 
 class NvmlCollector final : public MetricCollector {
  public:
@@ -37,10 +37,10 @@ class NvmlCollector final : public MetricCollector {
 
   // Loads NVML and initialises it; FAILED_PRECONDITION naming the library and why when it
   // cannot ("libnvidia-ml.so.1 not found", "nvmlInit_v2: ...").
-  absl::Status Init(const std::vector<Device>& devices) override;
+  absl::Status Init(const std::vector<base::Device>& devices) override;
 
   // Measures cuda:N; nullptr for other devices.
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override;
 
  private:
   std::string library_path_;

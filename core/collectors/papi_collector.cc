@@ -138,7 +138,7 @@ class PapiMeasurement final : public MetricCollector::Measurement {
     if (!stopped_) Release();
   }
 
-  absl::StatusOr<MetricMap> Stop() override {
+  absl::StatusOr<report::MetricMap> Stop() override {
     Counts now(events_->size());
     const int error = PAPI_read(event_set_, now.data());
     stopped_ = true;
@@ -146,9 +146,9 @@ class PapiMeasurement final : public MetricCollector::Measurement {
     if (error != PAPI_OK) {
       return absl::InternalError(absl::StrCat("PAPI_read: ", PAPI_strerror(error)));
     }
-    MetricMap metrics;
+    report::MetricMap metrics;
     for (size_t i = 0; i < events_->size(); ++i) {
-      metrics[(*events_)[i]] = Count{static_cast<int64_t>(now[i] - start_[i])};
+      metrics[(*events_)[i]] = report::Count{static_cast<int64_t>(now[i] - start_[i])};
     }
     metrics[std::string(kPapiDomainMetric)] = domain_;
     return metrics;
@@ -240,10 +240,10 @@ PapiCollector::~PapiCollector() {
 #endif
 }
 
-absl::Status PapiCollector::Init(const std::vector<Device>& devices) {
+absl::Status PapiCollector::Init(const std::vector<base::Device>& devices) {
 #if KPROF_HAS_PAPI
   bool cpu = false;
-  for (const Device& d : devices) cpu = cpu || d.type == DeviceType::kCpu;
+  for (const base::Device& d : devices) cpu = cpu || d.type == base::DeviceType::kCpu;
   if (!cpu || event_set_ != PAPI_NULL) return absl::OkStatus();
   kernel_ = papi_counts_kernel;
   if (const int error = PAPI_create_eventset(&event_set_); error != PAPI_OK) {
@@ -290,9 +290,10 @@ absl::Status PapiCollector::Init(const std::vector<Device>& devices) {
 #endif
 }
 
-absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> PapiCollector::Start(Device device) {
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> PapiCollector::Start(
+    base::Device device) {
 #if KPROF_HAS_PAPI
-  if (device.type != DeviceType::kCpu) return nullptr;
+  if (device.type != base::DeviceType::kCpu) return nullptr;
   if (event_set_ == PAPI_NULL) {
     return absl::FailedPreconditionError("collector 'papi' was not initialised for the CPU");
   }

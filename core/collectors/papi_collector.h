@@ -55,11 +55,11 @@ class PapiCollector final : public MetricCollector {
 
   // Creates the event sets on the calling thread; FAILED_PRECONDITION naming the first event
   // that cannot be counted and why.
-  absl::Status Init(const std::vector<Device>& devices) override;
+  absl::Status Init(const std::vector<base::Device>& devices) override;
 
   // Counts on the calling thread, which must be the one that called Init; nullptr for devices
   // other than the CPU. Regions may nest; each counts its own span.
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override;
 
  private:
   explicit PapiCollector(std::vector<std::string> events) : events_(std::move(events)) {}

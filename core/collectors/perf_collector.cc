@@ -89,7 +89,7 @@ absl::StatusOr<ThreadAccounting> ReadThreadAccounting(bool migrations) {
   now.major_faults = usage.ru_majflt;
   now.context_switches = usage.ru_nvcsw + usage.ru_nivcsw;
   if (!migrations) return now;
-  const std::string sched = ReadSmallFile("/proc/thread-self/sched").value_or("");
+  const std::string sched = base::ReadSmallFile("/proc/thread-self/sched").value_or("");
   for (absl::string_view line : absl::StrSplit(sched, '\n')) {
     if (!absl::ConsumePrefix(&line, "se.nr_migrations")) continue;
     const size_t colon = line.find(':');
@@ -188,14 +188,15 @@ class PerfMeasurement final : public MetricCollector::Measurement {
     for (int fd : fds_) close(fd);
   }
 
-  absl::StatusOr<MetricMap> Stop() override {
+  absl::StatusOr<report::MetricMap> Stop() override {
     for (int fd : fds_) ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
-    MetricMap metrics;
+    report::MetricMap metrics;
     if (!accounted_.empty()) {
       absl::StatusOr<ThreadAccounting> after = ReadThreadAccounting(migrations_);
       if (!after.ok()) return after.status();
       for (const auto& [name, config] : accounted_) {
-        metrics[name] = Count{FromAccounting(config, *after) - FromAccounting(config, before_)};
+        metrics[name] =
+            report::Count{FromAccounting(config, *after) - FromAccounting(config, before_)};
       }
     }
     double min_ratio = 1;
@@ -213,9 +214,9 @@ class PerfMeasurement final : public MetricCollector::Measurement {
       } else if (values[1] > 0 && values[2] == 0) {
         min_ratio = 0;  // enabled but never scheduled: no count at all
       }
-      metrics[names_[i]] = Count{static_cast<int64_t>(value + 0.5)};
+      metrics[names_[i]] = report::Count{static_cast<int64_t>(value + 0.5)};
     }
-    metrics[std::string(kPerfRunningRatioMetric)] = Ratio{min_ratio};
+    metrics[std::string(kPerfRunningRatioMetric)] = report::Ratio{min_ratio};
     metrics[std::string(kPerfDomainMetric)] = domain_;
     return metrics;
   }
@@ -273,7 +274,7 @@ bool PerfCollector::Accounted(const Event& e) {
   return !PerfCountsTheKernel() && IsKernelSide(e.type, e.config);
 }
 
-absl::Status PerfCollector::Init(const std::vector<Device>&) {
+absl::Status PerfCollector::Init(const std::vector<base::Device>&) {
   bool migrations = false;
   for (const Event& e : events_)
     migrations |= Accounted(e) && e.config == PERF_COUNT_SW_CPU_MIGRATIONS;
@@ -289,7 +290,7 @@ absl::Status PerfCollector::Init(const std::vector<Device>&) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> PerfCollector::Start(Device) {
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> PerfCollector::Start(base::Device) {
   std::vector<std::string> names;
   std::vector<int> fds;
   std::vector<std::pair<std::string, uint64_t>> accounted;

@@ -58,10 +58,10 @@ class PerfCollector final : public MetricCollector {
 
   // Opens each event once on this thread, to say now — FAILED_PRECONDITION naming the event
   // and the kernel's reason — rather than mid-measurement that an event cannot be counted.
-  absl::Status Init(const std::vector<Device>& devices) override;
+  absl::Status Init(const std::vector<base::Device>& devices) override;
 
   // Counts on the calling thread (the host thread that runs or launches the function).
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override;
 
  private:
   struct Event {

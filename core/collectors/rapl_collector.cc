@@ -14,7 +14,7 @@ namespace kprof::core {
 namespace {
 
 std::string ReadName(const std::filesystem::path& zone) {
-  const std::string name = ReadFirstLine(zone / "name").value_or("");
+  const std::string name = base::ReadFirstLine(zone / "name").value_or("");
   return name.empty() ? zone.filename().string() : name;
 }
 
@@ -23,22 +23,22 @@ class RaplMeasurement final : public MetricCollector::Measurement {
   RaplMeasurement(const std::vector<RaplDomain>* domains, std::vector<uint64_t> start)
       : domains_(domains), start_(std::move(start)), began_(std::chrono::steady_clock::now()) {}
 
-  absl::StatusOr<MetricMap> Stop() override {
+  absl::StatusOr<report::MetricMap> Stop() override {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began_).count();
-    MetricMap metrics;
+    report::MetricMap metrics;
     for (size_t i = 0; i < domains_->size(); ++i) {
       const RaplDomain& domain = (*domains_)[i];
-      const std::optional<uint64_t> now = ReadCountFile(domain.energy_path);
+      const std::optional<uint64_t> now = base::ReadCountFile(domain.energy_path);
       if (!now) {
         return absl::UnavailableError(
             absl::StrCat("RAPL counter ", domain.energy_path, " became unreadable"));
       }
       const uint64_t energy_uj = EnergyDelta(start_[i], *now, domain.max_energy_range_uj);
-      metrics[RaplEnergyMetric(domain.name)] = Count{static_cast<int64_t>(energy_uj)};
+      metrics[RaplEnergyMetric(domain.name)] = report::Count{static_cast<int64_t>(energy_uj)};
       if (seconds > 0) {
         metrics[RaplPowerMetric(domain.name)] =
-            Ratio{static_cast<double>(energy_uj) / 1e6 / seconds};
+            report::Ratio{static_cast<double>(energy_uj) / 1e6 / seconds};
       }
     }
     return metrics;
@@ -67,8 +67,8 @@ std::vector<RaplDomain> DiscoverRaplDomains(const std::string& root) {
   std::sort(zones.begin(), zones.end());
   std::vector<RaplDomain> domains;
   const auto add = [&](const fs::path& zone, const std::string& name) {
-    const std::optional<uint64_t> energy = ReadCountFile(zone / "energy_uj");
-    const std::optional<uint64_t> range = ReadCountFile(zone / "max_energy_range_uj");
+    const std::optional<uint64_t> energy = base::ReadCountFile(zone / "energy_uj");
+    const std::optional<uint64_t> range = base::ReadCountFile(zone / "max_energy_range_uj");
     if (!energy || !range || *range == 0) return;
     domains.push_back({name, (zone / "energy_uj").string(), *range});
   };
@@ -118,7 +118,7 @@ std::string RaplPowerMetric(const std::string& domain) {
   return absl::StrCat("Power ", domain, " (W)");
 }
 
-absl::Status RaplCollector::Init(const std::vector<Device>&) {
+absl::Status RaplCollector::Init(const std::vector<base::Device>&) {
   domains_ = DiscoverRaplDomains(root_);
   if (domains_.empty()) {
     return absl::FailedPreconditionError(RaplUnavailableReason(root_));
@@ -126,12 +126,13 @@ absl::Status RaplCollector::Init(const std::vector<Device>&) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> RaplCollector::Start(Device device) {
-  if (device.type != DeviceType::kCpu) return nullptr;
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> RaplCollector::Start(
+    base::Device device) {
+  if (device.type != base::DeviceType::kCpu) return nullptr;
   std::vector<uint64_t> start;
   start.reserve(domains_.size());
   for (const RaplDomain& domain : domains_) {
-    const std::optional<uint64_t> energy = ReadCountFile(domain.energy_path);
+    const std::optional<uint64_t> energy = base::ReadCountFile(domain.energy_path);
     if (!energy) {
       return absl::UnavailableError(
           absl::StrCat("RAPL counter ", domain.energy_path, " became unreadable"));

@@ -49,10 +49,10 @@ class RaplCollector final : public MetricCollector {
   std::string_view name() const override { return "rapl"; }
 
   // FAILED_PRECONDITION with RaplUnavailableReason when no domain is readable.
-  absl::Status Init(const std::vector<Device>& devices) override;
+  absl::Status Init(const std::vector<base::Device>& devices) override;
 
   // Measures host energy for cpu devices; nullptr for others.
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override;
 
  private:
   std::string root_;

@@ -28,18 +28,19 @@ class RusageMeasurement final : public MetricCollector::Measurement {
  public:
   explicit RusageMeasurement(const rusage& start) : start_(start) {}
 
-  absl::StatusOr<MetricMap> Stop() override {
+  absl::StatusOr<report::MetricMap> Stop() override {
     const absl::StatusOr<rusage> stop = ThreadUsage();
     if (!stop.ok()) return stop.status();
-    return MetricMap{
+    return report::MetricMap{
         {std::string(kUserTimeMetric),
-         Duration{Microseconds(stop->ru_utime) - Microseconds(start_.ru_utime)}},
+         report::Duration{Microseconds(stop->ru_utime) - Microseconds(start_.ru_utime)}},
         {std::string(kSystemTimeMetric),
-         Duration{Microseconds(stop->ru_stime) - Microseconds(start_.ru_stime)}},
-        {std::string(kMinorFaultsMetric), Count{stop->ru_minflt - start_.ru_minflt}},
-        {std::string(kMajorFaultsMetric), Count{stop->ru_majflt - start_.ru_majflt}},
-        {std::string(kVoluntarySwitchesMetric), Count{stop->ru_nvcsw - start_.ru_nvcsw}},
-        {std::string(kInvoluntarySwitchesMetric), Count{stop->ru_nivcsw - start_.ru_nivcsw}},
+         report::Duration{Microseconds(stop->ru_stime) - Microseconds(start_.ru_stime)}},
+        {std::string(kMinorFaultsMetric), report::Count{stop->ru_minflt - start_.ru_minflt}},
+        {std::string(kMajorFaultsMetric), report::Count{stop->ru_majflt - start_.ru_majflt}},
+        {std::string(kVoluntarySwitchesMetric), report::Count{stop->ru_nvcsw - start_.ru_nvcsw}},
+        {std::string(kInvoluntarySwitchesMetric),
+         report::Count{stop->ru_nivcsw - start_.ru_nivcsw}},
     };
   }
 
@@ -49,9 +50,9 @@ class RusageMeasurement final : public MetricCollector::Measurement {
 
 }  // namespace
 
-absl::Status RusageCollector::Init(const std::vector<Device>&) { return absl::OkStatus(); }
+absl::Status RusageCollector::Init(const std::vector<base::Device>&) { return absl::OkStatus(); }
 
-absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> RusageCollector::Start(Device) {
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> RusageCollector::Start(base::Device) {
   const absl::StatusOr<rusage> start = ThreadUsage();
   if (!start.ok()) return start.status();
   return std::make_unique<RusageMeasurement>(*start);

@@ -25,8 +25,8 @@ inline constexpr std::array<std::string_view, 6> kRusageMetrics = {
 class RusageCollector final : public MetricCollector {
  public:
   std::string_view name() const override { return "rusage"; }
-  absl::Status Init(const std::vector<Device>& devices) override;
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+  absl::Status Init(const std::vector<base::Device>& devices) override;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override;
 };
 
 }  // namespace kprof::core

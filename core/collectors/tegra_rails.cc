@@ -19,21 +19,21 @@ namespace {
 namespace fs = std::filesystem;
 
 std::optional<std::string> ReadLine(const fs::path& path) {
-  std::optional<std::string> line = ReadFirstLine(path);
+  std::optional<std::string> line = base::ReadFirstLine(path);
   // A file that holds nothing holds no value either.
   if (line && line->empty()) return std::nullopt;
   return line;
 }
 
-std::optional<double> ReadDouble(const fs::path& path) { return ReadDecimalFile(path); }
+std::optional<double> ReadDouble(const fs::path& path) { return base::ReadDecimalFile(path); }
 
 // Every rail channel under `root`, readable or not.
 std::vector<TegraRail> AllRails(const std::string& root) {
   std::vector<TegraRail> rails;
   // hwmon: in<k>_label names channel k; in<k>_input is its bus voltage (mV), curr<k>_input its
   // current (mA). Channels without a current (the "sum of shunt voltages") are not rails.
-  for (const fs::path& chip : DirectoryEntries(fs::path(root) / "ina3221")) {
-    for (const fs::path& hwmon : DirectoryEntries(chip / "hwmon", "hwmon")) {
+  for (const fs::path& chip : base::DirectoryEntries(fs::path(root) / "ina3221")) {
+    for (const fs::path& hwmon : base::DirectoryEntries(chip / "hwmon", "hwmon")) {
       for (int k = 1; k <= 8; ++k) {
         const std::optional<std::string> label = ReadLine(hwmon / absl::StrCat("in", k, "_label"));
         if (!label || label->empty()) continue;
@@ -48,8 +48,8 @@ std::vector<TegraRail> AllRails(const std::string& root) {
     }
   }
   // iio (JetPack 4): rail_name_<k>, with power, or voltage and current.
-  for (const fs::path& chip : DirectoryEntries(fs::path(root) / "ina3221x")) {
-    for (const fs::path& iio : DirectoryEntries(chip, "iio:device")) {
+  for (const fs::path& chip : base::DirectoryEntries(fs::path(root) / "ina3221x")) {
+    for (const fs::path& iio : base::DirectoryEntries(chip, "iio:device")) {
       for (int k = 0; k <= 8; ++k) {
         const std::optional<std::string> label = ReadLine(iio / absl::StrCat("rail_name_", k));
         if (!label || label->empty()) continue;
@@ -92,14 +92,14 @@ class RailsMeasurement final : public MetricCollector::Measurement {
 
   ~RailsMeasurement() override { Join(); }
 
-  absl::StatusOr<MetricMap> Stop() override {
+  absl::StatusOr<report::MetricMap> Stop() override {
     Join();
     Sample();
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error_.ok()) return error_;
     const double seconds =
         std::chrono::duration<double>(samples_.back().when - samples_.front().when).count();
-    MetricMap metrics;
+    report::MetricMap metrics;
     for (size_t r = 0; r < rails_->size(); ++r) {
       double millijoules = 0;
       for (size_t i = 1; i < samples_.size(); ++i) {
@@ -108,10 +108,11 @@ class RailsMeasurement final : public MetricCollector::Measurement {
         millijoules += (samples_[i].milliwatts[r] + samples_[i - 1].milliwatts[r]) / 2 * dt;
       }
       const std::string& name = (*rails_)[r].name;
-      metrics[RailEnergyMetric(name)] = Count{static_cast<int64_t>(millijoules * 1e3 + 0.5)};
-      if (seconds > 0) metrics[RailPowerMetric(name)] = Ratio{millijoules / 1e3 / seconds};
+      metrics[RailEnergyMetric(name)] =
+          report::Count{static_cast<int64_t>(millijoules * 1e3 + 0.5)};
+      if (seconds > 0) metrics[RailPowerMetric(name)] = report::Ratio{millijoules / 1e3 / seconds};
     }
-    metrics["Rail samples"] = Count{static_cast<int64_t>(samples_.size())};
+    metrics["Rail samples"] = report::Count{static_cast<int64_t>(samples_.size())};
     return metrics;
   }
 
@@ -209,13 +210,14 @@ std::string RailPowerMetric(const std::string& rail) {
   return absl::StrCat("Power ", rail, " (W)");
 }
 
-absl::Status TegraRailsCollector::Init(const std::vector<Device>&) {
+absl::Status TegraRailsCollector::Init(const std::vector<base::Device>&) {
   rails_ = DiscoverTegraRails(root_);
   if (rails_.empty()) return absl::FailedPreconditionError(TegraRailsUnavailableReason(root_));
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> TegraRailsCollector::Start(Device) {
+absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> TegraRailsCollector::Start(
+    base::Device) {
   if (rails_.empty()) return absl::FailedPreconditionError("collector 'rails' not initialised");
   return std::make_unique<RailsMeasurement>(&rails_);
 }

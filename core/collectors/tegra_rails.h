@@ -61,10 +61,10 @@ class TegraRailsCollector final : public MetricCollector {
   std::string_view name() const override { return "rails"; }
 
   // FAILED_PRECONDITION with TegraRailsUnavailableReason when no rail reads.
-  absl::Status Init(const std::vector<Device>& devices) override;
+  absl::Status Init(const std::vector<base::Device>& devices) override;
 
   // The board's power, whatever the device: CPU and GPU share the rails.
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override;
 
  private:
   std::string root_;

@@ -17,10 +17,10 @@ namespace kprof::core {
 absl::StatusOr<DeviceApi*> CudaBackendDeviceApi() { return CudaDeviceApi(); }
 
 void RegisterCudaTimer(TimerRegistry& registry) {
-  registry.Register(DeviceType::kCuda, CreateCudaEventTimer);
+  registry.Register(base::DeviceType::kCuda, CreateCudaEventTimer);
 }
 
-MetricMap CudaBackendManifest(int ordinal) { return CudaManifest(ordinal); }
+report::MetricMap CudaBackendManifest(int ordinal) { return CudaManifest(ordinal); }
 
 absl::StatusOr<int64_t> CudaL2Bytes(int ordinal) {
   KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(ordinal));
@@ -64,7 +64,7 @@ absl::Status NotBuilt() { return absl::FailedPreconditionError("this build has n
 
 absl::StatusOr<DeviceApi*> CudaBackendDeviceApi() { return NotBuilt(); }
 void RegisterCudaTimer(TimerRegistry&) {}
-MetricMap CudaBackendManifest(int) { return {}; }
+report::MetricMap CudaBackendManifest(int) { return {}; }
 absl::StatusOr<int64_t> CudaL2Bytes(int) { return NotBuilt(); }
 absl::StatusOr<std::unique_ptr<Module>> LoadCudaModule(std::string, const std::string&, int) {
   return NotBuilt();

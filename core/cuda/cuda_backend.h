@@ -26,7 +26,7 @@ absl::StatusOr<DeviceApi*> CudaBackendDeviceApi();
 void RegisterCudaTimer(TimerRegistry& registry);
 
 // The GPU's part of the environment manifest of a run on cuda:`ordinal` (empty without CUDA).
-MetricMap CudaBackendManifest(int ordinal);
+report::MetricMap CudaBackendManifest(int ordinal);
 
 // The L2 cache of cuda:`ordinal`, in bytes (what flush_l2 writes over).
 absl::StatusOr<int64_t> CudaL2Bytes(int ordinal);

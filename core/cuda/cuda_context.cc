@@ -12,9 +12,9 @@
 namespace kprof::core {
 namespace {
 
-absl::Status NotCuda(Device device) {
+absl::Status NotCuda(base::Device device) {
   return absl::InvalidArgumentError(
-      absl::StrCat("the CUDA device API was asked about ", DeviceSpec(device)));
+      absl::StrCat("the CUDA device API was asked about ", base::DeviceSpec(device)));
 }
 
 }  // namespace
@@ -92,12 +92,12 @@ namespace {
 // API may be used from any thread.
 class CudaDeviceApiImpl final : public DeviceApi {
  public:
-  absl::Status Sync(Device device) override {
+  absl::Status Sync(base::Device device) override {
     KPROF_ASSIGN_OR_RETURN(CudaContext * c, Context(device));
     return c->Synchronize();
   }
 
-  absl::StatusOr<void*> Alloc(Device device, size_t bytes) override {
+  absl::StatusOr<void*> Alloc(base::Device device, size_t bytes) override {
     KPROF_ASSIGN_OR_RETURN(CudaContext * c, Context(device));
     CUdeviceptr ptr = 0;
     // cuMemAlloc refuses zero bytes; allocations are 256-byte aligned (and more).
@@ -105,18 +105,18 @@ class CudaDeviceApiImpl final : public DeviceApi {
     if (absl::Status s = c->driver()->Check(c->driver()->MemAlloc(&ptr, size), "cuMemAlloc");
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("allocating ", bytes, " bytes on ",
-                                                 DeviceString(device), ": ", s.message()));
+                                                 base::DeviceString(device), ": ", s.message()));
     }
     return reinterpret_cast<void*>(ptr);
   }
 
-  void Free(Device device, void* ptr) override {
+  void Free(base::Device device, void* ptr) override {
     if (ptr == nullptr) return;
     absl::StatusOr<CudaContext*> c = Context(device);
     if (c.ok()) (void)(*c)->driver()->MemFree(reinterpret_cast<CUdeviceptr>(ptr));
   }
 
-  absl::Status Copy(Device device, void* dst, const void* src, size_t bytes,
+  absl::Status Copy(base::Device device, void* dst, const void* src, size_t bytes,
                     CopyKind kind) override {
     KPROF_ASSIGN_OR_RETURN(CudaContext * c, Context(device));
     CudaDriver* cu = c->driver();
@@ -136,14 +136,14 @@ class CudaDeviceApiImpl final : public DeviceApi {
     return absl::OkStatus();
   }
 
-  absl::Status Memset(Device device, void* dst, uint8_t value, size_t bytes) override {
+  absl::Status Memset(base::Device device, void* dst, uint8_t value, size_t bytes) override {
     KPROF_ASSIGN_OR_RETURN(CudaContext * c, Context(device));
     KPROF_CU(c->driver(), MemsetD8(reinterpret_cast<CUdeviceptr>(dst), value, bytes));
     return absl::OkStatus();
   }
 
   // A GPU has no instruction that evicts one range; writing a buffer the size of its L2 does.
-  absl::Status FlushCache(Device device, const void*, size_t) override {
+  absl::Status FlushCache(base::Device device, const void*, size_t) override {
     KPROF_ASSIGN_OR_RETURN(CudaContext * c, Context(device));
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(c->l2_bytes(), 1));
     void*& scratch = scratch_[device.id];
@@ -154,8 +154,8 @@ class CudaDeviceApiImpl final : public DeviceApi {
   }
 
  private:
-  static absl::StatusOr<CudaContext*> Context(Device device) {
-    if (device.type != DeviceType::kCuda) return NotCuda(device);
+  static absl::StatusOr<CudaContext*> Context(base::Device device) {
+    if (device.type != base::DeviceType::kCuda) return NotCuda(device);
     return CudaContext::For(device.id);
   }
 
@@ -214,16 +214,16 @@ DeviceApi* CudaDeviceApi() {
   return api;
 }
 
-absl::StatusOr<std::unique_ptr<Timer>> CreateCudaEventTimer(Device device) {
-  if (device.type != DeviceType::kCuda) return NotCuda(device);
+absl::StatusOr<std::unique_ptr<Timer>> CreateCudaEventTimer(base::Device device) {
+  if (device.type != base::DeviceType::kCuda) return NotCuda(device);
   KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(device.id));
   auto timer = std::make_unique<CudaEventTimer>(context);
   KPROF_RETURN_IF_ERROR(timer->Create());
   return timer;
 }
 
-MetricMap CudaManifest(int ordinal) {
-  MetricMap m;
+report::MetricMap CudaManifest(int ordinal) {
+  report::MetricMap m;
   const absl::StatusOr<CudaInventory> inventory = CudaDevices();
   m["CUDA toolkit (build)"] = CudaVersionText(CUDA_VERSION);
   if (!inventory.ok()) {

@@ -68,10 +68,10 @@ DeviceApi* CudaDeviceApi();
 // from the start event to the stop event, for the work queued there. The start event passes on
 // an idle GPU at once, so the first launch's latency (a few microseconds) is inside the region:
 // time kernels shorter than that with number > 1 or min_repeat_ms. cuda's registered timer.
-absl::StatusOr<std::unique_ptr<Timer>> CreateCudaEventTimer(Device device);
+absl::StatusOr<std::unique_ptr<Timer>> CreateCudaEventTimer(base::Device device);
 
 // Environment facts of a CUDA device for the manifest: "GPU", "GPU Driver", "CUDA Toolkit",
 // "GPU Clocks"..., from the driver and, where present, NVML.
-MetricMap CudaManifest(int ordinal);
+report::MetricMap CudaManifest(int ordinal);
 
 }  // namespace kprof::core

@@ -75,7 +75,7 @@ absl::Status CheckParameters(const std::string& kernel, const std::vector<size_t
 absl::StatusOr<std::unique_ptr<CudaModule>> CudaModule::LoadFile(const std::string& path,
                                                                  std::string_view format,
                                                                  int ordinal) {
-  KPROF_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path, "module"));
+  KPROF_ASSIGN_OR_RETURN(std::string bytes, base::ReadFile(path, "module"));
   return Load(std::move(bytes), format, ordinal);
 }
 

@@ -17,9 +17,9 @@ constexpr size_t kCacheLine = 64;
 
 class CpuDeviceApi final : public DeviceApi {
  public:
-  absl::Status Sync(Device) override { return absl::OkStatus(); }
+  absl::Status Sync(base::Device) override { return absl::OkStatus(); }
 
-  absl::StatusOr<void*> Alloc(Device device, size_t bytes) override {
+  absl::StatusOr<void*> Alloc(base::Device device, size_t bytes) override {
     // aligned_alloc wants a multiple of the alignment; round up without overflowing.
     if (bytes > SIZE_MAX - kAllocAlignment) return TooLarge(device, bytes);
     const size_t rounded = (bytes + kAllocAlignment - 1) / kAllocAlignment * kAllocAlignment;
@@ -28,19 +28,19 @@ class CpuDeviceApi final : public DeviceApi {
     return ptr;
   }
 
-  void Free(Device, void* ptr) override { std::free(ptr); }
+  void Free(base::Device, void* ptr) override { std::free(ptr); }
 
-  absl::Status Copy(Device, void* dst, const void* src, size_t bytes, CopyKind) override {
+  absl::Status Copy(base::Device, void* dst, const void* src, size_t bytes, CopyKind) override {
     std::memmove(dst, src, bytes);
     return absl::OkStatus();
   }
 
-  absl::Status Memset(Device, void* dst, uint8_t value, size_t bytes) override {
+  absl::Status Memset(base::Device, void* dst, uint8_t value, size_t bytes) override {
     std::memset(dst, value, bytes);
     return absl::OkStatus();
   }
 
-  absl::Status FlushCache(Device, const void* data, size_t bytes) override {
+  absl::Status FlushCache(base::Device, const void* data, size_t bytes) override {
     const auto begin = reinterpret_cast<uintptr_t>(data) & ~(kCacheLine - 1);
     const uintptr_t end = reinterpret_cast<uintptr_t>(data) + bytes;
 #if defined(__x86_64__) || defined(__i386__)
@@ -63,24 +63,25 @@ class CpuDeviceApi final : public DeviceApi {
   }
 
  private:
-  static absl::Status TooLarge(Device device, size_t bytes) {
+  static absl::Status TooLarge(base::Device device, size_t bytes) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate ", bytes, " bytes on ", DeviceString(device)));
+        absl::StrCat("cannot allocate ", bytes, " bytes on ", base::DeviceString(device)));
   }
 };
 
 }  // namespace
 
-absl::StatusOr<DeviceApi*> GetDeviceApi(DeviceType type) {
+absl::StatusOr<DeviceApi*> GetDeviceApi(base::DeviceType type) {
   static CpuDeviceApi* const cpu = new CpuDeviceApi();
   switch (type) {
-    case DeviceType::kCpu:
+    case base::DeviceType::kCpu:
       return cpu;
-    case DeviceType::kCuda:
+    case base::DeviceType::kCuda:
       return CudaBackendDeviceApi();
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "device type '", std::string(DeviceTypeName(type)), "' has no device API in this build"));
+  return absl::FailedPreconditionError(absl::StrCat("device type '",
+                                                    std::string(base::DeviceTypeName(type)),
+                                                    "' has no device API in this build"));
 }
 
 }  // namespace kprof::core

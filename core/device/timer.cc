@@ -13,7 +13,7 @@ namespace {
 // device work queued inside it — at the price of the synchronisation's own latency.
 class SyncingTimer final : public Timer {
  public:
-  SyncingTimer(Device device, DeviceApi* api) : device_(device), api_(api) {}
+  SyncingTimer(base::Device device, DeviceApi* api) : device_(device), api_(api) {}
   void Start() override {
     Keep(api_->Sync(device_));
     clock_.Start();
@@ -30,21 +30,21 @@ class SyncingTimer final : public Timer {
     if (status_.ok()) status_ = std::move(s);
   }
   absl::Status status_;
-  Device device_;
+  base::Device device_;
   DeviceApi* api_;
   CpuTimer clock_;
 };
 
 }  // namespace
 
-std::unique_ptr<Timer> MakeSyncingTimer(Device device, DeviceApi* api) {
+std::unique_ptr<Timer> MakeSyncingTimer(base::Device device, DeviceApi* api) {
   return std::make_unique<SyncingTimer>(device, api);
 }
 
 TimerRegistry& TimerRegistry::Global() {
   static TimerRegistry* const registry = [] {
     auto* r = new TimerRegistry();
-    r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+    r->Register(base::DeviceType::kCpu, [](base::Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
       return std::make_unique<CpuTimer>();
     });
     RegisterCudaTimer(*r);
@@ -53,12 +53,12 @@ TimerRegistry& TimerRegistry::Global() {
   return *registry;
 }
 
-void TimerRegistry::Register(DeviceType type, TimerFactory factory) {
+void TimerRegistry::Register(base::DeviceType type, TimerFactory factory) {
   absl::MutexLock lock(&mutex_);
   factories_[type] = std::move(factory);
 }
 
-absl::StatusOr<std::unique_ptr<Timer>> TimerRegistry::Create(Device device) {
+absl::StatusOr<std::unique_ptr<Timer>> TimerRegistry::Create(base::Device device) {
   TimerFactory factory;
   bool warn = false;
   {
@@ -73,8 +73,9 @@ absl::StatusOr<std::unique_ptr<Timer>> TimerRegistry::Create(Device device) {
 
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
   if (warn) {
-    Log(LogSeverity::kWarning,
-        absl::StrCat("no timer for device type '", std::string(DeviceTypeName(device.type)),
+    base::Log(
+        base::LogSeverity::kWarning,
+        absl::StrCat("no timer for device type '", std::string(base::DeviceTypeName(device.type)),
                      "': using the host clock around device synchronisation, which may be "
                      "inaccurate or add overhead"));
   }

@@ -57,9 +57,9 @@ class CpuTimer final : public Timer {
 
 // Synchronises the device before reading the host clock at each end: the time of everything
 // the region queued, on any stream, plus the synchronisation's own latency.
-std::unique_ptr<Timer> MakeSyncingTimer(Device device, DeviceApi* api);
+std::unique_ptr<Timer> MakeSyncingTimer(base::Device device, DeviceApi* api);
 
-using TimerFactory = std::function<absl::StatusOr<std::unique_ptr<Timer>>(Device)>;
+using TimerFactory = std::function<absl::StatusOr<std::unique_ptr<Timer>>(base::Device)>;
 
 class TimerRegistry {
  public:
@@ -70,17 +70,17 @@ class TimerRegistry {
   static TimerRegistry& Global();
 
   // Makes `factory` create the timers of `type`, replacing any earlier one.
-  void Register(DeviceType type, TimerFactory factory) ABSL_LOCKS_EXCLUDED(mutex_);
+  void Register(base::DeviceType type, TimerFactory factory) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // A timer for `device` from its type's factory; without one, a timer that synchronises the
   // device (through its DeviceApi) around the steady clock, with one warning per device type
   // that it may be inaccurate. FAILED_PRECONDITION when the type has no DeviceApi either.
-  absl::StatusOr<std::unique_ptr<Timer>> Create(Device device) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::StatusOr<std::unique_ptr<Timer>> Create(base::Device device) ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   absl::Mutex mutex_;
-  std::map<DeviceType, TimerFactory> factories_ ABSL_GUARDED_BY(mutex_);
-  std::set<DeviceType> warned_ ABSL_GUARDED_BY(mutex_);
+  std::map<base::DeviceType, TimerFactory> factories_ ABSL_GUARDED_BY(mutex_);
+  std::set<base::DeviceType> warned_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace kprof::core

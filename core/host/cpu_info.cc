@@ -27,7 +27,7 @@ std::string CpuModelName(absl::string_view cpuinfo) {
 
 const std::string& HostCpuInfo() {
   static const std::string* const text =
-      new std::string(ReadSmallFile("/proc/cpuinfo").value_or(""));
+      new std::string(base::ReadSmallFile("/proc/cpuinfo").value_or(""));
   return *text;
 }
 

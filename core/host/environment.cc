@@ -33,7 +33,7 @@ namespace {
 constexpr char kUnavailable[] = "unavailable";
 
 // The first line of a small /proc or /sys file, trimmed; "" when unreadable.
-std::string FirstLine(const std::string& path) { return ReadFirstLine(path).value_or(""); }
+std::string FirstLine(const std::string& path) { return base::ReadFirstLine(path).value_or(""); }
 
 // What does not change while a process runs, read once: the build, the host, the processor,
 // and the clock /proc/cpuinfo reports on hosts without cpufreq (VMs, where it is fixed).
@@ -63,11 +63,11 @@ const StaticFields& Static() {
   return *fields;
 }
 
-void CurrentFrequency(MetricMap& m) {
+void CurrentFrequency(report::MetricMap& m) {
   if (const int64_t khz = CpuKhz("/", 0); khz > 0) {
-    m["CPU frequency (MHz)"] = Count{khz / 1000};
+    m["CPU frequency (MHz)"] = report::Count{khz / 1000};
   } else if (Static().cpuinfo_mhz) {
-    m["CPU frequency (MHz)"] = Count{*Static().cpuinfo_mhz};
+    m["CPU frequency (MHz)"] = report::Count{*Static().cpuinfo_mhz};
   } else {
     m["CPU frequency (MHz)"] = std::string(kUnavailable);
   }
@@ -84,16 +84,16 @@ std::string Turbo() {
 std::string Or(std::string value) { return value.empty() ? kUnavailable : value; }
 
 // The host's settings — CPUs online, governor, clock range, SMT, turbo.
-MetricMap Settings() {
-  MetricMap m;
-  m["CPUs online"] = Count{sysconf(_SC_NPROCESSORS_ONLN)};
+report::MetricMap Settings() {
+  report::MetricMap m;
+  m["CPUs online"] = report::Count{sysconf(_SC_NPROCESSORS_ONLN)};
   m["CPU governor"] = Or(FirstLine("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"));
   const std::string base = "/sys/devices/system/cpu/cpu0/cpufreq/";
   if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_min_freq"), &khz)) {
-    m["CPU frequency min (MHz)"] = Count{khz / 1000};
+    m["CPU frequency min (MHz)"] = report::Count{khz / 1000};
   }
   if (int64_t khz = 0; absl::SimpleAtoi(FirstLine(base + "scaling_max_freq"), &khz)) {
-    m["CPU frequency max (MHz)"] = Count{khz / 1000};
+    m["CPU frequency max (MHz)"] = report::Count{khz / 1000};
   }
   const std::string smt = FirstLine("/sys/devices/system/cpu/smt/active");
   m["SMT"] = smt.empty() ? std::string(kUnavailable) : std::string(smt == "1" ? "on" : "off");
@@ -105,7 +105,7 @@ std::atomic<bool> placement_fixed{false};
 
 // The process's CPU affinity and priority (the calling thread's: on Linux, nice and the
 // scheduling policy are per thread).
-void ReadPlacement(MetricMap& m) {
+void ReadPlacement(report::MetricMap& m) {
   const std::vector<int> cpus = AllowedCpus();
   m["Worker CPU affinity"] = cpus.empty() ? std::string(kUnavailable) : FormatCpuList(cpus);
   const int policy = sched_getscheduler(0);
@@ -122,11 +122,11 @@ void ReadPlacement(MetricMap& m) {
 // settings by hand, not between two jobs of the same second. A fixed placement is read once.
 struct HostPart {
   absl::Mutex mutex;
-  std::shared_ptr<const MetricMap> fields ABSL_GUARDED_BY(mutex);
+  std::shared_ptr<const report::MetricMap> fields ABSL_GUARDED_BY(mutex);
   uint64_t generation ABSL_GUARDED_BY(mutex) = 0;
   absl::Time read_at ABSL_GUARDED_BY(mutex);
   bool with_placement ABSL_GUARDED_BY(mutex) = false;
-  MetricMap placement ABSL_GUARDED_BY(mutex);  // read once it is fixed
+  report::MetricMap placement ABSL_GUARDED_BY(mutex);  // read once it is fixed
 };
 
 HostPart& Host() {
@@ -135,14 +135,14 @@ HostPart& Host() {
 }
 
 // The host part and whether it holds the placement.
-std::pair<std::shared_ptr<const MetricMap>, uint64_t> HostFields(bool* with_placement) {
+std::pair<std::shared_ptr<const report::MetricMap>, uint64_t> HostFields(bool* with_placement) {
   HostPart& part = Host();
   absl::MutexLock lock(&part.mutex);
   const absl::Time now = absl::Now();
   const bool fixed = placement_fixed.load(std::memory_order_acquire);
   if (part.fields == nullptr || now - part.read_at >= absl::Seconds(1) ||
       fixed != part.with_placement) {
-    auto m = std::make_shared<MetricMap>(Settings());
+    auto m = std::make_shared<report::MetricMap>(Settings());
     (*m)["kprofd version"] = std::string(KPROF_VERSION);
     (*m)["Host"] = Static().host;
     (*m)["Kernel"] = Static().kernel;
@@ -178,7 +178,7 @@ std::string RecentLoadavg() {
   const absl::Time now = absl::Now();
   absl::MutexLock lock(&mutex);
   if (now - read_at >= absl::Milliseconds(1) || now < read_at) {
-    *text = ReadKeptOpen("/proc/loadavg");
+    *text = base::ReadKeptOpen("/proc/loadavg");
     read_at = now;
   }
   return *text;
@@ -190,7 +190,7 @@ Environment ReadEnvironment() {
   Environment environment;
   bool with_placement = false;
   std::tie(environment.host, environment.host_generation) = HostFields(&with_placement);
-  MetricMap& m = environment.job;
+  report::MetricMap& m = environment.job;
   CurrentFrequency(m);
   // Jetson boards: GPU and memory clocks, and whether DVFS is locked.
   for (auto& [name, value] : TegraManifest()) m.emplace(name, std::move(value));
@@ -208,7 +208,7 @@ Environment ReadEnvironment() {
   }
   int64_t running = 0;
   if (fields.size() >= 4 && absl::SimpleAtoi(fields[3].substr(0, fields[3].find('/')), &running)) {
-    m["Runnable processes"] = Count{running};
+    m["Runnable processes"] = report::Count{running};
   } else {
     m["Runnable processes"] = std::string(kUnavailable);
   }
@@ -216,9 +216,9 @@ Environment ReadEnvironment() {
   return environment;
 }
 
-MetricMap EnvironmentManifest() {
+report::MetricMap EnvironmentManifest() {
   Environment environment = ReadEnvironment();
-  MetricMap m = *environment.host;
+  report::MetricMap m = *environment.host;
   m.merge(environment.job);
   return m;
 }

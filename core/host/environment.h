@@ -13,7 +13,7 @@ namespace kprof::core {
 // "kprofd version", "Host", "Kernel", "CPU model", "CPUs online", "CPU governor",
 // "CPU frequency (MHz)" (and "CPU frequency min (MHz)", "... max (MHz)" where readable), "SMT",
 // "Turbo", "Load average", "Runnable processes", "Worker CPU affinity", "Worker priority".
-MetricMap EnvironmentManifest();
+report::MetricMap EnvironmentManifest();
 
 // The manifest in two parts: what a host keeps from one job to the next (the software, the
 // host, the processor, the host's settings, and a placement that is fixed) and what each job
@@ -22,9 +22,9 @@ MetricMap EnvironmentManifest();
 // content does, so a process that has sent it once sends it again only then (a worker: the
 // front attaches it to every result). The two parts never name the same field.
 struct Environment {
-  std::shared_ptr<const MetricMap> host;
+  std::shared_ptr<const report::MetricMap> host;
   uint64_t host_generation = 0;
-  MetricMap job;
+  report::MetricMap job;
 };
 Environment ReadEnvironment();
 

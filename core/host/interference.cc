@@ -83,7 +83,7 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
   std::string text;
   if (root == "/") {
     sample.load_average = HostLoadAverage();
-  } else if (std::optional<std::string> line = ReadFirstLine(root + "proc/loadavg")) {
+  } else if (std::optional<std::string> line = base::ReadFirstLine(root + "proc/loadavg")) {
     text = line->substr(0, line->find(' '));
     if (double load = 0; absl::SimpleAtod(text, &load) && load >= 0) sample.load_average = load;
   }
@@ -97,7 +97,7 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
 
 int64_t CpuKhz(const std::string& root, int cpu) {
   if (Absent().Known(root, cpu)) return -1;
-  const std::optional<std::string> text = ReadFirstLine(
+  const std::optional<std::string> text = base::ReadFirstLine(
       absl::StrFormat("%ssys/devices/system/cpu/cpu%d/cpufreq/scaling_cur_freq", root, cpu));
   if (!text) {
     Absent().Mark(root, cpu);

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 // A clock in Hz, when the file holds one above 0.
 std::optional<int64_t> ReadInt(const fs::path& path) {
-  const std::optional<uint64_t> value = ReadCountFile(path);
+  const std::optional<uint64_t> value = base::ReadCountFile(path);
   if (!value || *value > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
   return static_cast<int64_t>(*value);
 }
@@ -24,7 +24,7 @@ std::optional<int64_t> ReadInt(const fs::path& path) {
 namespace {
 
 fs::path FindGpuDevfreq(const std::string& root) {
-  for (const fs::path& node : DirectoryEntries(fs::path(root) / "sys/class/devfreq")) {
+  for (const fs::path& node : base::DirectoryEntries(fs::path(root) / "sys/class/devfreq")) {
     const std::string name = node.filename().string();
     for (const char* gpu : {"gv11b", "ga10b", "gp10b", "gm20b", "gpu"}) {
       if (name.find(gpu) != std::string::npos) return node;
@@ -79,7 +79,7 @@ TegraClocks ReadTegraClocks(const std::string& root) {
     loose.push_back(absl::StrCat("GPU between ", clocks.gpu_min_khz / 1000, " and ",
                                  clocks.gpu_max_khz / 1000, " MHz"));
   }
-  for (const fs::path& cpu : DirectoryEntries(base / "sys/devices/system/cpu", "cpu")) {
+  for (const fs::path& cpu : base::DirectoryEntries(base / "sys/devices/system/cpu", "cpu")) {
     const std::optional<int64_t> low = ReadInt(cpu / "cpufreq/scaling_min_freq");
     const std::optional<int64_t> high = ReadInt(cpu / "cpufreq/scaling_max_freq");
     if (low && high && *low != *high) {
@@ -95,20 +95,20 @@ TegraClocks ReadTegraClocks(const std::string& root) {
   return clocks;
 }
 
-MetricMap TegraManifest(const std::string& root) {
-  MetricMap m;
+report::MetricMap TegraManifest(const std::string& root) {
+  report::MetricMap m;
   const TegraClocks clocks = ReadTegraClocks(root);
   if (!clocks.is_tegra) return m;
-  const auto mhz = [](int64_t khz) -> MetricValue {
+  const auto mhz = [](int64_t khz) -> report::MetricValue {
     if (khz < 0) return std::string("unavailable");
-    return Count{khz / 1000};
+    return report::Count{khz / 1000};
   };
   m["GPU frequency (MHz)"] = mhz(clocks.gpu_khz);
   m["GPU frequency min (MHz)"] = mhz(clocks.gpu_min_khz);
   m["GPU frequency max (MHz)"] = mhz(clocks.gpu_max_khz);
-  m["EMC frequency (MHz)"] = clocks.emc_khz < 0
-                                 ? MetricValue(std::string("unavailable (debugfs, root only)"))
-                                 : mhz(clocks.emc_khz);
+  m["EMC frequency (MHz)"] =
+      clocks.emc_khz < 0 ? report::MetricValue(std::string("unavailable (debugfs, root only)"))
+                         : mhz(clocks.emc_khz);
   m["Clocks locked"] =
       clocks.locked ? std::string("yes (as jetson_clocks sets them)")
                     : absl::StrCat("no: ", clocks.unlocked_why, " (sudo jetson_clocks locks them)");

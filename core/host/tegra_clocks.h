@@ -31,6 +31,6 @@ int64_t TegraGpuKhz(const std::string& root = "/");
 
 // The clocks for the environment manifest: "GPU frequency (MHz)", "GPU frequency min (MHz)",
 // "GPU frequency max (MHz)", "EMC frequency (MHz)", "Clocks locked"; nothing off Tegra.
-MetricMap TegraManifest(const std::string& root = "/");
+report::MetricMap TegraManifest(const std::string& root = "/");
 
 }  // namespace kprof::core

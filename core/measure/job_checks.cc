@@ -19,21 +19,21 @@ absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
 
 }  // namespace
 
-absl::Status CheckTimeJob(const TimeJob& time, Device device) {
+absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
   KPROF_RETURN_IF_ERROR(ValidateOptions(time.options));
   if (!time.preprocess.empty() && time.preprocess != kCacheFlushCpuNonFirstArg) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown pre-processing step '", time.preprocess,
                      "' (accepted: ", std::string(kCacheFlushCpuNonFirstArg), ", or none)"));
   }
-  if (!time.preprocess.empty() && device.type != DeviceType::kCpu) {
+  if (!time.preprocess.empty() && device.type != base::DeviceType::kCpu) {
     return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
-                                                   DeviceSpec(device), " is not a CPU"));
+                                                   base::DeviceSpec(device), " is not a CPU"));
   }
-  if (time.flush_l2 && device.type != DeviceType::kCuda) {
+  if (time.flush_l2 && device.type != base::DeviceType::kCuda) {
     return absl::InvalidArgumentError(
         absl::StrCat("flush_l2 sizes the cache flush to a CUDA device's L2; on ",
-                     DeviceSpec(device), " give cache_flush_bytes"));
+                     base::DeviceSpec(device), " give cache_flush_bytes"));
   }
   return absl::OkStatus();
 }

@@ -50,8 +50,8 @@ std::vector<MetricCollector*> Pointers(const std::vector<std::unique_ptr<MetricC
 }
 
 // The GPU's part of the manifest of a run on `device` (cuda), added to `manifest`.
-void AddDeviceManifest(Device device, MetricMap& manifest) {
-  if (device.type == DeviceType::kCuda) {
+void AddDeviceManifest(base::Device device, report::MetricMap& manifest) {
+  if (device.type == base::DeviceType::kCuda) {
     for (auto& [name, value] : CudaBackendManifest(device.id)) {
       manifest.emplace(name, std::move(value));
     }
@@ -59,14 +59,14 @@ void AddDeviceManifest(Device device, MetricMap& manifest) {
 }
 
 // The environment manifest of a run on `device`: the host's, and the GPU's on cuda.
-MetricMap Manifest(Device device) {
-  MetricMap manifest = EnvironmentManifest();
+report::MetricMap Manifest(base::Device device) {
+  report::MetricMap manifest = EnvironmentManifest();
   AddDeviceManifest(device, manifest);
   return manifest;
 }
 
 // The run's own configuration plus the environment manifest.
-MetricMap WithEnvironment(MetricMap configuration, Device device) {
+report::MetricMap WithEnvironment(report::MetricMap configuration, base::Device device) {
   for (auto& [name, value] : Manifest(device)) configuration.emplace(name, std::move(value));
   return configuration;
 }
@@ -76,13 +76,14 @@ MetricMap WithEnvironment(MetricMap configuration, Device device) {
 TimerRegistry* SyncingTimers() {
   static TimerRegistry* const registry = [] {
     auto* r = new TimerRegistry();
-    r->Register(DeviceType::kCpu, [](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+    r->Register(base::DeviceType::kCpu, [](base::Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
       return std::make_unique<CpuTimer>();
     });
-    r->Register(DeviceType::kCuda, [](Device d) -> absl::StatusOr<std::unique_ptr<Timer>> {
-      KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(d.type));
-      return MakeSyncingTimer(d, api);
-    });
+    r->Register(base::DeviceType::kCuda,
+                [](base::Device d) -> absl::StatusOr<std::unique_ptr<Timer>> {
+                  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(d.type));
+                  return MakeSyncingTimer(d, api);
+                });
     return r;
   }();
   return registry;
@@ -90,13 +91,13 @@ TimerRegistry* SyncingTimers() {
 
 // The timers for `prepared` on `device`: the device's own (CUDA events on the worker's
 // stream) for kernels and CPU code, synchronising ones for host code driving a device.
-TimerRegistry* TimersFor(const Prepared& prepared, Device device) {
-  if (device.type != DeviceType::kCpu && !prepared.is_kernel()) return SyncingTimers();
+TimerRegistry* TimersFor(const Prepared& prepared, base::Device device) {
+  if (device.type != base::DeviceType::kCpu && !prepared.is_kernel()) return SyncingTimers();
   return &TimerRegistry::Global();
 }
 
 // Waits for the device's queued work, so that an asynchronous fault is this job's error.
-absl::Status Finish(Device device) {
+absl::Status Finish(base::Device device) {
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
   return api->Sync(device);
 }
@@ -151,7 +152,7 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
   TimerRegistry* timers = TimersFor(prepared, job.device);
   TimeEvaluator evaluator(
-      job.device, api, [timers](Device d) { return timers->Create(d); }, Clock::Steady());
+      job.device, api, [timers](base::Device d) { return timers->Create(d); }, Clock::Steady());
 
   TimeResult result;
   const SystemSample before = SampleSystem();
@@ -163,10 +164,10 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
           : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
-  result.summary = Summarize(result.evaluation.seconds_per_call);
+  result.summary = report::Summarize(result.evaluation.seconds_per_call);
   if (options.outliers != OutlierFilter::kNone) {
-    result.filtered =
-        Summarize(Without(result.evaluation.seconds_per_call, result.evaluation.outliers));
+    result.filtered = report::Summarize(
+        report::Without(result.evaluation.seconds_per_call, result.evaluation.outliers));
   }
   if (time.host_environment_apart) {
     Environment environment = ReadEnvironment();
@@ -184,30 +185,32 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   return result;
 }
 
-absl::StatusOr<Report> LocalRunner::Profile(const Job& job, const ProfileJob& profile) {
+absl::StatusOr<report::Report> LocalRunner::Profile(const Job& job, const ProfileJob& profile) {
   KPROF_RETURN_IF_ERROR(CheckProfileJob(profile));
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(profile.collectors));
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
   for (int64_t i = 0; i < profile.warmup; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
 
-  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
-                         Profiler::Create({job.device}, Pointers(collectors),
-                                          WithEnvironment({{"Warm-up Calls", Count{profile.warmup}},
-                                                           {"Seed", std::to_string(job.seed)}},
-                                                          job.device),
-                                          TimersFor(prepared, job.device)));
+  KPROF_ASSIGN_OR_RETURN(
+      std::unique_ptr<Profiler> profiler,
+      Profiler::Create({job.device}, Pointers(collectors),
+                       WithEnvironment({{"Warm-up Calls", report::Count{profile.warmup}},
+                                        {"Seed", std::to_string(job.seed)}},
+                                       job.device),
+                       TimersFor(prepared, job.device)));
   KPROF_RETURN_IF_ERROR(profiler->Start());
-  KPROF_RETURN_IF_ERROR(
-      profiler->StartCall(job.function, job.device,
-                          {{std::string(kArgumentShapesMetric), prepared.args->ShapeString()}}));
+  KPROF_RETURN_IF_ERROR(profiler->StartCall(
+      job.function, job.device,
+      {{std::string(report::kArgumentShapesMetric), prepared.args->ShapeString()}}));
   for (int64_t i = 0; i < profile.number; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
-  KPROF_RETURN_IF_ERROR(profiler->StopCall({{std::string(kCountMetric), Count{profile.number}}}));
+  KPROF_RETURN_IF_ERROR(
+      profiler->StopCall({{std::string(report::kCountMetric), report::Count{profile.number}}}));
   KPROF_RETURN_IF_ERROR(profiler->Stop());
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   return profiler->GetReport();
 }
 
-absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {
+absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {
   KPROF_RETURN_IF_ERROR(CheckSequenceJob(sequence));
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(sequence.collectors));
 
@@ -239,18 +242,20 @@ absl::StatusOr<Report> LocalRunner::ProfileSequence(const SequenceJob& sequence)
   for (const Prepared& call : calls) {
     if (TimersFor(call, sequence.device) != timers) timers = TimersFor(call, sequence.device);
   }
-  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Profiler> profiler,
-                         Profiler::Create({sequence.device}, Pointers(collectors),
-                                          WithEnvironment({{"Warm-up Runs", Count{sequence.warmup}},
-                                                           {"Repeats", Count{sequence.repeat}},
-                                                           {"Seed", std::to_string(sequence.seed)}},
-                                                          sequence.device),
-                                          timers));
+  KPROF_ASSIGN_OR_RETURN(
+      std::unique_ptr<Profiler> profiler,
+      Profiler::Create({sequence.device}, Pointers(collectors),
+                       WithEnvironment({{"Warm-up Runs", report::Count{sequence.warmup}},
+                                        {"Repeats", report::Count{sequence.repeat}},
+                                        {"Seed", std::to_string(sequence.seed)}},
+                                       sequence.device),
+                       timers));
   KPROF_RETURN_IF_ERROR(profiler->Start());
   for (int64_t r = 0; r < sequence.repeat; ++r) {
     for (size_t i = 0; i < calls.size(); ++i) {
-      KPROF_RETURN_IF_ERROR(profiler->StartCall(calls[i].function.name, sequence.device,
-                                                {{std::string(kArgumentShapesMetric), shapes[i]}}));
+      KPROF_RETURN_IF_ERROR(
+          profiler->StartCall(calls[i].function.name, sequence.device,
+                              {{std::string(report::kArgumentShapesMetric), shapes[i]}}));
       KPROF_RETURN_IF_ERROR(calls[i].Call());
       KPROF_RETURN_IF_ERROR(profiler->StopCall());
     }

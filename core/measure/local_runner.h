@@ -34,7 +34,7 @@ inline constexpr std::string_view kCacheFlushCpuNonFirstArg = "cache_flush_cpu_n
 struct Job {
   const Module* module = nullptr;
   std::string function;
-  Device device;
+  base::Device device;
   std::vector<std::string> arg_specs;
   uint64_t seed = 0;
   ArgumentLimits limits;
@@ -56,14 +56,14 @@ struct TimeJob {
 
 struct TimeResult {
   TimeEvaluation evaluation;
-  Summary summary;   // of evaluation.seconds_per_call, all of them
-  Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
+  report::Summary summary;   // of evaluation.seconds_per_call, all of them
+  report::Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
   std::vector<std::string> warnings;  // InterferenceWarnings over the run
   std::string argument_shapes;
   std::vector<std::string> checksums;  // when asked for
-  MetricMap environment;               // EnvironmentManifest() at the end of the run
+  report::MetricMap environment;       // EnvironmentManifest() at the end of the run
   // With TimeJob::host_environment_apart: the host's part, and its generation.
-  std::shared_ptr<const MetricMap> host_environment;
+  std::shared_ptr<const report::MetricMap> host_environment;
   uint64_t host_generation = 0;
 };
 
@@ -76,7 +76,7 @@ struct ProfileJob {
 // A sequence of calls on one device, profiled together (a model, layer by layer).
 struct SequenceJob {
   std::vector<Job> calls;  // run in this order; their `device`, `seed` and `limits` are ignored
-  Device device;
+  base::Device device;
   uint64_t seed = 0;
   ArgumentLimits limits;  // for all calls' arguments together
   int64_t warmup = 0;     // untimed runs of the sequence first, >= 0
@@ -87,7 +87,7 @@ struct SequenceJob {
 // The checks of a job's options alone, before anything is prepared: what Time, Profile and
 // ProfileSequence check first, for a caller that refuses a bad request early (the daemon's
 // front, before queueing). INVALID_ARGUMENT naming the option and what is accepted.
-absl::Status CheckTimeJob(const TimeJob& time, Device device);
+absl::Status CheckTimeJob(const TimeJob& time, base::Device device);
 absl::Status CheckProfileJob(const ProfileJob& profile);
 absl::Status CheckSequenceJob(const SequenceJob& sequence);
 
@@ -98,11 +98,11 @@ class LocalRunner {
 
   // Profiles `number` calls after `warmup`: one row with Count = number and the totals of
   // duration and collector metrics over those calls.
-  absl::StatusOr<Report> Profile(const Job& job, const ProfileJob& profile);
+  absl::StatusOr<report::Report> Profile(const Job& job, const ProfileJob& profile);
 
   // Profiles the sequence: a row per call per repeat (the table aggregates them), Percent of
   // the device total, the device's totals over all repeats.
-  absl::StatusOr<Report> ProfileSequence(const SequenceJob& sequence);
+  absl::StatusOr<report::Report> ProfileSequence(const SequenceJob& sequence);
 };
 
 }  // namespace kprof::core

@@ -12,9 +12,9 @@ namespace kprof::core {
 
 struct Profiler::Frame {
   std::string name;
-  Device device;
+  base::Device device;
   std::unique_ptr<Timer> timer;
-  MetricMap metrics;
+  report::MetricMap metrics;
   std::vector<std::unique_ptr<MetricCollector::Measurement>> measurements;
 };
 
@@ -25,9 +25,9 @@ int AvailableCpus() {
   return std::max(1, CPU_COUNT(&set));
 }
 
-absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Create(std::vector<Device> devices,
+absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Create(std::vector<base::Device> devices,
                                                            std::vector<MetricCollector*> collectors,
-                                                           MetricMap configuration,
+                                                           report::MetricMap configuration,
                                                            TimerRegistry* timers) {
   if (devices.empty()) return absl::InvalidArgumentError("a profiler needs at least one device");
   for (MetricCollector* collector : collectors) {
@@ -38,13 +38,13 @@ absl::StatusOr<std::unique_ptr<Profiler>> Profiler::Create(std::vector<Device> d
                                                       "': ", std::string(status.message())));
     }
   }
-  configuration.try_emplace("Number of threads", Count{AvailableCpus()});
+  configuration.try_emplace("Number of threads", report::Count{AvailableCpus()});
   return std::unique_ptr<Profiler>(
       new Profiler(std::move(devices), std::move(collectors), std::move(configuration), timers));
 }
 
-Profiler::Profiler(std::vector<Device> devices, std::vector<MetricCollector*> collectors,
-                   MetricMap configuration, TimerRegistry* timers)
+Profiler::Profiler(std::vector<base::Device> devices, std::vector<MetricCollector*> collectors,
+                   report::MetricMap configuration, TimerRegistry* timers)
     : devices_(std::move(devices)),
       collectors_(std::move(collectors)),
       configuration_(std::move(configuration)),
@@ -52,8 +52,8 @@ Profiler::Profiler(std::vector<Device> devices, std::vector<MetricCollector*> co
 
 Profiler::~Profiler() = default;
 
-absl::StatusOr<Profiler::Frame> Profiler::OpenFrame(std::string name, Device device,
-                                                    MetricMap extra_metrics) {
+absl::StatusOr<Profiler::Frame> Profiler::OpenFrame(std::string name, base::Device device,
+                                                    report::MetricMap extra_metrics) {
   Frame frame{std::move(name), device, nullptr, std::move(extra_metrics), {}};
   // Collectors start before the timer and stop after it, so their own cost stays outside the
   // timed region.
@@ -67,7 +67,7 @@ absl::StatusOr<Profiler::Frame> Profiler::OpenFrame(std::string name, Device dev
   return frame;
 }
 
-absl::Status Profiler::CloseFrame(Frame& frame, MetricMap extra_metrics) {
+absl::Status Profiler::CloseFrame(Frame& frame, report::MetricMap extra_metrics) {
   frame.timer->Stop();
   // Reading the timer waits for the region's device work (a CUDA event timer synchronises on
   // its stop event): it must be over before collectors read what it cost (a GPU's energy), and
@@ -76,7 +76,7 @@ absl::Status Profiler::CloseFrame(Frame& frame, MetricMap extra_metrics) {
   KPROF_RETURN_IF_ERROR(frame.timer->status());
   for (auto& [name, value] : extra_metrics) frame.metrics[name] = std::move(value);
   for (auto& measurement : frame.measurements) {
-    KPROF_ASSIGN_OR_RETURN(MetricMap metrics, measurement->Stop());
+    KPROF_ASSIGN_OR_RETURN(report::MetricMap metrics, measurement->Stop());
     for (auto& [name, value] : metrics) frame.metrics[name] = std::move(value);
   }
   frame.measurements.clear();
@@ -87,7 +87,7 @@ absl::Status Profiler::Start() {
   if (running_ || stopped_) {
     return absl::FailedPreconditionError("profiler already started; create a new one per run");
   }
-  for (Device device : devices_) {
+  for (base::Device device : devices_) {
     absl::StatusOr<Frame> total = OpenFrame("Total", device, {});
     if (!total.ok()) {
       totals_.clear();
@@ -99,7 +99,8 @@ absl::Status Profiler::Start() {
   return absl::OkStatus();
 }
 
-absl::Status Profiler::StartCall(std::string name, Device device, MetricMap extra_metrics) {
+absl::Status Profiler::StartCall(std::string name, base::Device device,
+                                 report::MetricMap extra_metrics) {
   if (!running_) {
     return absl::FailedPreconditionError(
         absl::StrCat("StartCall('", name, "') on a profiler that is not running"));
@@ -109,7 +110,7 @@ absl::Status Profiler::StartCall(std::string name, Device device, MetricMap extr
   return absl::OkStatus();
 }
 
-absl::Status Profiler::StopCall(MetricMap extra_metrics) {
+absl::Status Profiler::StopCall(report::MetricMap extra_metrics) {
   if (in_flight_.empty()) return absl::FailedPreconditionError("StopCall with no call open");
   Frame frame = std::move(in_flight_.back());
   in_flight_.pop_back();
@@ -131,36 +132,36 @@ absl::Status Profiler::Stop() {
   return absl::OkStatus();
 }
 
-MetricMap Profiler::FrameRow(Frame& frame) {
+report::MetricMap Profiler::FrameRow(Frame& frame) {
   // The reference's order: its own metrics first, extra and collector metrics over them.
-  MetricMap row = {
-      {std::string(kDurationMetric),
-       Duration{static_cast<double>(frame.timer->ElapsedNanos()) / 1e3}},
-      {std::string(kCountMetric), Count{1}},
-      {std::string(kNameMetric), frame.name},
-      {std::string(kDeviceMetric), DeviceString(frame.device)},
+  report::MetricMap row = {
+      {std::string(report::kDurationMetric),
+       report::Duration{static_cast<double>(frame.timer->ElapsedNanos()) / 1e3}},
+      {std::string(report::kCountMetric), report::Count{1}},
+      {std::string(report::kNameMetric), frame.name},
+      {std::string(report::kDeviceMetric), base::DeviceString(frame.device)},
   };
   for (const auto& [name, value] : frame.metrics) row[name] = value;
   return row;
 }
 
-absl::StatusOr<Report> Profiler::GetReport() {
+absl::StatusOr<report::Report> Profiler::GetReport() {
   if (!stopped_) return absl::FailedPreconditionError("GetReport before Stop");
-  Report report;
+  report::Report report;
   double longest_total_us = 0;
   for (Frame& total : totals_) {
-    MetricMap row = FrameRow(total);
-    if (const auto* d = std::get_if<Duration>(&row[std::string(kDurationMetric)])) {
+    report::MetricMap row = FrameRow(total);
+    if (const auto* d = std::get_if<report::Duration>(&row[std::string(report::kDurationMetric)])) {
       longest_total_us = std::max(longest_total_us, d->microseconds);
     }
-    report.device_metrics[DeviceString(total.device)] = std::move(row);
+    report.device_metrics[base::DeviceString(total.device)] = std::move(row);
   }
   for (Frame& call : calls_) {
-    MetricMap row = FrameRow(call);
-    const auto* d = std::get_if<Duration>(&row[std::string(kDurationMetric)]);
+    report::MetricMap row = FrameRow(call);
+    const auto* d = std::get_if<report::Duration>(&row[std::string(report::kDurationMetric)]);
     const double us = d != nullptr ? d->microseconds : 0;
-    row[std::string(kPercentMetric)] =
-        Percent{longest_total_us > 0 ? us / longest_total_us * 100 : 0};
+    row[std::string(report::kPercentMetric)] =
+        report::Percent{longest_total_us > 0 ? us / longest_total_us * 100 : 0};
     report.calls.push_back(std::move(row));
   }
   report.configuration = configuration_;

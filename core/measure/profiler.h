@@ -34,8 +34,8 @@ class Profiler {
   // the profiler; each is initialised with `devices` here. `configuration` describes the run;
   // "Number of threads" (the CPUs this process may run on) is added unless given.
   static absl::StatusOr<std::unique_ptr<Profiler>> Create(
-      std::vector<Device> devices, std::vector<MetricCollector*> collectors,
-      MetricMap configuration = {}, TimerRegistry* timers = &TimerRegistry::Global());
+      std::vector<base::Device> devices, std::vector<MetricCollector*> collectors,
+      report::MetricMap configuration = {}, TimerRegistry* timers = &TimerRegistry::Global());
 
   ~Profiler();
   Profiler(const Profiler&) = delete;
@@ -46,11 +46,12 @@ class Profiler {
 
   // Opens a call frame named `name` on `device`; `extra_metrics` join its row ("Argument
   // Shapes", say). FAILED_PRECONDITION unless started.
-  absl::Status StartCall(std::string name, Device device, MetricMap extra_metrics = {});
+  absl::Status StartCall(std::string name, base::Device device,
+                         report::MetricMap extra_metrics = {});
 
   // Closes the innermost open call frame, adding `extra_metrics` to its row.
   // FAILED_PRECONDITION when no call is open.
-  absl::Status StopCall(MetricMap extra_metrics = {});
+  absl::Status StopCall(report::MetricMap extra_metrics = {});
 
   // Closes the device totals. FAILED_PRECONDITION while calls are still open.
   absl::Status Stop();
@@ -60,20 +61,21 @@ class Profiler {
   // The report of a stopped run: a row per call (Duration, Count 1, Name, Device, Percent of
   // the longest device total, extra and collector metrics), device totals in device_metrics,
   // and the configuration. FAILED_PRECONDITION before Stop.
-  absl::StatusOr<Report> GetReport();
+  absl::StatusOr<report::Report> GetReport();
 
  private:
   struct Frame;
 
-  Profiler(std::vector<Device> devices, std::vector<MetricCollector*> collectors,
-           MetricMap configuration, TimerRegistry* timers);
-  absl::StatusOr<Frame> OpenFrame(std::string name, Device device, MetricMap extra_metrics);
-  static absl::Status CloseFrame(Frame& frame, MetricMap extra_metrics);
-  static MetricMap FrameRow(Frame& frame);
+  Profiler(std::vector<base::Device> devices, std::vector<MetricCollector*> collectors,
+           report::MetricMap configuration, TimerRegistry* timers);
+  absl::StatusOr<Frame> OpenFrame(std::string name, base::Device device,
+                                  report::MetricMap extra_metrics);
+  static absl::Status CloseFrame(Frame& frame, report::MetricMap extra_metrics);
+  static report::MetricMap FrameRow(Frame& frame);
 
-  std::vector<Device> devices_;
+  std::vector<base::Device> devices_;
   std::vector<MetricCollector*> collectors_;
-  MetricMap configuration_;
+  report::MetricMap configuration_;
   TimerRegistry* timers_;
   bool running_ = false;
   bool stopped_ = false;

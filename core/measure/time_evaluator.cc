@@ -18,7 +18,7 @@ constexpr double kGoldenRatio = 1.618;
 // caches; freed on every path.
 class CacheFlusher {
  public:
-  CacheFlusher(Device device, DeviceApi* api) : device_(device), api_(api) {}
+  CacheFlusher(base::Device device, DeviceApi* api) : device_(device), api_(api) {}
   ~CacheFlusher() {
     api_->Free(device_, a_);
     api_->Free(device_, b_);
@@ -40,7 +40,7 @@ class CacheFlusher {
   }
 
  private:
-  Device device_;
+  base::Device device_;
   DeviceApi* api_;
   void* a_ = nullptr;
   void* b_ = nullptr;
@@ -53,9 +53,9 @@ class CacheFlusher {
 double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filter,
                           std::vector<size_t>* outliers) {
   outliers->clear();
-  if (filter == OutlierFilter::kTukey) *outliers = TukeyOutliers(samples);
-  const std::vector<double> kept = Without(samples, *outliers);
-  const double mean = Mean(kept);
+  if (filter == OutlierFilter::kTukey) *outliers = report::TukeyOutliers(samples);
+  const std::vector<double> kept = report::Without(samples, *outliers);
+  const double mean = report::Mean(kept);
   if (kept.size() < 2 || !(mean > 0)) return std::numeric_limits<double>::quiet_NaN();
   double squares = 0;
   for (double x : kept) squares += (x - mean) * (x - mean);
@@ -137,13 +137,14 @@ absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<TimeEvaluator> TimeEvaluator::Create(Device device) {
+absl::StatusOr<TimeEvaluator> TimeEvaluator::Create(base::Device device) {
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
   return TimeEvaluator(
-      device, api, [](Device d) { return TimerRegistry::Global().Create(d); }, Clock::Steady());
+      device, api, [](base::Device d) { return TimerRegistry::Global().Create(d); },
+      Clock::Steady());
 }
 
-TimeEvaluator::TimeEvaluator(Device device, DeviceApi* api, TimerFactory timers, Clock* clock)
+TimeEvaluator::TimeEvaluator(base::Device device, DeviceApi* api, TimerFactory timers, Clock* clock)
     : device_(device), api_(api), timers_(std::move(timers)), clock_(clock) {}
 
 absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::Status()> function,

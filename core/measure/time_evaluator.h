@@ -104,11 +104,11 @@ absl::Status ValidateOptions(const TimeEvaluatorOptions& options);
 class TimeEvaluator {
  public:
   // An evaluator for `device` with its DeviceApi, its registered timer and the steady clock.
-  static absl::StatusOr<TimeEvaluator> Create(Device device);
+  static absl::StatusOr<TimeEvaluator> Create(base::Device device);
 
   // For tests: explicit parts. `timers` creates the timer of each timed attempt; `clock` sleeps
   // the cool-downs.
-  TimeEvaluator(Device device, DeviceApi* api, TimerFactory timers, Clock* clock);
+  TimeEvaluator(base::Device device, DeviceApi* api, TimerFactory timers, Clock* clock);
 
   // Times `function`. Any error — bad options, the function's own, the device's — ends the
   // evaluation and is returned as it is. Each call starts from options.number.
@@ -116,7 +116,7 @@ class TimeEvaluator {
                                           const TimeEvaluatorOptions& options);
 
  private:
-  Device device_;
+  base::Device device_;
   DeviceApi* api_;
   TimerFactory timers_;
   Clock* clock_;

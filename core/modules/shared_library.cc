@@ -213,7 +213,7 @@ absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::Load(
 }
 
 absl::StatusOr<std::unique_ptr<SharedLibraryModule>> SharedLibraryModule::OpenDescriptor(int fd) {
-  absl::StatusOr<std::string> bytes = ReadDescriptor(fd);
+  absl::StatusOr<std::string> bytes = base::ReadDescriptor(fd);
   if (!bytes.ok()) return bytes.status();
   return Load(*bytes);
 }
@@ -243,7 +243,7 @@ SharedLibraryModule::~SharedLibraryModule() {
   // and a later load of the same bytes takes it again.
   if (void* still = HeldUnder(ProcPath(fd_)); still != nullptr) {
     dlclose(still);
-    if (absl::StatusOr<std::string> bytes = ReadDescriptor(fd_); bytes.ok()) {
+    if (absl::StatusOr<std::string> bytes = base::ReadDescriptor(fd_); bytes.ok()) {
       images.retained.push_back(RetainedImage{*std::move(bytes), fd_, false});
     }
     return;

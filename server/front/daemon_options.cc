@@ -21,10 +21,10 @@
 
 namespace kprof::server {
 
-using core::Log;
-using core::LogSeverity;
+using base::Log;
+using base::LogSeverity;
 
-void DeclareDaemonFlags(core::CommandLine& cl, DaemonFlags& f) {
+void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddString("listen", &f.listen, "HOST:PORT",
                "address to serve on (default 127.0.0.1:9177; port 0 picks a free one)");
   cl.AddString("port-file", &f.port_file, "FILE",
@@ -98,8 +98,8 @@ void DeclareDaemonFlags(core::CommandLine& cl, DaemonFlags& f) {
   cl.AddFlag("version", &f.version, "print the version and exit");
 }
 
-absl::Status ApplyConfig(const std::string& path, core::CommandLine& cl) {
-  KPROF_ASSIGN_OR_RETURN(const std::string contents, core::ReadFile(path, "config file"));
+absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl) {
+  KPROF_ASSIGN_OR_RETURN(const std::string contents, base::ReadFile(path, "config file"));
   int number = 0;
   for (const absl::string_view line : absl::StrSplit(contents, '\n')) {
     ++number;
@@ -171,7 +171,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
   const bool authenticated = !flags.token_file.empty() || !flags.tls_client_ca.empty();
-  if (!core::IsLoopbackAddress(flags.listen) && !(tls && authenticated)) {
+  if (!base::IsLoopbackAddress(flags.listen) && !(tls && authenticated)) {
     if (!flags.insecure_allow_unauthenticated) {
       return absl::FailedPreconditionError(absl::StrCat(
           "refusing to listen on ", flags.listen, ": beyond loopback kprofd needs TLS ",
@@ -188,12 +188,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   grpc::SslServerCredentialsOptions options(
       flags.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  KPROF_ASSIGN_OR_RETURN(std::string cert, core::ReadFile(flags.tls_cert, "the TLS certificate"));
-  KPROF_ASSIGN_OR_RETURN(std::string key, core::ReadFile(flags.tls_key, "the TLS key"));
+  KPROF_ASSIGN_OR_RETURN(std::string cert, base::ReadFile(flags.tls_cert, "the TLS certificate"));
+  KPROF_ASSIGN_OR_RETURN(std::string key, base::ReadFile(flags.tls_key, "the TLS key"));
   options.pem_key_cert_pairs.push_back({key, cert});
   if (!flags.tls_client_ca.empty()) {
     KPROF_ASSIGN_OR_RETURN(options.pem_root_certs,
-                           core::ReadFile(flags.tls_client_ca, "the client CA"));
+                           base::ReadFile(flags.tls_client_ca, "the client CA"));
   }
   return grpc::SslServerCredentials(options);
 }

@@ -49,11 +49,11 @@ struct DaemonFlags {
 };
 
 // Declares every option of kprofd on `cl`, with `flags` as their destination.
-void DeclareDaemonFlags(core::CommandLine& cl, DaemonFlags& flags);
+void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& flags);
 
 // Applies a config file: one `name = value` (or a bare flag name) per line, # comments, the
 // same names as the options. An error names the file, the line and the key.
-absl::Status ApplyConfig(const std::string& path, core::CommandLine& cl);
+absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl);
 
 // --config, else $CONFIGURATION_DIRECTORY/kprofd.conf (systemd), else /etc/kprofd/kprofd.conf,
 // whichever exists first; "" for none.

@@ -27,7 +27,7 @@ DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Durati
       pool_(pool) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
-    core::Log(core::LogSeverity::kError,
+    base::Log(base::LogSeverity::kError,
               absl::StrCat("eventfd: ", std::strerror(errno), "; the executor polls instead"));
   }
   thread_ = std::thread([this] { Loop(); });
@@ -67,7 +67,7 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
     }
     if (!beyond_bound && waiting >= max_queue_) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("the queue of ", core::DeviceSpec(worker_options_.device), " is full (",
+          absl::StrCat("the queue of ", base::DeviceSpec(worker_options_.device), " is full (",
                        waiting, " jobs waiting, limit ", max_queue_, " per client); retry later"));
     }
     Job job;
@@ -270,8 +270,8 @@ void DeviceExecutor::Drain(absl::Duration grace) {
     absl::MutexLock lock(&mutex_);
     const auto ended = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return finished_; };
     if (!mutex_.AwaitWithTimeout(absl::Condition(&ended), grace)) {
-      core::Log(core::LogSeverity::kWarning,
-                absl::StrCat("the job on ", core::DeviceSpec(worker_options_.device),
+      base::Log(base::LogSeverity::kWarning,
+                absl::StrCat("the job on ", base::DeviceSpec(worker_options_.device),
                              " did not finish within the shutdown grace; killing it"));
       if (running_pid_ > 0) kill(-running_pid_, SIGKILL);
     }
@@ -569,8 +569,8 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
   const absl::Time now = absl::Now();
   if (!answer.ok()) {  // the worker ended
     const std::string message(answer.status().message());
-    core::Log(core::LogSeverity::kWarning,
-              absl::StrCat(core::DeviceSpec(worker_options_.device), ": ", message));
+    base::Log(base::LogSeverity::kWarning,
+              absl::StrCat(base::DeviceSpec(worker_options_.device), ": ", message));
     LoseWorker(&answer.status());
     return;
   }

@@ -108,7 +108,7 @@ class DeviceExecutor {
   };
   Stats stats() ABSL_LOCKS_EXCLUDED(mutex_);
 
-  const core::Device& device() const { return worker_options_.device; }
+  const base::Device& device() const { return worker_options_.device; }
 
  private:
   struct Job {

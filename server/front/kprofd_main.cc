@@ -50,8 +50,8 @@
 namespace kprof::server {
 namespace {
 
-using core::Log;
-using core::LogSeverity;
+using base::Log;
+using base::LogSeverity;
 
 absl::Status WritePortFile(const std::string& path, int port) {
   const std::string temp = path + ".tmp";
@@ -171,8 +171,8 @@ absl::Status Serve(const DaemonFlags& flags) {
     memory_bound = absl::StrCat("no memory cgroup (", made.status().message(),
                                 "): RLIMIT_DATA alone, which shared mappings escape");
   }
-  std::map<core::Device, std::unique_ptr<DeviceExecutor>> executors;
-  worker.device = {core::DeviceType::kCpu, 0};
+  std::map<base::Device, std::unique_ptr<DeviceExecutor>> executors;
+  worker.device = {base::DeviceType::kCpu, 0};
   const WorkerPool pool{static_cast<int>(flags.workers_per_device), flags.worker_idle_timeout};
   executors.emplace(worker.device,
                     std::make_unique<DeviceExecutor>(worker, static_cast<int>(flags.max_queue),
@@ -201,9 +201,9 @@ absl::Status Serve(const DaemonFlags& flags) {
         described.host.isolation() + ")");
   }
   for (const kprof::v1::DeviceInfo& info : described.host.devices()) {
-    if (info.type() != core::DeviceTypeName(core::DeviceType::kCuda)) continue;
+    if (info.type() != base::DeviceTypeName(base::DeviceType::kCuda)) continue;
     WorkerOptions gpu_worker = worker;
-    gpu_worker.device = {core::DeviceType::kCuda, info.id()};
+    gpu_worker.device = {base::DeviceType::kCuda, info.id()};
     executors.emplace(gpu_worker.device,
                       std::make_unique<DeviceExecutor>(
                           gpu_worker, static_cast<int>(flags.max_queue), flags.job_timeout, pool));
@@ -300,7 +300,7 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   kprof::server::DaemonFlags flags;
-  kprof::core::CommandLine cl("kprofd");
+  kprof::base::CommandLine cl("kprofd");
   kprof::server::DeclareDaemonFlags(cl, flags);
   const std::vector<std::string> args(argv + 1, argv + argc);
   std::vector<std::string> positional;

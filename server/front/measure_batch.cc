@@ -403,7 +403,7 @@ class ProfilerService::BatchReactor final
     }
     Update(id, BatchUpdate::QUEUED);
     const size_t bytes = job.ByteSizeLong();
-    waiting_[core::DeviceSpec((*executor)->device())].push_back(
+    waiting_[base::DeviceSpec((*executor)->device())].push_back(
         Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin), bytes});
     ++waiting_count_;
     waiting_bytes_ += bytes;
@@ -428,7 +428,7 @@ class ProfilerService::BatchReactor final
                                                 header.sha256()));
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModuleRegistry::Upload> upload, registry->BeginUpload());
     KPROF_RETURN_IF_ERROR(upload->Append(bytes));
-    core::Sha256 hash;
+    base::Sha256 hash;
     hash.Update(bytes);
     return registry
         ->Store(client_, header.name(), header.format(), *upload, header.size_bytes(),

@@ -164,7 +164,7 @@ absl::StatusOr<std::unique_ptr<ModuleRegistry>> ModuleRegistry::Open(
   }
   const std::string pid = absl::StrCat(getpid(), "\n");
   if (ftruncate(lock_fd, 0) != 0 || pwrite(lock_fd, pid.data(), pid.size(), 0) < 0) {
-    core::Log(core::LogSeverity::kWarning, "cannot record the daemon's pid in " + lock_path);
+    base::Log(base::LogSeverity::kWarning, "cannot record the daemon's pid in " + lock_path);
   }
   std::unique_ptr<ModuleRegistry> registry(new ModuleRegistry(options, lock_fd));
   KPROF_RETURN_IF_ERROR(registry->Rescan());
@@ -202,7 +202,7 @@ absl::Status ModuleRegistry::Rescan() {
   // The journal's last line for each module. A line cut short by a crash does not parse and
   // is passed over.
   std::map<std::string, nlohmann::json> recorded;
-  if (absl::StatusOr<std::string> journal = core::ReadFile(JournalPath()); journal.ok()) {
+  if (absl::StatusOr<std::string> journal = base::ReadFile(JournalPath()); journal.ok()) {
     for (absl::string_view line : absl::StrSplit(*journal, '\n', absl::SkipEmpty())) {
       nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (record.is_object() && record.value("id", nlohmann::json()).is_string()) {
@@ -215,19 +215,19 @@ absl::Status ModuleRegistry::Rescan() {
   absl::MutexLock lock(&mutex_);
   for (const auto& [mtime, id] : found) {
     const std::string path = dir + "/" + id;
-    absl::StatusOr<std::string> bytes = core::ReadFile(path, "module");
+    absl::StatusOr<std::string> bytes = base::ReadFile(path, "module");
     // The journal's line; a cache from before kept name and format in a .meta file beside the
     // module, and before that the holders in a .holders file: both moved into the journal.
     nlohmann::json meta;
     if (const auto it = recorded.find(id); it != recorded.end()) {
       meta = std::move(it->second);
-    } else if (absl::StatusOr<std::string> text = core::ReadFile(path + ".meta"); text.ok()) {
+    } else if (absl::StatusOr<std::string> text = base::ReadFile(path + ".meta"); text.ok()) {
       meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     }
     nlohmann::json holders;
     if (meta.is_object() && meta.contains("holders")) {
       holders = meta["holders"];
-    } else if (absl::StatusOr<std::string> text = core::ReadFile(path + ".holders"); text.ok()) {
+    } else if (absl::StatusOr<std::string> text = base::ReadFile(path + ".holders"); text.ok()) {
       holders = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     }
     const std::string format =
@@ -240,8 +240,8 @@ absl::Status ModuleRegistry::Rescan() {
     if (info.ok()) {
       if (absl::Status exports = CheckExports(*info); !exports.ok()) info = exports;
     }
-    if (!info.ok() || core::Sha256Hex(*bytes) != id) {
-      core::Log(core::LogSeverity::kWarning,
+    if (!info.ok() || base::Sha256Hex(*bytes) != id) {
+      base::Log(base::LogSeverity::kWarning,
                 absl::StrCat(
                     "dropping damaged module ", id, " from the cache: ",
                     info.ok() ? "its hash does not match" : std::string(info.status().message())));
@@ -282,13 +282,13 @@ absl::Status ModuleRegistry::Rescan() {
       unlink((entry.module.path + ".holders").c_str());
     }
   } else {
-    core::Log(core::LogSeverity::kWarning,
+    base::Log(base::LogSeverity::kWarning,
               absl::StrCat(compacted.message(),
                            "; names and holders of modules uploaded from now "
                            "on will not be known after a restart"));
   }
   if (!entries_.empty()) {
-    core::Log(core::LogSeverity::kInfo,
+    base::Log(base::LogSeverity::kInfo,
               absl::StrCat("re-registered ", entries_.size(), " module(s), ", total_bytes_,
                            " bytes, from ", dir));
   }
@@ -453,7 +453,7 @@ bool ModuleRegistry::Intact(const Entry& entry) {
 }
 
 void ModuleRegistry::DropDamaged(std::map<std::string, Entry>::iterator it) {
-  core::Log(core::LogSeverity::kWarning,
+  base::Log(base::LogSeverity::kWarning,
             absl::StrCat("module ", it->first, " (", it->second.module.name,
                          "): its file in the cache changed since it was stored; dropped"));
   Remove(it);
@@ -462,7 +462,7 @@ void ModuleRegistry::DropDamaged(std::map<std::string, Entry>::iterator it) {
 std::string ModuleRegistry::RecordText(const Entry& entry) {
   // Holders in hex: a certificate's subject need not be UTF-8, which JSON strings must be.
   nlohmann::json hex = nlohmann::json::array();
-  for (const std::string& holder : entry.holders) hex.push_back(core::ToHex(holder));
+  for (const std::string& holder : entry.holders) hex.push_back(base::ToHex(holder));
   const nlohmann::json record = {{"id", entry.module.id},
                                  {"name", entry.module.name},
                                  {"format", entry.module.format},
@@ -478,7 +478,7 @@ void ModuleRegistry::Record(const Entry& entry) {
       write(journal_fd_, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
     const int error = errno;
     if (journal_fd_ >= 0) (void)!ftruncate(journal_fd_, static_cast<off_t>(journal_bytes_));
-    core::Log(core::LogSeverity::kWarning,
+    base::Log(base::LogSeverity::kWarning,
               absl::StrCat("module ", entry.module.id, ": its name and holders are not recorded (",
                            journal_fd_ < 0 ? "no journal" : std::strerror(error),
                            "), and will not be known after a restart"));
@@ -489,7 +489,7 @@ void ModuleRegistry::Record(const Entry& entry) {
     if (absl::Status compacted = CompactJournal(); !compacted.ok()) {
       // Tried again once it has grown as much again, not at every line.
       journal_compacted_bytes_ = journal_bytes_;
-      core::Log(core::LogSeverity::kWarning, std::string(compacted.message()));
+      base::Log(base::LogSeverity::kWarning, std::string(compacted.message()));
     }
   }
 }
@@ -571,7 +571,7 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes, const std::string& client)
           " modules, ", options_.max_cache_bytes, " bytes, shared by ", held.size(),
           " clients); unload modules this client holds, or retry later"));
     }
-    core::Log(core::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
+    base::Log(base::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
                                                      victim->second.module.name, ") to make room"));
     Remove(victim);
   }

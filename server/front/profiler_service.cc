@@ -215,7 +215,7 @@ class ProfilerService::UploadReactor final
   absl::Mutex finish_mutex_;
   bool finished_ ABSL_GUARDED_BY(finish_mutex_) = false;
   bool reading_ ABSL_GUARDED_BY(finish_mutex_) = false;  // a read is outstanding
-  core::Sha256 hash_;
+  base::Sha256 hash_;
   kprof::v1::LoadModuleRequest message_;
   kprof::v1::ModuleHeader header_;
   bool have_header_ = false;
@@ -234,7 +234,7 @@ void ProfilerService::AppendTiming(const JobTiming& timing, int field, std::stri
 }
 
 ProfilerService::ProfilerService(ModuleRegistry* registry,
-                                 std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
+                                 std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors,
                                  ServiceLimits limits, std::optional<TokenAuth> auth)
     : registry_(registry), executors_(executors), limits_(limits), auth_(std::move(auth)) {
   sweeper_ = std::thread([this] { SweepIdleUploads(); });
@@ -326,12 +326,12 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   response->set_host(HostName());
   for (const auto& [device, executor] : *executors_) {
     kprof::v1::DeviceInfo* info = response->add_devices();
-    const std::string spec = core::DeviceSpec(device);
+    const std::string spec = base::DeviceSpec(device);
     if (const auto described = devices_.find(spec); described != devices_.end()) {
       *info = described->second;
     } else {
       info->set_device(spec);
-      info->set_type(std::string(core::DeviceTypeName(device.type)));
+      info->set_type(std::string(base::DeviceTypeName(device.type)));
       info->set_id(device.id);
     }
     const DeviceExecutor::Stats stats = executor->stats();
@@ -522,22 +522,22 @@ absl::Status CheckCall(const kprof::v1::FunctionCall& call) {
 }
 
 absl::StatusOr<DeviceExecutor*> ProfilerService::FindExecutor(const std::string& device_text) {
-  KPROF_ASSIGN_OR_RETURN(const core::Device device,
-                         core::ParseDevice(device_text.empty() ? "cpu:0" : device_text));
+  KPROF_ASSIGN_OR_RETURN(const base::Device device,
+                         base::ParseDevice(device_text.empty() ? "cpu:0" : device_text));
   const auto executor = executors_->find(device);
   if (executor != executors_->end()) return executor->second.get();
   std::vector<std::string> present;
-  for (const auto& entry : *executors_) present.push_back(core::DeviceSpec(entry.first));
+  for (const auto& entry : *executors_) present.push_back(base::DeviceSpec(entry.first));
   const std::string known = absl::StrJoin(present, ", ");
-  if (device.type == core::DeviceType::kCuda) {
+  if (device.type == base::DeviceType::kCuda) {
     const std::string why =
         cuda_unavailable_.empty() ? "the CUDA driver reports no such device" : cuda_unavailable_;
-    return absl::FailedPreconditionError(absl::StrCat("device ", core::DeviceSpec(device),
+    return absl::FailedPreconditionError(absl::StrCat("device ", base::DeviceSpec(device),
                                                       " is not available: ", why,
                                                       " (devices here: ", known, ")"));
   }
   return absl::NotFoundError(
-      absl::StrCat("unknown device ", core::DeviceSpec(device), " (devices here: ", known, ")"));
+      absl::StrCat("unknown device ", base::DeviceSpec(device), " (devices here: ", known, ")"));
 }
 
 absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
@@ -546,7 +546,7 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
     kprof::worker::v1::WorkerRequest request, bool options_checked) {
   if (draining_) return absl::UnavailableError("kprofd is shutting down");
   KPROF_ASSIGN_OR_RETURN(DeviceExecutor* const executor, FindExecutor(device_text));
-  const core::Device device = executor->device();
+  const base::Device device = executor->device();
   if (calls.empty()) return absl::InvalidArgumentError("the request names no function");
   if (calls.size() > kMaxCalls) {
     return absl::InvalidArgumentError(
@@ -582,10 +582,10 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
         std::find(ids.begin(), ids.end(), call->module_id()) - ids.begin())];
     // CUDA code runs on CUDA devices; shared libraries run on the host for any device (on a
     // GPU they get device pointers and launch work themselves).
-    if (core::IsCudaFormat(module.format) && device.type != core::DeviceType::kCuda) {
+    if (core::IsCudaFormat(module.format) && device.type != base::DeviceType::kCuda) {
       return absl::InvalidArgumentError(
           absl::StrCat("module ", module.id, " (", module.name, ") is ", module.format,
-                       " code for a CUDA device; the job is for ", core::DeviceSpec(device)));
+                       " code for a CUDA device; the job is for ", base::DeviceSpec(device)));
     }
     // A fatbin's kernels are known once a device loads it.
     if (module.format != "fatbin" &&

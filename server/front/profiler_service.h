@@ -56,7 +56,7 @@ class ProfilerService final : public ProfilerServiceBase {
   // `auth`: when set, every call needs a bearer token it knows (the health service, separate,
   // never does).
   ProfilerService(ModuleRegistry* registry,
-                  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors,
+                  std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors,
                   ServiceLimits limits, std::optional<TokenAuth> auth = std::nullopt);
   ~ProfilerService() override;
 
@@ -162,7 +162,7 @@ class ProfilerService final : public ProfilerServiceBase {
                                    kprof::worker::v1::WorkerRequest request, Fill fill);
 
   ModuleRegistry* registry_;
-  std::map<core::Device, std::unique_ptr<DeviceExecutor>>* executors_;
+  std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors_;
   const ServiceLimits limits_;
   const std::optional<TokenAuth> auth_;
   std::atomic<bool> draining_{false};

@@ -24,7 +24,7 @@ std::string Digest(std::string_view token) {
 }  // namespace
 
 absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
-  KPROF_ASSIGN_OR_RETURN(const std::string contents, core::ReadFile(path, "token file"));
+  KPROF_ASSIGN_OR_RETURN(const std::string contents, base::ReadFile(path, "token file"));
   TokenAuth auth;
   int number = 0;
   for (const absl::string_view line : absl::StrSplit(contents, '\n')) {
@@ -55,7 +55,7 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
       }
     }
     entry.explicit_label = !entry.label.empty();
-    if (entry.label.empty()) entry.label = core::ToHex(entry.digest.substr(0, 4));
+    if (entry.label.empty()) entry.label = base::ToHex(entry.digest.substr(0, 4));
     auth.tokens_.push_back(std::move(entry));
   }
   // A label that spells another token's digest label would make two clients one.

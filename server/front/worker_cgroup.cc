@@ -22,7 +22,7 @@
 namespace kprof::server {
 namespace {
 
-std::string ReadText(const std::string& path) { return core::ReadSmallFile(path).value_or(""); }
+std::string ReadText(const std::string& path) { return base::ReadSmallFile(path).value_or(""); }
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
   const int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);

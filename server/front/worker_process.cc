@@ -129,7 +129,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   for (std::string& e : environment_strings) environment.push_back(e.data());
   environment.push_back(nullptr);
 
-  const std::string device = core::DeviceSpec(options.device);
+  const std::string device = base::DeviceSpec(options.device);
   const std::string frame = std::to_string(options.max_frame_bytes);
   const std::string data = std::to_string(options.max_data_bytes);
   const std::string open_modules = std::to_string(options.max_open_modules);
@@ -195,7 +195,7 @@ WorkerProcess::~WorkerProcess() {
   if (pid_ > 0) Reap(absl::Seconds(1));
   // The worker is gone and could start no process: nothing writes here any more.
   if (!scratch_.empty() && !RemoveTree(scratch_)) {
-    core::Log(core::LogSeverity::kWarning,
+    base::Log(base::LogSeverity::kWarning,
               absl::StrCat("cannot remove the worker's scratch directory ", scratch_));
   }
 }
@@ -429,7 +429,7 @@ absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Run(
 }
 
 DescribedHost DescribeHost(WorkerOptions options, absl::Duration timeout) {
-  options.device = {core::DeviceType::kCpu, 0};
+  options.device = {base::DeviceType::kCpu, 0};
   options.max_data_bytes = 0;  // the CUDA driver reserves address space as it initialises
   options.placement = {};      // the daemon's CPUs, at the daemon's priority
   options.describer = true;

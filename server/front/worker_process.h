@@ -24,7 +24,7 @@ namespace kprof::server {
 
 struct WorkerOptions {
   std::string executable;  // path of kprofd-worker
-  core::Device device;
+  base::Device device;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;     // RLIMIT_DATA of the worker; 0: none
   uint64_t max_open_modules = 64;  // modules kept loaded between jobs (WorkerJobs)

@@ -29,14 +29,14 @@ std::string CpuModel() {
   return name.empty() ? "unknown" : name;
 }
 
-void SetDevice(core::Device device, DeviceInfo* info) {
-  info->set_device(core::DeviceSpec(device));
-  info->set_type(std::string(core::DeviceTypeName(device.type)));
+void SetDevice(base::Device device, DeviceInfo* info) {
+  info->set_device(base::DeviceSpec(device));
+  info->set_type(std::string(base::DeviceTypeName(device.type)));
   info->set_id(device.id);
 }
 
 // The collectors a job on `device` may ask for, each available or why not.
-void AddCollectors(core::Device device, bool nvml, DeviceInfo* info) {
+void AddCollectors(base::Device device, bool nvml, DeviceInfo* info) {
   CollectorInfo* rusage = info->add_collectors();
   rusage->set_name("rusage");
   rusage->set_available(true);
@@ -64,7 +64,7 @@ void AddCollectors(core::Device device, bool nvml, DeviceInfo* info) {
     component->set_reason(c.reason);
   }
   // RAPL is listed where the host has it at all; unavailable when it is not readable here.
-  if (device.type == core::DeviceType::kCpu) {
+  if (device.type == base::DeviceType::kCpu) {
     if (const std::vector<core::RaplDomain> domains = core::DiscoverRaplDomains();
         !domains.empty()) {
       CollectorInfo* rapl = info->add_collectors();
@@ -82,7 +82,7 @@ void AddCollectors(core::Device device, bool nvml, DeviceInfo* info) {
     }
   }
   // NVML measures GPUs; listed where the host has it (not on Jetson boards).
-  if (device.type == core::DeviceType::kCuda && nvml) {
+  if (device.type == base::DeviceType::kCuda && nvml) {
     CollectorInfo* nvml_info = info->add_collectors();
     nvml_info->set_name("nvml");
     nvml_info->set_available(true);
@@ -111,7 +111,7 @@ void AddCollectors(core::Device device, bool nvml, DeviceInfo* info) {
 HostDescription DescribeCpu() {
   HostDescription host;
   DeviceInfo* info = host.add_devices();
-  const core::Device cpu{core::DeviceType::kCpu, 0};
+  const base::Device cpu{base::DeviceType::kCpu, 0};
   SetDevice(cpu, info);
   info->set_name("cpu");
   info->set_cpu_model(CpuModel());
@@ -135,7 +135,7 @@ HostDescription DescribeCuda() {
   std::vector<std::string> gpus;
   for (const core::CudaDeviceInfo& d : cuda->devices) {
     DeviceInfo* info = host.add_devices();
-    const core::Device gpu{core::DeviceType::kCuda, d.id};
+    const base::Device gpu{base::DeviceType::kCuda, d.id};
     SetDevice(gpu, info);
     info->set_name(d.name);
     info->set_compute_capability(absl::StrCat(d.compute_major, ".", d.compute_minor));

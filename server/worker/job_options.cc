@@ -40,7 +40,7 @@ absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
 }  // namespace
 
 absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& r,
-                                                 core::Device device, uint64_t max_argument_bytes) {
+                                                 base::Device device, uint64_t max_argument_bytes) {
   core::TimeJob time;
   if (r.has_number()) time.options.number = r.number();
   if (r.has_repeat()) time.options.repeat = r.repeat();
@@ -98,7 +98,7 @@ absl::Status CheckCallOptions(const kprof::v1::FunctionCall& call) {
 
 namespace {
 
-absl::Status CheckTime(const kprof::v1::TimeEvaluateRequest& r, core::Device device,
+absl::Status CheckTime(const kprof::v1::TimeEvaluateRequest& r, base::Device device,
                        uint64_t max_argument_bytes) {
   KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
   // 0 is the worker's default limit, which it applies (worker_job.cc).
@@ -116,14 +116,14 @@ absl::Status CheckProfileFunction(const kprof::v1::ProfileFunctionRequest& r) {
 
 }  // namespace
 
-absl::Status CheckBatchJobOptions(const kprof::v1::BatchJob& job, core::Device device,
+absl::Status CheckBatchJobOptions(const kprof::v1::BatchJob& job, base::Device device,
                                   uint64_t max_argument_bytes) {
   if (job.has_time_evaluate()) return CheckTime(job.time_evaluate(), device, max_argument_bytes);
   if (job.has_profile_function()) return CheckProfileFunction(job.profile_function());
   return absl::OkStatus();
 }
 
-absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, core::Device device) {
+absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, base::Device device) {
   using kprof::worker::v1::WorkerRequest;
   switch (request.job_case()) {
     case WorkerRequest::kTimeEvaluate:

@@ -24,7 +24,7 @@ inline constexpr int64_t kMaxOptionMs = 3'600'000;
 // naming the field and what is accepted; RESOURCE_EXHAUSTED for a cache flush whose two buffers
 // would pass `max_argument_bytes` (0: no limit).
 absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& request,
-                                                 core::Device device, uint64_t max_argument_bytes);
+                                                 base::Device device, uint64_t max_argument_bytes);
 
 // A kernel's launch configuration from the wire: one to three dimensions each, x first, the
 // missing ones 1.
@@ -37,10 +37,10 @@ absl::Status CheckCallOptions(const kprof::v1::FunctionCall& call);
 // Every check above for the job a worker request holds (time, profile or sequence), on `device`,
 // with the request's max_argument_bytes (0: the worker's default). Modules, functions, and what
 // needs the device itself (collectors, memory) are checked where the job runs.
-absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, core::Device device);
+absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, base::Device device);
 
 // The same for a job of a batch stream, when the stream takes it.
-absl::Status CheckBatchJobOptions(const kprof::v1::BatchJob& job, core::Device device,
+absl::Status CheckBatchJobOptions(const kprof::v1::BatchJob& job, base::Device device,
                                   uint64_t max_argument_bytes);
 
 }  // namespace kprof::server

@@ -22,12 +22,12 @@ namespace {
 using kprof::worker::v1::WorkerRequest;
 using kprof::worker::v1::WorkerResponse;
 
-absl::Status CheckDevice(const std::string& requested, core::Device mine) {
-  KPROF_ASSIGN_OR_RETURN(core::Device device,
-                         core::ParseDevice(requested.empty() ? "cpu:0" : requested));
+absl::Status CheckDevice(const std::string& requested, base::Device mine) {
+  KPROF_ASSIGN_OR_RETURN(base::Device device,
+                         base::ParseDevice(requested.empty() ? "cpu:0" : requested));
   if (device != mine) {
-    return absl::InternalError(absl::StrCat("job for ", core::DeviceSpec(device),
-                                            " reached the worker of ", core::DeviceSpec(mine)));
+    return absl::InternalError(absl::StrCat("job for ", base::DeviceSpec(device),
+                                            " reached the worker of ", base::DeviceSpec(mine)));
   }
   return absl::OkStatus();
 }
@@ -39,7 +39,7 @@ std::vector<std::string> CollectorTexts(
   return texts;
 }
 
-void ToProto(const core::Summary& summary, kprof::v1::TimeStatistics* out) {
+void ToProto(const report::Summary& summary, kprof::v1::TimeStatistics* out) {
   out->set_mean(summary.mean);
   out->set_median(summary.median);
   out->set_min(summary.min);
@@ -50,11 +50,11 @@ void ToProto(const core::Summary& summary, kprof::v1::TimeStatistics* out) {
 
 // Opens a module file in this worker: a host library with dlopen, CUDA code on the device.
 absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::ModuleFile& file,
-                                                   core::Device device) {
+                                                   base::Device device) {
   if (core::IsCudaFormat(file.format())) {
-    if (device.type != core::DeviceType::kCuda) {
+    if (device.type != base::DeviceType::kCuda) {
       return absl::InvalidArgumentError(
-          absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
+          absl::StrCat(file.format(), " module for ", base::DeviceSpec(device)));
     }
     return core::LoadCudaModuleFile(file.path(), file.format(), device.id);
   }
@@ -65,13 +65,13 @@ absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::Modu
 // the cache's path): a host library through its descriptor (SharedLibraryModule makes its own
 // sealed copy), CUDA code read whole from it.
 absl::StatusOr<std::unique_ptr<core::Module>> OpenDescriptor(
-    const kprof::worker::v1::ModuleFile& file, int fd, core::Device device) {
+    const kprof::worker::v1::ModuleFile& file, int fd, base::Device device) {
   if (!core::IsCudaFormat(file.format())) return core::SharedLibraryModule::OpenDescriptor(fd);
-  if (device.type != core::DeviceType::kCuda) {
+  if (device.type != base::DeviceType::kCuda) {
     return absl::InvalidArgumentError(
-        absl::StrCat(file.format(), " module for ", core::DeviceSpec(device)));
+        absl::StrCat(file.format(), " module for ", base::DeviceSpec(device)));
   }
-  KPROF_ASSIGN_OR_RETURN(std::string bytes, core::ReadDescriptor(fd));
+  KPROF_ASSIGN_OR_RETURN(std::string bytes, base::ReadDescriptor(fd));
   return core::LoadCudaModule(std::move(bytes), file.format(), device.id);
 }
 
@@ -166,7 +166,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       }
       for (const std::string& w : result.warnings) out->add_warnings(w);
       for (const std::string& c : result.checksums) out->add_checksums(c);
-      out->set_device(core::DeviceSpec(device_));
+      out->set_device(base::DeviceSpec(device_));
       out->set_argument_shapes(result.argument_shapes);
       wire::ToProto(result.environment, out->mutable_environment());
       if (result.host_environment != nullptr && result.host_generation != sent_host_generation_) {
@@ -183,7 +183,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       profile.warmup = r.warmup();
       if (r.has_number()) profile.number = r.number();
       profile.collectors = CollectorTexts(r.collectors());
-      KPROF_ASSIGN_OR_RETURN(core::Report report, runner.Profile(job, profile));
+      KPROF_ASSIGN_OR_RETURN(report::Report report, runner.Profile(job, profile));
       *response->mutable_profile_function()->mutable_report() = wire::ToProto(report);
       return absl::OkStatus();
     }
@@ -201,7 +201,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       sequence.warmup = r.warmup();
       if (r.has_repeat()) sequence.repeat = r.repeat();
       sequence.collectors = CollectorTexts(r.collectors());
-      KPROF_ASSIGN_OR_RETURN(core::Report report, runner.ProfileSequence(sequence));
+      KPROF_ASSIGN_OR_RETURN(report::Report report, runner.ProfileSequence(sequence));
       *response->mutable_profile()->mutable_report() = wire::ToProto(report);
       return absl::OkStatus();
     }

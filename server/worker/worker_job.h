@@ -22,7 +22,7 @@ inline constexpr size_t kMaxOpenModules = 64;
 
 class WorkerJobs {
  public:
-  explicit WorkerJobs(core::Device device, size_t max_open_modules = kMaxOpenModules)
+  explicit WorkerJobs(base::Device device, size_t max_open_modules = kMaxOpenModules)
       : device_(device), max_open_modules_(max_open_modules) {}
 
   // Runs one job; never fails as a call: errors travel in the response's code and message.
@@ -66,7 +66,7 @@ class WorkerJobs {
     std::unique_ptr<core::Module> module;
     uint64_t last_used = 0;
   };
-  core::Device device_;
+  base::Device device_;
   size_t max_open_modules_;
   uint64_t jobs_ = 0;
   std::map<std::string, OpenModule> modules_;

@@ -116,7 +116,7 @@ int CountThreads(bool skip_cuda) {
       if (entry->d_name[0] == '.') continue;
       if (skip_cuda) {
         const std::optional<std::string> comm =
-            kprof::core::ReadSmallFile(std::string("/proc/self/task/") + entry->d_name + "/comm");
+            kprof::base::ReadSmallFile(std::string("/proc/self/task/") + entry->d_name + "/comm");
         if (comm && comm->rfind("cuda", 0) == 0) continue;
       }
       ++threads;
@@ -231,8 +231,8 @@ void LimitData(uint64_t bytes) {
 
 // Why the CUDA context of `device` is lost (a kernel faulted), or "" when it is not. Threads
 // the driver starts are its own, so a CUDA worker counts them into its baseline after init.
-std::string ContextLost(kprof::core::Device device) {
-  if (device.type != kprof::core::DeviceType::kCuda) return "";
+std::string ContextLost(kprof::base::Device device) {
+  if (device.type != kprof::base::DeviceType::kCuda) return "";
   return kprof::core::CudaContextLost(device.id);
 }
 
@@ -323,7 +323,7 @@ int main(int argc, char** argv) {
       return Usage("unknown argument");
     }
   }
-  const absl::StatusOr<kprof::core::Device> device = kprof::core::ParseDevice(device_text);
+  const absl::StatusOr<kprof::base::Device> device = kprof::base::ParseDevice(device_text);
   if (!device.ok()) return Usage(std::string(device.status().message()).c_str());
 
   // Die with the daemon; if it is already gone, do not linger.
@@ -337,7 +337,7 @@ int main(int argc, char** argv) {
   }
   // Not for a GPU's worker: the driver maps device memory and its own bookkeeping into the
   // process, and device allocations are bounded by the argument limit anyway.
-  if (device->type == kprof::core::DeviceType::kCpu) LimitData(max_data_bytes);
+  if (device->type == kprof::base::DeviceType::kCpu) LimitData(max_data_bytes);
   std::vector<std::string> isolation;
   bool isolated = true;
   if (absl::StatusOr<std::string> s = kprof::server::ApplyWorkerSandbox(sandbox); s.ok()) {
@@ -351,7 +351,7 @@ int main(int argc, char** argv) {
   // The driver starts threads of its own as it initialises; they are part of a CUDA worker's
   // baseline, not a disturbance left by a job. A device that fails here fails each job with
   // the reason.
-  if (device->type == kprof::core::DeviceType::kCuda) {
+  if (device->type == kprof::base::DeviceType::kCuda) {
     (void)kprof::core::StartCudaWorker(device->id);
   }
   // A root daemon's worker becomes a user of its own: files only root may read (/etc/shadow,
@@ -380,7 +380,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kprofd-worker: running without its syscall filter: %s\n",
                  s.ToString().c_str());
   }
-  const bool skip_cuda = device->type == kprof::core::DeviceType::kCuda;
+  const bool skip_cuda = device->type == kprof::base::DeviceType::kCuda;
   const int baseline_threads = CountThreads(skip_cuda);
   const SocketIdentity job_socket = JobSocketIdentity();
   const Scratch scratch = OpenScratch(sandbox.scratch);
@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
       response.set_job_id(request.job_id());
       response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
       response.set_message(kprof::server::WorkerJobs::Describe(request) + " failed on " +
-                           kprof::core::DeviceSpec(*device) + ": " + lost +
+                           kprof::base::DeviceSpec(*device) + ": " + lost +
                            "; the device's context cannot be used after this, so its worker "
                            "was replaced");
       response.set_recycle(true);

@@ -300,7 +300,7 @@ constexpr int kPerfmon = 38;  // CAP_PERFMON, newer than some headers
 void DropBoundingSet() {
   // The highest capability this kernel knows; the bounding set is dropped one by one.
   int last = CAP_LAST_CAP;
-  if (!absl::SimpleAtoi(core::ReadFirstLine("/proc/sys/kernel/cap_last_cap").value_or(""), &last)) {
+  if (!absl::SimpleAtoi(base::ReadFirstLine("/proc/sys/kernel/cap_last_cap").value_or(""), &last)) {
     last = CAP_LAST_CAP;
   }
   prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);

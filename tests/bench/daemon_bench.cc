@@ -49,9 +49,9 @@ int main() {
     crash.push_back(call("segfault"));
     after_crash.push_back(call("succeeds"));
   }
-  const double normal_ms = core::Median(normal);
-  const double after_ms = core::Median(after_crash);
-  const double crash_ms = core::Median(crash);
+  const double normal_ms = report::Median(normal);
+  const double after_ms = report::Median(after_crash);
+  const double crash_ms = report::Median(crash);
 
   // Throughput: 400 small jobs back to back, then the same with one crash in ten.
   const auto run = [&](int crash_every) {

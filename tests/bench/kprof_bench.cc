@@ -79,8 +79,8 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using kprof::core::Median;
-using kprof::core::Percentile;
+using kprof::report::Median;
+using kprof::report::Percentile;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -202,7 +202,7 @@ void Accuracy(kprof::client::Client& client) {
     // In-process: the builtin through the module ABI, on arguments made the same way.
     std::vector<kprof::core::ArgSpec> specs;
     for (const std::string& a : k.args) specs.push_back(Must(kprof::core::ParseArgSpec(a), "spec"));
-    auto args = Must(kprof::core::Arguments::Allocate(specs, 0, {kprof::core::DeviceType::kCpu, 0},
+    auto args = Must(kprof::core::Arguments::Allocate(specs, 0, {kprof::base::DeviceType::kCpu, 0},
                                                       kprof::core::ArgumentLimits{}),
                      "arguments");
     const kprof::core::ModuleFunction fn =
@@ -388,7 +388,7 @@ class Sink final : public grpc::CallbackGenericService {
         }
       }
       const SinkHash hash_;
-      kprof::core::Sha256 sha256_;
+      kprof::base::Sha256 sha256_;
       grpc::ByteBuffer in_, out_;
       absl::Mutex mutex_;
       std::deque<grpc::ByteBuffer> queued_;
@@ -410,7 +410,7 @@ double StreamSeconds(kprof::v1::Profiler::Stub& stub, const std::string& bytes) 
   kprof::v1::LoadModuleRequest header;
   header.mutable_header()->set_name("upload.so");
   header.mutable_header()->set_size_bytes(bytes.size());
-  header.mutable_header()->set_sha256(kprof::core::Sha256Hex(bytes));
+  header.mutable_header()->set_sha256(kprof::base::Sha256Hex(bytes));
   writer->Write(header);
   for (size_t at = 0; at < bytes.size(); at += kChunk) {
     kprof::v1::LoadModuleRequest chunk;
@@ -558,7 +558,7 @@ void Upload(const std::string& target, kprof::client::Client& client, const std:
   Must(client.LoadModule(last, "upload.so"), "second upload");
   const double again = Seconds(Clock::now() - start);
   const auto hash_start = Clock::now();
-  const std::string digest = kprof::core::Sha256Hex(last);
+  const std::string digest = kprof::base::Sha256Hex(last);
   const double hash = Seconds(Clock::now() - hash_start);
   Add("upload", "second upload of the same 64 MiB", Ms(again), "SHA-256 of them " + Ms(hash),
       again / hash, "<= 1.2: " + Met(again / hash <= 1.2));
@@ -1064,9 +1064,9 @@ void TimerFloor(kprof::client::Client& client) {
 
 // --- the report -------------------------------------------------------------------------------
 
-std::string Field(const kprof::core::MetricMap& m, const char* key) {
+std::string Field(const kprof::report::MetricMap& m, const char* key) {
   const auto it = m.find(key);
-  return it == m.end() ? "?" : kprof::core::FormatForTable(it->second);
+  return it == m.end() ? "?" : kprof::report::FormatForTable(it->second);
 }
 
 // Hot paths found with perf and strace where goals were missed, and what fixing them did,
@@ -1148,7 +1148,7 @@ constexpr char kFindings[] = R"md(
 )md";
 
 void WriteMarkdown(const std::string& path, const std::string& started) {
-  const kprof::core::MetricMap env = kprof::core::EnvironmentManifest();
+  const kprof::report::MetricMap env = kprof::core::EnvironmentManifest();
   std::ofstream out(path);
   out << "# Benchmarks\n\n"
       << "Every figure is a ratio against a reference measured in the same run on the same "
@@ -1209,7 +1209,7 @@ int main(int argc, char** argv) {
   std::string only;
   std::string kind;  // --only unary-cpu: "time" or "health" alone
   bool help = false;
-  kprof::core::CommandLine cl("kprof_bench");
+  kprof::base::CommandLine cl("kprof_bench");
   cl.AddString("markdown", &markdown, "FILE", "also write the table, the machine and the command");
   cl.AddString("only", &only, "PART",
                "run one part: footprint, batch, batch-cpu, unary-cpu, overhead or upload");

@@ -24,7 +24,7 @@ int main() {
     std::fprintf(stderr, "runner_bench: %s\n", result.status().ToString().c_str());
     return 1;
   }
-  const Summary& s = result->summary;
+  const kprof::report::Summary& s = result->summary;
   std::printf("%-34s %12s %12s %12s %8s\n", "benchmark", "median (us)", "reference", "ratio", "cv");
   std::printf("%-34s %12.3f %12.3f %12.4f %7.2f%%\n", "spin_us(100) via LocalRunner",
               s.median * 1e6, 100.0, s.median * 1e6 / 100.0, s.cv * 100);

@@ -9,15 +9,15 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const auto report = kprof::core::ReportFromJson(text);
+  const auto report = kprof::report::ReportFromJson(text);
   if (!report.ok()) {
     if (report.status().code() != absl::StatusCode::kInvalidArgument) std::abort();
     return 0;
   }
-  const std::string json = kprof::core::AsJson(*report);
-  const auto again = kprof::core::ReportFromJson(json);
-  if (!again.ok() || kprof::core::AsJson(*again) != json) std::abort();
-  (void)kprof::core::AsTable(*report);
-  (void)kprof::core::AsCsv(*report);
+  const std::string json = kprof::report::AsJson(*report);
+  const auto again = kprof::report::ReportFromJson(json);
+  if (!again.ok() || kprof::report::AsJson(*again) != json) std::abort();
+  (void)kprof::report::AsTable(*report);
+  (void)kprof::report::AsCsv(*report);
   return 0;
 }

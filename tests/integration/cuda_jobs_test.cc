@@ -121,7 +121,7 @@ class CudaJobsTest : public ::testing::Test {
     core::InitializeHostBytes(*core::ParseArgSpec("float32[" + n + "]:random"), seed, 1, a.data());
     core::InitializeHostBytes(*core::ParseArgSpec("float32[" + n + "]:random"), seed, 2, b.data());
     for (int i = 0; i < kN; ++i) c[i] = a[i] + b[i];
-    return core::Sha256Hex(std::string_view(reinterpret_cast<const char*>(c.data()), c.size() * 4));
+    return base::Sha256Hex(std::string_view(reinterpret_cast<const char*>(c.data()), c.size() * 4));
   }
 
   TempDir cache_;
@@ -351,7 +351,7 @@ TEST_F(CudaJobsTest, TheCliLaunchesKernels) {
   EXPECT_THAT(timed.out, HasSubstr("\"device\": \"cuda:0\""));
   // c = 1 + 1 everywhere: the SHA-256 of 4096 float32 twos.
   const std::vector<float> twos(4096, 2.0f);
-  EXPECT_THAT(timed.out, HasSubstr(core::Sha256Hex(std::string_view(
+  EXPECT_THAT(timed.out, HasSubstr(base::Sha256Hex(std::string_view(
                              reinterpret_cast<const char*>(twos.data()), twos.size() * 4))));
 
   const auto half = kprof("time " + ModuleFile("ptx") + " vadd --device cuda:0 --grid 16" + args);

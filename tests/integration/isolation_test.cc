@@ -870,14 +870,14 @@ TEST(MemoryBounds, AModuleOfTooManyExportsIsRefusedAndDroppedFromAnOldCache) {
                          HasSubstr("the module exports 4097 functions (limit 4096)")));
   }
   // As an older kprofd would have left it: the bytes under their SHA-256.
-  const std::string planted = dir.path() + "/cache/modules/" + core::Sha256Hex(bytes);
+  const std::string planted = dir.path() + "/cache/modules/" + base::Sha256Hex(bytes);
   std::ofstream(planted, std::ios::binary) << bytes;
   Daemon daemon;
   daemon.set_stderr(dir.path() + "/log");
   ASSERT_TRUE(daemon.Start(dir.path() + "/cache"));
   EXPECT_FALSE(std::ifstream(planted).good());
   EXPECT_THAT(ReadFileBytes(dir.path() + "/log"),
-              HasSubstr("dropping damaged module " + core::Sha256Hex(bytes)));
+              HasSubstr("dropping damaged module " + base::Sha256Hex(bytes)));
 }
 
 // `kprofd --check-config` on a token file: its exit code and what it printed.

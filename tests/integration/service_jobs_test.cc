@@ -280,11 +280,11 @@ TEST_F(ServiceTest, ProfileFunctionWithACollector) {
   auto report = wire::FromProto(r->report());
   ASSERT_THAT(report, IsOk());
   ASSERT_THAT(report->calls, SizeIs(1));
-  EXPECT_EQ(report->calls[0].at("Count"), core::MetricValue(core::Count{4}));
-  EXPECT_GE(std::get<core::Duration>(report->calls[0].at("Duration (us)")).microseconds, 800);
+  EXPECT_EQ(report->calls[0].at("Count"), report::MetricValue(report::Count{4}));
+  EXPECT_GE(std::get<report::Duration>(report->calls[0].at("Duration (us)")).microseconds, 800);
   EXPECT_EQ(report->calls[0].count("User Time (us)"), 1u);
   // perf's task-clock over 4 spins of 200 us: at least most of 800 us of CPU, in ns.
-  EXPECT_GE(std::get<core::Count>(report->calls[0].at("task-clock")).value, 400'000);
+  EXPECT_GE(std::get<report::Count>(report->calls[0].at("task-clock")).value, 400'000);
   EXPECT_EQ(report->calls[0].count("page-faults"), 1u);
   EXPECT_EQ(report->device_metrics.count("cpu0"), 1u);
   EXPECT_EQ(report->configuration.count("CPU model"), 1u);  // the manifest rides along
@@ -314,11 +314,11 @@ TEST_F(ServiceTest, ProfileASequenceLayerByLayer) {
   EXPECT_THAT(report->calls, SizeIs(6));  // 2 calls x 3 repeats
   double percent = 0;
   for (const auto& call : report->calls)
-    percent += std::get<core::Percent>(call.at("Percent")).percent;
+    percent += std::get<report::Percent>(call.at("Percent")).percent;
   EXPECT_GT(percent, 0);
   EXPECT_LE(percent, 100.0 + 1e-9);
-  EXPECT_EQ(report->configuration.at("Repeats"), core::MetricValue(core::Count{3}));
-  const std::string table = core::AsTable(*report);
+  EXPECT_EQ(report->configuration.at("Repeats"), report::MetricValue(report::Count{3}));
+  const std::string table = report::AsTable(*report);
   EXPECT_THAT(table, HasSubstr("matmul"));
   EXPECT_THAT(table, HasSubstr("vadd"));
 }

@@ -168,7 +168,7 @@ TEST_F(ServiceTest, PapiCountsThroughTheDaemonAndRefusesWhatItCannotCount) {
   auto report = wire::FromProto(r->report());
   ASSERT_THAT(report, IsOk());
   // 4 spins of 500 us: at least most of 2 ms of CPU, in ns.
-  EXPECT_GE(std::get<core::Count>(report->calls[0].at("perf::TASK-CLOCK")).value, 1'000'000);
+  EXPECT_GE(std::get<report::Count>(report->calls[0].at("perf::TASK-CLOCK")).value, 1'000'000);
 
   papi->clear_options();
   papi->add_options("NO_SUCH_EVENT");
@@ -213,14 +213,14 @@ TEST_F(ServiceTest, AMissingModuleIsADetailOfTheRichStatus) {
 }
 
 TEST(ReportConversion, ProtoRoundTripIsTheIdentity) {
-  core::Report report;
+  report::Report report;
   report.calls.push_back({{"Name", std::string("a \"q\"")},
-                          {"Duration (us)", core::Duration{1.5}},
-                          {"Count", core::Count{-3}},
-                          {"Percent", core::Percent{12.5}},
-                          {"Ratio", core::Ratio{0.25}}});
-  report.device_metrics["cpu0"] = {{"Duration (us)", core::Duration{3}}};
-  report.configuration = {{"Number of threads", core::Count{2}}};
+                          {"Duration (us)", report::Duration{1.5}},
+                          {"Count", report::Count{-3}},
+                          {"Percent", report::Percent{12.5}},
+                          {"Ratio", report::Ratio{0.25}}});
+  report.device_metrics["cpu0"] = {{"Duration (us)", report::Duration{3}}};
+  report.configuration = {{"Number of threads", report::Count{2}}};
   auto back = wire::FromProto(wire::ToProto(report));
   ASSERT_THAT(back, IsOk());
   EXPECT_EQ(*back, report);

@@ -68,8 +68,8 @@ class UnprivilegedTest : public ::testing::Test {
   }
 
   // One ProfileFunction of `function`(`arg`), `number` calls, under perf's `events` and rusage.
-  core::MetricMap Profile(const std::string& function, const std::string& arg, int number,
-                          const std::vector<std::string>& events) {
+  report::MetricMap Profile(const std::string& function, const std::string& arg, int number,
+                            const std::vector<std::string>& events) {
     v1::ProfileFunctionRequest request;
     request.mutable_call()->set_module_id(module_);
     request.mutable_call()->set_function(function);
@@ -88,13 +88,13 @@ class UnprivilegedTest : public ::testing::Test {
     return report->calls[0];
   }
 
-  static int64_t CountOf(const core::MetricMap& m, std::string_view name) {
+  static int64_t CountOf(const report::MetricMap& m, std::string_view name) {
     const auto it = m.find(name);
-    if (it == m.end() || !std::holds_alternative<core::Count>(it->second)) return -1;
-    return std::get<core::Count>(it->second).value;
+    if (it == m.end() || !std::holds_alternative<report::Count>(it->second)) return -1;
+    return std::get<report::Count>(it->second).value;
   }
 
-  void ExpectDomain(const core::MetricMap& m, const std::string& accounted) {
+  void ExpectDomain(const report::MetricMap& m, const std::string& accounted) {
     const auto it = m.find(core::kPerfDomainMetric);
     ASSERT_NE(it, m.end());
     const std::string domain = std::get<std::string>(it->second);
@@ -124,7 +124,7 @@ TEST_F(UnprivilegedTest, TheDaemonRunsAsAnUnprivilegedUser) {
 
 // 4 calls of 5 sleeps: at least 20 switches, by perf as by rusage.
 TEST_F(UnprivilegedTest, ContextSwitchesCount) {
-  const core::MetricMap m =
+  const report::MetricMap m =
       Profile("sleeps", "float64:5", 4, {"context-switches", "cpu-migrations", "task-clock"});
   const int64_t rusage =
       CountOf(m, core::kVoluntarySwitchesMetric) + CountOf(m, core::kInvoluntarySwitchesMetric);
@@ -138,7 +138,7 @@ TEST_F(UnprivilegedTest, ContextSwitchesCount) {
 
 // 2000 fresh pages filled by read(): each faults while the kernel copies into it.
 TEST_F(UnprivilegedTest, FaultsTakenInTheKernelCount) {
-  const core::MetricMap m =
+  const report::MetricMap m =
       Profile("faults_through_read", "float64:2000", 1, {"page-faults", "minor-faults"});
   EXPECT_GE(CountOf(m, core::kMinorFaultsMetric), 2000);
   EXPECT_GE(CountOf(m, "page-faults"), 2000);

@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 #include "status_matchers.h"
 
-namespace kprof::core {
+namespace kprof::base {
 namespace {
 
 using ::kprof::testing::StatusIs;
@@ -43,4 +43,4 @@ TEST(DeviceType, ValuesAreDlpackCodes) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::base

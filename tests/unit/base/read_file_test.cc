@@ -8,7 +8,7 @@
 #include "status_matchers.h"
 #include "temp_dir.h"
 
-namespace kprof::core {
+namespace kprof::base {
 namespace {
 
 using ::kprof::testing::StatusIs;
@@ -60,4 +60,4 @@ TEST(ReadSmallFile, TextOrNothing) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::base

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 TEST(SplitMix64Test, GivesTheReferenceSequence) {
@@ -189,4 +189,4 @@ TEST(CompareRepeatsTest, NamesTheVerdicts) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 TEST(MetricKind, KeysRoundTripAndUnknownKeysAreRejected) {
@@ -69,4 +69,4 @@ TEST(ShortestDecimal, ReadsBackAsTheSameDouble) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

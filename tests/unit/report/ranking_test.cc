@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 using ::testing::ElementsAre;
@@ -298,4 +298,4 @@ TEST(RaceTest, AWithdrawnRoundEndsTheRaceUndecided) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -4,7 +4,7 @@
 #include "gtest/gtest.h"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 MetricMap Call(std::string name, double us, std::string shapes = "", std::string device = "cpu0") {
@@ -93,4 +93,4 @@ TEST(AggregateCalls, MetricsPresentInOnlySomeCallsAggregateWhatIsThere) {
 TEST(AggregateCalls, EmptyInputGivesNoRows) { EXPECT_TRUE(AggregateCalls({}).empty()); }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 // A strict RFC 4180 reader, enough to prove that what AsCsv writes comes back field by field.
@@ -78,4 +78,4 @@ TEST(AsCsv, NumbersKeepFullPrecision) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

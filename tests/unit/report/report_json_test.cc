@@ -8,7 +8,7 @@
 #include "report/report.h"
 #include "status_matchers.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 using ::kprof::testing::IsOk;
@@ -327,4 +327,4 @@ TEST(ReportJsonRoundTrip, NegativeZeroKeepsItsSign) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

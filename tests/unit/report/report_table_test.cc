@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 MetricMap Call(std::string name, double us, double percent, std::string shapes) {
@@ -132,4 +132,4 @@ TEST(AsTable, NonAsciiNamesAlignByCodePoint) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -10,7 +10,7 @@
 #include "nlohmann/json.hpp"
 #include "report/report.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 using Json = nlohmann::json;
@@ -111,4 +111,4 @@ TEST(ReportTraceTest, AnEmptyReportIsAValidTrace) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 TEST(ShapeString, OneTensorAsTheReferencePrintsIt) {
@@ -21,4 +21,4 @@ TEST(ShapeString, SeveralTensorsAreCommaJoined) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

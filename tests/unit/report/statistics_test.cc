@@ -5,7 +5,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace kprof::core {
+namespace kprof::report {
 namespace {
 
 using ::testing::ElementsAre;
@@ -120,4 +120,4 @@ TEST(HistogramTest, CountsSamplesInEqualBinsFromTheSmallestToTheLargest) {
 }
 
 }  // namespace
-}  // namespace kprof::core
+}  // namespace kprof::report

@@ -72,8 +72,8 @@ TEST(ParseArgSpec, EveryDataType) {
 }
 
 TEST(ParseArgSpec, ShapeStringMatchesTheReport) {
-  EXPECT_EQ(ShapeString(ShapeOf(*ParseArgSpec("float32[2,3]:ones"))), "float32[2, 3]");
-  EXPECT_EQ(ShapeString(ShapeOf(*ParseArgSpec("int64:7"))), "int64[]");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("float32[2,3]:ones"))), "float32[2, 3]");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("int64:7"))), "int64[]");
 }
 
 struct BadSpec {

@@ -19,7 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 std::vector<uint8_t> Bytes(const std::string& spec_text, uint64_t seed = 0, uint64_t index = 0) {
   const ArgSpec spec = *ParseArgSpec(spec_text);
@@ -196,7 +196,7 @@ TEST(Arguments, OverTheLimitIsResourceExhaustedBeforeAllocating) {
 }
 
 TEST(Arguments, DeviceWithoutApiIsFailedPrecondition) {
-  EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[4]")}, 0, {DeviceType::kCuda, 0}),
+  EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[4]")}, 0, {base::DeviceType::kCuda, 0}),
               StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 

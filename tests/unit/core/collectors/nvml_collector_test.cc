@@ -25,14 +25,14 @@ TEST(NvmlCollector, ThrottleReasonsByName) {
 
 TEST(NvmlCollector, AMissingLibraryOrANonNvmlIsFailedPrecondition) {
   NvmlCollector missing("libkprof-no-such-nvml.so.1");
-  EXPECT_THAT(missing.Init({{DeviceType::kCuda, 0}}),
+  EXPECT_THAT(missing.Init({{base::DeviceType::kCuda, 0}}),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("libkprof-no-such-nvml.so.1 not found")));
   NvmlCollector libc("libc.so.6");
   EXPECT_THAT(
-      libc.Init({{DeviceType::kCuda, 0}}),
+      libc.Init({{base::DeviceType::kCuda, 0}}),
       StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("libc.so.6 has no nvmlInit_v2")));
-  EXPECT_THAT(libc.Start({DeviceType::kCpu, 0}), IsOk());  // not measured: nullptr
+  EXPECT_THAT(libc.Start({base::DeviceType::kCpu, 0}), IsOk());  // not measured: nullptr
 }
 
 TEST(NvmlCollector, ByNameTakesNoOptions) {
@@ -40,7 +40,7 @@ TEST(NvmlCollector, ByNameTakesNoOptions) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takes no options")));
   auto nvml = CreateCollector("nvml");
   ASSERT_THAT(nvml, IsOk());
-  const absl::Status init = (*nvml)->Init({{DeviceType::kCuda, 0}});
+  const absl::Status init = (*nvml)->Init({{base::DeviceType::kCuda, 0}});
   if (init.ok()) GTEST_SKIP() << "this host has NVML";
   EXPECT_THAT(init,
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("libnvidia-ml.so.1")));

@@ -24,7 +24,7 @@ using ::testing::Ge;
 using ::testing::HasSubstr;
 using ::testing::Le;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 // Spins until this thread has run `duration` of CPU time: on a loaded host a wall-clock spin
 // may get a fraction of that, and task-clock counts CPU time.
@@ -78,7 +78,7 @@ TEST(PapiCollector, KernelSideSoftwareEventsCountOrAreRefused) {
   }
   auto metrics = (*measurement)->Stop();
   ASSERT_THAT(metrics, IsOk());
-  EXPECT_GE(std::get<Count>(metrics->at("perf::CONTEXT-SWITCHES")).value, 5);
+  EXPECT_GE(std::get<report::Count>(metrics->at("perf::CONTEXT-SWITCHES")).value, 5);
   EXPECT_EQ(std::get<std::string>(metrics->at(std::string(kPapiDomainMetric))), "user and kernel");
 }
 
@@ -95,14 +95,14 @@ TEST(PapiCollector, CountsTaskClockOfASpin) {
   Spin(std::chrono::milliseconds(3));
   auto metrics = (*measurement)->Stop();
   ASSERT_THAT(metrics, IsOk());
-  const int64_t nanos = std::get<Count>(metrics->at("perf::TASK-CLOCK")).value;
+  const int64_t nanos = std::get<report::Count>(metrics->at("perf::TASK-CLOCK")).value;
   EXPECT_THAT(nanos, AllOf(Ge(2'500'000), Le(30'000'000)));
   // Measured again, the same event set starts from zero.
   auto again = (*papi)->Start(kCpu);
   ASSERT_THAT(again, IsOk());
   auto second = (*again)->Stop();
   ASSERT_THAT(second, IsOk());
-  EXPECT_LT(std::get<Count>(second->at("perf::TASK-CLOCK")).value, nanos);
+  EXPECT_LT(std::get<report::Count>(second->at("perf::TASK-CLOCK")).value, nanos);
 }
 
 TEST(PapiCollector, NestedRegionsEachCountTheirOwnSpan) {
@@ -119,11 +119,11 @@ TEST(PapiCollector, NestedRegionsEachCountTheirOwnSpan) {
   ASSERT_THAT(inner_metrics, IsOk());
   auto outer_metrics = (*outer)->Stop();
   ASSERT_THAT(outer_metrics, IsOk());
-  const int64_t in = std::get<Count>(inner_metrics->at("perf::TASK-CLOCK")).value;
-  const int64_t out = std::get<Count>(outer_metrics->at("perf::TASK-CLOCK")).value;
+  const int64_t in = std::get<report::Count>(inner_metrics->at("perf::TASK-CLOCK")).value;
+  const int64_t out = std::get<report::Count>(outer_metrics->at("perf::TASK-CLOCK")).value;
   EXPECT_GE(in, 1'500'000);
   EXPECT_GE(out, in + 1'500'000);  // the outer region also spans the first spin
-  auto cuda = (*papi)->Start({DeviceType::kCuda, 0});
+  auto cuda = (*papi)->Start({base::DeviceType::kCuda, 0});
   ASSERT_THAT(cuda, IsOk());
   EXPECT_EQ(*cuda, nullptr);  // only the CPU is counted
 }
@@ -154,7 +154,7 @@ TEST(PapiCollector, AnEventThisHostCannotCountIsFailedPreconditionNamingIt) {
     Spin(std::chrono::milliseconds(1));
     auto metrics = (*measurement)->Stop();
     ASSERT_THAT(metrics, IsOk());
-    EXPECT_GT(std::get<Count>(metrics->at("PAPI_TOT_CYC")).value, 0);
+    EXPECT_GT(std::get<report::Count>(metrics->at("PAPI_TOT_CYC")).value, 0);
   }
 }
 

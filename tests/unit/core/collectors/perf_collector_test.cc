@@ -17,11 +17,11 @@ using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 // Measures `region` with the given events; skips the test where perf is not permitted at all.
-absl::StatusOr<MetricMap> Measure(const std::vector<std::string>& events,
-                                  const std::function<void()>& region) {
+absl::StatusOr<report::MetricMap> Measure(const std::vector<std::string>& events,
+                                          const std::function<void()>& region) {
   auto collector = PerfCollector::Create(events);
   if (!collector.ok()) return collector.status();
   if (absl::Status s = (*collector)->Init({kCpu}); !s.ok()) return s;
@@ -57,9 +57,12 @@ TEST(PerfCollector, CountsPageFaultsOfFreshPages) {
   auto metrics = Measure({"page-faults", "minor-faults"}, [&] { pages.Touch(); });
   SKIP_IF_PERF_IS_FORBIDDEN(metrics);
   ASSERT_THAT(metrics, IsOk());
-  EXPECT_GE(std::get<Count>(metrics->at("page-faults")).value, static_cast<int64_t>(kPages));
-  EXPECT_GE(std::get<Count>(metrics->at("minor-faults")).value, static_cast<int64_t>(kPages));
-  EXPECT_EQ(metrics->at(std::string(kPerfRunningRatioMetric)), MetricValue(Ratio{1}));
+  EXPECT_GE(std::get<report::Count>(metrics->at("page-faults")).value,
+            static_cast<int64_t>(kPages));
+  EXPECT_GE(std::get<report::Count>(metrics->at("minor-faults")).value,
+            static_cast<int64_t>(kPages));
+  EXPECT_EQ(metrics->at(std::string(kPerfRunningRatioMetric)),
+            report::MetricValue(report::Ratio{1}));
 }
 
 TEST(PerfCollector, TaskClockFollowsASpin) {
@@ -75,7 +78,7 @@ TEST(PerfCollector, TaskClockFollowsASpin) {
   ASSERT_THAT(metrics, IsOk());
   // task-clock counts nanoseconds on the CPU: at least the 50 ms the thread provably ran, and
   // not wildly more (generous bounds: this is a shared machine).
-  const int64_t ns = std::get<Count>(metrics->at("task-clock")).value;
+  const int64_t ns = std::get<report::Count>(metrics->at("task-clock")).value;
   EXPECT_GE(ns, 45'000'000);
   EXPECT_LE(ns, 5'000'000'000);
 }
@@ -86,7 +89,7 @@ TEST(PerfCollector, HardwareEventsCountOrSayWhyNot) {
     for (int i = 0; i < 1000000; ++i) sink = sink + i;
   });
   if (metrics.ok()) {
-    EXPECT_GT(std::get<Count>(metrics->at("instructions")).value, 1'000'000);
+    EXPECT_GT(std::get<report::Count>(metrics->at("instructions")).value, 1'000'000);
   } else {
     EXPECT_THAT(metrics, StatusIs(absl::StatusCode::kFailedPrecondition,
                                   HasSubstr("perf event 'cycles' cannot be counted here")));

@@ -17,7 +17,7 @@ using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 constexpr uint64_t kRange = 262'143'328'850;  // a real package's max_energy_range_uj
 
 // A tree shaped like /sys/class/powercap on a two-socket host: package 0 with core and dram
@@ -72,9 +72,9 @@ TEST(Rapl, MeasuresEnergyAndPowerPerDomain) {
   powercap.SetEnergy("intel-rapl:0/intel-rapl:0:0", 700);  // wrapped: 1200 uJ
   auto metrics = (*measurement)->Stop();
   ASSERT_THAT(metrics, IsOk());
-  EXPECT_EQ(metrics->at("Energy package-0 (uJ)"), MetricValue(Count{3'000'000}));
-  EXPECT_EQ(metrics->at("Energy package-0/core (uJ)"), MetricValue(Count{1200}));
-  EXPECT_GT(std::get<Ratio>(metrics->at("Power package-0 (W)")).ratio, 0);
+  EXPECT_EQ(metrics->at("Energy package-0 (uJ)"), report::MetricValue(report::Count{3'000'000}));
+  EXPECT_EQ(metrics->at("Energy package-0/core (uJ)"), report::MetricValue(report::Count{1200}));
+  EXPECT_GT(std::get<report::Ratio>(metrics->at("Power package-0 (W)")).ratio, 0);
   EXPECT_EQ(metrics->count("Energy package-0/dram (uJ)"), 0u);
 }
 
@@ -82,7 +82,7 @@ TEST(Rapl, OnlyTheCpuIsMeasured) {
   FakePowercap powercap;
   RaplCollector rapl(powercap.root());
   ASSERT_THAT(rapl.Init({kCpu}), IsOk());
-  auto measurement = rapl.Start({DeviceType::kCuda, 0});
+  auto measurement = rapl.Start({base::DeviceType::kCuda, 0});
   ASSERT_THAT(measurement, IsOk());
   EXPECT_EQ(*measurement, nullptr);
 }

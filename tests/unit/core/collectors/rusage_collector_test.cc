@@ -17,16 +17,16 @@ namespace {
 
 using ::kprof::testing::IsOk;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
-int64_t CountOf(const MetricMap& m, std::string_view name) {
-  return std::get<Count>(m.at(std::string(name))).value;
+int64_t CountOf(const report::MetricMap& m, std::string_view name) {
+  return std::get<report::Count>(m.at(std::string(name))).value;
 }
-double DurationOf(const MetricMap& m, std::string_view name) {
-  return std::get<Duration>(m.at(std::string(name))).microseconds;
+double DurationOf(const report::MetricMap& m, std::string_view name) {
+  return std::get<report::Duration>(m.at(std::string(name))).microseconds;
 }
 
-absl::StatusOr<MetricMap> Measure(const std::function<void()>& region) {
+absl::StatusOr<report::MetricMap> Measure(const std::function<void()>& region) {
   RusageCollector collector;
   if (absl::Status s = collector.Init({kCpu}); !s.ok()) return s;
   auto measurement = collector.Start(kCpu);

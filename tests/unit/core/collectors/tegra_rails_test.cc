@@ -21,8 +21,8 @@ using ::testing::Field;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
-constexpr Device kCuda{DeviceType::kCuda, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
+constexpr base::Device kCuda{base::DeviceType::kCuda, 0};
 
 // /sys/bus/i2c/drivers on a Jetson Orin (JetPack 5/6, hwmon): one INA3221 with VDD_IN,
 // VDD_CPU_GPU_CV and VDD_SOC, and the "sum of shunt voltages" channel, which is no rail.
@@ -116,14 +116,14 @@ TEST(TegraRails, EnergyIsPowerIntegratedOverTheRegion) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto metrics = (*measurement)->Stop();
   ASSERT_THAT(metrics, IsOk());
-  const double power = std::get<Ratio>(metrics->at("Power VDD_IN (W)")).ratio;
+  const double power = std::get<report::Ratio>(metrics->at("Power VDD_IN (W)")).ratio;
   EXPECT_GT(power, 5.5);
   EXPECT_LT(power, 9.5);
-  const int64_t energy = std::get<Count>(metrics->at("Energy VDD_IN (uJ)")).value;
+  const int64_t energy = std::get<report::Count>(metrics->at("Energy VDD_IN (uJ)")).value;
   EXPECT_GT(energy, 5.0 * 0.2 * 1e6 * 0.9);  // at least 5 W for 0.2 s, less slack
-  EXPECT_GT(std::get<Count>(metrics->at("Rail samples")).value, 10);
+  EXPECT_GT(std::get<report::Count>(metrics->at("Rail samples")).value, 10);
   // A steady rail reads its steady power.
-  EXPECT_NEAR(std::get<Ratio>(metrics->at("Power VDD_SOC (W)")).ratio, 4.98 * 0.25, 1e-6);
+  EXPECT_NEAR(std::get<report::Ratio>(metrics->at("Power VDD_SOC (W)")).ratio, 4.98 * 0.25, 1e-6);
 }
 
 TEST(TegraRails, ARailLostMidMeasurementFailsIt) {

@@ -17,10 +17,10 @@ using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 TEST(CpuDeviceApi, AllocatesAlignedMemoryThatCopiesAndSets) {
-  DeviceApi* api = *GetDeviceApi(DeviceType::kCpu);
+  DeviceApi* api = *GetDeviceApi(base::DeviceType::kCpu);
   auto a = api->Alloc(kCpu, 1000);
   auto b = api->Alloc(kCpu, 1000);
   ASSERT_THAT(a, IsOk());
@@ -37,7 +37,7 @@ TEST(CpuDeviceApi, AllocatesAlignedMemoryThatCopiesAndSets) {
 }
 
 TEST(CpuDeviceApi, ZeroBytesGiveDistinctPointers) {
-  DeviceApi* api = *GetDeviceApi(DeviceType::kCpu);
+  DeviceApi* api = *GetDeviceApi(base::DeviceType::kCpu);
   void* a = *api->Alloc(kCpu, 0);
   void* b = *api->Alloc(kCpu, 0);
   EXPECT_NE(a, nullptr);
@@ -47,7 +47,7 @@ TEST(CpuDeviceApi, ZeroBytesGiveDistinctPointers) {
 }
 
 TEST(CpuDeviceApi, ImpossibleAllocationIsResourceExhausted) {
-  DeviceApi* api = *GetDeviceApi(DeviceType::kCpu);
+  DeviceApi* api = *GetDeviceApi(base::DeviceType::kCpu);
   EXPECT_THAT(api->Alloc(kCpu, SIZE_MAX - 8),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("bytes on cpu0")));
   EXPECT_THAT(api->Alloc(kCpu, SIZE_MAX / 2),
@@ -57,13 +57,13 @@ TEST(CpuDeviceApi, ImpossibleAllocationIsResourceExhausted) {
 #if KPROF_HAS_CUDA
 // The API exists in a CUDA build; on a host without a GPU, using it says why it cannot.
 TEST(GetDeviceApi, CudaAllocatesOrSaysWhyNot) {
-  absl::StatusOr<DeviceApi*> api = GetDeviceApi(DeviceType::kCuda);
+  absl::StatusOr<DeviceApi*> api = GetDeviceApi(base::DeviceType::kCuda);
   ASSERT_THAT(api, IsOk());
-  absl::StatusOr<void*> ptr = (*api)->Alloc({DeviceType::kCuda, 0}, 1024);
+  absl::StatusOr<void*> ptr = (*api)->Alloc({base::DeviceType::kCuda, 0}, 1024);
   if (const absl::StatusOr<CudaInventory> gpus = CudaDevices(); gpus.ok()) {
     ASSERT_THAT(ptr, IsOk());
     EXPECT_EQ(reinterpret_cast<uintptr_t>(*ptr) % DeviceApi::kAllocAlignment, 0u);
-    (*api)->Free({DeviceType::kCuda, 0}, *ptr);
+    (*api)->Free({base::DeviceType::kCuda, 0}, *ptr);
   } else {
     EXPECT_THAT(ptr, StatusIs(absl::StatusCode::kFailedPrecondition,
                               HasSubstr(std::string(gpus.status().message()))));
@@ -71,7 +71,7 @@ TEST(GetDeviceApi, CudaAllocatesOrSaysWhyNot) {
 }
 #else
 TEST(GetDeviceApi, CudaIsNotInThisBuild) {
-  EXPECT_THAT(GetDeviceApi(DeviceType::kCuda),
+  EXPECT_THAT(GetDeviceApi(base::DeviceType::kCuda),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("this build has no CUDA")));
 }
 #endif

@@ -22,13 +22,14 @@ using ::testing::HasSubstr;
 class LogCapture {
  public:
   LogCapture() {
-    previous_ = SetLogSink([this](LogSeverity, std::string_view m) { lines_.emplace_back(m); });
+    previous_ =
+        base::SetLogSink([this](base::LogSeverity, std::string_view m) { lines_.emplace_back(m); });
   }
-  ~LogCapture() { SetLogSink(std::move(previous_)); }
+  ~LogCapture() { base::SetLogSink(std::move(previous_)); }
   const std::vector<std::string>& lines() const { return lines_; }
 
  private:
-  LogSink previous_;
+  base::LogSink previous_;
   std::vector<std::string> lines_;
 };
 
@@ -51,7 +52,7 @@ TEST(CpuTimer, RealClockNeverGoesBackwards) {
 
 TEST(TimerRegistry, GlobalHasTheCpuTimerAndDoesNotWarn) {
   LogCapture log;
-  auto timer = TimerRegistry::Global().Create({DeviceType::kCpu, 0});
+  auto timer = TimerRegistry::Global().Create({base::DeviceType::kCpu, 0});
   ASSERT_THAT(timer, IsOk());
   EXPECT_TRUE(log.lines().empty());
 }
@@ -59,10 +60,11 @@ TEST(TimerRegistry, GlobalHasTheCpuTimerAndDoesNotWarn) {
 TEST(TimerRegistry, RegisteredFactoryIsUsed) {
   FakeClock clock;
   TimerRegistry registry;
-  registry.Register(DeviceType::kCpu, [&clock](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
-    return std::make_unique<CpuTimer>(&clock);
-  });
-  auto timer = registry.Create({DeviceType::kCpu, 0});
+  registry.Register(base::DeviceType::kCpu,
+                    [&clock](base::Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+                      return std::make_unique<CpuTimer>(&clock);
+                    });
+  auto timer = registry.Create({base::DeviceType::kCpu, 0});
   ASSERT_THAT(timer, IsOk());
   (*timer)->Start();
   clock.Advance(absl::Nanoseconds(42));
@@ -74,7 +76,7 @@ TEST(TimerRegistry, TypeWithoutTimerFallsBackAndWarnsOncePerType) {
   LogCapture log;
   TimerRegistry registry;  // nothing registered
   for (int i = 0; i < 3; ++i) {
-    auto timer = registry.Create({DeviceType::kCpu, 0});
+    auto timer = registry.Create({base::DeviceType::kCpu, 0});
     ASSERT_THAT(timer, IsOk());
     (*timer)->Start();
     (*timer)->Stop();
@@ -89,7 +91,7 @@ TEST(TimerRegistry, TypeWithoutTimerOrDeviceApiIsAnError) {
   GTEST_SKIP() << "every device type has a device API in a build with CUDA";
 #endif
   TimerRegistry registry;
-  EXPECT_THAT(registry.Create({DeviceType::kCuda, 0}),
+  EXPECT_THAT(registry.Create({base::DeviceType::kCuda, 0}),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("'cuda'")));
 }
 

@@ -13,7 +13,7 @@ namespace {
 using ::testing::MatchesRegex;
 
 TEST(EnvironmentManifest, HasEveryFieldAndNoneEmpty) {
-  const MetricMap m = EnvironmentManifest();
+  const report::MetricMap m = EnvironmentManifest();
   for (const char* key : {"kprofd version", "Host", "Kernel", "CPU model", "CPUs online",
                           "CPU governor", "CPU frequency (MHz)", "SMT", "Turbo", "Load average",
                           "Runnable processes", "Worker CPU affinity", "Worker priority"}) {
@@ -22,8 +22,8 @@ TEST(EnvironmentManifest, HasEveryFieldAndNoneEmpty) {
       EXPECT_FALSE(s->empty()) << key;
     }
   }
-  EXPECT_EQ(m.at("kprofd version"), MetricValue(std::string(KPROF_VERSION)));
-  EXPECT_GE(std::get<Count>(m.at("CPUs online")).value, 1);
+  EXPECT_EQ(m.at("kprofd version"), report::MetricValue(std::string(KPROF_VERSION)));
+  EXPECT_GE(std::get<report::Count>(m.at("CPUs online")).value, 1);
   EXPECT_THAT(std::get<std::string>(m.at("Worker CPU affinity")),
               MatchesRegex("[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*"));
   EXPECT_THAT(std::get<std::string>(m.at("Worker priority")),

@@ -38,9 +38,9 @@ TEST(TegraClocks, ReadsLockedClocks) {
   EXPECT_EQ(clocks.gpu_khz, 1300500);
   EXPECT_EQ(clocks.emc_khz, 3199000);
   EXPECT_TRUE(clocks.locked) << clocks.unlocked_why;
-  const MetricMap m = TegraManifest(dir.path() + "/");
-  EXPECT_EQ(m.at("GPU frequency (MHz)"), MetricValue(Count{1300}));
-  EXPECT_EQ(m.at("EMC frequency (MHz)"), MetricValue(Count{3199}));
+  const report::MetricMap m = TegraManifest(dir.path() + "/");
+  EXPECT_EQ(m.at("GPU frequency (MHz)"), report::MetricValue(report::Count{1300}));
+  EXPECT_EQ(m.at("EMC frequency (MHz)"), report::MetricValue(report::Count{3199}));
   EXPECT_THAT(std::get<std::string>(m.at("Clocks locked")), HasSubstr("yes"));
 }
 
@@ -59,9 +59,9 @@ TEST(TegraClocks, UnreadableAndMalformedClocksReadUnavailable) {
   TempDir dir;
   dir.WriteFile("sys/class/devfreq/57000000.gpu/cur_freq", "fast\n");
   std::filesystem::create_directories(dir.path() + "/sys/class/devfreq/57000000.gpu/max_freq");
-  const MetricMap m = TegraManifest(dir.path() + "/");
-  EXPECT_EQ(m.at("GPU frequency (MHz)"), MetricValue(std::string("unavailable")));
-  EXPECT_EQ(m.at("GPU frequency max (MHz)"), MetricValue(std::string("unavailable")));
+  const report::MetricMap m = TegraManifest(dir.path() + "/");
+  EXPECT_EQ(m.at("GPU frequency (MHz)"), report::MetricValue(std::string("unavailable")));
+  EXPECT_EQ(m.at("GPU frequency max (MHz)"), report::MetricValue(std::string("unavailable")));
   EXPECT_THAT(std::get<std::string>(m.at("EMC frequency (MHz)")), HasSubstr("root only"));
   EXPECT_THAT(std::get<std::string>(m.at("Clocks locked")), HasSubstr("unreadable"));
 }

@@ -19,7 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::Ge;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 Job BuiltinJob(std::string function, std::vector<std::string> specs) {
   Job job;
@@ -111,15 +111,15 @@ TEST(LocalRunner, ProfilesNumberCallsAfterWarmupAsOneRow) {
   auto report = LocalRunner().Profile(BuiltinJob("spin_us", {"float64:100"}), profile);
   ASSERT_THAT(report, IsOk());
   ASSERT_EQ(report->calls.size(), 1u);
-  const MetricMap& row = report->calls[0];
-  EXPECT_EQ(row.at("Name"), MetricValue(std::string("spin_us")));
-  EXPECT_EQ(row.at("Count"), MetricValue(Count{5}));
-  EXPECT_EQ(row.at("Argument Shapes"), MetricValue(std::string("float64[]")));
-  EXPECT_EQ(row.at("Device"), MetricValue(std::string("cpu0")));
-  EXPECT_GE(std::get<Duration>(row.at("Duration (us)")).microseconds, 500);
+  const report::MetricMap& row = report->calls[0];
+  EXPECT_EQ(row.at("Name"), report::MetricValue(std::string("spin_us")));
+  EXPECT_EQ(row.at("Count"), report::MetricValue(report::Count{5}));
+  EXPECT_EQ(row.at("Argument Shapes"), report::MetricValue(std::string("float64[]")));
+  EXPECT_EQ(row.at("Device"), report::MetricValue(std::string("cpu0")));
+  EXPECT_GE(std::get<report::Duration>(row.at("Duration (us)")).microseconds, 500);
   EXPECT_EQ(row.count(std::string(kUserTimeMetric)), 1u);
   EXPECT_EQ(report->device_metrics.count("cpu0"), 1u);
-  EXPECT_EQ(report->configuration.at("Warm-up Calls"), MetricValue(Count{2}));
+  EXPECT_EQ(report->configuration.at("Warm-up Calls"), report::MetricValue(report::Count{2}));
 }
 
 TEST(LocalRunner, ProfileErrors) {

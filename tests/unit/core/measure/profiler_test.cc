@@ -17,8 +17,8 @@ using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
-constexpr Device kCuda{DeviceType::kCuda, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
+constexpr base::Device kCuda{base::DeviceType::kCuda, 0};
 
 // A collector that counts its measurements and cannot measure CUDA devices.
 class CountingCollector final : public MetricCollector {
@@ -26,23 +26,25 @@ class CountingCollector final : public MetricCollector {
   class Run final : public Measurement {
    public:
     explicit Run(int64_t index) : index_(index) {}
-    absl::StatusOr<MetricMap> Stop() override { return MetricMap{{"Run", Count{index_}}}; }
+    absl::StatusOr<report::MetricMap> Stop() override {
+      return report::MetricMap{{"Run", report::Count{index_}}};
+    }
 
    private:
     int64_t index_;
   };
 
   std::string_view name() const override { return "counting"; }
-  absl::Status Init(const std::vector<Device>& devices) override {
+  absl::Status Init(const std::vector<base::Device>& devices) override {
     init_devices = devices;
     return init_status;
   }
-  absl::StatusOr<std::unique_ptr<Measurement>> Start(Device device) override {
-    if (device.type == DeviceType::kCuda) return nullptr;
+  absl::StatusOr<std::unique_ptr<Measurement>> Start(base::Device device) override {
+    if (device.type == base::DeviceType::kCuda) return nullptr;
     return std::make_unique<Run>(starts++);
   }
 
-  std::vector<Device> init_devices;
+  std::vector<base::Device> init_devices;
   absl::Status init_status;
   int64_t starts = 0;
 };
@@ -51,16 +53,16 @@ class CountingCollector final : public MetricCollector {
 class ProfilerTest : public ::testing::Test {
  protected:
   ProfilerTest() {
-    const auto factory = [this](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+    const auto factory = [this](base::Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
       return std::make_unique<CpuTimer>(&clock_);
     };
-    timers_.Register(DeviceType::kCpu, factory);
-    timers_.Register(DeviceType::kCuda, factory);
+    timers_.Register(base::DeviceType::kCpu, factory);
+    timers_.Register(base::DeviceType::kCuda, factory);
   }
 
-  std::unique_ptr<Profiler> Make(std::vector<Device> devices,
+  std::unique_ptr<Profiler> Make(std::vector<base::Device> devices,
                                  std::vector<MetricCollector*> collectors = {},
-                                 MetricMap configuration = {}) {
+                                 report::MetricMap configuration = {}) {
     auto profiler = Profiler::Create(std::move(devices), std::move(collectors),
                                      std::move(configuration), &timers_);
     EXPECT_THAT(profiler, IsOk());
@@ -73,10 +75,12 @@ class ProfilerTest : public ::testing::Test {
   TimerRegistry timers_;
 };
 
-double DurationUs(const MetricMap& row) {
-  return std::get<Duration>(row.at("Duration (us)")).microseconds;
+double DurationUs(const report::MetricMap& row) {
+  return std::get<report::Duration>(row.at("Duration (us)")).microseconds;
 }
-double PercentOf(const MetricMap& row) { return std::get<Percent>(row.at("Percent")).percent; }
+double PercentOf(const report::MetricMap& row) {
+  return std::get<report::Percent>(row.at("Percent")).percent;
+}
 
 TEST_F(ProfilerTest, NestedCallsAreTimedSeparatelyFromTheTotals) {
   auto profiler = Make({kCpu});
@@ -95,21 +99,21 @@ TEST_F(ProfilerTest, NestedCallsAreTimedSeparatelyFromTheTotals) {
 
   auto report = profiler->GetReport();
   ASSERT_THAT(report, IsOk());
-  ASSERT_EQ(report->calls.size(), 2u);        // the totals are not calls
-  const MetricMap& inner = report->calls[0];  // closed first
-  const MetricMap& outer = report->calls[1];
-  EXPECT_EQ(inner.at("Name"), MetricValue(std::string("inner")));
-  EXPECT_EQ(inner.at("Argument Shapes"), MetricValue(std::string("f32[4]")));
-  EXPECT_EQ(inner.at("Device"), MetricValue(std::string("cpu0")));
-  EXPECT_EQ(inner.at("Count"), MetricValue(Count{1}));
+  ASSERT_EQ(report->calls.size(), 2u);                // the totals are not calls
+  const report::MetricMap& inner = report->calls[0];  // closed first
+  const report::MetricMap& outer = report->calls[1];
+  EXPECT_EQ(inner.at("Name"), report::MetricValue(std::string("inner")));
+  EXPECT_EQ(inner.at("Argument Shapes"), report::MetricValue(std::string("f32[4]")));
+  EXPECT_EQ(inner.at("Device"), report::MetricValue(std::string("cpu0")));
+  EXPECT_EQ(inner.at("Count"), report::MetricValue(report::Count{1}));
   EXPECT_DOUBLE_EQ(DurationUs(inner), 30);
   EXPECT_DOUBLE_EQ(PercentOf(inner), 30);
   EXPECT_DOUBLE_EQ(DurationUs(outer), 50);
   EXPECT_DOUBLE_EQ(PercentOf(outer), 50);
 
   ASSERT_EQ(report->device_metrics.size(), 1u);
-  const MetricMap& total = report->device_metrics.at("cpu0");
-  EXPECT_EQ(total.at("Name"), MetricValue(std::string("Total")));
+  const report::MetricMap& total = report->device_metrics.at("cpu0");
+  EXPECT_EQ(total.at("Name"), report::MetricValue(std::string("Total")));
   EXPECT_DOUBLE_EQ(DurationUs(total), 100);
   EXPECT_EQ(total.count("Percent"), 0u);
 }
@@ -127,28 +131,29 @@ TEST_F(ProfilerTest, PercentIsOfTheLongestDeviceTotal) {
   EXPECT_EQ(report->device_metrics.size(), 2u);
   EXPECT_DOUBLE_EQ(DurationUs(report->device_metrics.at("cuda0")), 100);
   EXPECT_DOUBLE_EQ(PercentOf(report->calls.at(0)), 25);
-  EXPECT_EQ(report->calls.at(0).at("Device"), MetricValue(std::string("cuda0")));
+  EXPECT_EQ(report->calls.at(0).at("Device"), report::MetricValue(std::string("cuda0")));
 }
 
 TEST_F(ProfilerTest, ExtraMetricsFromStartAndStopAndCollectorsJoinTheRow) {
   CountingCollector collector;
   auto profiler = Make({kCpu, kCuda}, {&collector});
-  EXPECT_EQ(collector.init_devices, (std::vector<Device>{kCpu, kCuda}));
+  EXPECT_EQ(collector.init_devices, (std::vector<base::Device>{kCpu, kCuda}));
   ASSERT_THAT(profiler->Start(), IsOk());  // cpu total: run 0; cuda total: not measured
-  ASSERT_THAT(profiler->StartCall("f", kCpu, {{"A", Count{1}}}), IsOk());  // run 1
-  ASSERT_THAT(profiler->StopCall({{"B", Count{2}}, {"Count", Count{7}}}), IsOk());
+  ASSERT_THAT(profiler->StartCall("f", kCpu, {{"A", report::Count{1}}}), IsOk());  // run 1
+  ASSERT_THAT(profiler->StopCall({{"B", report::Count{2}}, {"Count", report::Count{7}}}), IsOk());
   ASSERT_THAT(profiler->StartCall("g", kCuda), IsOk());
   ASSERT_THAT(profiler->StopCall(), IsOk());
   ASSERT_THAT(profiler->Stop(), IsOk());
   auto report = profiler->GetReport();
   ASSERT_THAT(report, IsOk());
-  const MetricMap& f = report->calls.at(0);
-  EXPECT_EQ(f.at("A"), MetricValue(Count{1}));
-  EXPECT_EQ(f.at("B"), MetricValue(Count{2}));
-  EXPECT_EQ(f.at("Count"), MetricValue(Count{7}));  // extra metrics override, as the reference
-  EXPECT_EQ(f.at("Run"), MetricValue(Count{1}));
+  const report::MetricMap& f = report->calls.at(0);
+  EXPECT_EQ(f.at("A"), report::MetricValue(report::Count{1}));
+  EXPECT_EQ(f.at("B"), report::MetricValue(report::Count{2}));
+  EXPECT_EQ(f.at("Count"),
+            report::MetricValue(report::Count{7}));  // extra metrics override, as the reference
+  EXPECT_EQ(f.at("Run"), report::MetricValue(report::Count{1}));
   EXPECT_EQ(report->calls.at(1).count("Run"), 0u);  // the collector cannot measure cuda
-  EXPECT_EQ(report->device_metrics.at("cpu0").at("Run"), MetricValue(Count{0}));
+  EXPECT_EQ(report->device_metrics.at("cpu0").at("Run"), report::MetricValue(report::Count{0}));
   EXPECT_EQ(report->device_metrics.at("cuda0").count("Run"), 0u);
 }
 
@@ -158,14 +163,16 @@ TEST_F(ProfilerTest, ConfigurationHasNumberOfThreadsUnlessGiven) {
   ASSERT_THAT(profiler->Stop(), IsOk());
   auto report = profiler->GetReport();
   ASSERT_THAT(report, IsOk());
-  EXPECT_EQ(report->configuration.at("Number of threads"), MetricValue(Count{AvailableCpus()}));
-  EXPECT_EQ(report->configuration.at("Host"), MetricValue(std::string("lab")));
+  EXPECT_EQ(report->configuration.at("Number of threads"),
+            report::MetricValue(report::Count{AvailableCpus()}));
+  EXPECT_EQ(report->configuration.at("Host"), report::MetricValue(std::string("lab")));
   EXPECT_GE(AvailableCpus(), 1);
 
-  auto given = Make({kCpu}, {}, {{"Number of threads", Count{1}}});
+  auto given = Make({kCpu}, {}, {{"Number of threads", report::Count{1}}});
   ASSERT_THAT(given->Start(), IsOk());
   ASSERT_THAT(given->Stop(), IsOk());
-  EXPECT_EQ(given->GetReport()->configuration.at("Number of threads"), MetricValue(Count{1}));
+  EXPECT_EQ(given->GetReport()->configuration.at("Number of threads"),
+            report::MetricValue(report::Count{1}));
 }
 
 TEST_F(ProfilerTest, MisuseIsFailedPreconditionNotACrash) {

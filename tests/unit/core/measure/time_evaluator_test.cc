@@ -21,7 +21,7 @@ using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 TEST(NextNumber, GrowsToReachMinRepeatAtTheMeasuredRate) {
   // 1 call took 1 us; 10 ms needs 10000 calls, plus one.
@@ -58,8 +58,8 @@ class ScriptedEvaluation {
 
   TimeEvaluator Evaluator(DeviceApi* api = nullptr) {
     return TimeEvaluator(
-        kCpu, api != nullptr ? api : *GetDeviceApi(DeviceType::kCpu),
-        [this](Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
+        kCpu, api != nullptr ? api : *GetDeviceApi(base::DeviceType::kCpu),
+        [this](base::Device) -> absl::StatusOr<std::unique_ptr<Timer>> {
           return std::make_unique<Scripted>(this);
         },
         &clock_);
@@ -222,32 +222,32 @@ TEST(TimeEvaluator, ErrorsOfThePreprocessAndTheFunctionEndTheEvaluation) {
 // Counts what the evaluator asks of the CPU's DeviceApi.
 class CountingApi final : public DeviceApi {
  public:
-  absl::Status Sync(Device d) override {
+  absl::Status Sync(base::Device d) override {
     ++syncs;
     return cpu->Sync(d);
   }
-  absl::StatusOr<void*> Alloc(Device d, size_t bytes) override {
+  absl::StatusOr<void*> Alloc(base::Device d, size_t bytes) override {
     ++allocs;
     if (fail_alloc) return absl::ResourceExhaustedError("no memory");
     return cpu->Alloc(d, bytes);
   }
-  void Free(Device d, void* p) override {
+  void Free(base::Device d, void* p) override {
     if (p != nullptr) ++frees;
     cpu->Free(d, p);
   }
-  absl::Status Copy(Device d, void* dst, const void* src, size_t n, CopyKind k) override {
+  absl::Status Copy(base::Device d, void* dst, const void* src, size_t n, CopyKind k) override {
     ++copies;
     copied_bytes = n;
     return cpu->Copy(d, dst, src, n, k);
   }
-  absl::Status Memset(Device d, void* p, uint8_t v, size_t n) override {
+  absl::Status Memset(base::Device d, void* p, uint8_t v, size_t n) override {
     return cpu->Memset(d, p, v, n);
   }
-  absl::Status FlushCache(Device d, const void* p, size_t n) override {
+  absl::Status FlushCache(base::Device d, const void* p, size_t n) override {
     return cpu->FlushCache(d, p, n);
   }
 
-  DeviceApi* cpu = *GetDeviceApi(DeviceType::kCpu);
+  DeviceApi* cpu = *GetDeviceApi(base::DeviceType::kCpu);
   int syncs = 0, allocs = 0, frees = 0, copies = 0;
   size_t copied_bytes = 0;
   bool fail_alloc = false;
@@ -349,7 +349,7 @@ TEST(TimeEvaluator, ConvergesOnceTheSpreadFallsUnderTheThreshold) {
   EXPECT_EQ(result->seconds_per_call.size(), 8u);
   EXPECT_TRUE(result->converged);
   EXPECT_NEAR(result->rel_stddev,
-              CoefficientOfVariation(result->seconds_per_call) * std::sqrt(8.0 / 7), 1e-12);
+              report::CoefficientOfVariation(result->seconds_per_call) * std::sqrt(8.0 / 7), 1e-12);
   EXPECT_LE(result->rel_stddev, 0.055);
 }
 

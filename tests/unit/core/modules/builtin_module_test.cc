@@ -16,7 +16,7 @@ using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 // Allocates `specs`, checks them against `function`, calls it; returns the arguments after.
 std::unique_ptr<Arguments> CallBuiltin(std::string_view function,

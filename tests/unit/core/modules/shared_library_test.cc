@@ -23,7 +23,7 @@ using ::kprof::testing::TestModulePath;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr Device kCpu{DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 std::vector<ArgSpec> Specs(const std::vector<std::string>& texts) {
   std::vector<ArgSpec> specs;

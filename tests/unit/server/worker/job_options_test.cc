@@ -11,8 +11,8 @@ using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
 using ::testing::HasSubstr;
 
-constexpr core::Device kCpu{core::DeviceType::kCpu, 0};
-constexpr core::Device kCuda{core::DeviceType::kCuda, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
+constexpr base::Device kCuda{base::DeviceType::kCuda, 0};
 
 kprof::v1::TimeEvaluateRequest Spin() {
   kprof::v1::TimeEvaluateRequest r;
@@ -59,7 +59,7 @@ TEST(TimeJobFromRequest, ConvergenceSetsItsOwnRepeatBound) {
 TEST(TimeJobFromRequest, EachBadOptionIsNamedWithWhatIsAccepted) {
   struct Case {
     void (*set)(kprof::v1::TimeEvaluateRequest&);
-    core::Device device;
+    base::Device device;
     absl::StatusCode code;
     const char* message;
   };

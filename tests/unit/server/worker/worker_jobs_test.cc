@@ -20,7 +20,7 @@ using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using kprof::worker::v1::WorkerRequest;
 
-constexpr core::Device kCpu{core::DeviceType::kCpu, 0};
+constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 class WorkerJobsTest : public ::testing::Test {
  protected:
