@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "server/front/module_registry.h"
 
 namespace kprof::server {
@@ -20,11 +21,18 @@ using kprof::worker::v1::WorkerAnswer;
 using kprof::worker::v1::WorkerRequest;
 
 DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
-                               WorkerPool pool)
+                               WorkerPool pool, RunnerFactory runners)
     : worker_options_(std::move(worker)),
       max_queue_(max_queue),
       job_timeout_(job_timeout),
-      pool_(pool) {
+      pool_(pool),
+      runners_(runners != nullptr
+                   ? std::move(runners)
+                   : [options = worker_options_]() -> absl::StatusOr<std::unique_ptr<JobRunner>> {
+        KPROF_ASSIGN_OR_RETURN(std::unique_ptr<WorkerProcess> process,
+                               WorkerProcess::Spawn(options));
+        return process;
+      }) {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
     base::Log(base::LogSeverity::kError,
@@ -58,13 +66,10 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
     absl::MutexLock lock(&mutex_);
     if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
     // The bound is each client's: one client's flood never fills the queue for the others.
-    const auto mine = queues_.find(client);
     // Jobs handed to its worker behind the running one wait too; those queued beyond the bound
     // (a batch stream's, which bounds its own) do not count.
-    int waiting = handed_client_ == client ? handed_waiting_bounded_ : 0;
-    if (mine != queues_.end()) {
-      for (const Job& queued : mine->second) waiting += !queued.beyond_bound;
-    }
+    const int waiting =
+        (handed_client_ == client ? handed_waiting_bounded_ : 0) + turns_.Bounded(client);
     if (!beyond_bound && waiting >= max_queue_) {
       return absl::ResourceExhaustedError(
           absl::StrCat("the queue of ", base::DeviceSpec(worker_options_.device), " is full (",
@@ -90,10 +95,9 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       running_pid_ = quick_worker->process->pid();
       quick = std::move(job);
     } else {
-      std::deque<Job>& queue = queues_[job.client];
-      if (queue.empty()) turns_.push_back(job.client);
-      queue.push_back(std::move(job));
-      ++queued_;
+      const uint64_t id = job.request.job_id();
+      turns_.Add(job.client, id, !job.beyond_bound);
+      queued_jobs_.insert_or_assign(id, std::move(job));
       wake = std::exchange(sleeping_, false);
     }
   }
@@ -111,7 +115,7 @@ bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
          quick_client_ == client && turns_.empty() && cancels_.empty() && !draining_;
 }
 
-FrameChannel::Outgoing DeviceExecutor::Frame(Job& job, const WorkerProcess& worker) {
+FrameChannel::Outgoing DeviceExecutor::Frame(Job& job, const JobRunner& worker) {
   if (job.deadline != absl::InfiniteFuture()) {
     job.request.set_deadline_unix_ns(absl::ToUnixNanos(job.deadline));
   }
@@ -123,7 +127,7 @@ FrameChannel::Outgoing DeviceExecutor::Frame(Job& job, const WorkerProcess& work
 }
 
 void DeviceExecutor::RunQuick(Job job, Worker* worker) {
-  WorkerProcess* process = worker->process.get();
+  JobRunner* process = worker->process.get();
   Handover handover;
   const absl::Time sent_at = absl::Now();
   if (const FrameChannel::Outgoing frame = Frame(job, *process);
@@ -192,50 +196,20 @@ void DeviceExecutor::ParkLastServed(const std::string& next_client) {
   if (it == workers_.end() || !it->second.process->alive()) return;
   WorkerRequest park;
   park.mutable_park();
-  (void)it->second.process->Send(park);  // one that has gone is seen at its next job
+  const FrameChannel::Outgoing frame{&park, {}};
+  (void)it->second.process->SendMany({&frame, 1});  // one that has gone is seen at its next job
 }
 
 DeviceExecutor::Job DeviceExecutor::TakeNext(const std::string& after) {
-  if (turns_.size() > 1 && turns_.front() == after) {
-    turns_.push_back(std::move(turns_.front()));  // it just had its turn
-    turns_.pop_front();
-  }
-  const std::string client = std::move(turns_.front());
-  turns_.pop_front();
-  std::deque<Job>& queue = queues_[client];
-  Job job = std::move(queue.front());
-  queue.pop_front();
-  --queued_;
-  if (queue.empty()) {
-    queues_.erase(client);
-  } else {
-    turns_.push_back(client);  // its next job after every other client's next
-  }
-  return job;
-}
-
-bool DeviceExecutor::OthersWaiting() const {
-  return std::any_of(turns_.begin(), turns_.end(),
-                     [this](const std::string& c) { return c != active_client_; });
+  const std::optional<ClientTurns::Next> next = turns_.TakeNext(after);
+  auto node = queued_jobs_.extract(next->job_id);
+  return std::move(node.mapped());
 }
 
 DeviceExecutor::Done DeviceExecutor::TakeFromQueue(uint64_t job_id) {
-  for (auto q = queues_.begin(); q != queues_.end(); ++q) {
-    std::deque<Job>& queue = q->second;
-    const auto it = std::find_if(queue.begin(), queue.end(), [job_id](const Job& job) {
-      return job.request.job_id() == job_id;
-    });
-    if (it == queue.end()) continue;
-    Done done = std::move(it->done);
-    queue.erase(it);
-    --queued_;
-    if (queue.empty()) {
-      turns_.erase(std::find(turns_.begin(), turns_.end(), q->first));
-      queues_.erase(q);
-    }
-    return done;
-  }
-  return nullptr;
+  if (!turns_.Remove(job_id).has_value()) return nullptr;
+  auto node = queued_jobs_.extract(job_id);
+  return std::move(node.mapped().done);
 }
 
 void DeviceExecutor::Cancel(uint64_t job_id) {
@@ -281,7 +255,7 @@ void DeviceExecutor::Drain(absl::Duration grace) {
 
 DeviceExecutor::Stats DeviceExecutor::stats() {
   absl::MutexLock lock(&mutex_);
-  return Stats{queued_ + std::max(handed_on_ - 1, 0),
+  return Stats{turns_.size() + std::max(handed_on_ - 1, 0),
                handed_on_ > 0,
                completed_,
                failed_,
@@ -290,7 +264,7 @@ DeviceExecutor::Stats DeviceExecutor::stats() {
                quick_jobs_};
 }
 
-absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& client) {
+absl::StatusOr<JobRunner*> DeviceExecutor::WorkerFor(const std::string& client) {
   auto it = workers_.find(client);
   if (it != workers_.end() && it->second.process->alive()) return it->second.process.get();
   if (it != workers_.end()) {
@@ -302,7 +276,7 @@ absl::StatusOr<WorkerProcess*> DeviceExecutor::WorkerFor(const std::string& clie
     }
     workers_.erase(idlest);
   }
-  auto spawned = WorkerProcess::Spawn(worker_options_);
+  absl::StatusOr<std::unique_ptr<JobRunner>> spawned = runners_();
   {
     absl::MutexLock lock(&mutex_);
     workers_running_ = static_cast<int>(workers_.size()) + (spawned.ok() ? 1 : 0);
@@ -343,14 +317,9 @@ void DeviceExecutor::Requeue(Job job) {
     in_flight_ids_.erase(job.request.job_id());
     if (!draining_) {
       // In order: job ids grow with submission, so the taken-back job goes before the later ones.
-      std::deque<Job>& queue = queues_[job.client];
-      if (queue.empty()) turns_.push_back(job.client);
       const uint64_t id = job.request.job_id();
-      const auto at = std::find_if(queue.begin(), queue.end(), [id](const Job& queued) {
-        return queued.request.job_id() > id;
-      });
-      queue.insert(at, std::move(job));
-      ++queued_;
+      turns_.Add(job.client, id, !job.beyond_bound);
+      queued_jobs_.insert_or_assign(id, std::move(job));
       return;
     }
   }
@@ -405,7 +374,7 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
   if (active_ == nullptr) {
     ParkLastServed(live.front().client);
     active_client_ = live.front().client;  // one client's, as Refill takes them
-    absl::StatusOr<WorkerProcess*> found = WorkerFor(active_client_);
+    absl::StatusOr<JobRunner*> found = WorkerFor(active_client_);
     if (!found.ok()) {
       for (Job& job : live) Deliver(job, found.status(), now, now);
       return;
@@ -468,13 +437,19 @@ std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
   return ids;
 }
 
-size_t DeviceExecutor::Depth() const {
-  return static_cast<size_t>(std::max(pool_.pipeline_depth, 1));
-}
-
-bool DeviceExecutor::WantsMore() const {
-  return active_ != nullptr && !active_broken_ && !draining_ && !OthersWaiting() &&
-         in_flight_.size() <= Depth() / 2 && queues_.count(active_client_) > 0;
+PipelineView DeviceExecutor::View() const {
+  PipelineView view;
+  view.has_worker = active_ != nullptr;
+  view.worker_broken = active_broken_;
+  view.draining = draining_;
+  view.depth = static_cast<size_t>(std::max(pool_.pipeline_depth, 1));
+  view.handed_on_live.reserve(in_flight_.size());
+  for (const Job& job : in_flight_)
+    view.handed_on_live.push_back(!job.cancelled && !job.taking_back);
+  view.own_queued = view.has_worker ? static_cast<size_t>(turns_.Queued(active_client_)) : 0;
+  view.others_queued = turns_.OthersWaiting(active_client_);
+  view.any_queued = !turns_.empty();
+  return view;
 }
 
 void DeviceExecutor::Refill() {
@@ -482,48 +457,43 @@ void DeviceExecutor::Refill() {
     std::vector<Job> jobs;
     {
       absl::MutexLock lock(&mutex_);
-      if (active_ != nullptr && in_flight_.empty() &&
-          (active_broken_ || OthersWaiting() || turns_.empty())) {
-        // The pipeline is empty: the next client may have the device (a broken worker is
-        // replaced at its client's next job).
-        if (active_broken_) {
-          mutex_.Unlock();
-          EndWorker(active_client_);
-          mutex_.Lock();
-        }
-        active_ = nullptr;
-        running_pid_ = -1;
-      }
-      if (active_ == nullptr) {
-        // The first job goes on alone, so that the worker starts on it at once.
-        if (turns_.empty()) return;
-        jobs.push_back(TakeNext(active_client_));
-        in_flight_ids_.insert(jobs.back().request.job_id());  // a Cancel now goes to the loop
-      } else {
-        if (active_broken_) return;
-        if (draining_ || OthersWaiting()) {
-          // Shutting down: the running job finishes, the ones handed on behind it do not start
-          // (queued again, they are refused). Another client waits: it runs after the running
-          // job and at most one more; the rest handed on go back to the queue.
-          const std::vector<uint64_t> ids = MarkTakenBack(draining_ ? 1 : 2);
-          if (!ids.empty()) {
+      const PipelineStep step = NextPipelineStep(View());
+      switch (step.kind) {
+        case PipelineStep::kWait:
+          return;
+        case PipelineStep::kRelease:
+          // The pipeline is empty: the next client may have the device (a broken worker is
+          // replaced at its client's next job).
+          if (active_broken_) {
             mutex_.Unlock();
-            Withdraw(ids);
+            EndWorker(active_client_);
             mutex_.Lock();
           }
+          active_ = nullptr;
+          running_pid_ = -1;
+          continue;
+        case PipelineStep::kStart:
+          // The first job goes on alone, so that the worker starts on it at once.
+          jobs.push_back(TakeNext(active_client_));
+          in_flight_ids_.insert(jobs.back().request.job_id());  // a Cancel now goes to the loop
+          break;
+        case PipelineStep::kFill:
+          for (size_t i = 0; i < step.count; ++i) {
+            jobs.push_back(TakeNext(active_client_));  // the only client with a turn
+            in_flight_ids_.insert(jobs.back().request.job_id());
+            // Counted against the client's bound from now, not from when they are sent.
+            handed_waiting_bounded_ += !jobs.back().beyond_bound;
+          }
+          break;
+        case PipelineStep::kTakeBack: {
+          const std::vector<uint64_t> ids = MarkTakenBack(step.count);
+          mutex_.Unlock();
+          Withdraw(ids);
+          mutex_.Lock();
           return;
-        }
-        // Filled up again once it is half empty, all at once: one frame write for several jobs.
-        if (!WantsMore()) return;
-        while (in_flight_.size() + jobs.size() < Depth() && queues_.count(active_client_) > 0) {
-          jobs.push_back(TakeNext(active_client_));  // the only client with a turn
-          in_flight_ids_.insert(jobs.back().request.job_id());
-          // Counted against the client's bound from now, not from when they are sent.
-          handed_waiting_bounded_ += !jobs.back().beyond_bound;
         }
       }
     }
-    if (jobs.empty()) return;
     Hand(std::move(jobs));
   }
 }
@@ -641,7 +611,8 @@ void DeviceExecutor::Withdraw(const std::vector<uint64_t>& ids) {
   if (ids.empty() || active_ == nullptr) return;
   WorkerRequest request;
   for (uint64_t id : ids) request.mutable_withdraw()->add_job_ids(id);
-  if (!active_->Send(request).ok()) active_broken_ = true;
+  const FrameChannel::Outgoing frame{&request, {}};
+  if (!active_->SendMany({&frame, 1}).ok()) active_broken_ = true;
 }
 
 void DeviceExecutor::Account() {
@@ -716,17 +687,7 @@ void DeviceExecutor::Loop() {
       if (!cancels_.empty() || (draining_ && turns_.empty() && in_flight_.empty())) continue;
       // Work that came while Refill ran: a job to hand on, or another client's that the jobs
       // handed on beyond the next must make way for.
-      bool more = false;
-      if (!turns_.empty() && active_ == nullptr) {
-        more = true;
-      } else if (!turns_.empty() && !active_broken_ && !OthersWaiting()) {
-        more = WantsMore();
-      } else if (!turns_.empty() && !active_broken_) {
-        for (size_t i = 2; i < in_flight_.size() && !more; ++i) {
-          more = !in_flight_[i].cancelled && !in_flight_[i].taking_back;
-        }
-      }
-      if (more) continue;
+      if (NextPipelineStep(View()).kind != PipelineStep::kWait) continue;
       sleeping_ = true;
       if (in_flight_.empty() && worker_options_.busy_poll > absl::ZeroDuration()) {
         const auto last = workers_.find(active_client_);

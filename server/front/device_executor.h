@@ -39,6 +39,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/front/client_turns.h"
+#include "server/front/job_runner.h"
+#include "server/front/pipeline_plan.h"
 #include "server/front/worker_process.h"
 #include "server/ipc/worker.pb.h"
 
@@ -63,8 +66,9 @@ class DeviceExecutor {
   // job answered on the quick path, on the thread that called Submit, before Submit returns.
   using Done = std::function<void(absl::StatusOr<kprof::worker::v1::WorkerAnswer>, JobTiming)>;
 
+  // `runners` starts a client's runner; by default a kprofd-worker process as `worker` says.
   DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
-                 WorkerPool pool = WorkerPool());
+                 WorkerPool pool = WorkerPool(), RunnerFactory runners = nullptr);
   ~DeviceExecutor();  // Drain()
 
   // Queues a job that must finish by `deadline` (its execution is also capped by the job
@@ -128,7 +132,7 @@ class DeviceExecutor {
   };
 
   struct Worker {
-    std::unique_ptr<WorkerProcess> process;
+    std::unique_ptr<JobRunner> process;
     absl::Time last_job;
   };
 
@@ -142,7 +146,7 @@ class DeviceExecutor {
 
   // `job`'s frame for `worker`: its deadline set, its modules' descriptors withheld when the
   // worker has them open already.
-  static FrameChannel::Outgoing Frame(Job& job, const WorkerProcess& worker);
+  static FrameChannel::Outgoing Frame(Job& job, const JobRunner& worker);
   // Whether `client`'s job may take the quick path now.
   bool QuickPathOpen(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs `job` on `worker` from the caller's thread (QuickPathOpen said so, and it is marked
@@ -156,16 +160,14 @@ class DeviceExecutor {
 
   void Loop();
   // Hands jobs to the active worker (choosing the next client when it has none), or takes
-  // jobs back when another client waits.
+  // jobs back when another client waits: the steps NextPipelineStep gives, until it says wait.
   void Refill();
+  // What NextPipelineStep sees now.
+  PipelineView View() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Sends `jobs` (one client's) to the active worker, starting it when there is none; jobs it
   // cannot take are answered or queued again.
   void Hand(std::vector<Job> jobs);
   void HandOn(std::vector<Job> jobs);  // Hand's, less the accounting
-  // Whether the active pipeline of a client alone on the device is to be filled up: it is half
-  // empty and the client has jobs queued.
-  bool WantsMore() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  size_t Depth() const;  // the pipeline's depth, at least 1
   // An answer (or the failure to get one) from the active worker.
   void Answer(absl::StatusOr<kprof::worker::v1::WorkerAnswer> answer);
   // The active worker is gone or stopped: the job at the front of the pipeline gets `front`
@@ -189,13 +191,13 @@ class DeviceExecutor {
   // Starts the front job's clock, and says so to whoever waits for it.
   void FrontStarted(absl::Time at);
   // The worker of `client`, started if need be (stopping the one idle longest at the bound).
-  absl::StatusOr<WorkerProcess*> WorkerFor(const std::string& client);
+  absl::StatusOr<JobRunner*> WorkerFor(const std::string& client);
   void RetireIdleWorkers();
   void EndWorker(const std::string& client);
   void Wake();
   // The next job, clients in turn; `after` (the client just served) goes last when others wait.
+  // There must be one.
   Job TakeNext(const std::string& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  bool OthersWaiting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Takes a queued job out; its Done, or null when it is not queued.
   Done TakeFromQueue(uint64_t job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -203,12 +205,13 @@ class DeviceExecutor {
   const int max_queue_;
   const absl::Duration job_timeout_;
   const WorkerPool pool_;
+  const RunnerFactory runners_;
   int wake_fd_ = -1;  // an eventfd: new work or a cancel for the loop
 
   // The loop's own.
   std::map<std::string, Worker> workers_;          // by client
   std::string active_client_;                      // whose worker has the pipeline
-  WorkerProcess* active_ = nullptr;                // its worker; null when the pipeline is empty
+  JobRunner* active_ = nullptr;                    // its worker; null when the pipeline is empty
   bool active_broken_ = false;                     // it closed its end: no more jobs to it
   std::deque<Job> in_flight_;                      // handed to active_, in order
   absl::Time front_since_;                         // when in_flight_.front() began to run
@@ -216,10 +219,9 @@ class DeviceExecutor {
   absl::Time last_answer_ = absl::InfinitePast();  // the last served worker's last answer
 
   absl::Mutex mutex_;
-  std::map<std::string, std::deque<Job>> queues_ ABSL_GUARDED_BY(mutex_);  // by client
-  std::deque<std::string> turns_ ABSL_GUARDED_BY(mutex_);  // clients with jobs, next first
-  std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mutex_);  // of jobs with the worker
-  int queued_ ABSL_GUARDED_BY(mutex_) = 0;
+  ClientTurns turns_ ABSL_GUARDED_BY(mutex_);                    // who is served next
+  std::map<uint64_t, Job> queued_jobs_ ABSL_GUARDED_BY(mutex_);  // by job id
+  std::vector<uint64_t> cancels_ ABSL_GUARDED_BY(mutex_);        // of jobs with the worker
   int handed_on_ ABSL_GUARDED_BY(mutex_) = 0;               // in_flight_'s jobs not answered yet
   int handed_waiting_bounded_ ABSL_GUARDED_BY(mutex_) = 0;  // behind the front, within bound
   std::string handed_client_ ABSL_GUARDED_BY(mutex_);       // whose they are

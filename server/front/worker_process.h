@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "base/device.h"
 #include "core/host/placement.h"
+#include "server/front/job_runner.h"
 #include "server/front/worker_cgroup.h"
 #include "server/ipc/frame_channel.h"
 #include "server/ipc/worker.pb.h"
@@ -47,13 +48,13 @@ struct WorkerOptions {
   absl::Duration busy_poll = absl::ZeroDuration();
 };
 
-class WorkerProcess {
+class WorkerProcess final : public JobRunner {
  public:
   static absl::StatusOr<std::unique_ptr<WorkerProcess>> Spawn(const WorkerOptions& options);
 
   // Closes the socket (the worker exits on its own) and reaps it, killing its process group if
   // it does not exit within a second.
-  ~WorkerProcess();
+  ~WorkerProcess() override;
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
@@ -76,24 +77,24 @@ class WorkerProcess {
   absl::Status Send(const kprof::worker::v1::WorkerRequest& request,
                     absl::Span<const int> module_fds = {});
   // Several jobs at once, in order, with one system call where their descriptors fit one.
-  absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> requests);
-  absl::StatusOr<kprof::worker::v1::WorkerAnswer> Receive();
+  absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> requests) override;
+  absl::StatusOr<kprof::worker::v1::WorkerAnswer> Receive() override;
   // Whether the worker has every module `request` names open: each is among the modules of
   // the jobs handed on last, whose files went to it (with one of them), and no answer since
   // said it was closed. Such a job can go without them. A worker that closed one all the same
   // sends the job back (WorkerRequest.module_files_withheld).
-  bool HoldsModulesOf(const kprof::worker::v1::WorkerRequest& request) const;
+  bool HoldsModulesOf(const kprof::worker::v1::WorkerRequest& request) const override;
   // `request` was handed on, with its modules' files or without (HoldsModulesOf).
-  void HandedOn(const kprof::worker::v1::WorkerRequest& request);
-  bool HasAnswer() const { return channel_.HasFrame(); }
+  void HandedOn(const kprof::worker::v1::WorkerRequest& request) override;
+  bool HasAnswer() const override { return channel_.HasFrame(); }
   // Takes in what the worker has written, without blocking: whether Receive would not block.
-  bool PollAnswer() { return channel_.Poll(); }
-  int fd() const { return socket_; }
+  bool PollAnswer() override { return channel_.Poll(); }
+  int fd() const override { return socket_; }
   // Kills the worker's process group and reaps it; returns how it ended.
-  std::string Kill() { return pid_ > 0 ? KillAndReap() : "gone"; }
+  std::string Kill() override { return pid_ > 0 ? KillAndReap() : "gone"; }
 
-  bool alive() const { return pid_ > 0; }
-  pid_t pid() const { return pid_; }
+  bool alive() const override { return pid_ > 0; }
+  pid_t pid() const override { return pid_; }
   const std::string& scratch() const { return scratch_; }
 
  private:

@@ -1,0 +1,412 @@
+// The executor's scheduling with runners that are threads of this process: each job "runs" for
+// the time its script says, crashes its runner or hangs, so turns, pipelining, cancels,
+// deadlines, crashes and draining are tested without processes, gRPC or a device.
+#include "server/front/device_executor.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kprof::server {
+namespace {
+
+using kprof::worker::v1::WorkerAnswer;
+using kprof::worker::v1::WorkerRequest;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+struct Script {
+  absl::Duration runs = absl::Milliseconds(2);
+  bool crashes = false;  // the runner ends at the end of the job, without an answer
+  bool hangs = false;    // the job never ends
+};
+
+// What the runners share with the test: the scripts, and what they saw.
+struct Bench {
+  std::mutex mutex;
+  std::map<uint64_t, Script> scripts;
+  std::vector<uint64_t> started;  // job ids, in the order they began to run
+  int runners_started = 0;
+  int runners_alive = 0;
+  int most_alive = 0;
+  size_t most_held = 0;  // jobs a runner held at once, the running one included
+
+  Script ScriptOf(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return scripts[id];
+  }
+  std::vector<uint64_t> Started() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return started;
+  }
+};
+
+class FakeRunner final : public JobRunner {
+ public:
+  explicit FakeRunner(Bench* bench) : bench_(bench), fd_(eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE)) {
+    {
+      std::lock_guard<std::mutex> lock(bench_->mutex);
+      ++bench_->runners_started;
+      bench_->most_alive = std::max(bench_->most_alive, ++bench_->runners_alive);
+    }
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~FakeRunner() override {
+    (void)Kill();
+    close(fd_);
+  }
+
+  absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> frames) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_) return absl::UnavailableError("the runner ended");
+    for (const FrameChannel::Outgoing& frame : frames) {
+      const auto& request = static_cast<const WorkerRequest&>(*frame.message);
+      if (request.has_withdraw()) {
+        for (const uint64_t id : request.withdraw().job_ids()) {
+          const auto it = std::find_if(pending_.begin(), pending_.end(),
+                                       [id](const WorkerRequest& r) { return r.job_id() == id; });
+          if (it == pending_.end()) continue;  // running or done: answered as usual
+          pending_.erase(it);
+          WorkerAnswer answer;
+          answer.set_job_id(id);
+          answer.set_withdrawn(true);
+          Answer(std::move(answer));
+        }
+      } else if (!request.has_park()) {
+        pending_.push_back(request);
+        std::lock_guard<std::mutex> bench_lock(bench_->mutex);
+        bench_->most_held = std::max(bench_->most_held, pending_.size() + (running_ ? 1 : 0));
+      }
+    }
+    wake_.notify_all();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<WorkerAnswer> Receive() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait(lock, [this] { return !answers_.empty() || ended_; });
+    if (answers_.empty()) return absl::AbortedError("the runner crashed");
+    WorkerAnswer answer = std::move(answers_.front());
+    answers_.pop_front();
+    uint64_t one = 0;
+    (void)!read(fd_, &one, sizeof one);
+    return answer;
+  }
+  bool HasAnswer() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !answers_.empty() || ended_;
+  }
+  bool PollAnswer() override { return HasAnswer(); }
+  int fd() const override { return fd_; }
+  std::string Kill() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!ended_) End();
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    return "killed";
+  }
+  bool alive() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return !ended_;
+  }
+  pid_t pid() const override { return -1; }
+  bool HoldsModulesOf(const WorkerRequest&) const override { return false; }
+  void HandedOn(const WorkerRequest&) override {}
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [this] { return !pending_.empty() || ended_; });
+      if (ended_) return;
+      const WorkerRequest request = std::move(pending_.front());
+      pending_.pop_front();
+      running_ = true;
+      const Script script = bench_->ScriptOf(request.job_id());
+      {
+        std::lock_guard<std::mutex> bench_lock(bench_->mutex);
+        bench_->started.push_back(request.job_id());
+      }
+      const auto until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(script.runs);
+      if (script.hangs) {
+        wake_.wait(lock, [this] { return ended_; });
+      } else {
+        wake_.wait_until(lock, until, [this] { return ended_; });
+      }
+      running_ = false;
+      if (ended_) return;
+      if (script.crashes) {
+        End();
+        wake_.notify_all();
+        return;
+      }
+      WorkerAnswer answer;
+      answer.set_job_id(request.job_id());
+      Answer(std::move(answer));
+    }
+  }
+  void Answer(WorkerAnswer answer) {  // mutex_ held
+    answers_.push_back(std::move(answer));
+    const uint64_t one = 1;
+    (void)!write(fd_, &one, sizeof one);
+    wake_.notify_all();
+  }
+  void End() {  // mutex_ held
+    ended_ = true;
+    const uint64_t one = 1;
+    (void)!write(fd_, &one, sizeof one);
+    std::lock_guard<std::mutex> bench_lock(bench_->mutex);
+    --bench_->runners_alive;
+  }
+
+  Bench* bench_;
+  const int fd_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<WorkerRequest> pending_;
+  std::deque<WorkerAnswer> answers_;
+  bool running_ = false;
+  bool ended_ = false;
+  std::thread thread_;
+};
+
+// A job's outcome, once its Done has run.
+struct Outcome {
+  absl::Notification done;
+  absl::StatusOr<WorkerAnswer> answer = absl::UnknownError("not answered");
+  std::thread::id thread;
+
+  absl::StatusCode code() {
+    EXPECT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    return answer.status().code();
+  }
+};
+
+class DeviceExecutorTest : public ::testing::Test {
+ protected:
+  void Start(int max_queue = 100, absl::Duration job_timeout = absl::Seconds(30),
+             WorkerPool pool = WorkerPool(), absl::Duration busy_poll = absl::ZeroDuration()) {
+    WorkerOptions options;
+    options.busy_poll = busy_poll;
+    executor_ =
+        std::make_unique<DeviceExecutor>(options, max_queue, job_timeout, pool,
+                                         [this]() -> absl::StatusOr<std::unique_ptr<JobRunner>> {
+                                           return std::make_unique<FakeRunner>(&bench_);
+                                         });
+  }
+
+  // Submits job `id` of `client`, scripted; its outcome.
+  std::shared_ptr<Outcome> Submit(uint64_t id, const std::string& client, Script script = {},
+                                  absl::Time deadline = absl::InfiniteFuture(),
+                                  absl::Status* refused = nullptr) {
+    {
+      std::lock_guard<std::mutex> lock(bench_.mutex);
+      bench_.scripts[id] = script;
+    }
+    auto outcome = std::make_shared<Outcome>();
+    WorkerRequest request;
+    request.set_job_id(id);
+    const absl::Status status = executor_->Submit(
+        request, client, deadline,
+        [outcome](absl::StatusOr<WorkerAnswer> answer, JobTiming) {
+          outcome->answer = std::move(answer);
+          outcome->thread = std::this_thread::get_id();
+          outcome->done.Notify();
+        },
+        nullptr);
+    if (refused != nullptr) *refused = status;
+    if (!status.ok()) {
+      outcome->answer = status;
+      outcome->done.Notify();
+    }
+    return outcome;
+  }
+
+  // Waits until job `id` has begun to run.
+  bool WaitStarted(uint64_t id) {
+    for (int i = 0; i < 2000; ++i) {
+      const std::vector<uint64_t> started = bench_.Started();
+      if (std::find(started.begin(), started.end(), id) != started.end()) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+
+  Bench bench_;
+  std::unique_ptr<DeviceExecutor> executor_;
+};
+
+TEST_F(DeviceExecutorTest, RunsOneClientsJobsInOrderPipelinedUpToTheDepth) {
+  WorkerPool pool;
+  pool.pipeline_depth = 4;
+  Start(100, absl::Seconds(30), pool);
+  std::vector<std::shared_ptr<Outcome>> jobs;
+  for (uint64_t id = 1; id <= 12; ++id) jobs.push_back(Submit(id, "a"));
+  for (auto& job : jobs) EXPECT_EQ(job->code(), absl::StatusCode::kOk);
+  for (size_t i = 0; i < jobs.size(); ++i) EXPECT_EQ(jobs[i]->answer->job_id(), i + 1);
+  EXPECT_THAT(bench_.Started(), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12));
+  EXPECT_GT(bench_.most_held, 1u) << "the jobs went one at a time";
+  EXPECT_LE(bench_.most_held, 4u) << "more jobs than the depth were handed on";
+  EXPECT_EQ(bench_.runners_started, 1);
+  EXPECT_EQ(executor_->stats().completed, 12);
+  EXPECT_EQ(executor_->stats().workers, 1);
+}
+
+TEST_F(DeviceExecutorTest, ANewClientWaitsForTheRunningJobAndOneMoreAtMost) {
+  Start();
+  std::vector<std::shared_ptr<Outcome>> jobs;
+  jobs.push_back(Submit(1, "tuner", Script{absl::Milliseconds(100)}));
+  ASSERT_TRUE(WaitStarted(1));
+  for (uint64_t id = 2; id <= 7; ++id)
+    jobs.push_back(Submit(id, "tuner", Script{absl::Milliseconds(20)}));
+  absl::SleepFor(absl::Milliseconds(20));  // the tuner's jobs are handed on behind the first
+  jobs.push_back(Submit(8, "user"));
+  for (auto& job : jobs) EXPECT_EQ(job->code(), absl::StatusCode::kOk);
+  const std::vector<uint64_t> started = bench_.Started();
+  const auto user = std::find(started.begin(), started.end(), 8u);
+  ASSERT_NE(user, started.end());
+  EXPECT_LE(user - started.begin(), 2) << "the user's job waited behind more than two";
+  std::vector<uint64_t> tuner;
+  for (uint64_t id : started) {
+    if (id != 8) tuner.push_back(id);
+  }
+  EXPECT_THAT(tuner, ElementsAre(1, 2, 3, 4, 5, 6, 7)) << "taken back out of order";
+  EXPECT_EQ(bench_.runners_started, 2);  // a worker per client
+}
+
+TEST_F(DeviceExecutorTest, ACrashFailsItsJobAloneAndTheRestRunOnAFreshRunner) {
+  Start();
+  auto first = Submit(1, "a", Script{absl::Milliseconds(20), /*crashes=*/true});
+  auto second = Submit(2, "a");
+  auto third = Submit(3, "a");
+  EXPECT_EQ(first->code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(first->answer.status().message()), HasSubstr("crashed"));
+  EXPECT_EQ(second->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(third->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(bench_.runners_started, 2);
+  EXPECT_EQ(executor_->stats().failed, 1);
+  EXPECT_EQ(executor_->stats().completed, 2);
+}
+
+TEST_F(DeviceExecutorTest, CancelTakesAQueuedJobOutAndStopsARunningOne) {
+  Start();
+  auto running = Submit(1, "a", Script{absl::ZeroDuration(), false, /*hangs=*/true});
+  ASSERT_TRUE(WaitStarted(1));
+  auto queued = Submit(2, "a");
+  auto after = Submit(3, "a");
+  executor_->Cancel(2);
+  EXPECT_EQ(queued->code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(std::string(queued->answer.status().message()), HasSubstr("left the queue"));
+  executor_->Cancel(1);
+  EXPECT_EQ(running->code(), absl::StatusCode::kCancelled);
+  EXPECT_THAT(std::string(running->answer.status().message()), HasSubstr("stopped"));
+  EXPECT_EQ(after->code(), absl::StatusCode::kOk);
+  EXPECT_THAT(bench_.Started(), ElementsAre(1, 3));
+  EXPECT_EQ(bench_.runners_started, 2);  // the stopped one replaced
+  executor_->Cancel(42);                 // unknown: nothing happens
+}
+
+TEST_F(DeviceExecutorTest, AJobWhoseDeadlinePassesWhileItWaitsNeverRuns) {
+  Start();
+  auto slow = Submit(1, "a", Script{absl::Milliseconds(150)});
+  ASSERT_TRUE(WaitStarted(1));
+  auto late = Submit(2, "a", Script{}, absl::Now() + absl::Milliseconds(30));
+  auto next = Submit(3, "a");
+  EXPECT_EQ(late->code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(late->answer.status().message()), HasSubstr("while the job waited"));
+  EXPECT_FALSE(slow->done.HasBeenNotified()) << "the late job was answered only after the slow one";
+  EXPECT_EQ(slow->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(next->code(), absl::StatusCode::kOk);
+  EXPECT_THAT(bench_.Started(), ElementsAre(1, 3));
+}
+
+TEST_F(DeviceExecutorTest, TheJobTimeoutStopsAHangAndTheNextJobRuns) {
+  Start(100, absl::Milliseconds(100));
+  auto hang = Submit(1, "a", Script{absl::ZeroDuration(), false, /*hangs=*/true});
+  auto next = Submit(2, "a");
+  EXPECT_EQ(hang->code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(hang->answer.status().message()), HasSubstr("--job-timeout"));
+  EXPECT_EQ(next->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(bench_.runners_started, 2);
+}
+
+TEST_F(DeviceExecutorTest, TheQueueIsBoundedPerClient) {
+  Start(/*max_queue=*/2);
+  auto running = Submit(1, "a", Script{absl::ZeroDuration(), false, /*hangs=*/true});
+  ASSERT_TRUE(WaitStarted(1));
+  auto second = Submit(2, "a");
+  auto third = Submit(3, "a");
+  absl::Status refused;
+  auto fourth = Submit(4, "a", Script{}, absl::InfiniteFuture(), &refused);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("limit 2 per client"));
+  absl::Status other;
+  auto theirs = Submit(5, "b", Script{}, absl::InfiniteFuture(), &other);
+  EXPECT_TRUE(other.ok()) << "one client's flood filled the queue for another: " << other;
+  executor_->Cancel(1);
+  EXPECT_EQ(running->code(), absl::StatusCode::kCancelled);
+  for (auto* job : {&second, &third, &theirs}) EXPECT_EQ((*job)->code(), absl::StatusCode::kOk);
+}
+
+TEST_F(DeviceExecutorTest, PastTheBoundOnWorkersTheIdlestEnds) {
+  WorkerPool pool;
+  pool.max_workers = 1;
+  Start(100, absl::Seconds(30), pool);
+  EXPECT_EQ(Submit(1, "a")->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(Submit(2, "b")->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(Submit(3, "a")->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(bench_.runners_started, 3);
+  EXPECT_EQ(bench_.most_alive, 1);
+  EXPECT_EQ(executor_->stats().workers, 1);
+  EXPECT_EQ(executor_->stats().workers_started, 3);
+}
+
+TEST_F(DeviceExecutorTest, DrainLetsTheRunningJobFinishAndRefusesTheRest) {
+  Start();
+  auto running = Submit(1, "a", Script{absl::Milliseconds(100)});
+  ASSERT_TRUE(WaitStarted(1));
+  auto queued = Submit(2, "a");
+  auto other = Submit(3, "b");
+  executor_->Drain();
+  EXPECT_EQ(running->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(queued->code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(other->code(), absl::StatusCode::kUnavailable);
+  absl::Status refused;
+  (void)Submit(4, "a", Script{}, absl::InfiniteFuture(), &refused);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(bench_.Started(), ElementsAre(1));
+}
+
+TEST_F(DeviceExecutorTest, TheQuickPathAnswersOnTheCallersThread) {
+  Start(100, absl::Seconds(30), WorkerPool(), /*busy_poll=*/absl::Milliseconds(200));
+  ASSERT_EQ(Submit(1, "a")->code(), absl::StatusCode::kOk);
+  // Once the loop sleeps with the client's worker left to the quick path, a job is answered by
+  // the thread that submits it, before Submit returns.
+  std::shared_ptr<Outcome> quick;
+  for (uint64_t id = 2; id < 40 && executor_->stats().quick_jobs == 0; ++id) {
+    absl::SleepFor(absl::Milliseconds(10));
+    quick = Submit(id, "a");
+    ASSERT_EQ(quick->code(), absl::StatusCode::kOk);
+  }
+  EXPECT_EQ(executor_->stats().quick_jobs, 1);
+  EXPECT_EQ(quick->thread, std::this_thread::get_id());
+  EXPECT_EQ(bench_.runners_started, 1);
+}
+
+}  // namespace
+}  // namespace kprof::server
