@@ -1,0 +1,483 @@
+#include <poll.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "base/log.h"
+#include "server/front/device_executor.h"
+
+// The executor's loop: the thread that owns the workers, hands them jobs as NextPipelineStep
+// says, reads their answers, and stops what runs past its time.
+namespace kprof::server {
+
+using kprof::worker::v1::WorkerAnswer;
+using kprof::worker::v1::WorkerRequest;
+
+absl::StatusOr<JobRunner*> DeviceExecutor::WorkerFor(const std::string& client) {
+  auto it = workers_.find(client);
+  if (it != workers_.end() && it->second.process->alive()) return it->second.process.get();
+  if (it != workers_.end()) {
+    workers_.erase(it);  // died or was stopped: a fresh one below
+  } else if (static_cast<int>(workers_.size()) >= pool_.max_workers) {
+    auto idlest = workers_.begin();
+    for (auto w = workers_.begin(); w != workers_.end(); ++w) {
+      if (w->second.last_job < idlest->second.last_job) idlest = w;
+    }
+    workers_.erase(idlest);
+  }
+  absl::StatusOr<std::unique_ptr<JobRunner>> spawned = runners_();
+  {
+    absl::MutexLock lock(&mutex_);
+    workers_running_ = static_cast<int>(workers_.size()) + (spawned.ok() ? 1 : 0);
+    if (spawned.ok()) ++workers_started_;
+  }
+  if (!spawned.ok()) return spawned.status();
+  Worker& worker = workers_[client];
+  worker.process = *std::move(spawned);
+  worker.last_job = absl::Now();
+  return worker.process.get();
+}
+
+void DeviceExecutor::EndWorker(const std::string& client) {
+  workers_.erase(client);
+  absl::MutexLock lock(&mutex_);
+  workers_running_ = static_cast<int>(workers_.size());
+}
+
+void DeviceExecutor::RetireIdleWorkers() {
+  const absl::Time now = absl::Now();
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    const bool active = it->second.process.get() == active_;
+    if (!active &&
+        (now - it->second.last_job >= pool_.idle_timeout || !it->second.process->alive())) {
+      it = workers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  absl::MutexLock lock(&mutex_);
+  workers_running_ = static_cast<int>(workers_.size());
+}
+
+void DeviceExecutor::FrontStarted(absl::Time at) {
+  front_since_ = at;
+  if (in_flight_.empty()) return;
+  Job& front = in_flight_.front();
+  if (front.cancelled || front.taking_back || !front.started) return;
+  std::function<void()> started = std::move(front.started);
+  front.started = nullptr;
+  started();
+}
+
+void DeviceExecutor::Hand(std::vector<Job> jobs) {
+  HandOn(std::move(jobs));
+  Account();  // whatever became of them
+}
+
+void DeviceExecutor::HandOn(std::vector<Job> jobs) {
+  std::vector<Job> live;
+  const absl::Time now = absl::Now();
+  for (Job& job : jobs) {
+    if (job.deadline <= now) {
+      Deliver(job,
+              absl::DeadlineExceededError("the request's deadline passed while the job waited"),
+              now, now);
+    } else {
+      live.push_back(std::move(job));
+    }
+  }
+  if (live.empty()) return;
+  if (active_ == nullptr) {
+    ParkLastServed(live.front().client);
+    active_client_ = live.front().client;  // one client's, as Refill takes them
+    absl::StatusOr<JobRunner*> found = WorkerFor(active_client_);
+    if (!found.ok()) {
+      for (Job& job : live) Deliver(job, found.status(), now, now);
+      return;
+    }
+    active_ = *found;
+    active_broken_ = false;
+    absl::MutexLock lock(&mutex_);
+    running_pid_ = active_->pid();
+  }
+  std::vector<FrameChannel::Outgoing> frames;
+  frames.reserve(live.size());
+  for (Job& job : live) frames.push_back(Frame(job, *active_));
+  const absl::Status sent = active_->SendMany(frames);
+  if (!sent.ok() && !absl::IsUnavailable(sent)) {
+    // A frame the channel refuses (over the size cap, too many descriptors) is refused before
+    // anything is sent, and the worker is fine: one at a time, each job meets its own fate.
+    if (live.size() == 1) {
+      Deliver(live.front(), sent, now, now);
+      return;
+    }
+    for (Job& job : live) {
+      std::vector<Job> one;
+      one.push_back(std::move(job));
+      HandOn(std::move(one));
+    }
+    return;
+  }
+  if (!sent.ok()) {
+    active_broken_ = true;
+    size_t requeue_from = 0;
+    if (in_flight_.empty()) {
+      // It died with nothing to do (killed from outside, a start that failed): the first job
+      // is told how, rather than handed to a worker that may die the same way again and again.
+      const absl::StatusOr<WorkerAnswer> ended = active_->Receive();
+      const absl::Time at = absl::Now();
+      Deliver(live.front(),
+              ended.ok() ? absl::AbortedError("worker closed its socket") : ended.status(), at, at);
+      requeue_from = 1;
+    }
+    // It closed its end: what it answered before is still to be read, then its end is seen.
+    for (size_t i = requeue_from; i < live.size(); ++i) Requeue(std::move(live[i]));
+    return;
+  }
+  const bool first = in_flight_.empty();
+  for (Job& job : live) {
+    if (!job.module_fds.empty()) active_->HandedOn(job.request);
+    in_flight_.push_back(std::move(job));
+  }
+  if (first) FrontStarted(absl::Now());
+}
+
+std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
+  std::vector<uint64_t> ids;
+  for (size_t i = first; i < in_flight_.size(); ++i) {
+    Job& job = in_flight_[i];
+    if (job.cancelled || job.taking_back) continue;
+    job.taking_back = true;
+    ids.push_back(job.request.job_id());
+  }
+  return ids;
+}
+
+PipelineView DeviceExecutor::View() const {
+  PipelineView view;
+  view.has_worker = active_ != nullptr;
+  view.worker_broken = active_broken_;
+  view.draining = draining_;
+  view.depth = static_cast<size_t>(std::max(pool_.pipeline_depth, 1));
+  view.handed_on_live.reserve(in_flight_.size());
+  for (const Job& job : in_flight_)
+    view.handed_on_live.push_back(!job.cancelled && !job.taking_back);
+  view.own_queued = view.has_worker ? static_cast<size_t>(turns_.Queued(active_client_)) : 0;
+  view.others_queued = turns_.OthersWaiting(active_client_);
+  view.any_queued = !turns_.empty();
+  return view;
+}
+
+void DeviceExecutor::Refill() {
+  while (true) {
+    std::vector<Job> jobs;
+    {
+      absl::MutexLock lock(&mutex_);
+      const PipelineStep step = NextPipelineStep(View());
+      switch (step.kind) {
+        case PipelineStep::kWait:
+          return;
+        case PipelineStep::kRelease:
+          // The pipeline is empty: the next client may have the device (a broken worker is
+          // replaced at its client's next job).
+          if (active_broken_) {
+            mutex_.Unlock();
+            EndWorker(active_client_);
+            mutex_.Lock();
+          }
+          active_ = nullptr;
+          running_pid_ = -1;
+          continue;
+        case PipelineStep::kStart:
+          // The first job goes on alone, so that the worker starts on it at once.
+          jobs.push_back(TakeNext(active_client_));
+          in_flight_ids_.insert(jobs.back().request.job_id());  // a Cancel now goes to the loop
+          break;
+        case PipelineStep::kFill:
+          for (size_t i = 0; i < step.count; ++i) {
+            jobs.push_back(TakeNext(active_client_));  // the only client with a turn
+            in_flight_ids_.insert(jobs.back().request.job_id());
+            // Counted against the client's bound from now, not from when they are sent.
+            handed_waiting_bounded_ += !jobs.back().beyond_bound;
+          }
+          break;
+        case PipelineStep::kTakeBack: {
+          const std::vector<uint64_t> ids = MarkTakenBack(step.count);
+          mutex_.Unlock();
+          Withdraw(ids);
+          mutex_.Lock();
+          return;
+        }
+      }
+    }
+    Hand(std::move(jobs));
+  }
+}
+
+void DeviceExecutor::LoseWorker(const absl::Status* front) {
+  std::deque<Job> jobs;
+  jobs.swap(in_flight_);
+  {
+    // Each job's id leaves in_flight_ids_ as it is answered or queued again (Deliver, Requeue):
+    // a Cancel meanwhile still reaches the loop.
+    absl::MutexLock lock(&mutex_);
+    handed_on_ = 0;
+    handed_waiting_bounded_ = 0;
+    running_pid_ = -1;
+  }
+  const absl::Time now = absl::Now();
+  EndWorker(active_client_);
+  active_ = nullptr;
+  // Its replacement starts now, while the answer goes out: a client whose candidate crashed
+  // sends the next one at once, and a worker takes some 15 ms to be ready.
+  bool draining = false;
+  {
+    absl::MutexLock lock(&mutex_);
+    draining = draining_;
+  }
+  // Not at the bound, where it would stop another client's idle worker for one that may not
+  // be wanted.
+  if (!draining && static_cast<int>(workers_.size()) < pool_.max_workers) {
+    (void)WorkerFor(active_client_);
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    if (job.cancelled) continue;  // answered already
+    if (i == 0 && front != nullptr) {
+      Deliver(job, *front, front_since_, now);
+    } else {
+      Requeue(std::move(job));  // never failed for the crash of the job before it
+    }
+  }
+}
+
+void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
+  const absl::Time now = absl::Now();
+  if (!answer.ok()) {  // the worker ended
+    const std::string message(answer.status().message());
+    base::Log(base::LogSeverity::kWarning,
+              absl::StrCat(base::DeviceSpec(worker_options_.device), ": ", message));
+    LoseWorker(&answer.status());
+    return;
+  }
+  const uint64_t id = answer->job_id();
+  const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                               [id](const Job& job) { return job.request.job_id() == id; });
+  if (it == in_flight_.end()) return;  // no job of this worker's (a forged id): dropped
+  const bool front = it == in_flight_.begin();
+  Job job = std::move(*it);
+  in_flight_.erase(it);
+  Account();
+  workers_[active_client_].last_job = now;
+  last_answer_ = now;
+  const absl::Time started = front_since_;
+  if (answer->recycle()) {
+    // Disturbed: it exits after this answer, without reading the jobs behind it, which are
+    // queued again. It is gone (its scratch directory too) before the answer goes out.
+    LoseWorker(nullptr);
+  } else if (front) {
+    FrontStarted(now);  // the worker goes straight into the next
+  }
+  if (answer->withdrawn()) {
+    if (!job.cancelled) Requeue(std::move(job));
+  } else if (!job.cancelled) {
+    if (job.started) job.started();  // it ran though taken back: it began all the same
+    Deliver(job, std::move(answer), started, now);
+  } else {
+    absl::MutexLock lock(&mutex_);
+    in_flight_ids_.erase(id);
+  }
+}
+
+void DeviceExecutor::HandleCancels(std::vector<uint64_t> ids) {
+  std::vector<uint64_t> withdraw;
+  for (const uint64_t id : ids) {
+    const auto it = std::find_if(in_flight_.begin(), in_flight_.end(),
+                                 [id](const Job& job) { return job.request.job_id() == id; });
+    if (it == in_flight_.end()) {
+      // Taken back into the queue meanwhile, or answered.
+      Done done;
+      {
+        absl::MutexLock lock(&mutex_);
+        done = TakeFromQueue(id);
+      }
+      if (done) done(absl::CancelledError("the client cancelled; the job left the queue"), {});
+      continue;
+    }
+    if (it->cancelled) continue;
+    if (it == in_flight_.begin()) {
+      // Running: only stopping the worker stops it. The jobs behind it run on a fresh one.
+      it->cancelled = true;
+      Deliver(*it, absl::CancelledError("the client cancelled; the running job was stopped"),
+              front_since_, absl::Now());
+      active_->Kill();
+      LoseWorker(nullptr);  // it is answered; the ones behind it are queued again
+      continue;
+    }
+    it->cancelled = true;
+    Deliver(*it, absl::CancelledError("the client cancelled; the job left the queue"), absl::Now(),
+            absl::Now());
+    if (!it->taking_back) withdraw.push_back(id);
+  }
+  Withdraw(withdraw);
+  Account();
+}
+
+void DeviceExecutor::Withdraw(const std::vector<uint64_t>& ids) {
+  if (ids.empty() || active_ == nullptr) return;
+  WorkerRequest request;
+  for (uint64_t id : ids) request.mutable_withdraw()->add_job_ids(id);
+  const FrameChannel::Outgoing frame{&request, {}};
+  if (!active_->SendMany({&frame, 1}).ok()) active_broken_ = true;
+}
+
+void DeviceExecutor::Account() {
+  int handed_on = 0, waiting_bounded = 0;
+  for (size_t i = 0; i < in_flight_.size(); ++i) {
+    const Job& job = in_flight_[i];
+    handed_on += !job.cancelled;
+    waiting_bounded += i > 0 && !job.cancelled && !job.beyond_bound;
+  }
+  absl::MutexLock lock(&mutex_);
+  handed_on_ = handed_on;
+  handed_waiting_bounded_ = waiting_bounded;
+  handed_client_ = active_client_;
+}
+
+void DeviceExecutor::ExpireHandedOn(absl::Time now) {
+  std::vector<uint64_t> ids;
+  for (size_t i = 1; i < in_flight_.size(); ++i) {
+    Job& job = in_flight_[i];
+    if (job.cancelled || job.deadline > now) continue;
+    job.cancelled = true;
+    Deliver(job, absl::DeadlineExceededError("the request's deadline passed while the job waited"),
+            now, now);
+    if (!job.taking_back) ids.push_back(job.request.job_id());
+  }
+  Withdraw(ids);
+  Account();
+}
+
+absl::Time DeviceExecutor::FrontLimit() const {
+  const Job& front = in_flight_.front();
+  // Answered already (cancelled, or expired while handed on): its worker was told to skip it,
+  // and gets a moment to say so, or to end it if it had begun.
+  if (front.cancelled) return front_since_ + absl::Milliseconds(100);
+  return std::min(front.deadline, front_since_ + job_timeout_);
+}
+
+void DeviceExecutor::Loop() {
+  absl::Time idle_check = absl::Now();
+  while (true) {
+    std::vector<uint64_t> cancels;
+    {
+      absl::MutexLock lock(&mutex_);
+      cancels.swap(cancels_);
+      if (draining_ && turns_.empty() && in_flight_.empty() && cancels.empty()) break;
+    }
+    if (!cancels.empty()) HandleCancels(std::move(cancels));
+    Refill();
+    if (active_ != nullptr && !in_flight_.empty() && active_->HasAnswer()) {
+      Answer(active_->Receive());
+      continue;
+    }
+    // Nothing more to do at once: what the answers so far asked to run after them.
+    if (!deferred_.empty()) {
+      std::vector<std::function<void()>> deferred;
+      deferred.swap(deferred_);
+      for (auto& fn : deferred) fn();
+      continue;
+    }
+    // Wait for an answer, new work, a cancel, the front job's time to run out, or (idle) the
+    // time to end the workers whose clients have gone quiet.
+    const absl::Time now = absl::Now();
+    absl::Time until = std::max(idle_check, now);
+    if (active_ != nullptr && !in_flight_.empty()) {
+      until = FrontLimit();
+      for (size_t i = 1; i < in_flight_.size(); ++i) {
+        if (!in_flight_[i].cancelled) until = std::min(until, in_flight_[i].deadline);
+      }
+    }
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!cancels_.empty() || (draining_ && turns_.empty() && in_flight_.empty())) continue;
+      // Work that came while Refill ran: a job to hand on, or another client's that the jobs
+      // handed on beyond the next must make way for.
+      if (NextPipelineStep(View()).kind != PipelineStep::kWait) continue;
+      sleeping_ = true;
+      if (in_flight_.empty() && worker_options_.busy_poll > absl::ZeroDuration()) {
+        const auto last = workers_.find(active_client_);
+        if (last != workers_.end() && last->second.process->alive()) {
+          quick_worker_ = &last->second;
+          quick_client_ = active_client_;
+        }
+      }
+    }
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}};
+    if (active_ != nullptr && !in_flight_.empty()) fds[1].fd = active_->fd();
+    const absl::Duration left = until - now;
+    const int ms =
+        wake_fd_ < 0 ? 10
+        : left <= absl::ZeroDuration()
+            ? 0
+            : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+    const int ready = poll(fds, 2, ms);
+    std::optional<Handover> handover;
+    {
+      // A job on the quick path has the workers until it is answered or handed over.
+      mutex_.LockWhen(absl::Condition(
+          +[](bool* busy) { return !*busy; }, &quick_busy_));
+      sleeping_ = false;
+      quick_worker_ = nullptr;
+      handover.swap(handover_);
+      mutex_.Unlock();
+    }
+    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+      uint64_t count = 0;
+      (void)!read(wake_fd_, &count, sizeof count);
+    }
+    if (handover.has_value()) {
+      Adopt(*std::move(handover));
+      continue;
+    }
+    if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+      Answer(active_->Receive());
+      continue;
+    }
+    const absl::Time after = absl::Now();
+    if (active_ != nullptr && !in_flight_.empty()) ExpireHandedOn(after);
+    if (active_ != nullptr && !in_flight_.empty()) {
+      const Job& front = in_flight_.front();
+      const absl::Time limit = FrontLimit();
+      if (after >= limit && !active_->HasAnswer()) {
+        const bool by_job_timeout = front_since_ + job_timeout_ <= front.deadline;
+        const absl::Duration ran = after - front_since_;
+        active_->Kill();
+        const absl::Status stopped = absl::DeadlineExceededError(absl::StrCat(
+            "the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
+            by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
+            " and was stopped; its worker was restarted"));
+        LoseWorker(&stopped);
+      }
+    } else if (after >= idle_check) {
+      RetireIdleWorkers();
+      idle_check = after + std::min(pool_.idle_timeout, absl::Seconds(10));
+    }
+  }
+  in_flight_.clear();
+  active_ = nullptr;
+  workers_.clear();
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> deferred;
+    deferred.swap(deferred_);
+    for (auto& fn : deferred) fn();
+  }
+  absl::MutexLock lock(&mutex_);
+  workers_running_ = 0;
+  running_pid_ = -1;
+  finished_ = true;
+}
+
+}  // namespace kprof::server
