@@ -81,14 +81,15 @@ check-clang: $(DEPS_STAMP)
 test-tsan:
 	$(MAKE) test PRESET=tsan
 
-# The stress mix (the preset's three rounds), the isolation, pipeline and farm tests under TSan,
-# built alone: the TSan run to make before a change lands.
+# The stress mix (the preset's three rounds), the isolation, pipeline and farm tests and the
+# executor's own (runners that are threads) under TSan, built alone: the TSan run to make before
+# a change lands.
 TSAN_CI_TARGETS := kprofd kprofd-worker kprof kprof_test_modules kprof_python \
-  kprof_without_sandbox kprof_as_unit stress_test isolation_test pipeline_test batch_test
+  kprof_without_sandbox kprof_as_unit stress_test isolation_test pipeline_test batch_test server_test
 test-tsan-ci: $(DEPS_STAMP)
 	cmake --preset tsan
 	cmake --build --preset tsan --target $(TSAN_CI_TARGETS)
-	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.|MemoryBounds|CacheShare|PipelineTest|FarmTest|BatchTest\.Updates'
+	ctest --preset tsan -R 'StressTest|IsolationTest|ClientWorkersTest|Isolation\.|MemoryBounds|CacheShare|PipelineTest|FarmTest|BatchTest\.Updates|DeviceExecutorTest'
 
 release:
 	$(MAKE) build PRESET=release

@@ -4,12 +4,18 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+
 typedef struct evp_md_ctx_st EVP_MD_CTX;
 
 namespace kprof::base {
 
 // `bytes` in lowercase hex, two digits each.
 std::string ToHex(std::string_view bytes);
+
+// The bytes that lowercase `hex` spells (ToHex's inverse); INVALID_ARGUMENT for an odd length
+// or a character that is not a lowercase hex digit.
+absl::StatusOr<std::string> FromHex(std::string_view hex);
 
 // Lowercase hex SHA-256 of `bytes`.
 std::string Sha256Hex(std::string_view bytes);
