@@ -22,6 +22,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/status.h"
+#include "server/front/batch_outbox.h"
 #include "server/front/grpc_status.h"
 #include "server/front/module_registry.h"
 #include "server/front/profiler_service.h"
@@ -31,8 +32,7 @@ namespace kprof::server {
 namespace {
 
 using kprof::v1::BatchJob;
-// Updates as they are written: the results are the bytes of the workers' answers.
-using BatchUpdate = kprof::worker::v1::BatchUpdateWire;
+using BatchUpdate = BatchOutbox::Update;
 
 constexpr size_t kMaxIdLength = 256;
 // Jobs in one message, and in one stream: a client that wants more opens another stream.
@@ -49,22 +49,9 @@ constexpr int kInExecutorPerDevice = 16;
 // reads slowly, or never, stalls its own stream, not the daemon's memory). A result of a
 // million repeats is some 9 MB; the jobs already with an executor may add theirs on top.
 constexpr size_t kMaxHeldBytes = size_t{32} << 20;
-// Updates sharing one message (BatchRequest.updates_per_message), and its bytes: some 60 short
-// jobs' results, while results of many repeats go in messages of their own. A message is
-// serialised on the thread that kicks, often the executor's, which meanwhile hands on no job and
-// takes none back: a megabyte held it for a millisecond, ten under AddressSanitizer.
-constexpr size_t kMaxUpdatesPerMessage = 4096;
-constexpr size_t kMaxMessageBytes = size_t{64} << 10;
-// While a stream has jobs running and more waiting for the device, its updates wait for company
-// (a client that takes several in a message): a message of one or two costs the daemon a write
-// and the client a wake-up each, more than the job itself. Written once there are this many, or
-// a message's bytes, or the oldest has waited this long; at once when the stream has no job
-// waiting (a client that sends more only as answers come is never kept waiting for them).
-constexpr size_t kUpdatesHeldFor = 64;
 // BatchRequest.modules: the bytes of one at most (a message's are at most the daemon's largest
 // message, 16 MiB).
 constexpr size_t kMaxInlineModuleBytes = size_t{4} << 20;
-constexpr absl::Duration kUpdatesHeldAtMost = absl::Milliseconds(1);
 
 // Two independent 64-bit hashes of an id: a stream remembers up to a million ids in 16 bytes
 // each, not in up to 256, and a false "used twice" needs both to collide.
@@ -154,8 +141,7 @@ class ProfilerService::BatchReactor final
                                                            kMaxJobsPerMessage, " per message)")));
         } else {
           if (incoming_.updates_per_message() > 0) {
-            updates_per_message_ =
-                std::min<size_t>(incoming_.updates_per_message(), kMaxUpdatesPerMessage);
+            outbox_.SetUpdatesPerMessage(incoming_.updates_per_message());
           }
           for (BatchJob& job : *incoming_.mutable_jobs()) Accept(std::move(job));
         }
@@ -170,14 +156,8 @@ class ProfilerService::BatchReactor final
     {
       absl::MutexLock lock(&mutex_);
       writing_ = false;
-      outbox_bytes_ -= writing_bytes_;
-      writing_bytes_ = 0;
-      writing_count_ = 0;
-      if (!ok) {  // the client is gone; OnCancel follows
-        broken_ = true;
-        outbox_.clear();
-        outbox_bytes_ = 0;
-      }
+      outbox_.Written(ok);
+      if (!ok) broken_ = true;  // the client is gone; OnCancel follows
     }
     Kick();
   }
@@ -241,25 +221,7 @@ class ProfilerService::BatchReactor final
   }
 
   size_t Outstanding() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return waiting_count_ + in_executor_.size() + outbox_.size() + writing_count_;
-  }
-
-  // Moves the next message's updates out of the outbox into `outgoing_`: the first, and as many
-  // more as the client takes in one message (up to kMaxMessageBytes).
-  void TakeOutgoing() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    size_t bytes = outbox_.front().ByteSizeLong();
-    outgoing_ = std::move(outbox_.front());
-    outbox_.pop_front();
-    writing_count_ = 1;
-    while (!outbox_.empty() && writing_count_ < updates_per_message_) {
-      const size_t next = outbox_.front().ByteSizeLong();
-      if (bytes + next > kMaxMessageBytes) break;
-      *outgoing_.add_more() = std::move(outbox_.front());
-      outbox_.pop_front();
-      bytes += next;
-      ++writing_count_;
-    }
-    writing_bytes_ = bytes;
+    return waiting_count_ + in_executor_.size() + outbox_.size() + outbox_.writing_count();
   }
 
   // Takes every waiting job away and says which are with executors, to cancel them.
@@ -281,45 +243,9 @@ class ProfilerService::BatchReactor final
 
   void Update(const std::string& id, BatchUpdate::State state, BatchUpdate update = {})
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    switch (state) {
-      case BatchUpdate::QUEUED:
-        ++queued_;
-        break;
-      case BatchUpdate::RUNNING:
-        --queued_;
-        ++running_;
-        break;
-      case BatchUpdate::DONE:
-        ++done_count_;
-        break;
-      case BatchUpdate::FAILED:
-        ++failed_count_;
-        break;
-      default:
-        break;
-    }
+    outbox_.Count(state);
     if (broken_ || cancelled_ || !error_.ok()) return;
-    update.set_id(id);
-    update.set_state(state);
-    kprof::v1::BatchProgress* progress = update.mutable_progress();
-    progress->set_queued(queued_);
-    progress->set_running(running_);
-    progress->set_done(done_count_);
-    progress->set_failed(failed_count_);
-    outbox_bytes_ += update.ByteSizeLong();
-    if (outbox_.empty()) outbox_since_ = absl::Now();
-    outbox_.push_back(std::move(update));
-  }
-
-  // Whether the updates in the outbox wait for more (kUpdatesHeldFor); `flush_at`: until when.
-  bool HoldUpdates(absl::Time* flush_at) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (updates_per_message_ < 2 || draining_ || waiting_count_ == 0 || in_executor_.empty() ||
-        outbox_.size() >= std::min(updates_per_message_, kUpdatesHeldFor) ||
-        outbox_bytes_ >= kMaxMessageBytes) {
-      return false;
-    }
-    *flush_at = outbox_since_ + kUpdatesHeldAtMost;
-    return absl::Now() < *flush_at;
+    outbox_.Push(id, state, std::move(update), absl::Now());
   }
 
   void Fail(const std::string& id, const absl::Status& status)
@@ -439,8 +365,8 @@ class ProfilerService::BatchReactor final
   // Hands waiting jobs to executors, up to kInExecutorPerDevice each, while the client keeps up
   // with reading the updates.
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    if (outbox_bytes_ >= kMaxHeldBytes) return;  // the write that makes room kicks again
-    size_t held = outbox_bytes_;
+    if (outbox_.bytes() >= kMaxHeldBytes) return;  // the write that makes room kicks again
+    size_t held = outbox_.bytes();
     for (const auto& [job_id, slot] : in_executor_) held += slot.result_bytes;
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       auto& [device, jobs] = *it;
@@ -456,7 +382,7 @@ class ProfilerService::BatchReactor final
         --waiting_count_;
         waiting_bytes_ -= next.bytes;
         if (const absl::Status s = Submit(device, next); !s.ok()) {
-          --queued_;
+          outbox_.Leave(/*was_running=*/false);
           Fail(next.id, s);
           continue;
         }
@@ -495,10 +421,14 @@ class ProfilerService::BatchReactor final
             read = true;
           }
           if (!stopping && !writing_ && !outbox_.empty() && !broken_) {
-            if (!HoldUpdates(&flush_at)) {
+            // Updates wait for company while the stream has jobs running and more waiting; at
+            // once when none waits (a client that sends more only as answers come is never kept
+            // waiting for them).
+            const bool more_coming = !draining_ && waiting_count_ > 0 && !in_executor_.empty();
+            if (!outbox_.Hold(more_coming, absl::Now(), &flush_at)) {
               writing_ = true;
               write = true;
-              TakeOutgoing();
+              outgoing_ = outbox_.TakeMessage();
             } else if (!flush_armed_) {
               flush_armed_ = true;
               ++pins_;  // until the alarm's callback
@@ -653,7 +583,7 @@ class ProfilerService::BatchReactor final
         executor = it->second.executor;
         in_executor_.erase(it);
       }
-      (was_running ? running_ : queued_) -= 1;
+      outbox_.Leave(was_running);
       if (status.ok()) {
         BatchUpdate update;
         if (time) {
@@ -690,7 +620,7 @@ class ProfilerService::BatchReactor final
   const absl::Time deadline_;
   grpc::ByteBuffer incoming_bytes_;   // touched by the read in flight only
   kprof::v1::BatchRequest incoming_;  // parsed from it, in OnReadDone
-  BatchUpdate outgoing_;              // the next write's updates (TakeOutgoing)
+  BatchUpdate outgoing_;              // the next write's updates (BatchOutbox::TakeMessage)
   grpc::ByteBuffer outgoing_bytes_;   // the write in flight, serialized
 
   absl::Mutex mutex_;
@@ -702,19 +632,10 @@ class ProfilerService::BatchReactor final
   std::map<std::string, absl::Status> refused_modules_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::pair<DeviceExecutor*, uint64_t>> to_cancel_ ABSL_GUARDED_BY(mutex_);
   size_t waiting_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  std::deque<BatchUpdate> outbox_ ABSL_GUARDED_BY(mutex_);  // not yet in a write
-  absl::Time outbox_since_ ABSL_GUARDED_BY(mutex_);         // when its oldest came
+  BatchOutbox outbox_ ABSL_GUARDED_BY(mutex_);
   std::unique_ptr<grpc::Alarm> flush_alarm_ ABSL_GUARDED_BY(mutex_);
   bool flush_armed_ ABSL_GUARDED_BY(mutex_) = false;  // the alarm's callback is still to come
-  size_t outbox_bytes_ ABSL_GUARDED_BY(mutex_) = 0;   // the write in flight's included
-  size_t writing_count_ ABSL_GUARDED_BY(mutex_) = 0;  // updates in the write in flight
-  size_t writing_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  size_t updates_per_message_ ABSL_GUARDED_BY(mutex_) = 1;
-  absl::Status error_ ABSL_GUARDED_BY(mutex_);  // ends the stream
-  int64_t queued_ ABSL_GUARDED_BY(mutex_) = 0;
-  int64_t running_ ABSL_GUARDED_BY(mutex_) = 0;
-  int64_t done_count_ ABSL_GUARDED_BY(mutex_) = 0;
-  int64_t failed_count_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Status error_ ABSL_GUARDED_BY(mutex_);        // ends the stream
   bool want_read_ ABSL_GUARDED_BY(mutex_) = false;
   bool reading_ ABSL_GUARDED_BY(mutex_) = false;
   bool reads_done_ ABSL_GUARDED_BY(mutex_) = false;
