@@ -10,7 +10,7 @@ import datetime
 import json
 import math
 
-from kprof.compare import _median
+from kprof.statistics import median as _median
 
 
 def gbench_name(job_id, function, args):

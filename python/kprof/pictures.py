@@ -8,8 +8,8 @@
 
 import math
 
-from kprof.compare import _median
 from kprof.report import xml_escaped as _escaped
+from kprof.statistics import median as _median
 
 _WIDTH = 720
 _LEFT, _RIGHT = 60, 30  # margins of the plotting area

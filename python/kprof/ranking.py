@@ -25,9 +25,9 @@ import math
 import os
 import time
 
-from kprof.compare import (_aligned_table, _csv_number, _median, _percent, _seconds, _u_counts,
-                           read_measurements)
+from kprof.compare import _aligned_table, _csv_number, _percent, _seconds, read_measurements
 from kprof.report import shortest_decimal
+from kprof.statistics import median as _median, u_counts as _u_counts
 
 _INF = math.inf
 _NAN = float("nan")
