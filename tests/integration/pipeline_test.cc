@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <string>
 #include <thread>
@@ -137,6 +138,11 @@ class PipelineTest : public ::testing::Test {
       if (line.rfind("interval ", 0) != 0 && line.rfind("marked ", 0) != 0) text += line + "\n";
     }
     return text;
+  }
+
+  // A failed test shows what the daemon said (a sanitizer's report of why it ended, say).
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "kprofd's log:\n" << DaemonLog();
   }
 
   v1::DeviceInfo Cpu() {

@@ -1,0 +1,140 @@
+// `kprof batch`: a result line per job, each written as its job ends.
+#include <signal.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "batch_fixture.h"
+#include "cli.h"
+#include "client/farm.h"
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "grpcpp/create_channel.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "nlohmann/json.hpp"
+#include "processes.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::IsOkAndHolds;
+using ::kprof::testing::kResidentMeansHeld;
+using ::kprof::testing::ResidentKb;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::kprof::testing::TestModulePath;
+using ::testing::AllOf;
+using ::testing::AnyOf;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+// kprof batch writes each result as its job ends, not when the batch does: the line of a quick
+// job is out while the slow job behind it still runs (the daemon has not counted it yet).
+TEST_F(BatchTest, TheCliWritesEachResultAsItsJobEnds) {
+  const std::string jobs = dir_.path() + "/jobs.jsonl";
+  std::ofstream(jobs)
+      << R"({"id": "quick", "module": "builtin", "function": "nop", "number": 1, "repeat": 1})"
+      << "\n"
+      << R"({"id": "slow", "module": "builtin", "function": "spin_us", "args": ["float64:1000000"], )"
+         R"("number": 1, "repeat": 1})"
+      << "\n";
+  const auto completed = [&] {
+    auto info = client_->Info();
+    int64_t n = 0;
+    if (info.ok()) {
+      for (const auto& d : info->devices()) n += d.jobs_completed();
+    }
+    return n;
+  };
+  const int64_t before = completed();
+  const std::string command = ::kprof::testing::KprofPath() + " --target " + daemon_.target() +
+                              " batch " + jobs + " 2>/dev/null";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::array<char, 65536> line{};
+  ASSERT_NE(std::fgets(line.data(), static_cast<int>(line.size()), pipe), nullptr);
+  const int64_t at_first_line = completed();
+  const Json first = Json::parse(line.data());
+  std::string rest;
+  while (std::fgets(line.data(), static_cast<int>(line.size()), pipe) != nullptr) {
+    rest += line.data();
+  }
+  EXPECT_EQ(pclose(pipe), 0);
+  EXPECT_EQ(first["id"], "quick");
+  EXPECT_EQ(at_first_line, before + 1) << "the first line came only once the slow job had ended";
+  EXPECT_EQ(Json::parse(rest)["id"], "slow");
+  EXPECT_EQ(completed(), before + 2);
+}
+
+// kprof batch: a result line per job line, malformed lines answered with their line number.
+TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
+  const std::string jobs = dir_.path() + "/jobs.jsonl";
+  {
+    std::ofstream out(jobs);
+    out << R"({"id": "a", "module": "builtin", "function": "spin_us", "args": ["float64:10"], )"
+           R"("number": 2, "repeat": 3})"
+        << "\n"
+        << R"({"id": "b", "module": ")" << TestModulePath("vector_add")
+        << R"(", "function": "vadd", "args": ["float32[64]:zeros", "float32[64]:ones", )"
+           R"("float32[64]:ones"], "checksums": true})"
+        << "\n\n"
+        << "this is not json\n"
+        << R"({"id": "c", "module": "builtin", "function": "spin_us", "repet": 3})"
+        << "\n"
+        << R"({"id": "d", "module": "builtin", "function": "no_such"})"
+        << "\n"
+        << R"({"module": "builtin", "function": "spin_us"})"
+        << "\n";
+  }
+  const auto result = ::kprof::testing::RunKprof(daemon_.target(), "batch " + jobs, dir_.path());
+  EXPECT_EQ(result.exit_code, 3) << result.err;  // it ran; some jobs failed
+  EXPECT_THAT(result.err, HasSubstr("4 of 6 jobs failed"));
+  std::map<std::string, Json> by_id;
+  std::vector<Json> lines;
+  std::istringstream in(result.out);
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line);
+    lines.push_back(j);
+    if (j["id"].is_string()) by_id[j["id"].get<std::string>()] = j;
+  }
+  ASSERT_EQ(lines.size(), 6u) << result.out;
+  EXPECT_EQ(by_id.at("a")["status"], "OK");
+  EXPECT_EQ(by_id.at("a")["results"].size(), 3u);
+  EXPECT_EQ(by_id.at("a")["number"], 2);
+  EXPECT_EQ(by_id.at("b")["status"], "OK");
+  EXPECT_EQ(by_id.at("b")["checksums"].size(), 3u);
+  EXPECT_EQ(by_id.at("c")["status"], "INVALID_ARGUMENT");
+  EXPECT_EQ(by_id.at("c")["line"], 5);
+  EXPECT_THAT(by_id.at("c")["error"].get<std::string>(), HasSubstr("repet"));
+  EXPECT_EQ(by_id.at("d")["status"], "NOT_FOUND");
+  EXPECT_EQ(by_id.at("d")["line"], 6);
+  int malformed = 0;
+  for (const Json& j : lines) {
+    if (j["id"].is_null()) {
+      ++malformed;
+      EXPECT_EQ(j["status"], "INVALID_ARGUMENT");
+      EXPECT_TRUE(j["line"] == 4 || j["line"] == 7) << j.dump();
+    }
+  }
+  EXPECT_EQ(malformed, 2);
+}
+
+}  // namespace
+}  // namespace kprof
