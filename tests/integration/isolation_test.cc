@@ -1,4 +1,4 @@
-// Hostile modules against a real daemon: one client runs each attack of tests/modules/attacks.c
+// Hostile modules against a real daemon: one client runs each attack of tests/modules/attacks_*.c
 // and the sandbox must refuse it, while a victim's job — from that client and from another —
 // runs on a healthy worker, measures its known cost, and the daemon stays alive, unstopped,
 // with its limits and priority as they were and its module cache untouched.

@@ -1,0 +1,48 @@
+// The sections of kprof_bench, each adding its rows to the table (bench_support.h). `target` is
+// the daemon's address, `base` the bytes of vector_add.so that candidates are made from, and
+// `health_p50` the p50 seconds of a health Check on the same daemon.
+#pragma once
+
+#include <string>
+
+#include "client/kprof_client.h"
+#include "daemon.h"
+
+namespace kprof::bench {
+
+// 1: builtin kernels timed through kprofd against Google Benchmark in-process.
+void Accuracy(kprof::client::Client& client);
+
+// 2: a minimal TimeEvaluate against a bare health Check on the same daemon, p50 and p99.
+void Overhead(const std::string& target, const std::string& label);
+
+// 3: an autotuner's cost per candidate (upload 50 KB, TimeEvaluate) against a health Check.
+void PerCandidate(kprof::client::Client& client, const std::string& base, double health_p50);
+
+// 4: small jobs per second from 8 clients against health checks per second.
+void Throughput(const std::string& target);
+
+// 4b: the cost per job of batches, short and long, against a health Check and a ping-pong.
+void Batches(const std::string& target, kprof::client::Client& client, const std::string& base,
+             const std::string& faults);
+
+// --only batch-cpu: the CPU each process spends per job of a batch, round after round.
+void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client,
+              const std::string& base);
+
+// --only unary-cpu: the CPU each process spends per unary call; `kind` "time" or "health" alone.
+void UnaryCpu(kprof::testing::Daemon& daemon, const std::string& kind);
+
+// 5: a 64 MiB upload against a raw stream of the same bytes, and a second one against hashing.
+void Upload(const std::string& target, kprof::client::Client& client, const std::string& base);
+
+// 6: start time, memory and installed size of the daemon against programs that do nothing.
+void Footprint(const std::string& base);
+
+// What the sandbox costs: switching clients' workers, starting one, Landlock and seccomp.
+void Isolation();
+
+// 7: an empty function's time per call against one clock_gettime.
+void TimerFloor(kprof::client::Client& client);
+
+}  // namespace kprof::bench
