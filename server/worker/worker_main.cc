@@ -36,6 +36,7 @@
 #include "kprof/config.h"
 #include "proto/status.h"
 #include "server/ipc/frame_channel.h"
+#include "server/worker/job_leftovers.h"
 #include "server/worker/worker_job.h"
 #include "server/worker/worker_sandbox.h"
 
@@ -60,158 +61,6 @@ void InstallCrashHandlers() {
   action.sa_flags = SA_ONSTACK | SA_RESETHAND;
   sigemptyset(&action.sa_mask);
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
-}
-
-// The worker's own threads, counted at start; a job that leaves more behind disturbs the next.
-// The process's threads, less the CUDA driver's own when `skip_cuda` (it starts them as it
-// sees fit — "cuda-EvtHandlr", "cuda00001400006" — and they are not a job's leftovers).
-// Field 20 of /proc/self/stat, after the command name's closing parenthesis (a name may hold
-// spaces and parentheses of its own); -1 when it cannot be read.
-int ThreadsFromStat() {
-  const int stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  char text[1024];
-  const ssize_t n = stat < 0 ? -1 : read(stat, text, sizeof text - 1);
-  if (stat >= 0) close(stat);
-  if (n <= 0) return -1;
-  text[n] = 0;
-  const char* end = std::strrchr(text, ')');
-  if (end == nullptr) return -1;
-  int field = 2, threads = -1;
-  for (const char* p = end + 1; *p != 0 && threads < 0; ++p) {
-    if (*p == ' ' && ++field == 20) threads = std::atoi(p + 1);
-  }
-  return threads;
-}
-
-int CountThreads(bool skip_cuda) {
-  if (!skip_cuda) {
-    // procfs gives /proc/self/task a link count of its own links plus one per thread: one fstat
-    // of a descriptor kept open counts them, where reading /proc/self/stat has the kernel format
-    // some fifty fields. The links of its own are found once, against /proc/self/stat. A
-    // function could close the descriptor or put another file on it to hide its threads: the
-    // file's identity (procfs's own inode of this process's task directory, which no other file
-    // has) comes with the same fstat, and a stranger is replaced by a fresh descriptor.
-    static int task = -1;
-    static struct stat identity {};
-    static int own_links = 0;
-    struct stat now {};
-    if (task < 0 || fstat(task, &now) != 0 || now.st_dev != identity.st_dev ||
-        now.st_ino != identity.st_ino) {
-      task = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // an old number stays
-      const int threads = ThreadsFromStat();
-      if (task < 0 || fstat(task, &identity) != 0 || threads <= 0) {
-        task = -1;
-        if (threads > 0) return threads;
-      } else {
-        own_links = static_cast<int>(identity.st_nlink) - threads;
-        return threads;
-      }
-    } else {
-      return static_cast<int>(now.st_nlink) - own_links;
-    }
-  }
-  int threads = 0;
-  if (DIR* tasks = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(tasks)) {
-      if (entry->d_name[0] == '.') continue;
-      if (skip_cuda) {
-        const std::optional<std::string> comm =
-            kprof::base::ReadSmallFile(std::string("/proc/self/task/") + entry->d_name + "/comm");
-        if (comm && comm->rfind("cuda", 0) == 0) continue;
-      }
-      ++threads;
-    }
-    closedir(tasks);
-  }
-  return threads;
-}
-
-// The job socket as the worker started with it: a function that put something else on
-// descriptor 3 (dup2 of a socketpair) would have the next answer, and every later request,
-// go through whoever holds the other end.
-struct SocketIdentity {
-  dev_t dev = 0;
-  ino_t ino = 0;
-  bool operator==(const SocketIdentity& o) const { return dev == o.dev && ino == o.ino; }
-};
-
-SocketIdentity JobSocketIdentity() {
-  struct stat st {};
-  if (fstat(kJobSocket, &st) != 0) return {};
-  return {st.st_dev, st.st_ino};
-}
-
-// What a job left in the worker's scratch directory (its TMPDIR), or "" when it is empty.
-// The next job, the client's own, would find it: a worker with leftovers is replaced, and
-// the daemon removes the directory with it.
-constexpr off_t kEmptyTmpfsDirectory = 40;
-
-struct Scratch {
-  DIR* dir = nullptr;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  // On tmpfs a directory's size counts its entries (20 bytes each, "." and ".." included), so
-  // the fstat that checks the descriptor also says whether it is empty.
-  bool tmpfs = false;
-};
-
-Scratch OpenScratch(const std::string& path) {
-  Scratch scratch;
-  if (path.empty()) return scratch;
-  scratch.dir = opendir(path.c_str());
-  struct stat st {};
-  if (scratch.dir != nullptr && fstat(dirfd(scratch.dir), &st) == 0) {
-    scratch.dev = st.st_dev;
-    scratch.ino = st.st_ino;
-    struct statfs fs {};
-    scratch.tmpfs = fstatfs(dirfd(scratch.dir), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
-                    st.st_size == kEmptyTmpfsDirectory;
-  }
-  return scratch;
-}
-
-std::string ScratchLeftovers(const Scratch& scratch) {
-  if (scratch.dir == nullptr) return "";
-  // A function may close the descriptor, or put another directory on it, to hide its files.
-  struct stat st {};
-  if (fstat(dirfd(scratch.dir), &st) != 0 || st.st_dev != scratch.dev || st.st_ino != scratch.ino) {
-    return "closed or replaced the descriptor of its scratch directory";
-  }
-  if (scratch.tmpfs && st.st_size == kEmptyTmpfsDirectory) return "";
-  rewinddir(scratch.dir);
-  int entries = 0;
-  std::string first;
-  while (dirent* entry = readdir(scratch.dir)) {
-    if (std::strcmp(entry->d_name, ".") == 0 || std::strcmp(entry->d_name, "..") == 0) continue;
-    if (entries++ == 0) first = entry->d_name;
-  }
-  if (entries == 0) return "";
-  return absl::StrCat("left ", entries, " file(s) in its scratch directory ($TMPDIR, first '",
-                      absl::CHexEscape(first), "')");
-}
-
-// Why the worker is no longer fit for the next job, or "" when it is.
-std::string Disturbance(int baseline_threads, bool skip_cuda, const Scratch& scratch) {
-  // One poll asks after all three: a closed descriptor is POLLNVAL.
-  pollfd streams[3] = {{0, 0, 0}, {1, 0, 0}, {2, 0, 0}};
-  std::vector<std::string> closed;
-  if (poll(streams, 3, 0) >= 0) {
-    for (const pollfd& p : streams) {
-      if ((p.revents & POLLNVAL) != 0) closed.push_back(std::to_string(p.fd));
-    }
-  }
-  if (!closed.empty()) {
-    return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
-  }
-  int extra = CountThreads(skip_cuda) - baseline_threads;
-  // A thread the CUDA driver has just started names itself a moment later: give it up to
-  // 100 ms to say it is the driver's before calling it a leftover.
-  for (int wait = 0; skip_cuda && extra > 0 && wait < 20; ++wait) {
-    usleep(5000);
-    extra = CountThreads(skip_cuda) - baseline_threads;
-  }
-  if (extra > 0) return "left " + std::to_string(extra) + " thread(s) running";
-  return ScratchLeftovers(scratch);
 }
 
 // A data-size limit (heap, anonymous mappings) so that a job asking for absurd memory fails
@@ -381,9 +230,9 @@ int main(int argc, char** argv) {
                  s.ToString().c_str());
   }
   const bool skip_cuda = device->type == kprof::base::DeviceType::kCuda;
-  const int baseline_threads = CountThreads(skip_cuda);
-  const SocketIdentity job_socket = JobSocketIdentity();
-  const Scratch scratch = OpenScratch(sandbox.scratch);
+  const int baseline_threads = kprof::server::CountThreads(skip_cuda);
+  const kprof::server::FileIdentity job_socket = kprof::server::IdentityOf(kJobSocket);
+  const kprof::server::ScratchDirectory scratch(sandbox.scratch);
 
   kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
   kprof::server::WorkerJobs jobs(*device, max_open_modules);
@@ -467,7 +316,7 @@ int main(int argc, char** argv) {
     }
     kprof::worker::v1::WorkerResponse response = jobs.Run(request, module_fds);
     for (int fd : module_fds) close(fd);
-    if (!(JobSocketIdentity() == job_socket)) {
+    if (!(kprof::server::IdentityOf(kJobSocket) == job_socket)) {
       // Nothing can be said on the socket any more: the daemon sees the worker end and fails
       // the job; the next one gets a fresh worker.
       std::fprintf(stderr, "kprofd-worker: %s replaced the job socket; exiting\n",
@@ -487,7 +336,8 @@ int main(int argc, char** argv) {
                            "; the device's context cannot be used after this, so its worker "
                            "was replaced");
       response.set_recycle(true);
-    } else if (const std::string why = Disturbance(baseline_threads, skip_cuda, scratch);
+    } else if (const std::string why =
+                   kprof::server::Disturbance(baseline_threads, skip_cuda, scratch);
                !why.empty()) {
       response.Clear();
       response.set_job_id(request.job_id());
