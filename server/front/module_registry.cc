@@ -34,9 +34,6 @@ using cache_files::CheckExports;
 using cache_files::Commit;
 using cache_files::ErrnoError;
 using cache_files::IsModuleId;
-using cache_files::MakeDirectory;
-using cache_files::RemoveOldViews;
-using cache_files::WriteTemporary;
 
 absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::string& format,
                                          uint64_t size_bytes, const std::string& sha256) const {

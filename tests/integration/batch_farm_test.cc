@@ -34,12 +34,9 @@ namespace {
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::IsOkAndHolds;
-using ::kprof::testing::kResidentMeansHeld;
-using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
-using ::testing::AllOf;
 using ::testing::AnyOf;
 using ::testing::Contains;
 using ::testing::ElementsAre;

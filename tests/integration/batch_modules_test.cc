@@ -31,20 +31,12 @@
 namespace kprof {
 namespace {
 
-using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::IsOkAndHolds;
-using ::kprof::testing::kResidentMeansHeld;
-using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
-using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::AllOf;
-using ::testing::AnyOf;
-using ::testing::Contains;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using Json = nlohmann::json;
 
 // A module may travel on the stream with its jobs (BatchRequest.modules): stored as an upload
 // would be, before the message's jobs are taken, and held by the stream's client. One that does

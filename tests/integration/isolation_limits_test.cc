@@ -30,6 +30,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "isolation_constants.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
 #include "nlohmann/json.hpp"
@@ -40,26 +41,19 @@
 namespace kprof {
 namespace {
 
-using ::kprof::testing::ChildrenOf;
-using ::kprof::testing::CommandOf;
-using ::kprof::testing::ConnectAs;
+using ::kprof::testing::kAttackerToken;
+using ::kprof::testing::kVictimToken;
+
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
-using ::kprof::testing::IsOkAndHolds;
 using ::kprof::testing::kResidentMeansHeld;
 using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
-using ::kprof::testing::WriteTokenFile;
-using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-constexpr char kAttackerToken[] = "token-of-the-attacking-client";
-
-constexpr char kVictimToken[] = "token-of-the-victim-client";
 
 std::vector<std::string> UploadFiles(const std::string& cache) {
   std::vector<std::string> found;

@@ -32,6 +32,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "isolation_constants.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
 #include "nlohmann/json.hpp"
@@ -42,36 +43,21 @@
 namespace kprof {
 namespace {
 
+using ::kprof::testing::kAttackerToken;
+using ::kprof::testing::kSlack;
+using ::kprof::testing::kVictimToken;
+
 using ::kprof::testing::ChildrenOf;
 using ::kprof::testing::CommandOf;
-using ::kprof::testing::ConnectAs;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
-using ::kprof::testing::IsOkAndHolds;
-using ::kprof::testing::kResidentMeansHeld;
 using ::kprof::testing::ReadFileBytes;
-using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
-using ::kprof::testing::WriteTokenFile;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// A sleep to a deadline ends a wake-up late: by half a millisecond now and then on a loaded
-// two-core host; under ThreadSanitizer, whose interceptors sit on the way, later still. The
-// victim's kernel takes 4 ms, its neighbours among the candidates 2 and 6 ms: a slack of 20%
-// still tells it from either, and a forged time (a nanosecond) from all.
-#if defined(__SANITIZE_THREAD__)
-constexpr double kSlack = 1.5;
-#else
-constexpr double kSlack = 1.20;
-#endif
-
-constexpr char kAttackerToken[] = "token-of-the-attacking-client";
-
-constexpr char kVictimToken[] = "token-of-the-victim-client";
 
 // One field of /proc/PID/stat after the command name (1-based from the state, field 3).
 std::string StatField(pid_t pid, int field) {

@@ -29,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/create_channel.h"
 #include "gtest/gtest.h"
+#include "isolation_constants.h"
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "module_files.h"
 #include "nlohmann/json.hpp"
@@ -39,32 +40,18 @@
 namespace kprof {
 namespace {
 
-using ::kprof::testing::ChildrenOf;
-using ::kprof::testing::CommandOf;
+using ::kprof::testing::kSlack;
+
 using ::kprof::testing::ConnectAs;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::IsOkAndHolds;
-using ::kprof::testing::kResidentMeansHeld;
-using ::kprof::testing::ReadFileBytes;
-using ::kprof::testing::ResidentKb;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::kprof::testing::WriteTokenFile;
-using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-// A sleep to a deadline ends a wake-up late: by half a millisecond now and then on a loaded
-// two-core host; under ThreadSanitizer, whose interceptors sit on the way, later still. The
-// victim's kernel takes 4 ms, its neighbours among the candidates 2 and 6 ms: a slack of 20%
-// still tells it from either, and a forged time (a nanosecond) from all.
-#if defined(__SANITIZE_THREAD__)
-constexpr double kSlack = 1.5;
-#else
-constexpr double kSlack = 1.20;
-#endif
 
 // Jobs of one client in a worker of its own: what one client's function leaves in its process
 // (here, an environment variable no check looks at) is never seen by another client's job.
