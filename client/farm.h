@@ -60,6 +60,8 @@ class Farm {
   Farm(std::vector<std::string> addresses, std::vector<std::unique_ptr<Client>> clients)
       : addresses_(std::move(addresses)), clients_(std::move(clients)) {}
 
+  class Batch;  // one MeasureBatch (farm_batch.h)
+
   struct Module {
     std::string bytes, name, format;
   };
