@@ -65,6 +65,13 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
   {
     absl::MutexLock lock(&mutex_);
     if (draining_) return absl::UnavailableError("kprofd is shutting down and takes no new jobs");
+    // Jobs are known by id (a cancel names one; a job taken back goes before its client's later
+    // ones): one id for two jobs would answer one of them never.
+    const uint64_t id = request.job_id();
+    if (queued_jobs_.count(id) > 0 || in_flight_ids_.count(id) > 0) {
+      return absl::InternalError(absl::StrCat("job id ", id, " is already queued on ",
+                                              base::DeviceSpec(worker_options_.device)));
+    }
     // The bound is each client's: one client's flood never fills the queue for the others.
     // Jobs handed to its worker behind the running one wait too; those queued beyond the bound
     // (a batch stream's, which bounds its own) do not count.
@@ -95,9 +102,8 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       running_pid_ = quick_worker->process->pid();
       quick = std::move(job);
     } else {
-      const uint64_t id = job.request.job_id();
       turns_.Add(job.client, id, !job.beyond_bound);
-      queued_jobs_.insert_or_assign(id, std::move(job));
+      queued_jobs_.emplace(id, std::move(job));
       wake = std::exchange(sleeping_, false);
     }
   }

@@ -77,7 +77,9 @@ class DeviceExecutor {
   // job off the quick path, whose `done` runs on the caller's thread). `beyond_bound` queues the
   // job even when the queue is full: for callers that bound their own jobs in the queue (a batch
   // stream holds a few).
-  // RESOURCE_EXHAUSTED when the queue is full; UNAVAILABLE once draining.
+  // Job ids (`request.job_id()`) are unique and grow with submission: a job taken back from the
+  // worker goes before its client's later ones. RESOURCE_EXHAUSTED when the queue is full;
+  // UNAVAILABLE once draining; INTERNAL for an id already queued or running.
   // `module_fds`, the request's modules opened for the worker, stay open as long as
   // `keep_alive` (which owns them) lives.
   absl::Status Submit(kprof::worker::v1::WorkerRequest request, std::string client,

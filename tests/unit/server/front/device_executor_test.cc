@@ -48,6 +48,10 @@ struct Bench {
     std::lock_guard<std::mutex> lock(mutex);
     return scripts[id];
   }
+  size_t MostHeld() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return most_held;
+  }
   std::vector<uint64_t> Started() {
     std::lock_guard<std::mutex> lock(mutex);
     return started;
@@ -75,16 +79,8 @@ class FakeRunner final : public JobRunner {
     for (const FrameChannel::Outgoing& frame : frames) {
       const auto& request = static_cast<const WorkerRequest&>(*frame.message);
       if (request.has_withdraw()) {
-        for (const uint64_t id : request.withdraw().job_ids()) {
-          const auto it = std::find_if(pending_.begin(), pending_.end(),
-                                       [id](const WorkerRequest& r) { return r.job_id() == id; });
-          if (it == pending_.end()) continue;  // running or done: answered as usual
-          pending_.erase(it);
-          WorkerAnswer answer;
-          answer.set_job_id(id);
-          answer.set_withdrawn(true);
-          Answer(std::move(answer));
-        }
+        // As a worker does: read between jobs, after the running one's answer.
+        for (const uint64_t id : request.withdraw().job_ids()) withdrawn_.push_back(id);
       } else if (!request.has_park()) {
         pending_.push_back(request);
         std::lock_guard<std::mutex> bench_lock(bench_->mutex);
@@ -132,8 +128,22 @@ class FakeRunner final : public JobRunner {
   void Run() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
-      wake_.wait(lock, [this] { return !pending_.empty() || ended_; });
+      wake_.wait(lock, [this] { return !pending_.empty() || !withdrawn_.empty() || ended_; });
       if (ended_) return;
+      // Withdrawn jobs not begun are answered so, the latest first: the executor puts each back
+      // in its place whatever order they come in.
+      for (auto id = withdrawn_.rbegin(); id != withdrawn_.rend(); ++id) {
+        const auto it = std::find_if(pending_.begin(), pending_.end(),
+                                     [&](const WorkerRequest& r) { return r.job_id() == *id; });
+        if (it == pending_.end()) continue;  // ran already: answered as usual
+        pending_.erase(it);
+        WorkerAnswer answer;
+        answer.set_job_id(*id);
+        answer.set_withdrawn(true);
+        Answer(std::move(answer));
+      }
+      withdrawn_.clear();
+      if (pending_.empty()) continue;
       const WorkerRequest request = std::move(pending_.front());
       pending_.pop_front();
       running_ = true;
@@ -180,6 +190,7 @@ class FakeRunner final : public JobRunner {
   std::condition_variable wake_;
   std::deque<WorkerRequest> pending_;
   std::deque<WorkerAnswer> answers_;
+  std::vector<uint64_t> withdrawn_;  // ids to withdraw, read between jobs
   bool running_ = false;
   bool ended_ = false;
   std::thread thread_;
@@ -213,7 +224,7 @@ class DeviceExecutorTest : public ::testing::Test {
   // Submits job `id` of `client`, scripted; its outcome.
   std::shared_ptr<Outcome> Submit(uint64_t id, const std::string& client, Script script = {},
                                   absl::Time deadline = absl::InfiniteFuture(),
-                                  absl::Status* refused = nullptr) {
+                                  absl::Status* refused = nullptr, bool beyond_bound = false) {
     {
       std::lock_guard<std::mutex> lock(bench_.mutex);
       bench_.scripts[id] = script;
@@ -228,7 +239,7 @@ class DeviceExecutorTest : public ::testing::Test {
           outcome->thread = std::this_thread::get_id();
           outcome->done.Notify();
         },
-        nullptr);
+        nullptr, nullptr, beyond_bound);
     if (refused != nullptr) *refused = status;
     if (!status.ok()) {
       outcome->answer = status;
@@ -272,15 +283,19 @@ TEST_F(DeviceExecutorTest, ANewClientWaitsForTheRunningJobAndOneMoreAtMost) {
   std::vector<std::shared_ptr<Outcome>> jobs;
   jobs.push_back(Submit(1, "tuner", Script{absl::Milliseconds(100)}));
   ASSERT_TRUE(WaitStarted(1));
-  for (uint64_t id = 2; id <= 7; ++id)
+  for (uint64_t id = 2; id <= 7; ++id) {
     jobs.push_back(Submit(id, "tuner", Script{absl::Milliseconds(20)}));
-  absl::SleepFor(absl::Milliseconds(20));  // the tuner's jobs are handed on behind the first
+  }
+  // The tuner's jobs are handed on behind the first before the user's comes.
+  for (int i = 0; i < 400 && bench_.MostHeld() < 7; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(bench_.MostHeld(), 7u) << "the tuner's jobs were not handed on together";
   jobs.push_back(Submit(8, "user"));
   for (auto& job : jobs) EXPECT_EQ(job->code(), absl::StatusCode::kOk);
   const std::vector<uint64_t> started = bench_.Started();
   const auto user = std::find(started.begin(), started.end(), 8u);
   ASSERT_NE(user, started.end());
-  EXPECT_LE(user - started.begin(), 2) << "the user's job waited behind more than two";
+  // Behind the running job and the one next to it; the five after those were taken back.
+  EXPECT_EQ(user - started.begin(), 2) << "the user's job waited behind other than two";
   std::vector<uint64_t> tuner;
   for (uint64_t id : started) {
     if (id != 8) tuner.push_back(id);
@@ -390,6 +405,52 @@ TEST_F(DeviceExecutorTest, DrainLetsTheRunningJobFinishAndRefusesTheRest) {
   (void)Submit(4, "a", Script{}, absl::InfiniteFuture(), &refused);
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(bench_.Started(), ElementsAre(1));
+}
+
+TEST_F(DeviceExecutorTest, TheClientJustServedGoesAfterTheOthers) {
+  WorkerPool pool;
+  pool.pipeline_depth = 1;  // one job handed on at a time: every next job is a turn
+  Start(100, absl::Seconds(30), pool);
+  auto first = Submit(1, "a", Script{absl::Milliseconds(50)});
+  ASSERT_TRUE(WaitStarted(1));
+  auto again = Submit(2, "a");  // queued before b's, but a has just had its turn
+  auto other = Submit(3, "b");
+  for (auto* job : {&first, &again, &other}) EXPECT_EQ((*job)->code(), absl::StatusCode::kOk);
+  EXPECT_THAT(bench_.Started(), ElementsAre(1, 3, 2));
+}
+
+TEST_F(DeviceExecutorTest, JobsBeyondTheBoundDoNotCountAgainstIt) {
+  Start(/*max_queue=*/1);
+  auto running = Submit(1, "a", Script{absl::ZeroDuration(), false, /*hangs=*/true});
+  ASSERT_TRUE(WaitStarted(1));
+  absl::Status status;
+  auto bounded = Submit(2, "a", Script{}, absl::InfiniteFuture(), &status);
+  ASSERT_TRUE(status.ok()) << status;
+  // A batch stream's job, which the stream bounds itself: queued though the bound is reached.
+  auto beyond = Submit(3, "a", Script{}, absl::InfiniteFuture(), &status, /*beyond_bound=*/true);
+  EXPECT_TRUE(status.ok()) << status;
+  (void)Submit(4, "a", Script{}, absl::InfiniteFuture(), &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+  executor_->Cancel(1);
+  EXPECT_EQ(running->code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(bounded->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(beyond->code(), absl::StatusCode::kOk);
+}
+
+TEST_F(DeviceExecutorTest, AnIdAlreadyQueuedOrRunningIsRefused) {
+  Start();
+  auto running = Submit(1, "a", Script{absl::Milliseconds(50)});
+  ASSERT_TRUE(WaitStarted(1));
+  auto queued = Submit(2, "a");
+  absl::Status status;
+  (void)Submit(2, "b", Script{}, absl::InfiniteFuture(), &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("job id 2 is already queued"));
+  (void)Submit(1, "a", Script{}, absl::InfiniteFuture(), &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(running->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(queued->code(), absl::StatusCode::kOk);
+  EXPECT_THAT(bench_.Started(), ElementsAre(1, 2));
 }
 
 TEST_F(DeviceExecutorTest, TheQuickPathAnswersOnTheCallersThread) {
