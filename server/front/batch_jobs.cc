@@ -1,8 +1,10 @@
 // ProfilerService::BatchReactor's jobs: accepted from the stream, handed to the devices' executors
 // a few at a time, and their answers turned into updates (batch_reactor.h).
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -15,6 +17,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/status.h"
+#include "server/front/batch_dispatch.h"
 #include "server/front/batch_reactor.h"
 #include "server/front/grpc_status.h"
 #include "server/front/module_registry.h"
@@ -154,29 +157,43 @@ absl::Status ProfilerService::BatchReactor::StoreInline(const kprof::v1::InlineM
 
 void ProfilerService::BatchReactor::Dispatch() {
   if (outbox_.bytes() >= kMaxHeldBytes) return;  // the write that makes room kicks again
-  size_t held = outbox_.bytes();
-  for (const auto& [job_id, slot] : in_executor_) held += slot.result_bytes;
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    auto& [device, jobs] = *it;
-    int busy = 0;
-    for (const auto& [job_id, slot] : in_executor_) busy += slot.device == device;
-    // Up to kInExecutorPerDevice, while the results they may bring fit the bound (one at a
-    // time past it).
-    while (busy < kInExecutorPerDevice && !jobs.empty() &&
-           (busy == 0 || held + ResultBytes(jobs.front().job) <= kMaxHeldBytes)) {
-      held += ResultBytes(jobs.front().job);
-      Waiting next = std::move(jobs.front());
-      jobs.pop_front();
-      --waiting_count_;
-      waiting_bytes_ -= next.bytes;
-      if (const absl::Status s = Submit(device, next); !s.ok()) {
-        outbox_.Leave(/*was_running=*/false);
-        Fail(next.id, s);
-        continue;
-      }
-      ++busy;
+  const DispatchLimits limits{kInExecutorPerDevice, kMaxHeldBytes};
+  // Planned again only when a job was refused on its way: the room it did not take is free.
+  for (bool refused = true; refused && !waiting_.empty();) {
+    refused = false;
+    size_t held = outbox_.bytes();
+    std::map<std::string, int> busy;
+    for (const auto& [job_id, slot] : in_executor_) {
+      held += slot.result_bytes;
+      ++busy[slot.device];
     }
-    it = jobs.empty() ? waiting_.erase(it) : std::next(it);
+    std::vector<DeviceBacklog> backlog;
+    backlog.reserve(waiting_.size());
+    for (const auto& [device, jobs] : waiting_) {
+      DeviceBacklog& b = backlog.emplace_back();
+      b.busy = busy[device];
+      const size_t room = static_cast<size_t>(std::max(limits.per_device - b.busy, 0));
+      for (size_t k = 0; k < jobs.size() && k < room; ++k) {
+        b.next_results.push_back(ResultBytes(jobs[k].job));
+      }
+    }
+    const std::vector<size_t> plan = PlanDispatch(backlog, held, outbox_.bytes(), limits);
+    size_t d = 0;
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++d) {
+      auto& [device, jobs] = *it;
+      for (size_t n = 0; n < plan[d]; ++n) {
+        Waiting next = std::move(jobs.front());
+        jobs.pop_front();
+        --waiting_count_;
+        waiting_bytes_ -= next.bytes;
+        if (const absl::Status s = Submit(device, next); !s.ok()) {
+          outbox_.Leave(/*was_running=*/false);
+          Fail(next.id, s);
+          refused = true;
+        }
+      }
+      it = jobs.empty() ? waiting_.erase(it) : std::next(it);
+    }
   }
 }
 

@@ -138,7 +138,7 @@ class ProfilerService::BatchReactor final
   absl::Status StoreInline(const kprof::v1::InlineModule& module);
 
   // Hands waiting jobs to executors, up to kInExecutorPerDevice each, while the client keeps up
-  // with reading the updates.
+  // with reading the updates (PlanDispatch says how many).
   void Dispatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // Lets one thread at a time turn the state into gRPC operations.
