@@ -140,6 +140,13 @@ std::string Disturbance(int baseline_threads, bool skip_cuda, const ScratchDirec
     return "closed the worker's standard streams (" + absl::StrJoin(closed, ", ") + ")";
   }
   int extra = CountThreads(skip_cuda) - baseline_threads;
+  // A thread the job joined as it returned has told its joiner it is done before the kernel
+  // takes it out of /proc/self/task: give it up to 10 ms to go (a worker is not replaced for
+  // it; only a job that leaves threads behind pays the wait).
+  for (int wait = 0; extra > 0 && wait < 50; ++wait) {
+    usleep(200);
+    extra = CountThreads(skip_cuda) - baseline_threads;
+  }
   // A thread the CUDA driver has just started names itself a moment later: give it up to
   // 100 ms to say it is the driver's before calling it a leftover.
   for (int wait = 0; skip_cuda && extra > 0 && wait < 20; ++wait) {
