@@ -45,7 +45,6 @@ void BuiltinInfo(ModuleInfo* out) {
   for (const std::string& f : core::BuiltinModule().functions()) out->add_functions(f);
 }
 
-
 }  // namespace
 
 // LoadModule: a header, then chunks; the SHA-256 is computed and the bytes written to a file in
