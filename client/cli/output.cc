@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "google/protobuf/util/json_util.h"
@@ -69,8 +70,52 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   if (r.checksums_size() > 0) {
     json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
   }
+  json["mode"] = r.mode().empty() ? "hot" : r.mode();
+  Json placement = Json::array();
+  for (const kprof::v1::TensorPlacement& p : r.placement()) {
+    placement.push_back({{"alignment", p.alignment()}, {"offset", p.offset()}});
+  }
+  json["placement"] = placement;
+  json["huge_pages"] = r.huge_pages();
+  if (r.layouts_size() > 0) {
+    Json layouts = Json::array();
+    std::vector<double> medians;
+    for (const kprof::v1::Layout& l : r.layouts()) {
+      layouts.push_back({{"offsets", std::vector<uint64_t>(l.offsets().begin(), l.offsets().end())},
+                         {"first_repeat", l.first_repeat()},
+                         {"repeats", l.repeats()},
+                         {"median", l.median()}});
+      medians.push_back(l.median());
+    }
+    json["layouts"] = layouts;
+    const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
+    const double middle = report::Median(medians);
+    json["layout_medians"] = {{"min", *low},
+                              {"median", middle},
+                              {"max", *high},
+                              {"spread", middle > 0 ? (*high - *low) / middle : 0.0}};
+  }
   json["environment"] = Json::parse(report::AsPlainJson(manifest));
   return json;
+}
+
+std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
+  std::string line = absl::StrCat(r.mode().empty() ? "hot" : r.mode(), "; arguments at");
+  for (int i = 0; i < r.placement_size(); ++i) {
+    absl::StrAppend(&line, i == 0 ? " " : ", ", "+", r.placement(i).offset(), " (aligned ",
+                    r.placement(i).alignment(), ")");
+  }
+  if (r.placement_size() == 0) absl::StrAppend(&line, " (not reported)");
+  absl::StrAppend(&line, " past a page boundary");
+  if (r.huge_pages()) absl::StrAppend(&line, "; huge pages asked");
+  if (r.layouts_size() > 0) {
+    std::vector<double> medians;
+    for (const kprof::v1::Layout& l : r.layouts()) medians.push_back(l.median());
+    const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
+    absl::StrAppendFormat(&line, "; %d random layouts, their medians %.3f us .. %.3f us",
+                          r.layouts_size(), *low * 1e6, *high * 1e6);
+  }
+  return line;
 }
 
 std::string RepeatsHistogram(const std::vector<double>& seconds) {

@@ -31,6 +31,10 @@ void PrintReport(const report::Report& report, const std::string& format,
 // kprofd's own; INVALID_ARGUMENT when its environment does not read.
 absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r);
 
+// "hot; arguments at +0 (aligned 4096), +256 (aligned 256) past a page boundary": the mode and
+// the placement of a TimeEvaluate, and with randomized layouts the range of their medians.
+std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r);
+
 // The repeats' distribution in one line: "repeats  ▁▃█▅▂  50.12 us .. 50.31 us (12 in 5 bins)",
 // a bar per bin, as high as its count against the fullest's.
 std::string RepeatsHistogram(const std::vector<double>& seconds);

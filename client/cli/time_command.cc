@@ -44,6 +44,7 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
         r.outliers_size(), f.mean() * 1e6, f.median() * 1e6, f.min() * 1e6, f.max() * 1e6,
         f.std() * 1e6, f.cv() * 100);
   }
+  Print("  " + PlacementLine(r) + "\n");
   for (int i = 0; i < r.checksums_size(); ++i) {
     std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
   }
@@ -90,6 +91,18 @@ class TimeCommand final : public Command {
     c.add_option("--max-time-ms", max_time_ms_,
                  "with --max-rel-stddev: time budget (default 10000)");
     c.add_option("--plot", plot_, "also draw the repeats as SVG in FILE");
+    alignment_option_ = c.add_option("--tensor-alignment", tensor_alignment_,
+                                     "each argument's address a multiple of BYTES (64)");
+    c.add_option("--tensor-offset", tensor_offset_,
+                 "BYTES past a 4096 boundary, for all or per argument: 0 or 0,256,512 "
+                 "(default: argument k at k*256)")
+        ->delimiter(',');
+    c.add_flag("--huge-pages", huge_pages_, "cpu: transparent huge pages for the arguments");
+    c.add_flag("--randomize-layout", randomize_layout_,
+               "move the arguments to random offsets within a page between repeats");
+    layout_option_ = c.add_option("--repeats-per-layout", repeats_per_layout_,
+                                  "with --randomize-layout: repeats per placement (1)");
+    c.add_flag("--cold", cold_, "flush the caches before every call, timed alone (default: hot)");
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
@@ -115,6 +128,12 @@ class TimeCommand final : public Command {
     request.set_cache_flush_bytes(cache_flush_bytes_);
     request.set_preprocess(preproc_);
     request.set_checksums(checksums_);
+    if (alignment_option_->count() > 0) request.set_tensor_alignment(tensor_alignment_);
+    for (uint32_t offset : tensor_offset_) request.add_tensor_offset(offset);
+    request.set_huge_pages(huge_pages_);
+    request.set_randomize_layout(randomize_layout_);
+    if (layout_option_->count() > 0) request.set_repeats_per_layout(repeats_per_layout_);
+    request.set_cold(cold_);
     // Enough for the repeats the options ask for (or the convergence budget), twice over, plus
     // a minute of slack.
     const double budget_ms =
@@ -167,6 +186,12 @@ class TimeCommand final : public Command {
   double min_repeat_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0, max_time_ms_ = 0;
   std::string preproc_, outliers_, plot_;
   bool flush_l2_ = false, checksums_ = false;
+  uint64_t tensor_alignment_ = 64;
+  std::vector<uint32_t> tensor_offset_;
+  int64_t repeats_per_layout_ = 1;
+  bool huge_pages_ = false, randomize_layout_ = false, cold_ = false;
+  CLI::Option* alignment_option_ = nullptr;
+  CLI::Option* layout_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;
   CLI::Option* min_repeats_option_ = nullptr;
 };

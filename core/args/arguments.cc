@@ -1,5 +1,9 @@
 #include "core/args/arguments.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -93,7 +97,8 @@ void InitializeHostBytes(const ArgSpec& spec, uint64_t seed, uint64_t index, voi
 
 absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector<ArgSpec>& specs,
                                                                uint64_t seed, base::Device device,
-                                                               const ArgumentLimits& limits) {
+                                                               const ArgumentLimits& limits,
+                                                               const PlacementOptions& placement) {
   uint64_t total = 0;
   for (const ArgSpec& spec : specs) {
     if (__builtin_add_overflow(total, spec.num_bytes, &total) || total > limits.max_total_bytes) {
@@ -102,26 +107,20 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
                                                        " bytes per job (at '", spec.text, "')"));
     }
   }
+  KPROF_RETURN_IF_ERROR(CheckPlacement(placement, specs.size()));
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
   KPROF_ASSIGN_OR_RETURN(DeviceApi * host_api, GetDeviceApi(base::DeviceType::kCpu));
   std::unique_ptr<Arguments> args(new Arguments(specs, device, api, host_api));
+  args->alignment_ = placement.alignment;
+  args->huge_pages_ = placement.huge_pages && device.type == base::DeviceType::kCpu;
 
-  DeviceApi* const host = args->host_api_;
   std::vector<unsigned char> staging;  // host copy for devices whose memory the host cannot write
   for (size_t k = 0; k < args->specs_.size(); ++k) {
-    ArgSpec& spec = args->specs_[k];
-    DLTensor tensor{};
-    // Scalars live in host memory on every device: kernels take them by value, and a host
-    // function reads them without a copy.
-    const bool on_host = device.type == base::DeviceType::kCpu || spec.shape.empty();
-    const base::Device where = on_host ? base::Device{base::DeviceType::kCpu, 0} : device;
-    tensor.device = {static_cast<DLDeviceType>(where.type), where.id};
-    tensor.ndim = static_cast<int>(spec.shape.size());
-    tensor.dtype = spec.dtype;
-    tensor.shape = spec.shape.empty() ? nullptr : spec.shape.data();
-    KPROF_ASSIGN_OR_RETURN(tensor.data, (on_host ? host : api)->Alloc(where, spec.num_bytes));
-    args->tensors_.push_back(tensor);  // owned from here: freed by ~Arguments on any error
-    if (on_host) {
+    KPROF_RETURN_IF_ERROR(args->Place(k, placement));  // owned from here: freed on any error
+    const ArgSpec& spec = args->specs_[k];
+    const DLTensor& tensor = args->tensors_[k];
+    // Every byte is written here, so no first-touch fault is left for a timed call.
+    if (OnHost(tensor)) {
       InitializeHostBytes(spec, seed, k, tensor.data);
     } else if (spec.init == ArgInit::kZeros) {
       KPROF_RETURN_IF_ERROR(api->Memset(device, tensor.data, 0, spec.num_bytes));
@@ -135,6 +134,70 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
   return args;
 }
 
+absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {
+  ArgSpec& spec = specs_[k];  // the tensor points at its shape
+  DLTensor tensor{};
+  // Scalars live in host memory on every device: kernels take them by value, and a host
+  // function reads them without a copy.
+  const bool on_host = device_.type == base::DeviceType::kCpu || spec.shape.empty();
+  const base::Device where = on_host ? base::Device{base::DeviceType::kCpu, 0} : device_;
+  tensor.device = {static_cast<DLDeviceType>(where.type), where.id};
+  tensor.ndim = static_cast<int>(spec.shape.size());
+  tensor.dtype = spec.dtype;
+  tensor.shape = spec.shape.empty() ? nullptr : spec.shape.data();
+  // Room for the data at any offset within a page past the boundary the offset counts from.
+  const bool huge = huge_pages_ && on_host;
+  const uint64_t boundary = std::max({alignment_, kPageBytes, huge ? kHugePageBytes : 0});
+  if (spec.num_bytes > SIZE_MAX - boundary - kPageBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", spec.num_bytes, " bytes for '", spec.text, "'"));
+  }
+  const size_t span = spec.num_bytes + boundary + kPageBytes;
+  KPROF_ASSIGN_OR_RETURN(void* allocation, (on_host ? host_api_ : api_)->Alloc(where, span));
+  auto* const raw = static_cast<unsigned char*>(allocation);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(raw);
+  unsigned char* const start = raw + (boundary - address % boundary) % boundary;
+  tensor.data = start + OffsetOf(placement, k);
+  allocations_.push_back(raw);
+  starts_.push_back(start);
+  tensors_.push_back(tensor);
+  if (huge) {
+    // Whole pages within the allocation; a host without transparent huge pages ignores it.
+    const uint64_t length = (span - static_cast<size_t>(start - raw)) / kPageBytes * kPageBytes;
+    madvise(start, length, MADV_HUGEPAGE);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<TensorPlace> Arguments::Placement() const {
+  std::vector<TensorPlace> places;
+  places.reserve(tensors_.size());
+  for (const DLTensor& tensor : tensors_) places.push_back(PlaceOf(tensor.data, alignment_));
+  return places;
+}
+
+absl::Status Arguments::MoveTo(size_t k, uint64_t offset) {
+  DLTensor& tensor = tensors_[k];
+  auto* const from = static_cast<unsigned char*>(tensor.data);
+  unsigned char* const to = starts_[k] + offset;
+  const size_t bytes = specs_[k].num_bytes;
+  if (to == from) return absl::OkStatus();
+  if (OnHost(tensor)) {
+    std::memmove(to, from, bytes);
+  } else if (to + bytes <= from || from + bytes <= to) {
+    KPROF_RETURN_IF_ERROR(api_->Copy(device_, to, from, bytes, CopyKind::kDeviceToDevice));
+  } else {
+    // A device copy between overlapping ranges is undefined: through a buffer of its own.
+    KPROF_ASSIGN_OR_RETURN(void* buffer, api_->Alloc(device_, bytes));
+    absl::Status moved = api_->Copy(device_, buffer, from, bytes, CopyKind::kDeviceToDevice);
+    if (moved.ok()) moved = api_->Copy(device_, to, buffer, bytes, CopyKind::kDeviceToDevice);
+    api_->Free(device_, buffer);
+    KPROF_RETURN_IF_ERROR(moved);
+  }
+  tensor.data = to;
+  return absl::OkStatus();
+}
+
 Arguments::Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi* api,
                      DeviceApi* host_api)
     : specs_(std::move(specs)), device_(device), api_(api), host_api_(host_api) {
@@ -142,11 +205,11 @@ Arguments::Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi*
 }
 
 Arguments::~Arguments() {
-  for (DLTensor& tensor : tensors_) {
-    if (OnHost(tensor)) {
-      host_api_->Free({base::DeviceType::kCpu, 0}, tensor.data);
+  for (size_t k = 0; k < allocations_.size(); ++k) {
+    if (OnHost(tensors_[k])) {
+      host_api_->Free({base::DeviceType::kCpu, 0}, allocations_[k]);
     } else {
-      api_->Free(device_, tensor.data);
+      api_->Free(device_, allocations_[k]);
     }
   }
 }

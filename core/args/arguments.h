@@ -1,7 +1,8 @@
-// Arguments: the tensors of one job, allocated on its device from argument specs, initialised,
-// and freed with the object — on every path, errors included. Scalars (0-d tensors) stay in
-// host memory (device kDLCPU) on every device: a kernel takes them by value, and a host
-// function reads them without a copy.
+// Arguments: the tensors of one job, allocated on its device from argument specs, placed as
+// asked (tensor_placement.h), initialised — every page touched before anything is timed — and
+// freed with the object, on every path, errors included. Scalars (0-d tensors) stay in host
+// memory (device kDLCPU) on every device: a kernel takes them by value, and a host function
+// reads them without a copy.
 //
 //   KPROF_ASSIGN_OR_RETURN(auto args, Arguments::Allocate(specs, seed, device, limits));
 //   fn(args->tensors(), args->size());
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "base/device.h"
 #include "core/args/arg_spec.h"
+#include "core/args/tensor_placement.h"
 #include "core/device/device_api.h"
 #include "dlpack/dlpack.h"
 
@@ -27,11 +29,12 @@ struct ArgumentLimits {
 
 class Arguments {
  public:
-  // Allocates and initialises one tensor per spec on `device`. RESOURCE_EXHAUSTED, before any
-  // allocation, when the specs ask for more than `limits` allow.
-  static absl::StatusOr<std::unique_ptr<Arguments>> Allocate(const std::vector<ArgSpec>& specs,
-                                                             uint64_t seed, base::Device device,
-                                                             const ArgumentLimits& limits = {});
+  // Allocates and initialises one tensor per spec on `device`, each where `placement` says.
+  // RESOURCE_EXHAUSTED, before any allocation, when the specs ask for more than `limits` allow;
+  // INVALID_ARGUMENT for a placement out of range.
+  static absl::StatusOr<std::unique_ptr<Arguments>> Allocate(
+      const std::vector<ArgSpec>& specs, uint64_t seed, base::Device device,
+      const ArgumentLimits& limits = {}, const PlacementOptions& placement = {});
 
   ~Arguments();
   Arguments(const Arguments&) = delete;
@@ -51,15 +54,30 @@ class Arguments {
   // Evicts the tensors from index `first` on from the device's caches.
   absl::Status FlushFromCaches(size_t first);
 
+  // Where each tensor lies now.
+  std::vector<TensorPlace> Placement() const;
+
+  // Moves tensor `index`'s contents to lie `offset` bytes past a page boundary (under 4096, a
+  // multiple of its alignment), within its allocation; its data pointer changes.
+  absl::Status MoveTo(size_t index, uint64_t offset);
+
+  // Whether transparent huge pages were asked for the tensors (madvise on CPU memory).
+  bool huge_pages() const { return huge_pages_; }
+
  private:
   Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi* api, DeviceApi* host_api);
   static bool OnHost(const DLTensor& t) { return t.device.device_type == kDLCPU; }
+  absl::Status Place(size_t index, const PlacementOptions& placement);
 
   std::vector<ArgSpec> specs_;
   base::Device device_;
   DeviceApi* api_;
   DeviceApi* host_api_;  // for scalars, which stay in host memory on every device
   std::vector<DLTensor> tensors_;
+  std::vector<unsigned char*> allocations_;  // what Alloc returned, one per tensor
+  std::vector<unsigned char*> starts_;       // the boundary each tensor's offset counts from
+  uint64_t alignment_ = kMinTensorAlignment;
+  bool huge_pages_ = false;
 };
 
 // Writes spec's initial values for argument `index` into the host buffer `out` (spec.num_bytes

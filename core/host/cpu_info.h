@@ -3,6 +3,7 @@
 // arm64 board's CPU the same way.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -18,6 +19,10 @@ std::optional<std::string> CpuInfoField(absl::string_view cpuinfo, absl::string_
 // "NVIDIA Jetson AGX Orin Developer Kit"), else "Hardware" (older arm kernels); "" when the text
 // gives none of them.
 std::string CpuModelName(absl::string_view cpuinfo);
+
+// The size of the CPU's largest cache (the last level: "32768K" in
+// `root`sys/devices/system/cpu/cpu0/cache/index*/size); nullopt when sysfs says nothing.
+std::optional<int64_t> LastLevelCacheBytes(const std::string& root = "/");
 
 // This host's /proc/cpuinfo, read once (it costs ~70 us to generate, more on large hosts).
 const std::string& HostCpuInfo();

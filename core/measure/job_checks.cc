@@ -30,6 +30,11 @@ absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
     return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
                                                    base::DeviceSpec(device), " is not a CPU"));
   }
+  if (time.placement.huge_pages && device.type != base::DeviceType::kCpu) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("huge_pages asks for transparent huge pages of CPU memory; device ",
+                     base::DeviceSpec(device), " is not a CPU"));
+  }
   if (time.flush_l2 && device.type != base::DeviceType::kCuda) {
     return absl::InvalidArgumentError(
         absl::StrCat("flush_l2 sizes the cache flush to a CUDA device's L2; on ",

@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "core/args/random.h"
 #include "core/collectors/collector_registry.h"
 #include "core/cuda/cuda_backend.h"
+#include "core/host/cpu_info.h"
 #include "core/host/environment.h"
 #include "core/host/interference.h"
 #include "core/measure/profiler.h"
@@ -102,7 +104,14 @@ absl::Status Finish(base::Device device) {
   return api->Sync(device);
 }
 
-absl::StatusOr<Prepared> Prepare(const Job& job) {
+// The size of the two buffers whose copy evicts `device`'s caches (read one, write the other):
+// CPU, its last-level cache (32 MiB when sysfs does not say); CUDA, its L2.
+absl::StatusOr<int64_t> CacheBytes(base::Device device) {
+  if (device.type == base::DeviceType::kCuda) return CudaL2Bytes(device.id);
+  return LastLevelCacheBytes().value_or(int64_t{32} << 20);
+}
+
+absl::StatusOr<Prepared> Prepare(const Job& job, const PlacementOptions& placement = {}) {
   if (job.module == nullptr) return absl::InvalidArgumentError("job without a module");
   Prepared prepared;
   KPROF_ASSIGN_OR_RETURN(prepared.function, job.module->GetFunction(job.function));
@@ -113,7 +122,7 @@ absl::StatusOr<Prepared> Prepare(const Job& job) {
     specs.push_back(std::move(spec));
   }
   KPROF_ASSIGN_OR_RETURN(prepared.args,
-                         Arguments::Allocate(specs, job.seed, job.device, job.limits));
+                         Arguments::Allocate(specs, job.seed, job.device, job.limits, placement));
   if (prepared.function.check_arguments) {
     KPROF_RETURN_IF_ERROR(
         prepared.function.check_arguments(prepared.args->tensors(), prepared.args->size()));
@@ -136,6 +145,32 @@ absl::StatusOr<Prepared> Prepare(const Job& job) {
   return prepared;
 }
 
+// Before repeat `repeat` of a randomized layout: at every repeats_per_layout-th repeat, moves
+// each argument to a random offset (steps of RandomOffsetStep within a page, drawn from the
+// job's seed and the repeat, so a run can be reproduced), binds a kernel to the new addresses,
+// and notes the layout.
+absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int64_t repeat,
+                         Prepared& prepared, std::vector<Layout>& layouts) {
+  if (repeat % placement.repeats_per_layout != 0) return absl::OkStatus();
+  const uint64_t step = RandomOffsetStep(placement);
+  const uint64_t places = kPageBytes / step;
+  Layout layout;
+  layout.first_repeat = repeat;
+  for (size_t k = 0; k < static_cast<size_t>(prepared.args->size()); ++k) {
+    const uint64_t offset =
+        RandomBits(job.seed ^ 0x6c61796f7574ULL, static_cast<uint64_t>(repeat), k) % places * step;
+    KPROF_RETURN_IF_ERROR(prepared.args->MoveTo(k, offset));
+    layout.offsets.push_back(offset);
+  }
+  if (prepared.is_kernel()) {
+    KPROF_ASSIGN_OR_RETURN(prepared.launch,
+                           prepared.function.bind_kernel(*job.launch, prepared.args->tensors(),
+                                                         prepared.args->size()));
+  }
+  layouts.push_back(std::move(layout));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time) {
@@ -145,16 +180,30 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     KPROF_ASSIGN_OR_RETURN(const int64_t l2_bytes, CudaL2Bytes(job.device.id));
     options.cache_flush_bytes = std::max(options.cache_flush_bytes, l2_bytes);
   }
-  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
+  if (time.cold) {
+    KPROF_ASSIGN_OR_RETURN(const int64_t cache_bytes, CacheBytes(job.device));
+    options.cache_flush_bytes = std::max(options.cache_flush_bytes, cache_bytes);
+    options.cold = true;
+  }
+  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job, time.placement));
   if (!time.preprocess.empty()) {
     options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
+  }
+  TimeResult result;
+  result.placement = prepared.args->Placement();
+  result.huge_pages = prepared.args->huge_pages();
+  if (time.placement.randomize) {
+    options.before_repeat = [&](int64_t repeat) {
+      KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));
+      if (repeat == 0) result.placement = prepared.args->Placement();
+      return absl::OkStatus();
+    };
   }
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
   TimerRegistry* timers = TimersFor(prepared, job.device);
   TimeEvaluator evaluator(
       job.device, api, [timers](base::Device d) { return timers->Create(d); }, Clock::Steady());
 
-  TimeResult result;
   const SystemSample before = SampleSystem();
   // The loop calls one kind of function or the other, never a branch between them per call.
   KPROF_ASSIGN_OR_RETURN(
@@ -164,6 +213,20 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
           : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
+  if (result.huge_pages) {
+    if (const std::string why = HugePagesUnavailable(); !why.empty()) {
+      result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));
+    }
+  }
+  const std::vector<double>& seconds = result.evaluation.seconds_per_call;
+  for (Layout& layout : result.layouts) {
+    const auto first = static_cast<size_t>(layout.first_repeat);
+    const size_t end =
+        std::min(seconds.size(), first + static_cast<size_t>(time.placement.repeats_per_layout));
+    layout.repeats = static_cast<int64_t>(end - first);
+    layout.median =
+        report::Median(std::vector<double>(seconds.begin() + first, seconds.begin() + end));
+  }
   result.summary = report::Summarize(result.evaluation.seconds_per_call);
   if (options.outliers != OutlierFilter::kNone) {
     result.filtered = report::Summarize(

@@ -48,15 +48,32 @@ struct TimeJob {
   bool flush_l2 = false;         // cache_flush_bytes = the CUDA device's L2 size
   std::string preprocess;        // "" or kCacheFlushCpuNonFirstArg
   bool checksums = false;        // SHA-256 of each argument after the run
+  PlacementOptions placement;    // where the arguments lie, or how they move between repeats
+  // Caches flushed before every call, each call timed alone: two buffers the size of the CPU's
+  // last-level cache (or of the CUDA device's L2), one copied onto the other, unless
+  // cache_flush_bytes asks for more.
+  bool cold = false;
   // The result's `environment` holds the job's part of the manifest alone, and
   // `host_environment` the host's (ReadEnvironment): for a process that sends the host's part
   // once (a worker).
   bool host_environment_apart = false;
 };
 
+// One placement of the arguments under randomize: the offset of each, the repeats it held
+// for (`repeats` from first_repeat on), and the median of their seconds per call.
+struct Layout {
+  std::vector<uint64_t> offsets;
+  int64_t first_repeat = 0;
+  int64_t repeats = 0;
+  double median = 0;
+};
+
 struct TimeResult {
   TimeEvaluation evaluation;
-  report::Summary summary;   // of evaluation.seconds_per_call, all of them
+  std::vector<TensorPlace> placement;  // each argument's, as the first repeat found it
+  bool huge_pages = false;             // asked of the CPU's memory (madvise)
+  std::vector<Layout> layouts;         // with placement.randomize: each placement in turn
+  report::Summary summary;             // of evaluation.seconds_per_call, all of them
   report::Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
   std::vector<std::string> warnings;  // InterferenceWarnings over the run
   std::string argument_shapes;

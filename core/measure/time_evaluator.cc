@@ -122,6 +122,9 @@ absl::Status ValidateOptions(const TimeEvaluatorOptions& o) {
                "1 or more: cool down every N repeats");
   }
   if (o.cache_flush_bytes < 0) return bad("cache_flush_bytes", o.cache_flush_bytes, "0 or more");
+  if (o.cold && o.cache_flush_bytes == 0) {
+    return bad("cache_flush_bytes", o.cache_flush_bytes, "more than 0 when cold: what evicts");
+  }
   if (!(o.max_relative_stddev >= 0 && o.max_relative_stddev <= 1)) {
     return bad("max_relative_stddev", o.max_relative_stddev, "0 (off) or up to 1, e.g. 0.01");
   }
@@ -171,20 +174,36 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
   // that thousands of repeats cost O(n log n) each time, not each repeat.
   int64_t next_check = 0;
 
+  // One timed attempt of `calls` calls, after the flush: the flush and the synchronisation that
+  // waits for it stay outside the timed region.
+  const auto timed = [&](int64_t calls) -> absl::StatusOr<int64_t> {
+    KPROF_RETURN_IF_ERROR(flusher.Flush());
+    KPROF_RETURN_IF_ERROR(api_->Sync(device_));
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Timer> timer, timers_(device_));
+    timer->Start();
+    for (int64_t j = 0; j < calls; ++j) KPROF_RETURN_IF_ERROR(function());
+    timer->Stop();
+    const int64_t nanos = timer->ElapsedNanos();
+    KPROF_RETURN_IF_ERROR(timer->status());
+    return nanos;
+  };
+
   for (int64_t i = 0; i < options.repeat; ++i) {
+    if (options.before_repeat) KPROF_RETURN_IF_ERROR(options.before_repeat(i));
     if (options.preprocess) KPROF_RETURN_IF_ERROR(options.preprocess());
 
     double elapsed_ms = 0;
     int64_t zero_times = 0;
     while (true) {
-      KPROF_RETURN_IF_ERROR(flusher.Flush());
-      KPROF_RETURN_IF_ERROR(api_->Sync(device_));
-      KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Timer> timer, timers_(device_));
-      timer->Start();
-      for (int64_t j = 0; j < number; ++j) KPROF_RETURN_IF_ERROR(function());
-      timer->Stop();
-      const int64_t nanos = timer->ElapsedNanos();
-      KPROF_RETURN_IF_ERROR(timer->status());
+      int64_t nanos = 0;
+      if (options.cold) {
+        for (int64_t j = 0; j < number; ++j) {
+          KPROF_ASSIGN_OR_RETURN(const int64_t call, timed(1));
+          nanos += call;
+        }
+      } else {
+        KPROF_ASSIGN_OR_RETURN(nanos, timed(number));
+      }
       if (nanos == 0) ++zero_times;
       elapsed_ms = static_cast<double>(nanos) / 1e6;
 

@@ -7,6 +7,8 @@
 // has read zero `limit_zero_time_iterations` times. Before each repeat the pre-processing step
 // runs; before each timed attempt, two buffers of `cache_flush_bytes` are copied to evict the
 // caches; after every `repeats_to_cooldown` repeats the evaluator sleeps `cooldown_interval`.
+// None of these is inside a timed region. Cold (`cold`), every call is flushed before and timed
+// alone, and a repeat's time is the sum of its calls'.
 //
 //   TimeEvaluatorOptions options;
 //   options.repeat = 5;
@@ -68,6 +70,11 @@ struct TimeEvaluatorOptions {
   OutlierFilter outliers = OutlierFilter::kNone;
   // Runs before each repeat, untimed (e.g. flush the arguments from the caches).
   std::function<absl::Status()> preprocess;
+  // Runs before each repeat, before `preprocess`, untimed, given the repeat's index (from 0):
+  // e.g. place the arguments afresh.
+  std::function<absl::Status(int64_t repeat)> before_repeat;
+  // Cold: the caches flushed (cache_flush_bytes, > 0) before every call, each call timed alone.
+  bool cold = false;
 };
 
 struct TimeEvaluation {

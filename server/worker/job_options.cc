@@ -37,6 +37,17 @@ absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
   return absl::OkStatus();
 }
 
+// The placement fields of a request, checked against its arguments.
+absl::Status PlacementFromRequest(const kprof::v1::TimeEvaluateRequest& r,
+                                  core::PlacementOptions& placement) {
+  if (r.has_tensor_alignment()) placement.alignment = r.tensor_alignment();
+  placement.offsets.assign(r.tensor_offset().begin(), r.tensor_offset().end());
+  placement.huge_pages = r.huge_pages();
+  placement.randomize = r.randomize_layout();
+  if (r.has_repeats_per_layout()) placement.repeats_per_layout = r.repeats_per_layout();
+  return core::CheckPlacement(placement, static_cast<size_t>(r.call().args_size()));
+}
+
 }  // namespace
 
 absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& r,
@@ -66,6 +77,8 @@ absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRe
         "limit of ", max_argument_bytes, " bytes per job"));
   }
   time.flush_l2 = r.flush_l2();
+  time.cold = r.cold();
+  KPROF_RETURN_IF_ERROR(PlacementFromRequest(r, time.placement));
   time.preprocess = r.preprocess();
   time.checksums = r.checksums();
   KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));

@@ -165,6 +165,20 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
         ToProto(result.filtered, out->mutable_filtered_statistics());
       }
       for (const std::string& w : result.warnings) out->add_warnings(w);
+      for (const core::TensorPlace& place : result.placement) {
+        kprof::v1::TensorPlacement* p = out->add_placement();
+        p->set_alignment(place.alignment);
+        p->set_offset(place.offset);
+      }
+      out->set_huge_pages(result.huge_pages);
+      for (const core::Layout& layout : result.layouts) {
+        kprof::v1::Layout* l = out->add_layouts();
+        for (uint64_t offset : layout.offsets) l->add_offsets(offset);
+        l->set_first_repeat(static_cast<int32_t>(layout.first_repeat));
+        l->set_repeats(static_cast<int32_t>(layout.repeats));
+        l->set_median(layout.median);
+      }
+      out->set_mode(time.cold ? "cold" : "hot");
       for (const std::string& c : result.checksums) out->add_checksums(c);
       out->set_device(base::DeviceSpec(device_));
       out->set_argument_shapes(result.argument_shapes);

@@ -1,7 +1,10 @@
 #include "core/args/arguments.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "core/args/data_type.h"
@@ -193,6 +196,176 @@ TEST(Arguments, OverTheLimitIsResourceExhaustedBeforeAllocating) {
   // Far beyond memory: refused by the limit, not by a failed allocation.
   EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[1099511627776]")}, 0, kCpu),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("limit")));
+}
+
+uintptr_t Address(const DLTensor& t) { return reinterpret_cast<uintptr_t>(t.data); }
+
+TEST(Arguments, DefaultPlacementStaggersTheArgumentsAcrossAPage) {
+  auto args = Arguments::Allocate({*ParseArgSpec("float32[1000]"), *ParseArgSpec("float32[1000]"),
+                                   *ParseArgSpec("float32[1000]")},
+                                  0, kCpu);
+  ASSERT_THAT(args, IsOk());
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(Address((*args)->tensors()[k]) % 4096, static_cast<uintptr_t>(k) * 256) << k;
+  }
+  const std::vector<TensorPlace> places = (*args)->Placement();
+  ASSERT_EQ(places.size(), 3u);
+  EXPECT_EQ(places[0].offset, 0u);
+  EXPECT_EQ(places[0].alignment, 4096u);
+  EXPECT_EQ(places[1].offset, 256u);
+  EXPECT_EQ(places[1].alignment, 256u);
+  EXPECT_EQ(places[2].offset, 512u);
+  EXPECT_EQ(places[2].alignment, 512u);
+}
+
+TEST(Arguments, TensorsLieAtTheRequestedAlignmentAndOffset) {
+  const std::vector<ArgSpec> specs = {*ParseArgSpec("float32[3000]:random"),
+                                      *ParseArgSpec("int8[5]:ones"), *ParseArgSpec("float64:2")};
+  for (const uint32_t offset : {0u, 64u, 192u, 4032u}) {
+    PlacementOptions placement;
+    placement.offsets = {offset};
+    auto args = Arguments::Allocate(specs, 7, kCpu, {}, placement);
+    ASSERT_THAT(args, IsOk());
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(Address((*args)->tensors()[k]) % 4096, offset) << "argument " << k;
+    }
+    // The data is what the spec says, wherever it lies.
+    EXPECT_EQ(
+        std::memcmp((*args)->tensors()[0].data, Bytes("float32[3000]:random", 7, 0).data(), 12000),
+        0);
+    EXPECT_EQ(static_cast<const int8_t*>((*args)->tensors()[1].data)[4], 1);
+  }
+  PlacementOptions per_argument;
+  per_argument.offsets = {128, 0, 3968};
+  auto args = Arguments::Allocate(specs, 0, kCpu, {}, per_argument);
+  ASSERT_THAT(args, IsOk());
+  EXPECT_EQ(Address((*args)->tensors()[0]) % 4096, 128u);
+  EXPECT_EQ(Address((*args)->tensors()[1]) % 4096, 0u);
+  EXPECT_EQ(Address((*args)->tensors()[2]) % 4096, 3968u);
+
+  PlacementOptions huge;
+  huge.alignment = 2 << 20;
+  huge.huge_pages = true;
+  args = Arguments::Allocate(specs, 0, kCpu, {}, huge);
+  ASSERT_THAT(args, IsOk());
+  EXPECT_TRUE((*args)->huge_pages());
+  for (int k = 0; k < 3; ++k) EXPECT_EQ(Address((*args)->tensors()[k]) % (2 << 20), 0u) << k;
+  EXPECT_EQ((*args)->Placement()[0].alignment, 2u << 20);
+}
+
+TEST(Arguments, MoveToKeepsTheContentsAndChecksums) {
+  auto args = Arguments::Allocate(
+      {*ParseArgSpec("float32[5000]:random"), *ParseArgSpec("int32[7]:arange")}, 3, kCpu);
+  ASSERT_THAT(args, IsOk());
+  const auto before = (*args)->Sha256();
+  ASSERT_THAT(before, IsOk());
+  // Forward and back by less than the size (overlapping), then far.
+  for (const uint64_t offset : {64u, 4032u, 0u, 1024u, 1088u}) {
+    ASSERT_THAT((*args)->MoveTo(0, offset), IsOk());
+    ASSERT_THAT((*args)->MoveTo(1, 4032 - offset), IsOk());
+    EXPECT_EQ(Address((*args)->tensors()[0]) % 4096, offset);
+    EXPECT_EQ(Address((*args)->tensors()[1]) % 4096, 4032 - offset);
+    EXPECT_EQ((*args)->Sha256().value(), *before) << "at " << offset;
+  }
+}
+
+TEST(Arguments, PlacementsOutOfRangeAreInvalidArgumentNamingTheOption) {
+  const std::vector<ArgSpec> specs = {*ParseArgSpec("float32[4]"), *ParseArgSpec("float32[4]")};
+  struct Case {
+    PlacementOptions placement;
+    const char* message;
+  };
+  const auto with = [](auto set) {
+    PlacementOptions p;
+    set(p);
+    return p;
+  };
+  const Case cases[] = {
+      {with([](PlacementOptions& p) { p.alignment = 32; }), "tensor_alignment = 32"},
+      {with([](PlacementOptions& p) { p.alignment = 96; }), "a power of two from 64"},
+      {with([](PlacementOptions& p) { p.alignment = 4 << 20; }), "tensor_alignment = 4194304"},
+      {with([](PlacementOptions& p) { p.offsets = {100}; }),
+       "tensor_offset = 100 is out of range (accepted: a multiple of 64 under 4096"},
+      {with([](PlacementOptions& p) { p.offsets = {4096}; }), "tensor_offset = 4096"},
+      {with([](PlacementOptions& p) {
+         p.alignment = 256;
+         p.offsets = {64};
+       }),
+       "a multiple of 256"},
+      {with([](PlacementOptions& p) {
+         p.alignment = 8192;
+         p.offsets = {64};
+       }),
+       "accepted: 0 with tensor_alignment = 8192"},
+      {with([](PlacementOptions& p) {
+         p.offsets = {0, 64, 128};
+       }),
+       "tensor_offset has 3 values for 2 arguments"},
+      {with([](PlacementOptions& p) { p.repeats_per_layout = 2; }),
+       "repeats_per_layout applies only with randomize_layout"},
+      {with([](PlacementOptions& p) {
+         p.randomize = true;
+         p.repeats_per_layout = 0;
+       }),
+       "repeats_per_layout = 0"},
+      {with([](PlacementOptions& p) {
+         p.randomize = true;
+         p.offsets = {0};
+       }),
+       "give it or tensor_offset, not both"},
+      {with([](PlacementOptions& p) {
+         p.randomize = true;
+         p.alignment = 4096;
+       }),
+       "randomize_layout moves tensors within a page"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_THAT(Arguments::Allocate(specs, 0, kCpu, {}, c.placement),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)))
+        << c.message;
+  }
+}
+
+TEST(TensorPlacement, DefaultOffsetsRespectTheAlignment) {
+  PlacementOptions p;
+  EXPECT_EQ(OffsetOf(p, 0), 0u);
+  EXPECT_EQ(OffsetOf(p, 3), 768u);
+  EXPECT_EQ(OffsetOf(p, 16), 0u);  // wraps at a page
+  p.alignment = 1024;
+  EXPECT_EQ(OffsetOf(p, 1), 1024u);
+  EXPECT_EQ(OffsetOf(p, 5), 1024u);
+  p.alignment = 4096;
+  EXPECT_EQ(OffsetOf(p, 3), 0u);
+  EXPECT_EQ(RandomOffsetStep(PlacementOptions{}), 64u);
+  p.alignment = 512;
+  EXPECT_EQ(RandomOffsetStep(p), 512u);
+}
+
+TEST(TensorPlacement, PlaceOfAnAddress) {
+  const auto at = [](uintptr_t a) { return reinterpret_cast<const void*>(a); };
+  EXPECT_EQ(PlaceOf(at(0x10000 + 192), 64).offset, 192u);
+  EXPECT_EQ(PlaceOf(at(0x10000 + 192), 64).alignment, 64u);
+  EXPECT_EQ(PlaceOf(at(0x10000), 64).alignment, 4096u);           // capped at a page
+  EXPECT_EQ(PlaceOf(at(0x400000), 2 << 20).alignment, 2u << 20);  // or the alignment asked
+}
+
+TEST(TensorPlacement, HugePagesAvailabilityFromSysfs) {
+  const std::string root = ::testing::TempDir() + "/thp_root";
+  const std::string dir = root + "/sys/kernel/mm/transparent_hugepage";
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  const auto write = [&](const std::string& text) {
+    FILE* f = std::fopen((dir + "/enabled").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  write("always [madvise] never\n");
+  EXPECT_EQ(HugePagesUnavailable(root), "");
+  write("[always] madvise never\n");
+  EXPECT_EQ(HugePagesUnavailable(root), "");
+  write("always madvise [never]\n");
+  EXPECT_THAT(HugePagesUnavailable(root), HasSubstr("off on this host (never)"));
+  EXPECT_THAT(HugePagesUnavailable(root + "/nowhere"), HasSubstr("no transparent huge pages"));
 }
 
 TEST(Arguments, DeviceWithoutApiIsFailedPrecondition) {

@@ -81,8 +81,12 @@ class ScriptedEvaluation {
   class Scripted final : public Timer {
    public:
     explicit Scripted(ScriptedEvaluation* owner) : owner_(owner) {}
-    void Start() override { calls_at_start_ = owner_->calls_; }
+    void Start() override {
+      calls_at_start_ = owner_->calls_;
+      owner_->events_.push_back("start");
+    }
     void Stop() override {
+      owner_->events_.push_back("stop");
       owner_->attempts_.push_back(owner_->calls_ - calls_at_start_);
       if (owner_->readings_.empty()) {
         reading_ = absl::ZeroDuration();
@@ -194,10 +198,34 @@ TEST(TimeEvaluator, PreprocessRunsBeforeEachRepeat) {
     return absl::OkStatus();
   };
   ASSERT_THAT(s.Evaluator().Evaluate([&] { return s.Call(); }, options), IsOk());
-  EXPECT_THAT(s.events(), ElementsAre("call",                 // discarded first call
-                                      "pre", "call", "call",  // repeat 1
-                                      "pre", "call", "call",  // repeat 2
-                                      "pre", "call", "call"));
+  // The step runs outside the timed region.
+  EXPECT_THAT(s.events(),
+              ElementsAre("call",                                  // discarded first call
+                          "pre", "start", "call", "call", "stop",  // repeat 1
+                          "pre", "start", "call", "call", "stop",  // repeat 2
+                          "pre", "start", "call", "call", "stop"));
+}
+
+TEST(TimeEvaluator, BeforeRepeatRunsFirstWithTheRepeatsIndex) {
+  ScriptedEvaluation s({absl::Microseconds(1)});
+  TimeEvaluatorOptions options;
+  options.repeat = 3;
+  options.before_repeat = [&](int64_t repeat) {
+    s.events().push_back("place " + std::to_string(repeat));
+    return absl::OkStatus();
+  };
+  options.preprocess = [&] {
+    s.events().push_back("pre");
+    return absl::OkStatus();
+  };
+  ASSERT_THAT(s.Evaluator().Evaluate([&] { return s.Call(); }, options), IsOk());
+  EXPECT_THAT(s.events(), ElementsAre("call",                                     //
+                                      "place 0", "pre", "start", "call", "stop",  //
+                                      "place 1", "pre", "start", "call", "stop",  //
+                                      "place 2", "pre", "start", "call", "stop"));
+  options.before_repeat = [](int64_t) { return absl::DataLossError("cannot move"); };
+  EXPECT_THAT(s.Evaluator().Evaluate([&] { return s.Call(); }, options),
+              StatusIs(absl::StatusCode::kDataLoss, "cannot move"));
 }
 
 TEST(TimeEvaluator, ErrorsOfThePreprocessAndTheFunctionEndTheEvaluation) {
@@ -273,6 +301,88 @@ TEST(TimeEvaluator, CacheFlushCopiesBeforeEveryTimedAttemptAndFreesItsBuffers) {
   ASSERT_THAT(s.Evaluator(&no_flush).Evaluate([&] { return s.Call(); }, options), IsOk());
   EXPECT_EQ(no_flush.copies, 0);
   EXPECT_EQ(no_flush.allocs, 0);
+}
+
+// Records the flushes (copies) and synchronisations among the timer's events.
+class EventApi final : public DeviceApi {
+ public:
+  explicit EventApi(std::vector<std::string>& events) : events_(events) {}
+  absl::Status Sync(base::Device d) override {
+    events_.push_back("sync");
+    return cpu_->Sync(d);
+  }
+  absl::StatusOr<void*> Alloc(base::Device d, size_t bytes) override {
+    return cpu_->Alloc(d, bytes);
+  }
+  void Free(base::Device d, void* p) override { cpu_->Free(d, p); }
+  absl::Status Copy(base::Device d, void* dst, const void* src, size_t n, CopyKind k) override {
+    events_.push_back("flush");
+    return cpu_->Copy(d, dst, src, n, k);
+  }
+  absl::Status Memset(base::Device d, void* p, uint8_t v, size_t n) override {
+    return cpu_->Memset(d, p, v, n);
+  }
+  absl::Status FlushCache(base::Device d, const void* p, size_t n) override {
+    return cpu_->FlushCache(d, p, n);
+  }
+
+ private:
+  std::vector<std::string>& events_;
+  DeviceApi* cpu_ = *GetDeviceApi(base::DeviceType::kCpu);
+};
+
+TEST(TimeEvaluator, TheFlushAndItsSynchronisationAreOutsideTheTimedRegion) {
+  ScriptedEvaluation s({absl::Milliseconds(1)});
+  EventApi api(s.events());
+  TimeEvaluatorOptions options;
+  options.number = 3;
+  options.repeat = 2;
+  options.cache_flush_bytes = 4096;
+  ASSERT_THAT(s.Evaluator(&api).Evaluate([&] { return s.Call(); }, options), IsOk());
+  // Hot: one flush per timed attempt, the calls back to back.
+  EXPECT_THAT(s.events(), ElementsAre("call", "sync",  // discarded call; the flush buffers made
+                                      "flush", "sync", "start", "call", "call", "call", "stop",  //
+                                      "flush", "sync", "start", "call", "call", "call", "stop"));
+}
+
+TEST(TimeEvaluator, ColdFlushesBeforeEveryCallAndTimesEachAlone) {
+  // Each call reads 1 ms: a repeat of 3 calls is the sum, 3 ms, 1 ms per call.
+  ScriptedEvaluation s({absl::Milliseconds(1)});
+  EventApi api(s.events());
+  TimeEvaluatorOptions options;
+  options.number = 3;
+  options.repeat = 2;
+  options.cache_flush_bytes = 4096;
+  options.cold = true;
+  auto evaluation = s.Evaluator(&api).Evaluate([&] { return s.Call(); }, options);
+  ASSERT_THAT(evaluation, IsOk());
+  EXPECT_THAT(evaluation->seconds_per_call, ElementsAre(DoubleEq(1e-3), DoubleEq(1e-3)));
+  EXPECT_THAT(evaluation->numbers, ElementsAre(3, 3));
+  std::vector<std::string> expected = {"call", "sync"};
+  for (int call = 0; call < 6; ++call) {
+    for (const char* e : {"flush", "sync", "start", "call", "stop"}) expected.push_back(e);
+  }
+  EXPECT_EQ(s.events(), expected);
+
+  // Cold needs something to flush with.
+  options.cache_flush_bytes = 0;
+  EXPECT_THAT(s.Evaluator(&api).Evaluate([&] { return s.Call(); }, options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cache_flush_bytes")));
+}
+
+TEST(TimeEvaluator, ColdGrowsNumberOnTheCallsTimeAlone) {
+  // 1 call of 1 ms against min_repeat 2.5 ms: number grows to 3 (max(2.5 / 1 + 1, 1.618)).
+  ScriptedEvaluation s({absl::Milliseconds(1)});
+  EventApi api(s.events());
+  TimeEvaluatorOptions options;
+  options.min_repeat = absl::Microseconds(2500);
+  options.cache_flush_bytes = 64;
+  options.cold = true;
+  auto evaluation = s.Evaluator(&api).Evaluate([&] { return s.Call(); }, options);
+  ASSERT_THAT(evaluation, IsOk());
+  EXPECT_THAT(s.attempts(), ElementsAre(1, 1, 1, 1));  // one alone, then three alone
+  EXPECT_EQ(evaluation->final_number, 3);
+  EXPECT_THAT(evaluation->seconds_per_call, ElementsAre(DoubleEq(1e-3)));
 }
 
 TEST(TimeEvaluator, FlushBuffersAreFreedOnErrorPaths) {

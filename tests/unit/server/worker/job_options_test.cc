@@ -1,5 +1,7 @@
 #include "server/worker/job_options.h"
 
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
@@ -84,6 +86,14 @@ TEST(TimeJobFromRequest, EachBadOptionIsNamedWithWhatIsAccepted) {
        "give cache_flush_bytes"},
       {[](auto& r) { r.set_cache_flush_bytes(600); }, kCpu, absl::StatusCode::kResourceExhausted,
        "needs two buffers of that size, over the limit of 1000 bytes"},
+      {[](auto& r) { r.set_huge_pages(true); }, kCuda, absl::StatusCode::kInvalidArgument,
+       "huge_pages asks for transparent huge pages of CPU memory; device cuda:0 is not a CPU"},
+      {[](auto& r) { r.set_tensor_alignment(100); }, kCpu, absl::StatusCode::kInvalidArgument,
+       "tensor_alignment = 100"},
+      {[](auto& r) { r.add_tensor_offset(32); }, kCpu, absl::StatusCode::kInvalidArgument,
+       "tensor_offset = 32"},
+      {[](auto& r) { r.set_repeats_per_layout(2); }, kCpu, absl::StatusCode::kInvalidArgument,
+       "repeats_per_layout applies only with randomize_layout"},
   };
   for (const Case& c : cases) {
     kprof::v1::TimeEvaluateRequest r = Spin();
@@ -95,6 +105,26 @@ TEST(TimeJobFromRequest, EachBadOptionIsNamedWithWhatIsAccepted) {
   kprof::v1::TimeEvaluateRequest r = Spin();
   r.set_flush_l2(true);
   EXPECT_THAT(TimeJobFromRequest(r, kCuda, 0), IsOk());
+
+  // The placement and the mode reach the job.
+  r = Spin();
+  r.set_tensor_alignment(128);
+  r.add_tensor_offset(384);
+  r.set_huge_pages(true);
+  r.set_cold(true);
+  auto job = TimeJobFromRequest(r, kCpu, 0);
+  ASSERT_THAT(job, IsOk());
+  EXPECT_EQ(job->placement.alignment, 128u);
+  EXPECT_EQ(job->placement.offsets, std::vector<uint32_t>{384});
+  EXPECT_TRUE(job->placement.huge_pages);
+  EXPECT_TRUE(job->cold);
+  r = Spin();
+  r.set_randomize_layout(true);
+  r.set_repeats_per_layout(4);
+  job = TimeJobFromRequest(r, kCpu, 0);
+  ASSERT_THAT(job, IsOk());
+  EXPECT_TRUE(job->placement.randomize);
+  EXPECT_EQ(job->placement.repeats_per_layout, 4);
 }
 
 TEST(CheckJobOptions, ChecksEachKindOfJobAndItsCalls) {
