@@ -75,6 +75,7 @@ class TimeCommand final : public Command {
     c.add_option("--number", number_, "calls per repeat (default 1)");
     repeat_option_ = c.add_option("--repeat", repeat_, "repeats (default 1)");
     c.add_option("--min-repeat-ms", min_repeat_ms_, "grow number until a repeat lasts this");
+    c.add_option("--warmup-ms", warmup_ms_, "untimed calls for this long before the repeats");
     c.add_option("--limit-zero-time-iterations", limit_zero_time_iterations_,
                  "zero readings allowed per repeat (default 100)");
     c.add_option("--cooldown-ms", cooldown_ms_, "sleep between groups of repeats");
@@ -122,6 +123,7 @@ class TimeCommand final : public Command {
     request.set_max_time_ms(max_time_ms_);
     request.set_outlier_filter(outliers_);
     request.set_min_repeat_ms(min_repeat_ms_);
+    request.set_warmup_ms(warmup_ms_);
     request.set_limit_zero_time_iterations(limit_zero_time_iterations_);
     request.set_cooldown_interval_ms(cooldown_ms_);
     request.set_repeats_to_cooldown(repeats_to_cooldown_);
@@ -137,9 +139,10 @@ class TimeCommand final : public Command {
     // Enough for the repeats the options ask for (or the convergence budget), twice over, plus
     // a minute of slack.
     const double budget_ms =
-        max_rel_stddev_ > 0
-            ? (max_time_ms_ > 0 ? max_time_ms_ : 10'000)
-            : static_cast<double>(std::max<int64_t>(repeat_, 1)) * (min_repeat_ms_ + cooldown_ms_);
+        warmup_ms_ +
+        (max_rel_stddev_ > 0
+             ? (max_time_ms_ > 0 ? max_time_ms_ : 10'000)
+             : static_cast<double>(std::max<int64_t>(repeat_, 1)) * (min_repeat_ms_ + cooldown_ms_));
     const absl::Duration timeout =
         globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
     KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r,
@@ -183,7 +186,7 @@ class TimeCommand final : public Command {
   std::string device_ = "cpu:0";
   int64_t number_ = 1, repeat_ = 1, limit_zero_time_iterations_ = 100, repeats_to_cooldown_ = 1;
   int64_t cache_flush_bytes_ = 0, min_repeats_ = 3;
-  double min_repeat_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0, max_time_ms_ = 0;
+  double min_repeat_ms_ = 0, warmup_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0, max_time_ms_ = 0;
   std::string preproc_, outliers_, plot_;
   bool flush_l2_ = false, checksums_ = false;
   uint64_t tensor_alignment_ = 64;

@@ -1,7 +1,9 @@
 // TimeEvaluator: times a function the way a benchmark harness does, with every parameter of
 // TVM's time evaluator.
 //
-// One discarded first call (lazy initialisation, first-touch faults); then `repeat` repeats,
+// One discarded first call (lazy initialisation, first-touch faults), then untimed calls for
+// `warmup` (steady state: caches, branch predictors, the memory behind fresh pages, the CPU's
+// clock); then `repeat` repeats,
 // each of `number` calls timed together. When a repeat lasts less than `min_repeat`, `number`
 // grows (NextNumber) and the repeat is measured again, until it is long enough or the timer
 // has read zero `limit_zero_time_iterations` times. Before each repeat the pre-processing step
@@ -62,6 +64,7 @@ struct TimeEvaluatorOptions {
   absl::Duration cooldown_interval = absl::ZeroDuration();
   int64_t repeats_to_cooldown = 1;  // >= 1
   int64_t cache_flush_bytes = 0;    // >= 0
+  absl::Duration warmup = absl::ZeroDuration();  // untimed calls for this long, >= 0
   // Convergence: off at 0, else in (0, 1]. Then min_repeats (2 to `repeat`) repeats at least,
   // and no new repeat once max_time (> 0) has passed since the evaluation began.
   double max_relative_stddev = 0;

@@ -56,13 +56,15 @@ absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRe
   if (r.has_number()) time.options.number = r.number();
   if (r.has_repeat()) time.options.repeat = r.repeat();
   for (const auto& [what, ms] : {std::pair{"min_repeat_ms", r.min_repeat_ms()},
-                                 std::pair{"cooldown_interval_ms", r.cooldown_interval_ms()}}) {
+                                 std::pair{"cooldown_interval_ms", r.cooldown_interval_ms()},
+                                 std::pair{"warmup_ms", r.warmup_ms()}}) {
     if (!(ms >= 0 && ms <= static_cast<double>(kMaxOptionMs))) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " = ", ms, " is out of range (accepted: 0 to ", kMaxOptionMs, ")"));
     }
   }
   time.options.min_repeat = absl::Milliseconds(r.min_repeat_ms());
+  time.options.warmup = absl::Milliseconds(r.warmup_ms());
   if (r.has_limit_zero_time_iterations()) {
     time.options.limit_zero_time_iterations = r.limit_zero_time_iterations();
   }

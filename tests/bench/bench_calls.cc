@@ -1,8 +1,6 @@
-// Sections 1 to 5 of kprof_bench, the batches (4b) aside: what calls to kprofd cost against the
+// Sections 2 to 5 of kprof_bench, the batches (4b) aside: what calls to kprofd cost against the
 // same work done without it (Google Benchmark in-process, a bare health Check, a raw stream to a
 // server that only reads).
-#include <benchmark/benchmark.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -23,8 +21,6 @@
 #include "bench_sections.h"
 #include "bench_support.h"
 #include "client/kprof_client.h"
-#include "core/args/arguments.h"
-#include "core/modules/builtin_module.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/security/credentials.h"
@@ -39,90 +35,6 @@ namespace kprof::bench {
 
 using kprof::report::Median;
 using kprof::report::Percentile;
-
-// --- 1. accuracy ----------------------------------------------------------------------------
-
-namespace {
-
-// Collects each repetition's real time per iteration from Google Benchmark.
-class Collector final : public benchmark::BenchmarkReporter {
- public:
-  bool ReportContext(const Context&) override { return true; }
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Iteration && !run.error_occurred) {
-        seconds_.push_back(run.GetAdjustedRealTime() * 1e-9);  // kNanosecond
-      }
-    }
-  }
-  std::vector<double> Take() { return std::move(seconds_); }
-
- private:
-  std::vector<double> seconds_;
-};
-
-}  // namespace
-
-void Accuracy(kprof::client::Client& client) {
-  struct Kernel {
-    std::string label, function;
-    std::vector<std::string> args;
-    double min_seconds;
-  };
-  const std::vector<Kernel> kernels = {
-      {"spin_us(100)", "spin_us", {"float64:100"}, 0.05},
-      {"copy 64 MiB", "copy", {"float32[16777216]", "float32[16777216]:random"}, 0.2},
-      {"matmul 256x256",
-       "matmul",
-       {"float32[256, 256]", "float32[256, 256]:random", "float32[256, 256]:random"},
-       0.1}};
-  // Rounds alternate between the two, so a slow spell of the machine falls on both.
-  constexpr int kRounds = 5, kRepeats = 3;
-  for (const Kernel& k : kernels) {
-    // In-process: the builtin through the module ABI, on arguments made the same way.
-    std::vector<kprof::core::ArgSpec> specs;
-    for (const std::string& a : k.args) specs.push_back(Must(kprof::core::ParseArgSpec(a), "spec"));
-    auto args = Must(kprof::core::Arguments::Allocate(specs, 0, {kprof::base::DeviceType::kCpu, 0},
-                                                      kprof::core::ArgumentLimits{}),
-                     "arguments");
-    const kprof::core::ModuleFunction fn =
-        Must(kprof::core::BuiltinModule().GetFunction(k.function), "builtin");
-    benchmark::ClearRegisteredBenchmarks();
-    benchmark::RegisterBenchmark(k.label.c_str(),
-                                 [&](benchmark::State& state) {
-                                   for (auto _ : state) fn.function(args->tensors(), args->size());
-                                 })
-        ->Unit(benchmark::kNanosecond)
-        ->UseRealTime()
-        ->MinTime(k.min_seconds)
-        ->Repetitions(kRepeats);
-    // Remote: the same kernel, timed by kprofd's worker.
-    auto request = TimeRequest("builtin", k.function, k.args);
-    request.set_repeat(kRepeats);
-    request.set_min_repeat_ms(k.min_seconds * 1e3);
-    // This VM's CPUs run at about half speed for the first ~200 ms of work after being idle
-    // (found here: the first matmuls take 3.5 ms, then 1.8 ms). Each measurement starts after
-    // 300 ms of the kernel on this CPU, which the daemon's worker shares (see main).
-    const auto warm = [&] {
-      const auto end = Clock::now() + std::chrono::milliseconds(300);
-      while (Clock::now() < end) fn.function(args->tensors(), args->size());
-    };
-    std::vector<double> local, remote;
-    for (int round = 0; round < kRounds; ++round) {
-      warm();
-      Collector collector;
-      benchmark::RunSpecifiedBenchmarks(&collector);
-      for (double t : collector.Take()) local.push_back(t);
-      warm();
-      const auto r = Must(client.TimeEvaluate(request, absl::Minutes(5)), k.label.c_str());
-      remote.insert(remote.end(), r.seconds_per_call().begin(), r.seconds_per_call().end());
-    }
-    const double ratio = Median(remote) / Median(local);
-    Add("accuracy", k.label + " median, kprofd", Us(Median(remote)),
-        "Google Benchmark " + Us(Median(local)), ratio,
-        "1.00 +- 0.01: " + Met(std::abs(ratio - 1) <= 0.01));
-  }
-}
 
 // --- 2. overhead ----------------------------------------------------------------------------
 

@@ -13,6 +13,9 @@ namespace kprof::bench {
 // 1: builtin kernels timed through kprofd against Google Benchmark in-process.
 void Accuracy(kprof::client::Client& client);
 
+// 1b: matmul over a sweep of its tensors' placements, and the median of randomized layouts.
+void PlacementSweep(kprof::client::Client& client);
+
 // 2: a minimal TimeEvaluate against a bare health Check on the same daemon, p50 and p99.
 void Overhead(const std::string& target, const std::string& label);
 

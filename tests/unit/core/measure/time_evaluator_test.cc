@@ -206,6 +206,33 @@ TEST(TimeEvaluator, PreprocessRunsBeforeEachRepeat) {
                           "pre", "start", "call", "call", "stop"));
 }
 
+TEST(TimeEvaluator, WarmUpCallsRunUntimedForTheirTimeBeforeTheRepeats) {
+  ScriptedEvaluation s({absl::Microseconds(1)});
+  TimeEvaluatorOptions options;
+  options.repeat = 2;
+  options.warmup = absl::Microseconds(3500);
+  // Each call takes 1 ms of the clock: the discarded one, then four to pass 3.5 ms.
+  const auto call = [&] {
+    s.clock().Advance(absl::Milliseconds(1));
+    return s.Call();
+  };
+  ASSERT_THAT(s.Evaluator().Evaluate(call, options), IsOk());
+  EXPECT_THAT(s.events(), ElementsAre("call", "call", "call", "call", "call",  //
+                                      "start", "call", "stop", "start", "call", "stop"));
+  // An error of a warm-up call ends the evaluation.
+  int calls = 0;
+  EXPECT_THAT(s.Evaluator().Evaluate(
+                  [&] {
+                    s.clock().Advance(absl::Milliseconds(1));
+                    return ++calls == 3 ? absl::AbortedError("returned 2") : absl::OkStatus();
+                  },
+                  options),
+              StatusIs(absl::StatusCode::kAborted, "returned 2"));
+  options.warmup = absl::Milliseconds(-1);
+  EXPECT_THAT(s.Evaluator().Evaluate(call, options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("warmup_ms = -1")));
+}
+
 TEST(TimeEvaluator, BeforeRepeatRunsFirstWithTheRepeatsIndex) {
   ScriptedEvaluation s({absl::Microseconds(1)});
   TimeEvaluatorOptions options;
