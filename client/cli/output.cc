@@ -77,6 +77,10 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   }
   json["placement"] = placement;
   json["huge_pages"] = r.huge_pages();
+  json["throttled_repeats"] =
+      std::vector<int32_t>(r.throttled_repeats().begin(), r.throttled_repeats().end());
+  json["discarded_throttled"] = r.discarded_throttled();
+  if (!r.throttle_check().empty()) json["throttle_check"] = r.throttle_check();
   if (r.layouts_size() > 0) {
     Json layouts = Json::array();
     std::vector<double> medians;
@@ -114,6 +118,13 @@ std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
     const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
     absl::StrAppendFormat(&line, "; %d random layouts, their medians %.3f us .. %.3f us",
                           r.layouts_size(), *low * 1e6, *high * 1e6);
+  }
+  if (!r.throttle_check().empty()) {
+    absl::StrAppend(&line, "; throttling not checked: ", r.throttle_check());
+  } else if (r.discarded_throttled() > 0) {
+    absl::StrAppend(&line, "; ", r.discarded_throttled(), " throttled repeat(s) dropped");
+  } else {
+    absl::StrAppend(&line, "; ", r.throttled_repeats_size(), " throttled repeat(s)");
   }
   return line;
 }

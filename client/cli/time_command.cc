@@ -104,6 +104,10 @@ class TimeCommand final : public Command {
     layout_option_ = c.add_option("--repeats-per-layout", repeats_per_layout_,
                                   "with --randomize-layout: repeats per placement (1)");
     c.add_flag("--cold", cold_, "flush the caches before every call, timed alone (default: hot)");
+    throttle_option_ = c.add_option("--throttle-threshold", throttle_threshold_,
+                                    "a repeat below this fraction of the nominal clock is "
+                                    "throttled (0.75)");
+    c.add_flag("--discard-throttled", discard_throttled_, "drop throttled repeats");
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
@@ -136,13 +140,14 @@ class TimeCommand final : public Command {
     request.set_randomize_layout(randomize_layout_);
     if (layout_option_->count() > 0) request.set_repeats_per_layout(repeats_per_layout_);
     request.set_cold(cold_);
+    if (throttle_option_->count() > 0) request.set_throttle_threshold(throttle_threshold_);
+    request.set_discard_throttled(discard_throttled_);
     // Enough for the repeats the options ask for (or the convergence budget), twice over, plus
     // a minute of slack.
     const double budget_ms =
-        warmup_ms_ +
-        (max_rel_stddev_ > 0
-             ? (max_time_ms_ > 0 ? max_time_ms_ : 10'000)
-             : static_cast<double>(std::max<int64_t>(repeat_, 1)) * (min_repeat_ms_ + cooldown_ms_));
+        warmup_ms_ + (max_rel_stddev_ > 0 ? (max_time_ms_ > 0 ? max_time_ms_ : 10'000)
+                                          : static_cast<double>(std::max<int64_t>(repeat_, 1)) *
+                                                (min_repeat_ms_ + cooldown_ms_));
     const absl::Duration timeout =
         globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
     KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r,
@@ -186,13 +191,17 @@ class TimeCommand final : public Command {
   std::string device_ = "cpu:0";
   int64_t number_ = 1, repeat_ = 1, limit_zero_time_iterations_ = 100, repeats_to_cooldown_ = 1;
   int64_t cache_flush_bytes_ = 0, min_repeats_ = 3;
-  double min_repeat_ms_ = 0, warmup_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0, max_time_ms_ = 0;
+  double min_repeat_ms_ = 0, warmup_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0,
+         max_time_ms_ = 0;
   std::string preproc_, outliers_, plot_;
   bool flush_l2_ = false, checksums_ = false;
   uint64_t tensor_alignment_ = 64;
   std::vector<uint32_t> tensor_offset_;
   int64_t repeats_per_layout_ = 1;
   bool huge_pages_ = false, randomize_layout_ = false, cold_ = false;
+  double throttle_threshold_ = 0.75;
+  bool discard_throttled_ = false;
+  CLI::Option* throttle_option_ = nullptr;
   CLI::Option* alignment_option_ = nullptr;
   CLI::Option* layout_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;

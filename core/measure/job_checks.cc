@@ -30,6 +30,12 @@ absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
     return absl::InvalidArgumentError(absl::StrCat(time.preprocess, " flushes CPU caches; device ",
                                                    base::DeviceSpec(device), " is not a CPU"));
   }
+  if (!(time.throttle_threshold > 0 && time.throttle_threshold <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("throttle_threshold = ", time.throttle_threshold,
+                     " is out of range (accepted: more than 0 and up to 1, a fraction of the "
+                     "nominal clock; default 0.75)"));
+  }
   if (time.placement.huge_pages && device.type != base::DeviceType::kCpu) {
     return absl::InvalidArgumentError(
         absl::StrCat("huge_pages asks for transparent huge pages of CPU memory; device ",

@@ -1,5 +1,7 @@
 #include "core/measure/local_runner.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <memory>
 
@@ -171,6 +173,40 @@ absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int6
   return absl::OkStatus();
 }
 
+// Notes the throttled repeats of `result`, or drops them (and then takes the spread and the
+// outliers again, of the repeats left). FAILED_PRECONDITION when every repeat was throttled.
+absl::Status SetThrottled(const ThrottleMonitor& throttle, const TimeJob& time,
+                          OutlierFilter outliers, TimeResult& result) {
+  TimeEvaluation& evaluation = result.evaluation;
+  const std::vector<bool>& flags = throttle.throttled();
+  for (size_t i = 0; i < flags.size() && i < evaluation.seconds_per_call.size(); ++i) {
+    if (flags[i]) result.throttled.push_back(i);
+  }
+  if (!time.discard_throttled || result.throttled.empty()) return absl::OkStatus();
+  if (result.throttled.size() == evaluation.seconds_per_call.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "all ", result.throttled.size(), " repeats were throttled (", throttle.Describe(),
+        "), so discard_throttled leaves none: cool the host, or lower throttle_threshold"));
+  }
+  std::vector<double> seconds;
+  std::vector<int64_t> numbers;
+  for (size_t i = 0, t = 0; i < evaluation.seconds_per_call.size(); ++i) {
+    if (t < result.throttled.size() && result.throttled[t] == i) {
+      ++t;
+      continue;
+    }
+    seconds.push_back(evaluation.seconds_per_call[i]);
+    numbers.push_back(evaluation.numbers[i]);
+  }
+  evaluation.seconds_per_call = std::move(seconds);
+  evaluation.numbers = std::move(numbers);
+  evaluation.rel_stddev =
+      KeptRelativeStdDev(evaluation.seconds_per_call, outliers, &evaluation.outliers);
+  result.discarded_throttled = static_cast<int64_t>(result.throttled.size());
+  result.throttled.clear();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time) {
@@ -192,13 +228,21 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   TimeResult result;
   result.placement = prepared.args->Placement();
   result.huge_pages = prepared.args->huge_pages();
-  if (time.placement.randomize) {
-    options.before_repeat = [&](int64_t repeat) {
+  ThrottleMonitor throttle =
+      ThrottleMonitor::ForCpu(time.throttle_threshold, time.sysfs_root, sched_getcpu());
+  result.throttle_check = throttle.unavailable();
+  options.before_repeat = [&](int64_t repeat) {
+    if (time.placement.randomize) {
       KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));
       if (repeat == 0) result.placement = prepared.args->Placement();
-      return absl::OkStatus();
-    };
-  }
+    }
+    throttle.Before();
+    return absl::OkStatus();
+  };
+  options.after_repeat = [&](int64_t) {
+    throttle.After();
+    return absl::OkStatus();
+  };
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
   TimerRegistry* timers = TimersFor(prepared, job.device);
   TimeEvaluator evaluator(
@@ -227,6 +271,7 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     layout.median =
         report::Median(std::vector<double>(seconds.begin() + first, seconds.begin() + end));
   }
+  KPROF_RETURN_IF_ERROR(SetThrottled(throttle, time, options.outliers, result));
   result.summary = report::Summarize(result.evaluation.seconds_per_call);
   if (options.outliers != OutlierFilter::kNone) {
     result.filtered = report::Summarize(

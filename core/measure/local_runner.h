@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "base/device.h"
 #include "core/args/arguments.h"
+#include "core/host/throttle.h"
 #include "core/measure/time_evaluator.h"
 #include "core/modules/module.h"
 #include "report/report.h"
@@ -53,6 +54,11 @@ struct TimeJob {
   // last-level cache (or of the CUDA device's L2), one copied onto the other, unless
   // cache_flush_bytes asks for more.
   bool cold = false;
+  // Repeats taken while the measuring CPU's clock was below this fraction of its nominal clock
+  // are marked throttled (0 < threshold <= 1); with discard_throttled, dropped.
+  double throttle_threshold = kDefaultThrottleThreshold;
+  bool discard_throttled = false;
+  std::string sysfs_root = "/";  // where the CPU's clocks are read: tests give a fake tree
   // The result's `environment` holds the job's part of the manifest alone, and
   // `host_environment` the host's (ReadEnvironment): for a process that sends the host's part
   // once (a worker).
@@ -73,7 +79,13 @@ struct TimeResult {
   std::vector<TensorPlace> placement;  // each argument's, as the first repeat found it
   bool huge_pages = false;             // asked of the CPU's memory (madvise)
   std::vector<Layout> layouts;         // with placement.randomize: each placement in turn
-  report::Summary summary;             // of evaluation.seconds_per_call, all of them
+  // Repeats taken below the throttle threshold: their indices in evaluation.seconds_per_call,
+  // or, with discard_throttled, how many were dropped from it. throttle_check says why
+  // throttling could not be told ("" when it could).
+  std::vector<size_t> throttled;
+  int64_t discarded_throttled = 0;
+  std::string throttle_check;
+  report::Summary summary;   // of evaluation.seconds_per_call, all of them
   report::Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
   std::vector<std::string> warnings;  // InterferenceWarnings over the run
   std::string argument_shapes;

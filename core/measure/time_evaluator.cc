@@ -47,9 +47,10 @@ class CacheFlusher {
   size_t bytes_ = 0;
 };
 
-// The sample relative standard deviation (dividing by n - 1) of the repeats the filter keeps,
-// and which it set aside. NaN for fewer than two repeats or a mean that is not positive (the
-// clock read nothing): no spread is known, so nothing converges on it.
+}  // namespace
+
+// No spread is known without two repeats or when the clock read nothing, so nothing converges
+// on it.
 double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filter,
                           std::vector<size_t>* outliers) {
   outliers->clear();
@@ -61,8 +62,6 @@ double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filt
   for (double x : kept) squares += (x - mean) * (x - mean);
   return std::sqrt(squares / static_cast<double>(kept.size() - 1)) / mean;
 }
-
-}  // namespace
 
 absl::StatusOr<OutlierFilter> ParseOutlierFilter(std::string_view name) {
   if (name.empty() || name == "none") return OutlierFilter::kNone;
@@ -228,6 +227,7 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
     }
     result.seconds_per_call.push_back(elapsed_ms / 1e3 / static_cast<double>(number));
     result.numbers.push_back(number);
+    if (options.after_repeat) KPROF_RETURN_IF_ERROR(options.after_repeat(i));
 
     const int64_t done = i + 1;
     if (converging && done >= options.min_repeats && done >= next_check) {

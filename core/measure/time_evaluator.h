@@ -62,8 +62,8 @@ struct TimeEvaluatorOptions {
   absl::Duration min_repeat = absl::ZeroDuration();  // min_repeat_ms
   int64_t limit_zero_time_iterations = 100;          // >= 0
   absl::Duration cooldown_interval = absl::ZeroDuration();
-  int64_t repeats_to_cooldown = 1;  // >= 1
-  int64_t cache_flush_bytes = 0;    // >= 0
+  int64_t repeats_to_cooldown = 1;               // >= 1
+  int64_t cache_flush_bytes = 0;                 // >= 0
   absl::Duration warmup = absl::ZeroDuration();  // untimed calls for this long, >= 0
   // Convergence: off at 0, else in (0, 1]. Then min_repeats (2 to `repeat`) repeats at least,
   // and no new repeat once max_time (> 0) has passed since the evaluation began.
@@ -76,6 +76,8 @@ struct TimeEvaluatorOptions {
   // Runs before each repeat, before `preprocess`, untimed, given the repeat's index (from 0):
   // e.g. place the arguments afresh.
   std::function<absl::Status(int64_t repeat)> before_repeat;
+  // Runs after each repeat is timed, untimed, given its index (e.g. read the CPU's clock).
+  std::function<absl::Status(int64_t repeat)> after_repeat;
   // Cold: the caches flushed (cache_flush_bytes, > 0) before every call, each call timed alone.
   bool cold = false;
 };
@@ -107,6 +109,11 @@ inline constexpr int64_t kMaxNumber = int64_t{1} << 50;
 // truncated, capped at kMaxNumber. `number` unchanged when elapsed_ms is not positive (the timer
 // read zero; the zero-time limit decides when to stop).
 int64_t NextNumber(int64_t number, double elapsed_ms, double min_repeat_ms);
+
+// The sample relative standard deviation (n - 1) of the repeats `filter` keeps, which it set
+// aside going to `outliers`; NaN for fewer than two repeats or a mean that is not positive.
+double KeptRelativeStdDev(const std::vector<double>& samples, OutlierFilter filter,
+                          std::vector<size_t>* outliers);
 
 // INVALID_ARGUMENT naming the first option out of range and what is accepted.
 absl::Status ValidateOptions(const TimeEvaluatorOptions& options);

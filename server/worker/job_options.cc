@@ -80,6 +80,8 @@ absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRe
   }
   time.flush_l2 = r.flush_l2();
   time.cold = r.cold();
+  if (r.has_throttle_threshold()) time.throttle_threshold = r.throttle_threshold();
+  time.discard_throttled = r.discard_throttled();
   KPROF_RETURN_IF_ERROR(PlacementFromRequest(r, time.placement));
   time.preprocess = r.preprocess();
   time.checksums = r.checksums();

@@ -54,6 +54,13 @@ TEST_F(PlacementTest, AModuleFunctionSeesTheRequestedPlacement) {
   EXPECT_EQ(r->placement(3).alignment(), 256u);
   EXPECT_EQ(r->mode(), "hot");
   EXPECT_FALSE(r->huge_pages());
+  // Whether repeats were throttled, or why that cannot be told here (no cpufreq on most VMs).
+  if (r->throttle_check().empty()) {
+    EXPECT_LE(r->throttled_repeats_size(), r->seconds_per_call_size());
+  } else {
+    EXPECT_THAT(r->throttle_check(), HasSubstr("cpufreq"));
+    EXPECT_EQ(r->throttled_repeats_size(), 0);
+  }
 
   // One offset for all.
   v1::TimeEvaluateRequest request = AtOffsets(192, 192);
@@ -92,6 +99,8 @@ TEST_F(PlacementTest, BadPlacementOptionsAreInvalidArgumentNamingThem) {
   };
   const Case cases[] = {
       {[](v1::TimeEvaluateRequest& r) { r.set_tensor_alignment(48); }, "tensor_alignment = 48"},
+      {[](v1::TimeEvaluateRequest& r) { r.set_throttle_threshold(0); }, "throttle_threshold = 0"},
+      {[](v1::TimeEvaluateRequest& r) { r.set_warmup_ms(-5); }, "warmup_ms = -5"},
       {[](v1::TimeEvaluateRequest& r) { r.add_tensor_offset(4100); }, "tensor_offset = 4100"},
       {[](v1::TimeEvaluateRequest& r) {
          r.add_tensor_offset(0);

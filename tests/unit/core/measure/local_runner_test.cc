@@ -1,5 +1,14 @@
 #include "core/measure/local_runner.h"
 
+#include <sched.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/shared_library.h"
@@ -142,6 +151,125 @@ TEST(LocalRunner, ProfileErrors) {
   negative.warmup = -1;
   EXPECT_THAT(runner.Profile(BuiltinJob("spin_us", {"float64:1"}), negative),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("warmup = -1")));
+}
+
+}  // namespace
+}  // namespace kprof::core
+
+namespace kprof::core {
+namespace {
+
+// A fake cpufreq tree for every CPU this process may run on, nominal 3 GHz, and a module whose
+// function sets the current clock of every CPU: low (1 GHz) on its calls numbered in
+// `low_calls`, else 3 GHz. The clock is read before and after each repeat.
+class ThrottledHost {
+ public:
+  ThrottledHost() : root_(::testing::TempDir() + "/throttled_host/") {
+    for (int cpu = 0; cpu < CPU_SETSIZE && cpu < 256; ++cpu) {
+      const std::string dir = absl::StrCat(root_, "sys/devices/system/cpu/cpu", cpu, "/cpufreq");
+      std::filesystem::create_directories(dir);
+      std::ofstream(dir + "/cpuinfo_max_freq") << "3000000\n";
+      std::ofstream(dir + "/scaling_cur_freq") << "3000000\n";
+    }
+  }
+  const std::string& root() const { return root_; }
+
+  static void SetClock(int64_t khz) {
+    for (int cpu = 0; cpu < 256; ++cpu) {
+      std::ofstream(absl::StrCat(Instance()->root_, "sys/devices/system/cpu/cpu", cpu,
+                                 "/cpufreq/scaling_cur_freq"))
+          << khz << "\n";
+    }
+  }
+  static ThrottledHost* Instance() {
+    static ThrottledHost* host = new ThrottledHost();
+    return host;
+  }
+
+ private:
+  std::string root_;
+};
+
+std::set<int> low_calls;
+int calls = 0;
+
+int32_t MovesTheClock(DLTensor*, int32_t) {
+  ++calls;
+  ThrottledHost::SetClock(low_calls.count(calls) > 0 ? 1'000'000 : 3'000'000);
+  return 0;
+}
+
+class ClockModule final : public Module {
+ public:
+  const std::vector<std::string>& functions() const override { return names_; }
+  absl::StatusOr<ModuleFunction> GetFunction(std::string_view) const override {
+    ModuleFunction f;
+    f.name = "moves_the_clock";
+    f.function = MovesTheClock;
+    return f;
+  }
+
+ private:
+  std::vector<std::string> names_ = {"moves_the_clock"};
+};
+
+TEST(LocalRunner, RepeatsBelowTheThrottleThresholdAreMarkedOrDropped) {
+  ThrottledHost* host = ThrottledHost::Instance();
+  ClockModule module;
+  Job job;
+  job.module = &module;
+  job.function = "moves_the_clock";
+  TimeJob time;
+  time.sysfs_root = host->root();
+  time.options.repeat = 4;
+  // Call 1 is the discarded one; repeats 0..3 are calls 2..5. Call 3 (repeat 1) leaves the
+  // clock low for the reading after it and for the one before repeat 2; call 4 sets it back.
+  calls = 0;
+  low_calls = {3};
+  auto result = LocalRunner().Time(job, time);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->throttle_check, "");
+  EXPECT_THAT(result->throttled, ElementsAre(1, 2));
+  EXPECT_EQ(result->evaluation.seconds_per_call.size(), 4u);
+
+  calls = 0;
+  time.discard_throttled = true;
+  result = LocalRunner().Time(job, time);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->discarded_throttled, 2);
+  EXPECT_TRUE(result->throttled.empty());
+  EXPECT_EQ(result->evaluation.seconds_per_call.size(), 2u);
+  EXPECT_EQ(result->evaluation.numbers.size(), 2u);
+  EXPECT_EQ(result->summary.count, 2u);
+
+  // A lower threshold: 1 GHz of 3 is above 30%.
+  calls = 0;
+  time.throttle_threshold = 0.3;
+  result = LocalRunner().Time(job, time);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->discarded_throttled, 0);
+
+  // Every repeat throttled: nothing left to report.
+  calls = 0;
+  low_calls = {1, 2, 3, 4, 5};
+  time.throttle_threshold = 0.75;
+  EXPECT_THAT(LocalRunner().Time(job, time),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("all 4 repeats were throttled (the CPU clock was below 75% of "
+                                 "its nominal 3000 MHz)")));
+  ThrottledHost::SetClock(3'000'000);
+
+  time.throttle_threshold = 1.5;
+  EXPECT_THAT(LocalRunner().Time(job, time),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("throttle_threshold = 1.5")));
+
+  // A host without cpufreq says so, and marks nothing.
+  time = TimeJob();
+  time.sysfs_root = host->root() + "nowhere/";
+  result = LocalRunner().Time(job, time);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_THAT(result->throttle_check, HasSubstr("no cpufreq"));
+  EXPECT_TRUE(result->throttled.empty());
 }
 
 }  // namespace

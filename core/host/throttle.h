@@ -1,0 +1,60 @@
+// Throttling: repeats taken while the measuring CPU's clock was below a fraction of its nominal
+// clock (nvbench's --throttle-threshold) are marked, so that a thermal or power cap that slowed
+// some repeats shows in the result, and they can be dropped.
+//
+// The clock is read before and after each repeat (cpufreq's scaling_cur_freq); the nominal one
+// is cpufreq's base_frequency where the driver gives it (intel_pstate), else cpuinfo_max_freq.
+// Hosts without cpufreq (most VMs) cannot tell: `unavailable()` says why.
+//
+//   ThrottleMonitor monitor = ThrottleMonitor::ForCpu(0.75, "/", sched_getcpu());
+//   monitor.Before();  Repeat();  monitor.After();
+//   monitor.throttled();  // one flag per repeat
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kprof::core {
+
+// The default fraction of the nominal clock below which a repeat counts as throttled.
+inline constexpr double kDefaultThrottleThreshold = 0.75;
+
+// The nominal clock of `cpu` under `root` (kHz); < 0 when sysfs does not say.
+int64_t NominalCpuKhz(const std::string& root, int cpu);
+
+class ThrottleMonitor {
+ public:
+  // `read_khz` reads the clock now (< 0: unreadable); `nominal_khz` > 0 for a working monitor.
+  ThrottleMonitor(double threshold, int64_t nominal_khz, std::function<int64_t()> read_khz);
+
+  // The monitor of `cpu`'s clock under `root`.
+  static ThrottleMonitor ForCpu(double threshold, const std::string& root, int cpu);
+
+  // "" when the clock can be compared with its nominal; else why not.
+  const std::string& unavailable() const { return unavailable_; }
+
+  // Around each repeat. A repeat is throttled when either reading was below threshold × nominal;
+  // one that could not be read is not.
+  void Before();
+  void After();
+
+  const std::vector<bool>& throttled() const { return throttled_; }
+  int64_t count() const;
+
+  // "the CPU clock was below 75% of its nominal 3000 MHz"
+  std::string Describe() const;
+
+ private:
+  bool Low(int64_t khz) const;
+
+  double threshold_;
+  int64_t nominal_khz_;
+  std::function<int64_t()> read_khz_;
+  std::string unavailable_;
+  int64_t before_ = -1;
+  std::vector<bool> throttled_;
+};
+
+}  // namespace kprof::core

@@ -1,0 +1,86 @@
+#include "core/host/throttle.h"
+
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace kprof::core {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A monitor of readings given in turn (kHz).
+ThrottleMonitor Scripted(std::deque<int64_t>& readings, int64_t nominal = 3'000'000) {
+  return ThrottleMonitor(0.75, nominal, [&readings] {
+    if (readings.empty()) return int64_t{-1};
+    const int64_t khz = readings.front();
+    readings.pop_front();
+    return khz;
+  });
+}
+
+TEST(ThrottleMonitor, ARepeatIsThrottledWhenEitherReadingIsBelowTheThreshold) {
+  // The first reading is the constructor's probe.
+  std::deque<int64_t> readings = {3'000'000,              // probe
+                                  3'000'000, 2'900'000,   // repeat 0: fine
+                                  2'000'000, 3'000'000,   // repeat 1: low before
+                                  3'000'000, 2'249'999,   // repeat 2: low after
+                                  2'250'000, 2'250'000,   // repeat 3: at 75%, fine
+                                  -1,        3'000'000};  // repeat 4: unreadable
+  ThrottleMonitor monitor = Scripted(readings);
+  EXPECT_EQ(monitor.unavailable(), "");
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    monitor.Before();
+    monitor.After();
+  }
+  EXPECT_THAT(monitor.throttled(), ElementsAre(false, true, true, false, false));
+  EXPECT_EQ(monitor.count(), 2);
+  EXPECT_EQ(monitor.Describe(), "the CPU clock was below 75% of its nominal 3000 MHz");
+}
+
+TEST(ThrottleMonitor, WithoutANominalOrAReadableClockItSaysWhyAndMarksNothing) {
+  std::deque<int64_t> readings = {1'000'000, 1'000'000, 1'000'000};
+  ThrottleMonitor no_nominal = Scripted(readings, -1);
+  EXPECT_THAT(no_nominal.unavailable(), HasSubstr("nominal clock is unknown"));
+  no_nominal.Before();
+  no_nominal.After();
+  EXPECT_THAT(no_nominal.throttled(), ElementsAre(false));
+
+  std::deque<int64_t> none;
+  ThrottleMonitor unreadable = Scripted(none);
+  EXPECT_THAT(unreadable.unavailable(), HasSubstr("clock cannot be read"));
+}
+
+TEST(ThrottleMonitor, NominalClockFromSysfs) {
+  const std::string root = ::testing::TempDir() + "/throttle_root/";
+  const std::string dir = root + "sys/devices/system/cpu/cpu3/cpufreq";
+  ASSERT_EQ(std::system(("rm -rf " + root + " && mkdir -p " + dir).c_str()), 0);
+  const auto write = [&](const std::string& file, const std::string& text) {
+    FILE* f = std::fopen((dir + "/" + file).c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  EXPECT_EQ(NominalCpuKhz(root, 3), -1);
+  write("cpuinfo_max_freq", "3500000\n");
+  EXPECT_EQ(NominalCpuKhz(root, 3), 3'500'000);
+  write("base_frequency", "2100000\n");  // intel_pstate: the base clock, not the turbo one
+  EXPECT_EQ(NominalCpuKhz(root, 3), 2'100'000);
+  write("scaling_cur_freq", "1000000\n");
+  ThrottleMonitor monitor = ThrottleMonitor::ForCpu(0.75, root, 3);
+  EXPECT_EQ(monitor.unavailable(), "");
+  monitor.Before();
+  monitor.After();
+  EXPECT_THAT(monitor.throttled(), ElementsAre(true));
+  EXPECT_THAT(ThrottleMonitor::ForCpu(0.75, root, 4).unavailable(), HasSubstr("unknown"));
+}
+
+}  // namespace
+}  // namespace kprof::core
