@@ -19,6 +19,7 @@
 #include "client/cli/output.h"
 #include "client/cli/race.h"
 #include "client/cli/rank_command.h"
+#include "client/interleave.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace kprof::client {
@@ -29,6 +30,7 @@ struct BatchFlags {
   std::string module_format = "auto";
   bool rank = false;
   RankFlags race;
+  std::optional<uint64_t> interleave;  // --interleave SEED
 };
 
 // One job line of `kprof batch` as a BatchJob: "id", "module" (builtin, an id, or a file,
@@ -170,47 +172,47 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
   std::set<std::string> answered;
   absl::Status stream = absl::OkStatus();
   if (!jobs.empty()) {
-    stream = farm.MeasureBatch(
-        jobs,
-        [&](const kprof::v1::BatchUpdate& update) {
-          if (update.state() == kprof::v1::BatchUpdate::DONE ||
-              update.state() == kprof::v1::BatchUpdate::FAILED) {
-            if (!answered.insert(update.id()).second) return;
-          }
-          if (update.state() == kprof::v1::BatchUpdate::DONE && gbench) {
-            if (!gbench_environment) gbench_environment = update.time_evaluate().environment();
-            const kprof::v1::BatchJob& job = jobs[index_of[update.id()]];
-            for (auto& run : GbenchRuns(GbenchName(update.id(), job.time_evaluate().call()),
-                                        update.time_evaluate())) {
-              gbench_runs.push_back(std::move(run));
-            }
-            ++done;
-          } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
-            absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
-            if (!result.ok()) {
-              failure(update.id(), lines[update.id()], result.status());
-            } else {
-              Json line_result = {{"id", update.id()}, {"status", "OK"}};
-              line_result.update(calls[update.id()]);
-              line_result.update(*result);
-              emit(line_result);
-              ++done;
-            }
-          } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
-            failure(update.id(), lines[update.id()], client::StatusOf(update));
-          }
-          if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
-            running.insert(update.id());
-          } else {
-            running.erase(update.id());
-          }
-        },
-        /*window=*/32, /*on_pause=*/
-        [&] {
-          // The lines of the updates that came together go out together, before the farm waits.
-          std::fflush(stdout);
-          progress();
-        });
+    const auto on_update = [&](const kprof::v1::BatchUpdate& update) {
+      if (update.state() == kprof::v1::BatchUpdate::DONE ||
+          update.state() == kprof::v1::BatchUpdate::FAILED) {
+        if (!answered.insert(update.id()).second) return;
+      }
+      if (update.state() == kprof::v1::BatchUpdate::DONE && gbench) {
+        if (!gbench_environment) gbench_environment = update.time_evaluate().environment();
+        const kprof::v1::BatchJob& job = jobs[index_of[update.id()]];
+        for (auto& run : GbenchRuns(GbenchName(update.id(), job.time_evaluate().call()),
+                                    update.time_evaluate())) {
+          gbench_runs.push_back(std::move(run));
+        }
+        ++done;
+      } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
+        absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
+        if (!result.ok()) {
+          failure(update.id(), lines[update.id()], result.status());
+        } else {
+          Json line_result = {{"id", update.id()}, {"status", "OK"}};
+          line_result.update(calls[update.id()]);
+          line_result.update(*result);
+          emit(line_result);
+          ++done;
+        }
+      } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+        failure(update.id(), lines[update.id()], client::StatusOf(update));
+      }
+      if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+        running.insert(update.id());
+      } else {
+        running.erase(update.id());
+      }
+    };
+    const auto on_pause = [&] {
+      // The lines of the updates that came together go out together, before the farm waits.
+      std::fflush(stdout);
+      progress();
+    };
+    stream = o.interleave.has_value()
+                 ? MeasureInterleaved(farm, jobs, *o.interleave, on_update, on_pause)
+                 : farm.MeasureBatch(jobs, on_update, /*window=*/32, on_pause);
   }
   if (bar) std::fprintf(stderr, "\n");
   // Every job line gets its result line, even when the batch itself broke off.
@@ -253,6 +255,10 @@ class BatchCommand final : public Command {
          {"--confidence", "--threshold", "--rank-initial", "--rank-max-repeats", "--rank-budget"}) {
       c.get_option(name)->needs(rank);
     }
+    interleave_ = c.add_option("--interleave", interleave_seed_,
+                               "run every job's repeats as jobs of one repeat, in a random order "
+                               "across jobs drawn from SEED (one daemon)");
+    interleave_->excludes(rank);
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int* exit_code) override {
@@ -260,6 +266,7 @@ class BatchCommand final : public Command {
       return UsageError(absl::StrCat("--format ", format,
                                      " is for batch --rank (a batch prints JSONL, or gbench)"));
     }
+    if (interleave_->count() > 0) flags_.interleave = interleave_seed_;
     // A batch spreads over every daemon the target names.
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, globals.ConnectFarm());
     return Batch(*farm, flags_, format == "json" ? "jsonl" : format, exit_code);
@@ -267,6 +274,8 @@ class BatchCommand final : public Command {
 
  private:
   BatchFlags flags_;
+  uint64_t interleave_seed_ = 0;
+  CLI::Option* interleave_ = nullptr;
 };
 
 }  // namespace

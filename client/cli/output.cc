@@ -80,6 +80,9 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   json["throttled_repeats"] =
       std::vector<int32_t>(r.throttled_repeats().begin(), r.throttled_repeats().end());
   json["discarded_throttled"] = r.discarded_throttled();
+  if (r.run_order_size() > 0) {
+    json["run_order"] = std::vector<int32_t>(r.run_order().begin(), r.run_order().end());
+  }
   if (!r.throttle_check().empty()) json["throttle_check"] = r.throttle_check();
   if (r.layouts_size() > 0) {
     Json layouts = Json::array();

@@ -8,39 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/cli/gbench_format.h"
 #include "client/cli/rank_command.h"
+#include "client/interleave.h"
 #include "report/statistics.h"
 
 namespace kprof::client {
 namespace {
-
-// One candidate's rounds as one answer: the first's, with every repeat after it and statistics
-// of them all.
-void MergeInto(kprof::v1::TimeEvaluateResponse* merged, const kprof::v1::TimeEvaluateResponse& r,
-               bool first) {
-  if (first) {
-    *merged = r;
-  } else {
-    merged->mutable_seconds_per_call()->MergeFrom(r.seconds_per_call());
-    merged->mutable_numbers()->MergeFrom(r.numbers());
-    merged->mutable_warnings()->MergeFrom(r.warnings());
-    auto* timing = merged->mutable_timing();
-    timing->set_queue_wait_seconds(timing->queue_wait_seconds() + r.timing().queue_wait_seconds());
-    timing->set_execution_seconds(timing->execution_seconds() + r.timing().execution_seconds());
-  }
-  const std::vector<double> all(merged->seconds_per_call().begin(),
-                                merged->seconds_per_call().end());
-  const report::Summary summary = report::Summarize(all);
-  auto* s = merged->mutable_statistics();
-  s->set_mean(summary.mean);
-  s->set_median(summary.median);
-  s->set_min(summary.min);
-  s->set_max(summary.max);
-  s->set_std(summary.stddev);
-  s->set_cv(summary.cv);
-  merged->set_rel_stddev(summary.cv);
-  merged->clear_filtered_statistics();  // per round, not of the whole
-  merged->clear_outliers();
-}
 
 // Repeats per job of a race's round: the candidates' jobs go out in turns of this many repeats
 // each, so that whatever drifts on the host while a round runs falls on all of them alike.
@@ -101,7 +73,7 @@ absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double bu
       if (update.state() == kprof::v1::BatchUpdate::DONE) {
         const auto& r = update.time_evaluate();
         race.Add(i, std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end()));
-        MergeInto(&merged[i], r, !measured[i]);
+        MergeRepeats(&merged[i], r, !measured[i]);
         measured[i] = true;
       } else if (update.state() == kprof::v1::BatchUpdate::FAILED && failed_now.insert(i).second) {
         const absl::Status failed = client::StatusOf(update);

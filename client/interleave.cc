@@ -1,0 +1,158 @@
+#include "client/interleave.h"
+
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "report/statistics.h"
+
+namespace kprof::client {
+namespace {
+
+uint64_t Mix(uint64_t z) {  // SplitMix64's step
+  z += 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::vector<std::pair<size_t, int64_t>> InterleaveOrder(const std::vector<int64_t>& repeats,
+                                                        uint64_t seed) {
+  std::vector<size_t> slots;  // one per repeat, naming its job
+  for (size_t j = 0; j < repeats.size(); ++j) {
+    for (int64_t r = 0; r < repeats[j]; ++r) slots.push_back(j);
+  }
+  // Fisher–Yates from the top, each draw the seed's stream at that step; the unbiased bound by
+  // rejection is not needed at these sizes (a bias below 2^-40).
+  uint64_t state = seed;
+  for (size_t i = slots.size(); i > 1; --i) {
+    state = Mix(state);
+    std::swap(slots[i - 1], slots[state % i]);
+  }
+  std::vector<std::pair<size_t, int64_t>> order;
+  std::vector<int64_t> next(repeats.size(), 0);
+  order.reserve(slots.size());
+  for (size_t j : slots) order.emplace_back(j, next[j]++);
+  return order;
+}
+
+void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
+                  const kprof::v1::TimeEvaluateResponse& part, bool first) {
+  if (first) {
+    *merged = part;
+  } else {
+    const int offset = merged->seconds_per_call_size();
+    merged->mutable_seconds_per_call()->MergeFrom(part.seconds_per_call());
+    merged->mutable_numbers()->MergeFrom(part.numbers());
+    merged->mutable_warnings()->MergeFrom(part.warnings());
+    for (int32_t i : part.throttled_repeats()) merged->add_throttled_repeats(offset + i);
+    merged->set_discarded_throttled(merged->discarded_throttled() + part.discarded_throttled());
+    for (const kprof::v1::Layout& layout : part.layouts()) {
+      kprof::v1::Layout* added = merged->add_layouts();
+      *added = layout;
+      added->set_first_repeat(offset + layout.first_repeat());
+    }
+    merged->set_final_number(part.final_number());
+    auto* timing = merged->mutable_timing();
+    timing->set_queue_wait_seconds(timing->queue_wait_seconds() +
+                                   part.timing().queue_wait_seconds());
+    timing->set_execution_seconds(timing->execution_seconds() + part.timing().execution_seconds());
+  }
+  const std::vector<double> all(merged->seconds_per_call().begin(),
+                                merged->seconds_per_call().end());
+  const report::Summary summary = report::Summarize(all);
+  auto* s = merged->mutable_statistics();
+  s->set_mean(summary.mean);
+  s->set_median(summary.median);
+  s->set_min(summary.min);
+  s->set_max(summary.max);
+  s->set_std(summary.stddev);
+  s->set_cv(summary.cv);
+  merged->set_rel_stddev(summary.cv);
+  merged->clear_filtered_statistics();  // of a part, not of the whole
+  merged->clear_outliers();
+}
+
+absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJob>& jobs,
+                                uint64_t seed,
+                                const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
+                                const std::function<void()>& on_pause) {
+  if (farm.daemons().size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleaving compares candidates on one machine, and the target names ",
+                     farm.daemons().size(),
+                     " daemons: give one (a candidate's repeats on several machines "
+                     "would measure the machines)"));
+  }
+  std::vector<int64_t> repeats;
+  for (const kprof::v1::BatchJob& job : jobs) {
+    if (!job.has_time_evaluate()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", job.id(), "': interleaving applies to TimeEvaluate jobs"));
+    }
+    const kprof::v1::TimeEvaluateRequest& r = job.time_evaluate();
+    if (r.max_relative_stddev() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", job.id(),
+                       "': interleaving runs each repeat as a job of its own; give "
+                       "\"repeat\", not \"max_relative_stddev\""));
+    }
+    const int64_t repeat = r.has_repeat() ? r.repeat() : 1;
+    if (repeat < 1 || repeat > 100'000) {
+      return absl::InvalidArgumentError(absl::StrCat("job '", job.id(), "': repeat = ", repeat,
+                                                     " is out of range (accepted: 1 to 100000)"));
+    }
+    repeats.push_back(repeat);
+  }
+  const std::vector<std::pair<size_t, int64_t>> order = InterleaveOrder(repeats, seed);
+  std::vector<kprof::v1::BatchJob> parts;
+  std::map<std::string, size_t> job_of;  // part id to job index
+  parts.reserve(order.size());
+  for (size_t position = 0; position < order.size(); ++position) {
+    const auto [j, r] = order[position];
+    kprof::v1::BatchJob part = jobs[j];
+    part.set_id(absl::StrCat("i", position));  // unique whatever the jobs' own ids are
+    part.mutable_time_evaluate()->set_repeat(1);
+    job_of[part.id()] = j;
+    parts.push_back(std::move(part));
+  }
+  std::vector<kprof::v1::TimeEvaluateResponse> merged(jobs.size());
+  std::vector<int64_t> done(jobs.size(), 0);
+  std::vector<bool> running(jobs.size(), false), failed(jobs.size(), false);
+  const absl::Status stream = farm.MeasureBatch(
+      parts,
+      [&](const kprof::v1::BatchUpdate& update) {
+        const auto found = job_of.find(update.id());
+        if (found == job_of.end()) return;
+        const size_t j = found->second;
+        if (failed[j]) return;
+        kprof::v1::BatchUpdate out;
+        out.set_id(jobs[j].id());
+        out.set_state(update.state());
+        if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+          if (running[j]) return;
+          running[j] = true;
+        } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+          failed[j] = true;
+          out = update;
+          out.set_id(jobs[j].id());
+          out.clear_more();
+          out.set_message(
+              absl::StrCat("repeat ", done[j] + 1, " of ", repeats[j], ": ", update.message()));
+        } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
+          MergeRepeats(&merged[j], update.time_evaluate(), done[j] == 0);
+          merged[j].add_run_order(static_cast<int32_t>(std::stoll(update.id().substr(1))));
+          if (++done[j] < repeats[j]) return;
+          *out.mutable_time_evaluate() = merged[j];
+        } else {
+          return;  // QUEUED of a part
+        }
+        on_update(out);
+      },
+      /*window=*/32, on_pause);
+  return stream;
+}
+
+}  // namespace kprof::client

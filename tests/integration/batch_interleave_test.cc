@@ -1,0 +1,171 @@
+// Interleaved batches: every job's repeats run as jobs of one repeat, in a random order across
+// jobs drawn from a seed, and come back merged.
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "batch_fixture.h"
+#include "cli.h"
+#include "client/farm.h"
+#include "client/interleave.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Json = nlohmann::json;
+
+TEST(InterleaveOrder, IsAPermutationReproducibleFromTheSeed) {
+  const std::vector<int64_t> repeats = {5, 3, 1, 7};
+  const auto order = client::InterleaveOrder(repeats, 42);
+  ASSERT_EQ(order.size(), 16u);
+  // Every (job, repeat) once, each job's repeats in their own order.
+  std::map<size_t, std::vector<int64_t>> seen;
+  for (const auto& [job, repeat] : order) seen[job].push_back(repeat);
+  EXPECT_THAT(seen[0], ElementsAre(0, 1, 2, 3, 4));
+  EXPECT_THAT(seen[1], ElementsAre(0, 1, 2));
+  EXPECT_THAT(seen[2], ElementsAre(0));
+  EXPECT_THAT(seen[3], ElementsAre(0, 1, 2, 3, 4, 5, 6));
+  EXPECT_EQ(client::InterleaveOrder(repeats, 42), order);
+  // Another seed, another order; and an order that mixes the jobs, not one after another.
+  EXPECT_NE(client::InterleaveOrder(repeats, 43), order);
+  size_t switches = 0;
+  for (size_t i = 1; i < order.size(); ++i) switches += order[i].first != order[i - 1].first;
+  EXPECT_GE(switches, 6u);
+  // Over many seeds, each job leads about as often as its share of the repeats says.
+  std::vector<int> first(4, 0);
+  for (uint64_t seed = 0; seed < 1600; ++seed)
+    ++first[client::InterleaveOrder(repeats, seed)[0].first];
+  EXPECT_NEAR(first[0], 500, 100);
+  EXPECT_NEAR(first[2], 100, 50);
+  EXPECT_TRUE(client::InterleaveOrder({}, 1).empty());
+}
+
+class InterleaveTest : public BatchTest {
+ protected:
+  std::vector<v1::BatchJob> Jobs() {
+    std::vector<v1::BatchJob> jobs = {BuiltinJob("a", "spin_us", "float64:50"),
+                                      BuiltinJob("b", "spin_us", "float64:100"),
+                                      BuiltinJob("c", "spin_us", "float64:20")};
+    jobs[0].mutable_time_evaluate()->set_repeat(4);
+    jobs[1].mutable_time_evaluate()->set_repeat(3);
+    jobs[2].mutable_time_evaluate()->set_repeat(2);
+    return jobs;
+  }
+};
+
+TEST_F(InterleaveTest, EachJobsRepeatsComeBackMergedWithTheirPlacesInTheRunOrder) {
+  auto farm = client::Farm::Connect(daemon_.target());
+  ASSERT_THAT(farm, IsOk());
+  const std::vector<v1::BatchJob> jobs = Jobs();
+  std::map<std::string, std::vector<v1::BatchUpdate>> updates;
+  ASSERT_THAT(client::MeasureInterleaved(
+                  **farm, jobs, 7, [&](const v1::BatchUpdate& u) { updates[u.id()].push_back(u); }),
+              IsOk());
+  ASSERT_EQ(updates.size(), 3u);
+  const auto order = client::InterleaveOrder({4, 3, 2}, 7);
+  std::set<int32_t> positions;
+  const std::map<std::string, double> spin = {{"a", 50e-6}, {"b", 100e-6}, {"c", 20e-6}};
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const std::string& id = jobs[j].id();
+    const std::vector<v1::BatchUpdate>& u = updates[id];
+    ASSERT_EQ(u.back().state(), v1::BatchUpdate::DONE) << id;
+    EXPECT_EQ(
+        std::count_if(u.begin(), u.end(),
+                      [](const v1::BatchUpdate& x) { return x.state() == v1::BatchUpdate::DONE; }),
+        1);
+    const v1::TimeEvaluateResponse& r = u.back().time_evaluate();
+    const int64_t repeats = jobs[j].time_evaluate().repeat();
+    ASSERT_EQ(r.seconds_per_call_size(), repeats) << id;
+    // The repeats are the job's own kernel: a spin of its length, not another job's (the
+    // fastest repeat, which a preempted one cannot move).
+    EXPECT_GE(r.statistics().min(), spin.at(id)) << id;
+    EXPECT_LT(r.statistics().min(), spin.at(id) + 15e-6) << id;
+    EXPECT_EQ(r.statistics().min(),
+              *std::min_element(r.seconds_per_call().begin(), r.seconds_per_call().end()));
+    // Its repeats' places in the run order are the seed's.
+    ASSERT_EQ(r.run_order_size(), repeats);
+    std::vector<int32_t> expected;
+    for (size_t p = 0; p < order.size(); ++p) {
+      if (order[p].first == j) expected.push_back(static_cast<int32_t>(p));
+    }
+    std::vector<int32_t> got(r.run_order().begin(), r.run_order().end());
+    std::sort(got.begin(), got.end());
+    EXPECT_EQ(got, expected) << id;
+    positions.insert(got.begin(), got.end());
+  }
+  EXPECT_EQ(positions.size(), 9u);  // 0 to 8, each once
+}
+
+TEST_F(InterleaveTest, RefusedWhereItCannotCompareLikeWithLike) {
+  std::vector<v1::BatchJob> jobs = Jobs();
+  const auto nothing = [](const v1::BatchUpdate&) {};
+  auto two = client::Farm::Connect(daemon_.target() + "," + daemon_.target());
+  ASSERT_THAT(two, IsOk());
+  EXPECT_THAT(client::MeasureInterleaved(**two, jobs, 1, nothing),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("names 2 daemons")));
+  auto one = client::Farm::Connect(daemon_.target());
+  ASSERT_THAT(one, IsOk());
+  jobs[1].mutable_time_evaluate()->set_max_relative_stddev(0.01);
+  EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job 'b'")));
+  jobs = Jobs();
+  jobs[2].mutable_time_evaluate()->set_repeat(0);
+  EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeat = 0")));
+}
+
+TEST_F(InterleaveTest, TheCliInterleavesFromTheSeedAndAFailedRepeatFailsItsJob) {
+  const std::string jobs = dir_.path() + "/jobs.jsonl";
+  {
+    std::ofstream out(jobs);
+    out << R"({"id": "a", "module": "builtin", "function": "spin_us", "args": ["float64:30"], "repeat": 3})"
+        << "\n"
+        << R"({"id": "b", "module": "builtin", "function": "nop", "repeat": 2})"
+        << "\n"
+        << R"({"id": "c", "module": "builtin", "function": "no_such", "repeat": 2})"
+        << "\n";
+  }
+  const auto run = [&](const std::string& seed) {
+    const auto result = ::kprof::testing::RunKprof(
+        daemon_.target(), "batch --interleave " + seed + " " + jobs, dir_.path());
+    EXPECT_EQ(result.exit_code, 3) << result.err;  // c fails
+    std::map<std::string, Json> by_id;
+    std::istringstream in(result.out);
+    for (std::string line; std::getline(in, line);) {
+      Json j = Json::parse(line);
+      by_id[j["id"].get<std::string>()] = j;
+    }
+    return by_id;
+  };
+  auto first = run("11");
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first["a"]["status"], "OK");
+  EXPECT_EQ(first["a"]["results"].size(), 3u);
+  EXPECT_EQ(first["a"]["run_order"].size(), 3u);
+  EXPECT_EQ(first["b"]["results"].size(), 2u);
+  EXPECT_EQ(first["c"]["status"], "NOT_FOUND");
+  EXPECT_THAT(first["c"]["error"].get<std::string>(), HasSubstr("repeat 1 of 2"));
+  auto again = run("11");
+  EXPECT_EQ(again["a"]["run_order"], first["a"]["run_order"]);
+  EXPECT_EQ(again["b"]["run_order"], first["b"]["run_order"]);
+  // Two daemons: refused, naming why.
+  const auto refused = ::kprof::testing::RunKprof(daemon_.target() + "," + daemon_.target(),
+                                                  "batch --interleave 1 " + jobs, dir_.path());
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_THAT(refused.err, HasSubstr("one machine"));
+}
+
+}  // namespace
+}  // namespace kprof
