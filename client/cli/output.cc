@@ -80,6 +80,7 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   json["throttled_repeats"] =
       std::vector<int32_t>(r.throttled_repeats().begin(), r.throttled_repeats().end());
   json["discarded_throttled"] = r.discarded_throttled();
+  if (r.cuda_graph() > 0) json["cuda_graph"] = r.cuda_graph();
   if (r.run_order_size() > 0) {
     json["run_order"] = std::vector<int32_t>(r.run_order().begin(), r.run_order().end());
   }
@@ -108,6 +109,10 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
 
 std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
   std::string line = absl::StrCat(r.mode().empty() ? "hot" : r.mode(), "; arguments at");
+  if (r.cuda_graph() > 0) {
+    line = absl::StrCat(r.mode().empty() ? "hot" : r.mode(), ", graphs of ", r.cuda_graph(),
+                        " launches; arguments at");
+  }
   for (int i = 0; i < r.placement_size(); ++i) {
     absl::StrAppend(&line, i == 0 ? " " : ", ", "+", r.placement(i).offset(), " (aligned ",
                     r.placement(i).alignment(), ")");

@@ -108,6 +108,8 @@ class TimeCommand final : public Command {
                                     "a repeat below this fraction of the nominal clock is "
                                     "throttled (0.75)");
     c.add_flag("--discard-throttled", discard_throttled_, "drop throttled repeats");
+    c.add_option("--cuda-graph", cuda_graph_,
+                 "cuda kernels: time replays of a graph of N launches, per launch");
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
@@ -142,6 +144,7 @@ class TimeCommand final : public Command {
     request.set_cold(cold_);
     if (throttle_option_->count() > 0) request.set_throttle_threshold(throttle_threshold_);
     request.set_discard_throttled(discard_throttled_);
+    request.set_cuda_graph(cuda_graph_);
     // Enough for the repeats the options ask for (or the convergence budget), twice over, plus
     // a minute of slack.
     const double budget_ms =
@@ -201,6 +204,7 @@ class TimeCommand final : public Command {
   bool huge_pages_ = false, randomize_layout_ = false, cold_ = false;
   double throttle_threshold_ = 0.75;
   bool discard_throttled_ = false;
+  int64_t cuda_graph_ = 0;
   CLI::Option* throttle_option_ = nullptr;
   CLI::Option* alignment_option_ = nullptr;
   CLI::Option* layout_option_ = nullptr;

@@ -32,6 +32,37 @@ absl::StatusOr<std::unique_ptr<Module>> LoadCudaModule(std::string bytes, const 
   return CudaModule::Load(std::move(bytes), format, ordinal);
 }
 
+absl::StatusOr<std::function<absl::Status()>> CaptureCudaGraph(
+    int ordinal, const std::function<absl::Status()>& launch, int64_t count) {
+  KPROF_ASSIGN_OR_RETURN(CudaContext * context, CudaContext::For(ordinal));
+  CudaDriver* cu = context->driver();
+  if (cu->StreamBeginCapture == nullptr) {
+    return absl::FailedPreconditionError(
+        "this CUDA driver has no graphs (cuStreamBeginCapture, cuGraphLaunch): cuda_graph needs "
+        "a driver for CUDA 12.0 or later");
+  }
+  KPROF_RETURN_IF_ERROR(context->MakeCurrent());
+  const CUstream stream = context->stream();
+  KPROF_CU(cu, StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  absl::Status captured = absl::OkStatus();
+  for (int64_t i = 0; i < count && captured.ok(); ++i) captured = launch();
+  CUgraph graph = nullptr;
+  // Capture ends whatever happened, so that the stream takes work again.
+  const absl::Status ended = cu->Check(cu->StreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  KPROF_RETURN_IF_ERROR(captured);
+  KPROF_RETURN_IF_ERROR(ended);
+  CUgraphExec exec = nullptr;
+  const absl::Status instantiated =
+      cu->Check(cu->GraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");
+  cu->GraphDestroy(graph);  // the executable graph keeps what it needs
+  KPROF_RETURN_IF_ERROR(instantiated);
+  auto owned =
+      std::shared_ptr<CUgraphExec_st>(exec, [cu](CUgraphExec e) { cu->GraphExecDestroy(e); });
+  return [cu, owned, stream]() -> absl::Status {
+    return cu->Check(cu->GraphLaunch(owned.get(), stream), "cuGraphLaunch");
+  };
+}
+
 absl::StatusOr<std::unique_ptr<Module>> LoadCudaModuleFile(const std::string& path,
                                                            const std::string& format, int ordinal) {
   return CudaModule::LoadFile(path, format, ordinal);
@@ -66,6 +97,11 @@ absl::StatusOr<DeviceApi*> CudaBackendDeviceApi() { return NotBuilt(); }
 void RegisterCudaTimer(TimerRegistry&) {}
 report::MetricMap CudaBackendManifest(int) { return {}; }
 absl::StatusOr<int64_t> CudaL2Bytes(int) { return NotBuilt(); }
+absl::StatusOr<std::function<absl::Status()>> CaptureCudaGraph(int,
+                                                               const std::function<absl::Status()>&,
+                                                               int64_t) {
+  return NotBuilt();
+}
 absl::StatusOr<std::unique_ptr<Module>> LoadCudaModule(std::string, const std::string&, int) {
   return NotBuilt();
 }

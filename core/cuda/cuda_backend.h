@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,13 @@ report::MetricMap CudaBackendManifest(int ordinal);
 
 // The L2 cache of cuda:`ordinal`, in bytes (what flush_l2 writes over).
 absl::StatusOr<int64_t> CudaL2Bytes(int ordinal);
+
+// Captures `count` calls of `launch` (kernel launches queued on device `ordinal`'s stream) in a
+// CUDA graph and returns a call that replays it on that stream: Triton's do_bench_cudagraph,
+// which takes the launch overhead out of a kernel's time. FAILED_PRECONDITION when the driver
+// has no graphs; the launch's own error when capturing fails.
+absl::StatusOr<std::function<absl::Status()>> CaptureCudaGraph(
+    int ordinal, const std::function<absl::Status()>& launch, int64_t count);
 
 // A cubin, fatbin or PTX module loaded on cuda:`ordinal`, from its bytes or its file.
 absl::StatusOr<std::unique_ptr<Module>> LoadCudaModule(std::string bytes, const std::string& format,

@@ -97,6 +97,15 @@ absl::StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::Open(const std::string& 
   if (!resolve("cuFuncGetParamInfo", driver->FuncGetParamInfo, 12040).ok()) {
     driver->FuncGetParamInfo = nullptr;
   }
+  // Optional: graphs, for timing a graph of launches; all or none.
+  const bool graphs =
+      resolve("cuStreamBeginCapture", driver->StreamBeginCapture).ok() &&
+      resolve("cuStreamEndCapture", driver->StreamEndCapture).ok() &&
+      resolve("cuGraphInstantiateWithFlags", driver->GraphInstantiateWithFlags).ok() &&
+      resolve("cuGraphLaunch", driver->GraphLaunch).ok() &&
+      resolve("cuGraphExecDestroy", driver->GraphExecDestroy).ok() &&
+      resolve("cuGraphDestroy", driver->GraphDestroy).ok();
+  if (!graphs) driver->StreamBeginCapture = nullptr;
   return driver;
 }
 

@@ -90,6 +90,13 @@ class CudaDriver {
   decltype(&::cuLaunchKernel) LaunchKernel = nullptr;
   // Drivers for CUDA 12.4 and later; nullptr before.
   decltype(&::cuFuncGetParamInfo) FuncGetParamInfo = nullptr;
+  // Graphs (stream capture and replay), for --cuda-graph; nullptr when the driver lacks one.
+  decltype(&::cuStreamBeginCapture) StreamBeginCapture = nullptr;
+  decltype(&::cuStreamEndCapture) StreamEndCapture = nullptr;
+  decltype(&::cuGraphInstantiateWithFlags) GraphInstantiateWithFlags = nullptr;
+  decltype(&::cuGraphLaunch) GraphLaunch = nullptr;
+  decltype(&::cuGraphExecDestroy) GraphExecDestroy = nullptr;
+  decltype(&::cuGraphDestroy) GraphDestroy = nullptr;
 
   // The first error that left the process's contexts unusable (an illegal address, a kernel
   // that trapped: CUDA's "sticky" errors), as Check reported it; empty while there is none.

@@ -36,6 +36,21 @@ absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
                      " is out of range (accepted: more than 0 and up to 1, a fraction of the "
                      "nominal clock; default 0.75)"));
   }
+  if (time.cuda_graph < 0 || time.cuda_graph > kMaxCudaGraph) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_graph = ", time.cuda_graph,
+                                                   " is out of range (accepted: 0, off, to ",
+                                                   kMaxCudaGraph, " launches per graph)"));
+  }
+  if (time.cuda_graph > 0 && device.type != base::DeviceType::kCuda) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda_graph captures CUDA kernel launches; ",
+                                                   base::DeviceSpec(device),
+                                                   " is not a CUDA device"));
+  }
+  if (time.cuda_graph > 0 && time.placement.randomize) {
+    return absl::InvalidArgumentError(
+        "randomize_layout moves the arguments between repeats, and a captured graph holds their "
+        "addresses: not both");
+  }
   if (time.placement.huge_pages && device.type != base::DeviceType::kCpu) {
     return absl::InvalidArgumentError(
         absl::StrCat("huge_pages asks for transparent huge pages of CPU memory; device ",

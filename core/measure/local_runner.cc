@@ -225,6 +225,15 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   if (!time.preprocess.empty()) {
     options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
   }
+  if (time.cuda_graph > 0) {
+    if (!prepared.is_kernel()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda_graph captures kernel launches; '", job.function,
+                       "' is a host function (it launches its own work, if any)"));
+    }
+    KPROF_ASSIGN_OR_RETURN(prepared.launch,
+                           CaptureCudaGraph(job.device.id, prepared.launch, time.cuda_graph));
+  }
   TimeResult result;
   result.placement = prepared.args->Placement();
   result.huge_pages = prepared.args->huge_pages();
@@ -261,6 +270,13 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     if (const std::string why = HugePagesUnavailable(); !why.empty()) {
       result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));
     }
+  }
+  if (time.cuda_graph > 0) {
+    // Each timed call replayed the graph: per launch, divide by the launches it holds.
+    TimeEvaluation& e = result.evaluation;
+    for (double& s : e.seconds_per_call) s /= static_cast<double>(time.cuda_graph);
+    for (int64_t& n : e.numbers) n *= time.cuda_graph;
+    e.final_number *= time.cuda_graph;
   }
   const std::vector<double>& seconds = result.evaluation.seconds_per_call;
   for (Layout& layout : result.layouts) {

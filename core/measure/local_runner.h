@@ -29,6 +29,9 @@
 
 namespace kprof::core {
 
+// The most launches one captured graph holds.
+inline constexpr int64_t kMaxCudaGraph = 100'000;
+
 // The named pre-processing steps a TimeEvaluate may ask for.
 inline constexpr std::string_view kCacheFlushCpuNonFirstArg = "cache_flush_cpu_non_first_arg";
 
@@ -59,6 +62,9 @@ struct TimeJob {
   double throttle_threshold = kDefaultThrottleThreshold;
   bool discard_throttled = false;
   std::string sysfs_root = "/";  // where the CPU's clocks are read: tests give a fake tree
+  // CUDA kernels: capture this many launches in a graph, time its replays and divide by it
+  // (0: off; up to kMaxCudaGraph).
+  int64_t cuda_graph = 0;
   // The result's `environment` holds the job's part of the manifest alone, and
   // `host_environment` the host's (ReadEnvironment): for a process that sends the host's part
   // once (a worker).

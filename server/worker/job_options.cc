@@ -82,6 +82,7 @@ absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRe
   time.cold = r.cold();
   if (r.has_throttle_threshold()) time.throttle_threshold = r.throttle_threshold();
   time.discard_throttled = r.discard_throttled();
+  time.cuda_graph = r.cuda_graph();
   KPROF_RETURN_IF_ERROR(PlacementFromRequest(r, time.placement));
   time.preprocess = r.preprocess();
   time.checksums = r.checksums();

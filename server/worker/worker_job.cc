@@ -182,6 +182,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       for (size_t i : result.throttled) out->add_throttled_repeats(static_cast<int32_t>(i));
       out->set_discarded_throttled(static_cast<int32_t>(result.discarded_throttled));
       out->set_throttle_check(result.throttle_check);
+      out->set_cuda_graph(time.cuda_graph);
       for (const std::string& c : result.checksums) out->add_checksums(c);
       out->set_device(base::DeviceSpec(device_));
       out->set_argument_shapes(result.argument_shapes);

@@ -288,6 +288,59 @@ TEST_F(CudaJobsTest, EventTimerMeasuresAKernelOfKnownDuration) {
 #endif
 }
 
+// A graph of 10 launches of a 200 us kernel: each timed call replays it, and the time is per
+// launch; the graph's launches compute what the kernel computes.
+TEST_F(CudaJobsTest, ACudaGraphIsTimedPerLaunch) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Kernel(id, "spin_ns", {"int64:200000"}, 1, 1);
+  request.set_repeat(3);
+  request.set_number(2);
+  request.set_cuda_graph(10);
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->cuda_graph(), 10);
+  for (int64_t n : result->numbers()) EXPECT_EQ(n, 20);  // 2 replays of 10 launches
+  EXPECT_GE(result->statistics().min(), 199e-6);
+#ifdef KPROF_FAKE_CUDA_DIR
+  EXPECT_LT(result->statistics().median(), 5e-3);
+#else
+  EXPECT_LT(result->statistics().median(), 250e-6);
+#endif
+  v1::TimeEvaluateRequest vadd = Vadd(id);
+  vadd.set_cuda_graph(4);
+  vadd.set_checksums(true);
+  result = client_->TimeEvaluate(vadd);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->checksums_size(), 4);
+  EXPECT_EQ(result->checksums(0), ExpectedSum(0));
+}
+
+TEST_F(CudaJobsTest, ACudaGraphIsRefusedWhereItCannotBe) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Kernel(id, "spin_ns", {"int64:1000"}, 1, 1);
+  request.set_cuda_graph(-1);
+  EXPECT_THAT(client_->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cuda_graph = -1")));
+  request.set_cuda_graph(4);
+  request.set_randomize_layout(true);
+  EXPECT_THAT(client_->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not both")));
+  v1::TimeEvaluateRequest on_cpu;
+  on_cpu.mutable_call()->set_module_id("builtin");
+  on_cpu.mutable_call()->set_function("nop");
+  on_cpu.set_cuda_graph(4);
+  EXPECT_THAT(client_->TimeEvaluate(on_cpu),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a CUDA device")));
+  auto module = client_->LoadModuleFile(TestModulePath("device_probe"));
+  ASSERT_THAT(module, IsOk());
+  v1::TimeEvaluateRequest host =
+      Kernel(module->id(), "on_cuda", {"float32[64]:ones", "int64:3"}, 1, 1);
+  host.mutable_call()->clear_launch();
+  host.set_cuda_graph(4);
+  EXPECT_THAT(client_->TimeEvaluate(host),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("captures kernel launches")));
+}
+
 TEST_F(CudaJobsTest, FlushL2WritesABufferBeforeEachRepeat) {
   const std::string id = Load("ptx");
   v1::TimeEvaluateRequest request = Vadd(id);

@@ -4,7 +4,8 @@
 //
 // "Device memory" is host memory, and the three test kernels of tests/modules/vector_add_cuda.cu
 // run on the host: vadd adds, spin_ns waits, fault poisons the context the way an illegal
-// address does (every later call fails with CUDA_ERROR_ILLEGAL_ADDRESS). PTX containing the word
+// address does (every later call fails with CUDA_ERROR_ILLEGAL_ADDRESS). Launches on a capturing
+// stream are recorded into a graph, which cuGraphLaunch runs again. PTX containing the word
 // "bogus" fails to "compile", with a log. Entry points are handed out only through
 // cuGetProcAddress_v2, as kprofd asks for them.
 #include <cuda.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -321,6 +323,13 @@ CUresult FuncGetParamInfo(CUfunction function, size_t index, size_t* offset, siz
   *size = sizes[index];
   return CUDA_SUCCESS;
 }
+// A graph: the launches captured on a stream, each with its parameters' values as they were.
+struct Graph {
+  std::vector<std::function<void()>> launches;
+};
+std::mutex graph_mutex;
+Graph* capturing = nullptr;  // the graph a stream is capturing into (one stream per worker)
+
 CUresult LaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                       unsigned by, unsigned bz, unsigned, CUstream, void** params, void**) {
   if (Sticky() != CUDA_SUCCESS) return Sticky();
@@ -328,21 +337,69 @@ CUresult LaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz
     return CUDA_ERROR_INVALID_VALUE;
   }
   const std::string& name = reinterpret_cast<Function*>(function)->name;
+  std::function<void()> run = [] {};
   if (name == "vadd") {
     float* c = *static_cast<float**>(params[0]);
     const float* a = *static_cast<float**>(params[1]);
     const float* b = *static_cast<float**>(params[2]);
     const int n = *static_cast<int*>(params[3]);
     const uint64_t threads = uint64_t{gx} * bx;
-    for (uint64_t i = 0; i < threads && i < static_cast<uint64_t>(n); ++i) c[i] = a[i] + b[i];
+    run = [=] {
+      for (uint64_t i = 0; i < threads && i < static_cast<uint64_t>(n); ++i) c[i] = a[i] + b[i];
+    };
   } else if (name == "spin_ns") {
     const long long ns = *static_cast<long long*>(params[0]);  // NOLINT(google-runtime-int)
-    const int64_t until = NowNanos() + ns;
-    while (NowNanos() < until) {
-    }
+    run = [ns] {
+      const int64_t until = NowNanos() + ns;
+      while (NowNanos() < until) {
+      }
+    };
   } else if (name == "fault") {
-    sticky = CUDA_ERROR_ILLEGAL_ADDRESS;  // surfaces at the next call, as a real fault does
+    // Surfaces at the next call, as a real fault does.
+    run = [] { sticky = CUDA_ERROR_ILLEGAL_ADDRESS; };
   }
+  {
+    const std::lock_guard<std::mutex> lock(graph_mutex);
+    if (capturing != nullptr) {
+      capturing->launches.push_back(std::move(run));  // recorded, not run
+      return CUDA_SUCCESS;
+    }
+  }
+  run();
+  return CUDA_SUCCESS;
+}
+
+CUresult StreamBeginCapture(CUstream, CUstreamCaptureMode) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  const std::lock_guard<std::mutex> lock(graph_mutex);
+  if (capturing != nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  capturing = new Graph();
+  return CUDA_SUCCESS;
+}
+CUresult StreamEndCapture(CUstream, CUgraph* graph) {
+  const std::lock_guard<std::mutex> lock(graph_mutex);
+  if (capturing == nullptr) return CUDA_ERROR_ILLEGAL_STATE;
+  *graph = reinterpret_cast<CUgraph>(capturing);
+  capturing = nullptr;
+  return CUDA_SUCCESS;
+}
+CUresult GraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                   unsigned long long) {  // NOLINT
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  *exec = reinterpret_cast<CUgraphExec>(new Graph(*reinterpret_cast<Graph*>(graph)));
+  return CUDA_SUCCESS;
+}
+CUresult GraphLaunch(CUgraphExec exec, CUstream) {
+  if (Sticky() != CUDA_SUCCESS) return Sticky();
+  for (const auto& launch : reinterpret_cast<Graph*>(exec)->launches) launch();
+  return CUDA_SUCCESS;
+}
+CUresult GraphExecDestroy(CUgraphExec exec) {
+  delete reinterpret_cast<Graph*>(exec);
+  return CUDA_SUCCESS;
+}
+CUresult GraphDestroy(CUgraph graph) {
+  delete reinterpret_cast<Graph*>(graph);
   return CUDA_SUCCESS;
 }
 
@@ -383,6 +440,12 @@ const std::map<std::string_view, void*>& EntryPoints() {
       {"cuFuncSetAttribute", reinterpret_cast<void*>(&FuncSetAttribute)},
       {"cuLaunchKernel", reinterpret_cast<void*>(&LaunchKernel)},
       {"cuFuncGetParamInfo", reinterpret_cast<void*>(&FuncGetParamInfo)},
+      {"cuStreamBeginCapture", reinterpret_cast<void*>(&StreamBeginCapture)},
+      {"cuStreamEndCapture", reinterpret_cast<void*>(&StreamEndCapture)},
+      {"cuGraphInstantiateWithFlags", reinterpret_cast<void*>(&GraphInstantiateWithFlags)},
+      {"cuGraphLaunch", reinterpret_cast<void*>(&GraphLaunch)},
+      {"cuGraphExecDestroy", reinterpret_cast<void*>(&GraphExecDestroy)},
+      {"cuGraphDestroy", reinterpret_cast<void*>(&GraphDestroy)},
   };
   return *table;
 }
