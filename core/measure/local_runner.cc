@@ -240,6 +240,13 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   ThrottleMonitor throttle =
       ThrottleMonitor::ForCpu(time.throttle_threshold, time.sysfs_root, sched_getcpu());
   result.throttle_check = throttle.unavailable();
+  if (job.device.type == base::DeviceType::kCuda) {
+    // The CPU's clock is still read (it drives the launches); the GPU's is not, per repeat.
+    result.throttle_check = absl::StrCat(
+        "the GPU's clock is not read per repeat (its throttle reasons are in the environment, "
+        "per job)",
+        result.throttle_check.empty() ? "" : "; ", result.throttle_check);
+  }
   options.before_repeat = [&](int64_t repeat) {
     if (time.placement.randomize) {
       KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));

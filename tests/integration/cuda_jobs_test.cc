@@ -299,6 +299,7 @@ TEST_F(CudaJobsTest, ACudaGraphIsTimedPerLaunch) {
   auto result = client_->TimeEvaluate(request);
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(result->cuda_graph(), 10);
+  EXPECT_THAT(result->throttle_check(), HasSubstr("GPU's clock is not read per repeat"));
   for (int64_t n : result->numbers()) EXPECT_EQ(n, 20);  // 2 replays of 10 launches
   EXPECT_GE(result->statistics().min(), 199e-6);
 #ifdef KPROF_FAKE_CUDA_DIR
