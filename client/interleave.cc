@@ -99,6 +99,13 @@ absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJo
                        "': interleaving runs each repeat as a job of its own; give "
                        "\"repeat\", not \"max_relative_stddev\""));
     }
+    if (r.randomize_layout()) {
+      // Each part is a job of one repeat from the same seed: every part would get one layout.
+      return absl::InvalidArgumentError(
+          absl::StrCat("job '", job.id(),
+                       "': randomize_layout places the tensors afresh between a job's "
+                       "repeats, and interleaving makes each repeat a job of its own: not both"));
+    }
     const int64_t repeat = r.has_repeat() ? r.repeat() : 1;
     if (repeat < 1 || repeat > 100'000) {
       return absl::InvalidArgumentError(absl::StrCat("job '", job.id(), "': repeat = ", repeat,
@@ -115,11 +122,13 @@ absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJo
     kprof::v1::BatchJob part = jobs[j];
     part.set_id(absl::StrCat("i", position));  // unique whatever the jobs' own ids are
     part.mutable_time_evaluate()->set_repeat(1);
+    // A part of one repeat cannot drop it: the merge drops the throttled ones instead.
+    part.mutable_time_evaluate()->set_discard_throttled(false);
     job_of[part.id()] = j;
     parts.push_back(std::move(part));
   }
   std::vector<kprof::v1::TimeEvaluateResponse> merged(jobs.size());
-  std::vector<int64_t> done(jobs.size(), 0);
+  std::vector<int64_t> done(jobs.size(), 0), kept(jobs.size(), 0), dropped(jobs.size(), 0);
   std::vector<bool> running(jobs.size(), false), failed(jobs.size(), false);
   const absl::Status stream = farm.MeasureBatch(
       parts,
@@ -142,10 +151,26 @@ absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJo
           out.set_message(
               absl::StrCat("repeat ", done[j] + 1, " of ", repeats[j], ": ", update.message()));
         } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
-          MergeRepeats(&merged[j], update.time_evaluate(), done[j] == 0);
-          merged[j].add_run_order(static_cast<int32_t>(std::stoll(update.id().substr(1))));
+          const kprof::v1::TimeEvaluateResponse& part = update.time_evaluate();
+          if (jobs[j].time_evaluate().discard_throttled() && part.throttled_repeats_size() > 0) {
+            ++dropped[j];
+          } else {
+            MergeRepeats(&merged[j], part, kept[j] == 0);
+            merged[j].add_run_order(static_cast<int32_t>(std::stoll(update.id().substr(1))));
+            ++kept[j];
+          }
           if (++done[j] < repeats[j]) return;
-          *out.mutable_time_evaluate() = merged[j];
+          if (kept[j] == 0) {
+            out.set_state(kprof::v1::BatchUpdate::FAILED);
+            out.set_code(static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
+            out.set_message(absl::StrCat("all ", repeats[j],
+                                         " repeats were throttled, so "
+                                         "discard_throttled leaves none: cool the host, or lower "
+                                         "throttle_threshold"));
+          } else {
+            if (dropped[j] > 0) merged[j].set_discarded_throttled(dropped[j]);
+            *out.mutable_time_evaluate() = merged[j];
+          }
         } else {
           return;  // QUEUED of a part
         }

@@ -33,8 +33,9 @@ void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
 // Runs `jobs` (TimeEvaluate jobs with a fixed `repeat`, default 1) interleaved on `farm`, which
 // must name one daemon: a candidate's repeats compared on different machines would measure the
 // machines. `on_update` sees, per job, its first RUNNING and one DONE (the merged result, its
-// `run_order` set) or FAILED (the first part that failed). INVALID_ARGUMENT, before anything
-// runs, for a farm of several daemons, a profile job, or convergence (max_relative_stddev).
+// `run_order` set; with discard_throttled, the throttled repeats left out and counted) or FAILED
+// (the first part that failed). INVALID_ARGUMENT, before anything runs, for a farm of several
+// daemons, a profile job, convergence (max_relative_stddev) or randomize_layout.
 absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJob>& jobs,
                                 uint64_t seed,
                                 const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,

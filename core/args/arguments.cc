@@ -148,11 +148,16 @@ absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {
   // Room for the data at any offset within a page past the boundary the offset counts from.
   const bool huge = huge_pages_ && on_host;
   const uint64_t boundary = std::max({alignment_, kPageBytes, huge ? kHugePageBytes : 0});
-  if (spec.num_bytes > SIZE_MAX - boundary - kPageBytes) {
+  if (spec.num_bytes > SIZE_MAX - 2 * boundary - kPageBytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", spec.num_bytes, " bytes for '", spec.text, "'"));
   }
-  const size_t span = spec.num_bytes + boundary + kPageBytes;
+  // With huge pages, whole 2 MiB pages from the boundary on, so that the tensor's pages can be
+  // huge ones: the advised range is all inside the allocation.
+  const size_t advised =
+      huge ? (kPageBytes + spec.num_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes
+           : 0;
+  const size_t span = huge ? advised + boundary : spec.num_bytes + boundary + kPageBytes;
   KPROF_ASSIGN_OR_RETURN(void* allocation, (on_host ? host_api_ : api_)->Alloc(where, span));
   auto* const raw = static_cast<unsigned char*>(allocation);
   const uintptr_t address = reinterpret_cast<uintptr_t>(raw);
@@ -161,11 +166,7 @@ absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {
   allocations_.push_back(raw);
   starts_.push_back(start);
   tensors_.push_back(tensor);
-  if (huge) {
-    // Whole pages within the allocation; a host without transparent huge pages ignores it.
-    const uint64_t length = (span - static_cast<size_t>(start - raw)) / kPageBytes * kPageBytes;
-    madvise(start, length, MADV_HUGEPAGE);
-  }
+  if (huge) madvise(start, advised, MADV_HUGEPAGE);  // a host without THP ignores it
   return absl::OkStatus();
 }
 

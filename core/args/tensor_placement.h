@@ -29,6 +29,9 @@ inline constexpr uint64_t kMaxTensorAlignment = kHugePageBytes;
 // that no two of a job's first 16 tensors share their low 12 address bits.
 inline constexpr uint64_t kDefaultOffsetStep = 256;
 
+// The most layouts one randomized evaluation reports (repeats / repeats_per_layout).
+inline constexpr int64_t kMaxLayouts = 10'000;
+
 struct PlacementOptions {
   uint64_t alignment = kMinTensorAlignment;  // a power of two, 64 to 2 MiB
   // Bytes past a page boundary, each a multiple of 64 and of the alignment (when it is under a

@@ -43,14 +43,20 @@ absl::StatusOr<std::function<absl::Status()>> CaptureCudaGraph(
   }
   KPROF_RETURN_IF_ERROR(context->MakeCurrent());
   const CUstream stream = context->stream();
+  // One launch outside the graph first, waited for: a kernel loaded lazily loads now, and a
+  // launch the kernel refuses says so as itself, not as a failed capture.
+  KPROF_RETURN_IF_ERROR(launch());
+  KPROF_CU(cu, StreamSynchronize(stream));
   KPROF_CU(cu, StreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   absl::Status captured = absl::OkStatus();
   for (int64_t i = 0; i < count && captured.ok(); ++i) captured = launch();
   CUgraph graph = nullptr;
   // Capture ends whatever happened, so that the stream takes work again.
   const absl::Status ended = cu->Check(cu->StreamEndCapture(stream, &graph), "cuStreamEndCapture");
-  KPROF_RETURN_IF_ERROR(captured);
-  KPROF_RETURN_IF_ERROR(ended);
+  if (!captured.ok() || !ended.ok()) {
+    if (graph != nullptr) cu->GraphDestroy(graph);
+    return !captured.ok() ? captured : ended;
+  }
   CUgraphExec exec = nullptr;
   const absl::Status instantiated =
       cu->Check(cu->GraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiateWithFlags");

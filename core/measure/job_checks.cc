@@ -36,6 +36,13 @@ absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
                      " is out of range (accepted: more than 0 and up to 1, a fraction of the "
                      "nominal clock; default 0.75)"));
   }
+  if (time.placement.randomize && time.placement.repeats_per_layout > 0 &&
+      time.options.repeat / time.placement.repeats_per_layout > kMaxLayouts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "randomize_layout with repeat = ", time.options.repeat,
+        " and repeats_per_layout = ", time.placement.repeats_per_layout, " makes more than ",
+        kMaxLayouts, " layouts (accepted: up to that many; raise repeats_per_layout)"));
+  }
   if (time.cuda_graph < 0 || time.cuda_graph > kMaxCudaGraph) {
     return absl::InvalidArgumentError(absl::StrCat("cuda_graph = ", time.cuda_graph,
                                                    " is out of range (accepted: 0, off, to ",

@@ -240,13 +240,6 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   ThrottleMonitor throttle =
       ThrottleMonitor::ForCpu(time.throttle_threshold, time.sysfs_root, sched_getcpu());
   result.throttle_check = throttle.unavailable();
-  if (job.device.type == base::DeviceType::kCuda) {
-    // The CPU's clock is still read (it drives the launches); the GPU's is not, per repeat.
-    result.throttle_check = absl::StrCat(
-        "the GPU's clock is not read per repeat (its throttle reasons are in the environment, "
-        "per job)",
-        result.throttle_check.empty() ? "" : "; ", result.throttle_check);
-  }
   options.before_repeat = [&](int64_t repeat) {
     if (time.placement.randomize) {
       KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));
@@ -273,6 +266,12 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
           : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
+  if (job.device.type == base::DeviceType::kCuda) {
+    // The CPU's clock is read per repeat (it drives the launches); the GPU's is not.
+    result.warnings.push_back(
+        "throttling was checked on the CPU's clock only: the GPU's is not read per repeat (its "
+        "clocks and throttle reasons are in the environment, per job)");
+  }
   if (result.huge_pages) {
     if (const std::string why = HugePagesUnavailable(); !why.empty()) {
       result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));
@@ -285,16 +284,33 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     for (int64_t& n : e.numbers) n *= time.cuda_graph;
     e.final_number *= time.cuda_graph;
   }
-  const std::vector<double>& seconds = result.evaluation.seconds_per_call;
+  // Each layout's repeats, by their index before any is dropped as throttled.
+  const std::vector<double> all_seconds = result.evaluation.seconds_per_call;
+  KPROF_RETURN_IF_ERROR(SetThrottled(throttle, time, options.outliers, result));
+  std::vector<bool> dropped(all_seconds.size(), false);
+  if (result.discarded_throttled > 0) {
+    for (size_t i = 0; i < throttle.throttled().size() && i < dropped.size(); ++i) {
+      dropped[i] = throttle.throttled()[i];
+    }
+  }
+  int64_t kept_before = 0;  // the index in the result of the layout's first kept repeat
+  std::vector<Layout> layouts;
   for (Layout& layout : result.layouts) {
     const auto first = static_cast<size_t>(layout.first_repeat);
-    const size_t end =
-        std::min(seconds.size(), first + static_cast<size_t>(time.placement.repeats_per_layout));
-    layout.repeats = static_cast<int64_t>(end - first);
-    layout.median =
-        report::Median(std::vector<double>(seconds.begin() + first, seconds.begin() + end));
+    const size_t end = std::min(all_seconds.size(),
+                                first + static_cast<size_t>(time.placement.repeats_per_layout));
+    std::vector<double> kept;
+    for (size_t i = first; i < end; ++i) {
+      if (!dropped[i]) kept.push_back(all_seconds[i]);
+    }
+    layout.first_repeat = kept_before;
+    layout.repeats = static_cast<int64_t>(kept.size());
+    kept_before += layout.repeats;
+    if (kept.empty()) continue;  // every repeat it held for was dropped
+    layout.median = report::Median(kept);
+    layouts.push_back(std::move(layout));
   }
-  KPROF_RETURN_IF_ERROR(SetThrottled(throttle, time, options.outliers, result));
+  result.layouts = std::move(layouts);
   result.summary = report::Summarize(result.evaluation.seconds_per_call);
   if (options.outliers != OutlierFilter::kNone) {
     result.filtered = report::Summarize(

@@ -78,7 +78,8 @@ struct TimeEvaluatorOptions {
   std::function<absl::Status(int64_t repeat)> before_repeat;
   // Runs after each repeat is timed, untimed, given its index (e.g. read the CPU's clock).
   std::function<absl::Status(int64_t repeat)> after_repeat;
-  // Cold: the caches flushed (cache_flush_bytes, > 0) before every call, each call timed alone.
+  // Cold: the caches flushed (cache_flush_bytes, > 0) before every call, each call timed alone;
+  // `number` grows until an attempt lasts min_repeat with its flushes.
   bool cold = false;
 };
 

@@ -22,6 +22,7 @@ namespace {
 
 using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
@@ -120,6 +121,11 @@ TEST_F(InterleaveTest, RefusedWhereItCannotCompareLikeWithLike) {
   jobs[1].mutable_time_evaluate()->set_max_relative_stddev(0.01);
   EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job 'b'")));
+  jobs = Jobs();
+  jobs[0].mutable_time_evaluate()->set_randomize_layout(true);
+  EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("job 'a'"), HasSubstr("randomize_layout"))));
   jobs = Jobs();
   jobs[2].mutable_time_evaluate()->set_repeat(0);
   EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),

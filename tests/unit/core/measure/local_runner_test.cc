@@ -242,6 +242,22 @@ TEST(LocalRunner, RepeatsBelowTheThrottleThresholdAreMarkedOrDropped) {
   EXPECT_EQ(result->evaluation.numbers.size(), 2u);
   EXPECT_EQ(result->summary.count, 2u);
 
+  // Randomized layouts of two repeats each: repeats 1 and 2 dropped, each layout keeps one, and
+  // says where it is in what is left.
+  calls = 0;
+  time.placement.randomize = true;
+  time.placement.repeats_per_layout = 2;
+  result = LocalRunner().Time(job, time);
+  ASSERT_THAT(result, IsOk());
+  ASSERT_EQ(result->layouts.size(), 2u);
+  EXPECT_EQ(result->layouts[0].first_repeat, 0);
+  EXPECT_EQ(result->layouts[0].repeats, 1);
+  EXPECT_EQ(result->layouts[0].median, result->evaluation.seconds_per_call[0]);
+  EXPECT_EQ(result->layouts[1].first_repeat, 1);
+  EXPECT_EQ(result->layouts[1].repeats, 1);
+  EXPECT_EQ(result->layouts[1].median, result->evaluation.seconds_per_call[1]);
+  time.placement = PlacementOptions();
+
   // A lower threshold: 1 GHz of 3 is above 30%.
   calls = 0;
   time.throttle_threshold = 0.3;

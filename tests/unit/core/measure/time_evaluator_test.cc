@@ -397,6 +397,41 @@ TEST(TimeEvaluator, ColdFlushesBeforeEveryCallAndTimesEachAlone) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("cache_flush_bytes")));
 }
 
+TEST(TimeEvaluator, ColdCountsTheFlushesTowardsMinRepeatButNotInTheTime) {
+  // Each flush takes 4 ms of the clock, each call 1 ms: one call and its flush pass min_repeat
+  // 2.5 ms, so number stays 1, and the time is the call's alone.
+  ScriptedEvaluation s({absl::Milliseconds(1)});
+  class SlowFlush final : public DeviceApi {
+   public:
+    explicit SlowFlush(FakeClock& clock) : clock_(clock) {}
+    absl::Status Sync(base::Device) override { return absl::OkStatus(); }
+    absl::StatusOr<void*> Alloc(base::Device d, size_t n) override { return cpu_->Alloc(d, n); }
+    void Free(base::Device d, void* p) override { cpu_->Free(d, p); }
+    absl::Status Copy(base::Device d, void* dst, const void* src, size_t n, CopyKind k) override {
+      clock_.Advance(absl::Milliseconds(4));
+      return cpu_->Copy(d, dst, src, n, k);
+    }
+    absl::Status Memset(base::Device d, void* p, uint8_t v, size_t n) override {
+      return cpu_->Memset(d, p, v, n);
+    }
+    absl::Status FlushCache(base::Device, const void*, size_t) override { return absl::OkStatus(); }
+
+   private:
+    FakeClock& clock_;
+    DeviceApi* cpu_ = *GetDeviceApi(base::DeviceType::kCpu);
+  } api(s.clock());
+  TimeEvaluatorOptions options;
+  options.min_repeat = absl::Microseconds(2500);
+  options.cache_flush_bytes = 64;
+  options.cold = true;
+  options.repeat = 2;
+  auto evaluation = s.Evaluator(&api).Evaluate([&] { return s.Call(); }, options);
+  ASSERT_THAT(evaluation, IsOk());
+  EXPECT_THAT(s.attempts(), ElementsAre(1, 1));
+  EXPECT_THAT(evaluation->numbers, ElementsAre(1, 1));
+  EXPECT_THAT(evaluation->seconds_per_call, ElementsAre(DoubleEq(1e-3), DoubleEq(1e-3)));
+}
+
 TEST(TimeEvaluator, ColdGrowsNumberOnTheCallsTimeAlone) {
   // 1 call of 1 ms against min_repeat 2.5 ms: number grows to 3 (max(2.5 / 1 + 1, 1.618)).
   ScriptedEvaluation s({absl::Milliseconds(1)});

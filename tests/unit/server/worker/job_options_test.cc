@@ -94,6 +94,12 @@ TEST(TimeJobFromRequest, EachBadOptionIsNamedWithWhatIsAccepted) {
        "tensor_offset = 32"},
       {[](auto& r) { r.set_repeats_per_layout(2); }, kCpu, absl::StatusCode::kInvalidArgument,
        "repeats_per_layout applies only with randomize_layout"},
+      {[](auto& r) {
+         r.set_randomize_layout(true);
+         r.set_repeat(30000);
+         r.set_repeats_per_layout(2);
+       },
+       kCpu, absl::StatusCode::kInvalidArgument, "makes more than 10000 layouts"},
   };
   for (const Case& c : cases) {
     kprof::v1::TimeEvaluateRequest r = Spin();
