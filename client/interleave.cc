@@ -4,19 +4,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "report/compare.h"
 #include "report/statistics.h"
 
 namespace kprof::client {
-namespace {
-
-uint64_t Mix(uint64_t z) {  // SplitMix64's step
-  z += 0x9E3779B97F4A7C15ULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 std::vector<std::pair<size_t, int64_t>> InterleaveOrder(const std::vector<int64_t>& repeats,
                                                         uint64_t seed) {
@@ -24,13 +15,9 @@ std::vector<std::pair<size_t, int64_t>> InterleaveOrder(const std::vector<int64_
   for (size_t j = 0; j < repeats.size(); ++j) {
     for (int64_t r = 0; r < repeats[j]; ++r) slots.push_back(j);
   }
-  // Fisher–Yates from the top, each draw the seed's stream at that step; the unbiased bound by
-  // rejection is not needed at these sizes (a bias below 2^-40).
-  uint64_t state = seed;
-  for (size_t i = slots.size(); i > 1; --i) {
-    state = Mix(state);
-    std::swap(slots[i - 1], slots[state % i]);
-  }
+  // Fisher–Yates from the top, drawing from the seed's SplitMix64 stream.
+  report::SplitMix64 random(seed);
+  for (size_t i = slots.size(); i > 1; --i) std::swap(slots[i - 1], slots[random.Below(i)]);
   std::vector<std::pair<size_t, int64_t>> order;
   std::vector<int64_t> next(repeats.size(), 0);
   order.reserve(slots.size());

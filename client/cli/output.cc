@@ -38,6 +38,17 @@ void PrintReport(const report::Report& report, const std::string& format,
   }
 }
 
+namespace {
+
+// The median of each randomized layout's repeats, in turn.
+std::vector<double> LayoutMedians(const kprof::v1::TimeEvaluateResponse& r) {
+  std::vector<double> medians;
+  for (const kprof::v1::Layout& l : r.layouts()) medians.push_back(l.median());
+  return medians;
+}
+
+}  // namespace
+
 absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   const auto& s = r.statistics();
   KPROF_ASSIGN_OR_RETURN(const report::MetricMap manifest,
@@ -87,15 +98,14 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   if (!r.throttle_check().empty()) json["throttle_check"] = r.throttle_check();
   if (r.layouts_size() > 0) {
     Json layouts = Json::array();
-    std::vector<double> medians;
     for (const kprof::v1::Layout& l : r.layouts()) {
       layouts.push_back({{"offsets", std::vector<uint64_t>(l.offsets().begin(), l.offsets().end())},
                          {"first_repeat", l.first_repeat()},
                          {"repeats", l.repeats()},
                          {"median", l.median()}});
-      medians.push_back(l.median());
     }
     json["layouts"] = layouts;
+    const std::vector<double> medians = LayoutMedians(r);
     const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
     const double middle = report::Median(medians);
     json["layout_medians"] = {{"min", *low},
@@ -108,11 +118,9 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
 }
 
 std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
-  std::string line = absl::StrCat(r.mode().empty() ? "hot" : r.mode(), "; arguments at");
-  if (r.cuda_graph() > 0) {
-    line = absl::StrCat(r.mode().empty() ? "hot" : r.mode(), ", graphs of ", r.cuda_graph(),
-                        " launches; arguments at");
-  }
+  std::string line = r.mode().empty() ? "hot" : r.mode();
+  if (r.cuda_graph() > 0) absl::StrAppend(&line, ", graphs of ", r.cuda_graph(), " launches");
+  absl::StrAppend(&line, "; arguments at");
   for (int i = 0; i < r.placement_size(); ++i) {
     absl::StrAppend(&line, i == 0 ? " " : ", ", "+", r.placement(i).offset(), " (aligned ",
                     r.placement(i).alignment(), ")");
@@ -121,8 +129,7 @@ std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
   absl::StrAppend(&line, " past a page boundary");
   if (r.huge_pages()) absl::StrAppend(&line, "; huge pages asked");
   if (r.layouts_size() > 0) {
-    std::vector<double> medians;
-    for (const kprof::v1::Layout& l : r.layouts()) medians.push_back(l.median());
+    const std::vector<double> medians = LayoutMedians(r);
     const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
     absl::StrAppendFormat(&line, "; %d random layouts, their medians %.3f us .. %.3f us",
                           r.layouts_size(), *low * 1e6, *high * 1e6);
