@@ -281,15 +281,17 @@ TEST_F(DeviceExecutorTest, RunsOneClientsJobsInOrderPipelinedUpToTheDepth) {
 TEST_F(DeviceExecutorTest, ANewClientWaitsForTheRunningJobAndOneMoreAtMost) {
   Start();
   std::vector<std::shared_ptr<Outcome>> jobs;
-  jobs.push_back(Submit(1, "tuner", Script{absl::Milliseconds(100)}));
+  // The first job runs long enough that a loaded machine still hands the rest on behind it.
+  jobs.push_back(Submit(1, "tuner", Script{absl::Seconds(1)}));
   ASSERT_TRUE(WaitStarted(1));
   for (uint64_t id = 2; id <= 7; ++id) {
     jobs.push_back(Submit(id, "tuner", Script{absl::Milliseconds(20)}));
   }
   // The tuner's jobs are handed on behind the first before the user's comes.
-  for (int i = 0; i < 400 && bench_.MostHeld() < 7; ++i) absl::SleepFor(absl::Milliseconds(1));
+  for (int i = 0; i < 800 && bench_.MostHeld() < 7; ++i) absl::SleepFor(absl::Milliseconds(1));
   ASSERT_EQ(bench_.MostHeld(), 7u) << "the tuner's jobs were not handed on together";
   jobs.push_back(Submit(8, "user"));
+  ASSERT_EQ(bench_.Started().size(), 1u) << "the first job ended before the user's came";
   for (auto& job : jobs) EXPECT_EQ(job->code(), absl::StatusCode::kOk);
   const std::vector<uint64_t> started = bench_.Started();
   const auto user = std::find(started.begin(), started.end(), 8u);
@@ -393,7 +395,7 @@ TEST_F(DeviceExecutorTest, PastTheBoundOnWorkersTheIdlestEnds) {
 
 TEST_F(DeviceExecutorTest, DrainLetsTheRunningJobFinishAndRefusesTheRest) {
   Start();
-  auto running = Submit(1, "a", Script{absl::Milliseconds(100)});
+  auto running = Submit(1, "a", Script{absl::Milliseconds(500)});
   ASSERT_TRUE(WaitStarted(1));
   auto queued = Submit(2, "a");
   auto other = Submit(3, "b");
@@ -411,7 +413,7 @@ TEST_F(DeviceExecutorTest, TheClientJustServedGoesAfterTheOthers) {
   WorkerPool pool;
   pool.pipeline_depth = 1;  // one job handed on at a time: every next job is a turn
   Start(100, absl::Seconds(30), pool);
-  auto first = Submit(1, "a", Script{absl::Milliseconds(50)});
+  auto first = Submit(1, "a", Script{absl::Milliseconds(500)});
   ASSERT_TRUE(WaitStarted(1));
   auto again = Submit(2, "a");  // queued before b's, but a has just had its turn
   auto other = Submit(3, "b");
@@ -439,7 +441,7 @@ TEST_F(DeviceExecutorTest, JobsBeyondTheBoundDoNotCountAgainstIt) {
 
 TEST_F(DeviceExecutorTest, AnIdAlreadyQueuedOrRunningIsRefused) {
   Start();
-  auto running = Submit(1, "a", Script{absl::Milliseconds(50)});
+  auto running = Submit(1, "a", Script{absl::Milliseconds(500)});
   ASSERT_TRUE(WaitStarted(1));
   auto queued = Submit(2, "a");
   absl::Status status;
