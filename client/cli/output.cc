@@ -96,6 +96,13 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
     json["run_order"] = std::vector<int32_t>(r.run_order().begin(), r.run_order().end());
   }
   if (!r.throttle_check().empty()) json["throttle_check"] = r.throttle_check();
+  if (r.clock_reasons_size() > 0) {
+    Json reasons = Json::object();
+    for (const kprof::v1::ClockReason& c : r.clock_reasons()) {
+      reasons[c.reason()] = std::vector<int32_t>(c.repeats().begin(), c.repeats().end());
+    }
+    json["clock_reasons"] = reasons;
+  }
   if (r.layouts_size() > 0) {
     Json layouts = Json::array();
     for (const kprof::v1::Layout& l : r.layouts()) {
@@ -134,12 +141,15 @@ std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
     absl::StrAppendFormat(&line, "; %d random layouts, their medians %.3f us .. %.3f us",
                           r.layouts_size(), *low * 1e6, *high * 1e6);
   }
-  if (!r.throttle_check().empty()) {
-    absl::StrAppend(&line, "; throttling not checked: ", r.throttle_check());
-  } else if (r.discarded_throttled() > 0) {
+  if (r.discarded_throttled() > 0) {
     absl::StrAppend(&line, "; ", r.discarded_throttled(), " throttled repeat(s) dropped");
   } else {
     absl::StrAppend(&line, "; ", r.throttled_repeats_size(), " throttled repeat(s)");
+  }
+  if (!r.throttle_check().empty()) absl::StrAppend(&line, " (not told: ", r.throttle_check(), ")");
+  for (const kprof::v1::ClockReason& c : r.clock_reasons()) {
+    absl::StrAppend(&line, "; GPU clock held back (", c.reason(), ") in ", c.repeats_size(),
+                    " repeat(s)");
   }
   return line;
 }

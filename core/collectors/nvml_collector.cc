@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "core/cuda/cuda_devices.h"
 
 namespace kprof::core {
@@ -239,16 +241,58 @@ absl::StatusOr<std::unique_ptr<MetricCollector::Measurement>> NvmlCollector::Sta
                                            ReadState(*library_, handle));
 }
 
+namespace {
+
+// nvmlInit can take a good fraction of a second without persistence mode: each library is
+// opened once per process, and kept.
+const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& SharedNvml(const std::string& library) {
+  static absl::Mutex mutex;
+  static auto* opened = new std::map<std::string, absl::StatusOr<std::unique_ptr<NvmlLibrary>>>();
+  absl::MutexLock lock(&mutex);
+  auto it = opened->find(library);
+  if (it == opened->end()) it = opened->emplace(library, NvmlLibrary::Open(library)).first;
+  return it->second;
+}
+
+}  // namespace
+
+ThrottleMonitor GpuThrottleMonitor(double threshold, int ordinal, const std::string& library) {
+  WatchedClock clock;
+  clock.name = "GPU";
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
+  if (!nvml.ok()) {
+    clock.unavailable = absl::StrCat("the GPU's clock cannot be read: ", nvml.status().message());
+    return ThrottleMonitor(threshold, std::move(clock));
+  }
+  const absl::StatusOr<nvml::Device> device = (*nvml)->Find(ordinal);
+  const NvmlLibrary* lib = nvml->get();
+  unsigned max_sm = 0;
+  if (!device.ok()) {
+    clock.unavailable = absl::StrCat("the GPU's clock cannot be read: ", device.status().message());
+  } else if (lib->max_clock_info == nullptr ||
+             lib->max_clock_info(*device, nvml::kClockSm, &max_sm) != nvml::kSuccess ||
+             max_sm == 0) {
+    clock.unavailable = "the GPU's nominal clock is unknown (NVML gives no maximum SM clock)";
+  } else {
+    const nvml::Device handle = *device;
+    clock.nominal_khz = int64_t{max_sm} * 1000;
+    clock.read_khz = [lib, handle]() -> int64_t {
+      unsigned mhz = 0;
+      return lib->clock_info(handle, nvml::kClockSm, &mhz) == nvml::kSuccess ? int64_t{mhz} * 1000
+                                                                             : -1;
+    };
+    clock.read_reasons = [lib, handle]() -> uint64_t {
+      unsigned long long reasons = 0;  // NOLINT(google-runtime-int): NVML's type
+      return lib->throttle_reasons(handle, &reasons) == nvml::kSuccess ? reasons : 0;
+    };
+    if (clock.read_khz() < 0) clock.unavailable = "the GPU's SM clock cannot be read through NVML";
+  }
+  return ThrottleMonitor(threshold, std::move(clock));
+}
+
 report::MetricMap NvmlManifest(int ordinal, const std::string& library) {
   report::MetricMap m;
-  // nvmlInit can take a good fraction of a second without persistence mode: the system's
-  // library is opened once per process.
-  static const auto* const shared =
-      new absl::StatusOr<std::unique_ptr<NvmlLibrary>>(NvmlLibrary::Open("libnvidia-ml.so.1"));
-  absl::StatusOr<std::unique_ptr<NvmlLibrary>> own;
-  if (library != "libnvidia-ml.so.1") own = NvmlLibrary::Open(library);
-  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml =
-      library == "libnvidia-ml.so.1" ? *shared : own;
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
   if (!nvml.ok()) {
     m["GPU management (NVML)"] = absl::StrCat("unavailable: ", nvml.status().message());
     return m;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/collectors/metric_collector.h"
+#include "core/host/throttle.h"
 
 namespace kprof::core {
 
@@ -20,7 +21,17 @@ namespace kprof::core {
 // "HwSlowdown", ...; unknown bits as "0x...".
 std::vector<std::string> ThrottleReasonNames(uint64_t mask);
 
+// The reason bit NVML sets while the GPU has nothing to do, which every repeat's reading after
+// its synchronisation may see: not a reason a repeat ran slow.
+inline constexpr uint64_t kNvmlGpuIdle = 0x1;
+
 class NvmlLibrary;
+
+// The watch on cuda:`ordinal`'s SM clock for throttling: its nominal is NVML's maximum SM clock,
+// and each repeat gets NVML's clock-event reasons. Unavailable, saying why, where NVML is not
+// (or cannot tell the clocks). `library` is opened once per process.
+ThrottleMonitor GpuThrottleMonitor(double threshold, int ordinal,
+                                   const std::string& library = "libnvidia-ml.so.1");
 
 // Facts about cuda:`ordinal` for the environment manifest, from NVML: current and maximum
 // clocks, temperature, throttle reasons, persistence mode, and the other processes computing

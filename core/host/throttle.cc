@@ -40,11 +40,20 @@ int64_t HostNominalKhz(int cpu) {
 
 ThrottleMonitor::ThrottleMonitor(double threshold, int64_t nominal_khz,
                                  std::function<int64_t()> read_khz)
-    : threshold_(threshold), nominal_khz_(nominal_khz), read_khz_(std::move(read_khz)) {
-  if (nominal_khz_ <= 0) {
-    unavailable_ = "the CPU's nominal clock is unknown here (no cpufreq in sysfs)";
-  } else if (read_khz_() < 0) {
+    : ThrottleMonitor(threshold,
+                      WatchedClock{"CPU", nominal_khz, std::move(read_khz), nullptr,
+                                   nominal_khz <= 0 ? "the CPU's nominal clock is unknown here "
+                                                      "(no cpufreq in sysfs)"
+                                                    : ""}) {
+  if (unavailable_.empty() && clock_.read_khz() < 0) {
     unavailable_ = "the CPU's clock cannot be read here (no cpufreq scaling_cur_freq)";
+  }
+}
+
+ThrottleMonitor::ThrottleMonitor(double threshold, WatchedClock clock)
+    : threshold_(threshold), clock_(std::move(clock)), unavailable_(clock_.unavailable) {
+  if (unavailable_.empty() && clock_.nominal_khz <= 0) {
+    unavailable_ = absl::StrFormat("the %s's nominal clock is unknown here", clock_.name);
   }
 }
 
@@ -55,20 +64,25 @@ ThrottleMonitor ThrottleMonitor::ForCpu(double threshold, const std::string& roo
 }
 
 bool ThrottleMonitor::Low(int64_t khz) const {
-  return khz >= 0 && static_cast<double>(khz) < threshold_ * static_cast<double>(nominal_khz_);
+  return khz >= 0 &&
+         static_cast<double>(khz) < threshold_ * static_cast<double>(clock_.nominal_khz);
 }
 
 void ThrottleMonitor::Before() {
-  if (unavailable_.empty()) before_ = read_khz_();
+  if (!unavailable_.empty()) return;
+  before_ = clock_.read_khz();
+  reasons_before_ = clock_.read_reasons ? clock_.read_reasons() : 0;
 }
 
 void ThrottleMonitor::After() {
   if (!unavailable_.empty()) {
     throttled_.push_back(false);
+    reasons_.push_back(0);
     return;
   }
-  const int64_t after = read_khz_();
+  const int64_t after = clock_.read_khz();
   throttled_.push_back(Low(before_) || Low(after));
+  reasons_.push_back(reasons_before_ | (clock_.read_reasons ? clock_.read_reasons() : 0));
 }
 
 int64_t ThrottleMonitor::count() const {
@@ -76,8 +90,8 @@ int64_t ThrottleMonitor::count() const {
 }
 
 std::string ThrottleMonitor::Describe() const {
-  return absl::StrFormat("the CPU clock was below %.0f%% of its nominal %d MHz", threshold_ * 100,
-                         nominal_khz_ / 1000);
+  return absl::StrFormat("the %s clock was below %.0f%% of its nominal %d MHz", clock_.name,
+                         threshold_ * 100, clock_.nominal_khz / 1000);
 }
 
 }  // namespace kprof::core

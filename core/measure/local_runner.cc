@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "core/args/random.h"
 #include "core/collectors/collector_registry.h"
+#include "core/collectors/nvml_collector.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/host/cpu_info.h"
 #include "core/host/environment.h"
@@ -173,19 +174,87 @@ absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int6
   return absl::OkStatus();
 }
 
+// The clocks a job's repeats are watched on: the CPU's, which runs the function or launches the
+// kernel, and on a CUDA device the GPU's as well (through NVML, with its reasons).
+class ClockWatch {
+ public:
+  ClockWatch(const Job& job, const TimeJob& time) {
+    monitors_.push_back(
+        ThrottleMonitor::ForCpu(time.throttle_threshold, time.sysfs_root, sched_getcpu()));
+    if (job.device.type == base::DeviceType::kCuda) {
+      monitors_.push_back(GpuThrottleMonitor(time.throttle_threshold, job.device.id));
+    }
+  }
+  void Before() {
+    for (ThrottleMonitor& m : monitors_) m.Before();
+  }
+  void After() {
+    for (ThrottleMonitor& m : monitors_) m.After();
+  }
+  // Per repeat: below the threshold on any clock.
+  std::vector<bool> Throttled() const {
+    std::vector<bool> any;
+    for (const ThrottleMonitor& m : monitors_) {
+      any.resize(std::max(any.size(), m.throttled().size()), false);
+      for (size_t i = 0; i < m.throttled().size(); ++i) any[i] = any[i] || m.throttled()[i];
+    }
+    return any;
+  }
+  // Per repeat, the reasons NVML gave for holding the GPU's clock back (idle left out).
+  std::vector<uint64_t> Reasons() const {
+    std::vector<uint64_t> reasons;
+    for (const ThrottleMonitor& m : monitors_) {
+      reasons.resize(std::max(reasons.size(), m.reasons().size()), 0);
+      for (size_t i = 0; i < m.reasons().size(); ++i) reasons[i] |= m.reasons()[i] & ~kNvmlGpuIdle;
+    }
+    return reasons;
+  }
+  // "the CPU clock was below 75% of its nominal 3000 MHz", of the clocks that were.
+  std::string Describe() const {
+    std::string text;
+    for (const ThrottleMonitor& m : monitors_) {
+      if (m.count() > 0) absl::StrAppend(&text, text.empty() ? "" : "; ", m.Describe());
+    }
+    return text;
+  }
+  // Why some clock could not be watched ("" when all could).
+  std::string Unavailable() const {
+    std::string text;
+    for (const ThrottleMonitor& m : monitors_) {
+      if (!m.unavailable().empty()) {
+        absl::StrAppend(&text, text.empty() ? "" : "; ", m.unavailable());
+      }
+    }
+    return text;
+  }
+
+ private:
+  std::vector<ThrottleMonitor> monitors_;
+};
+
 // Notes the throttled repeats of `result`, or drops them (and then takes the spread and the
-// outliers again, of the repeats left). FAILED_PRECONDITION when every repeat was throttled.
-absl::Status SetThrottled(const ThrottleMonitor& throttle, const TimeJob& time,
-                          OutlierFilter outliers, TimeResult& result) {
+// outliers again, of the repeats left), and names the GPU's clock-event reasons of the repeats
+// kept. FAILED_PRECONDITION when every repeat was throttled.
+absl::Status SetThrottled(const ClockWatch& watch, const TimeJob& time, OutlierFilter outliers,
+                          TimeResult& result) {
   TimeEvaluation& evaluation = result.evaluation;
-  const std::vector<bool>& flags = throttle.throttled();
+  const std::vector<bool> flags = watch.Throttled();
   for (size_t i = 0; i < flags.size() && i < evaluation.seconds_per_call.size(); ++i) {
     if (flags[i]) result.throttled.push_back(i);
   }
-  if (!time.discard_throttled || result.throttled.empty()) return absl::OkStatus();
+  const bool drop = time.discard_throttled && !result.throttled.empty();
+  const std::vector<uint64_t> reasons = watch.Reasons();
+  for (size_t i = 0, kept = 0; i < reasons.size() && i < evaluation.seconds_per_call.size(); ++i) {
+    if (drop && i < flags.size() && flags[i]) continue;
+    for (const std::string& name : ThrottleReasonNames(reasons[i])) {
+      result.clock_reasons[name].push_back(static_cast<int64_t>(kept));
+    }
+    ++kept;
+  }
+  if (!drop) return absl::OkStatus();
   if (result.throttled.size() == evaluation.seconds_per_call.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "all ", result.throttled.size(), " repeats were throttled (", throttle.Describe(),
+        "all ", result.throttled.size(), " repeats were throttled (", watch.Describe(),
         "), so discard_throttled leaves none: cool the host, or lower throttle_threshold"));
   }
   std::vector<double> seconds;
@@ -237,9 +306,8 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   TimeResult result;
   result.placement = prepared.args->Placement();
   result.huge_pages = prepared.args->huge_pages();
-  ThrottleMonitor throttle =
-      ThrottleMonitor::ForCpu(time.throttle_threshold, time.sysfs_root, sched_getcpu());
-  result.throttle_check = throttle.unavailable();
+  ClockWatch throttle(job, time);
+  result.throttle_check = throttle.Unavailable();
   options.before_repeat = [&](int64_t repeat) {
     if (time.placement.randomize) {
       KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));
@@ -266,12 +334,6 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
           : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
-  if (job.device.type == base::DeviceType::kCuda) {
-    // The CPU's clock is read per repeat (it drives the launches); the GPU's is not.
-    result.warnings.push_back(
-        "throttling was checked on the CPU's clock only: the GPU's is not read per repeat (its "
-        "clocks and throttle reasons are in the environment, per job)");
-  }
   if (result.huge_pages) {
     if (const std::string why = HugePagesUnavailable(); !why.empty()) {
       result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));
@@ -289,9 +351,8 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   KPROF_RETURN_IF_ERROR(SetThrottled(throttle, time, options.outliers, result));
   std::vector<bool> dropped(all_seconds.size(), false);
   if (result.discarded_throttled > 0) {
-    for (size_t i = 0; i < throttle.throttled().size() && i < dropped.size(); ++i) {
-      dropped[i] = throttle.throttled()[i];
-    }
+    const std::vector<bool> throttled = throttle.Throttled();
+    for (size_t i = 0; i < throttled.size() && i < dropped.size(); ++i) dropped[i] = throttled[i];
   }
   int64_t kept_before = 0;  // the index in the result of the layout's first kept repeat
   std::vector<Layout> layouts;

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,6 +92,9 @@ struct TimeResult {
   std::vector<size_t> throttled;
   int64_t discarded_throttled = 0;
   std::string throttle_check;
+  // On a CUDA device: each reason NVML gave for holding the GPU's clock back (GpuIdle left out)
+  // and the repeats it was given for, as indices in evaluation.seconds_per_call.
+  std::map<std::string, std::vector<int64_t>> clock_reasons;
   report::Summary summary;   // of evaluation.seconds_per_call, all of them
   report::Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
   std::vector<std::string> warnings;  // InterferenceWarnings over the run

@@ -182,6 +182,11 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       for (size_t i : result.throttled) out->add_throttled_repeats(static_cast<int32_t>(i));
       out->set_discarded_throttled(static_cast<int32_t>(result.discarded_throttled));
       out->set_throttle_check(result.throttle_check);
+      for (const auto& [reason, repeats] : result.clock_reasons) {
+        kprof::v1::ClockReason* c = out->add_clock_reasons();
+        c->set_reason(reason);
+        for (int64_t i : repeats) c->add_repeats(static_cast<int32_t>(i));
+      }
       out->set_cuda_graph(time.cuda_graph);
       for (const std::string& c : result.checksums) out->add_checksums(c);
       out->set_device(base::DeviceSpec(device_));

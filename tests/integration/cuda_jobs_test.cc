@@ -4,6 +4,8 @@
 // Built twice. As cuda_fake_test (label integration) the daemon loads the stand-in driver of
 // tests/support/fake_cuda, so everything up to the GPU runs on any host. As gpu_test (label
 // gpu) it loads the system's driver, and skips, saying why, where there is no GPU.
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +46,8 @@ class CudaJobsTest : public ::testing::Test {
   void SetUp() override {
 #ifdef KPROF_FAKE_CUDA_DIR
     daemon_.set_env("LD_LIBRARY_PATH", KPROF_FAKE_CUDA_DIR);
+    chmod(nvml_dir_.path().c_str(), 0755);
+    daemon_.set_env("KPROF_FAKE_NVML_STATE", nvml_state_);
 #endif
     ASSERT_TRUE(daemon_.Start(cache_.path() + "/cache"))
         << "kprofd did not start, status " << daemon_.exit_status();
@@ -125,7 +129,15 @@ class CudaJobsTest : public ::testing::Test {
     return base::Sha256Hex(std::string_view(reinterpret_cast<const char*>(c.data()), c.size() * 4));
   }
 
+  // Where the stand-in NVML reads its GPU's SM clock and clock-event reasons.
+  void SetFakeGpuClock(unsigned mhz, uint64_t reasons) const {
+    std::ofstream(nvml_state_) << mhz << " 0x" << std::hex << reasons << "\n";
+  }
+
   TempDir cache_;
+  // Readable by the workers, which run as another user.
+  TempDir nvml_dir_;
+  std::string nvml_state_ = nvml_dir_.path() + "/nvml_state";
   Daemon daemon_;
   std::unique_ptr<client::Client> client_;
   v1::DeviceInfo gpu_;
@@ -300,7 +312,6 @@ TEST_F(CudaJobsTest, ACudaGraphIsTimedPerLaunch) {
   auto result = client_->TimeEvaluate(request);
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(result->cuda_graph(), 10);
-  EXPECT_THAT(result->warnings(), Contains(HasSubstr("the GPU's is not read per repeat")));
   for (int64_t n : result->numbers()) EXPECT_EQ(n, 20);  // 2 replays of 10 launches
   EXPECT_GE(result->statistics().min(), 199e-6);
 #ifdef KPROF_FAKE_CUDA_DIR
@@ -438,6 +449,66 @@ TEST_F(CudaJobsTest, NvmlMeasuresTheGpusEnergy) {
   ASSERT_TRUE(row.count("GPU energy (mJ)"));
   EXPECT_GT(row.at("GPU energy (mJ)").count(), 0);
   EXPECT_GT(row.at("GPU power (W)").ratio(), 0);
+}
+
+TEST_F(CudaJobsTest, RepeatsWhileTheGpuClockIsLowAreMarkedWithNvmlsReasons) {
+  bool listed = false;
+  for (const auto& c : gpu_.collectors()) listed |= c.name() == "nvml";
+  if (!listed) GTEST_SKIP() << "NVML is not on this host";
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Kernel(id, "spin_ns", {"int64:100000"}, 1, 1);
+  request.set_repeat(3);
+  request.set_min_repeat_ms(1);
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  // The GPU's clock is watched: only the CPU's may be beyond telling (no cpufreq on a VM).
+  EXPECT_THAT(result->throttle_check(), ::testing::Not(HasSubstr("GPU")));
+  for (const auto& reason : result->clock_reasons()) {
+    EXPECT_NE(reason.reason(), "GpuIdle");
+    for (int32_t i : reason.repeats()) EXPECT_LT(i, result->seconds_per_call_size());
+  }
+#ifdef KPROF_FAKE_CUDA_DIR
+  EXPECT_EQ(result->throttled_repeats_size(), 0);
+  EXPECT_EQ(result->clock_reasons_size(), 0);
+
+  // Half the clock, held back for heat: every repeat marked, with its reason.
+  SetFakeGpuClock(990, 0x40);
+  result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_THAT(result->throttled_repeats(), ::testing::ElementsAre(0, 1, 2));
+  ASSERT_EQ(result->clock_reasons_size(), 1);
+  EXPECT_EQ(result->clock_reasons(0).reason(), "HwThermalSlowdown");
+  EXPECT_THAT(result->clock_reasons(0).repeats(), ::testing::ElementsAre(0, 1, 2));
+  const auto cli = ::kprof::testing::RunKprof(
+      daemon_.target(),
+      "time " + ModuleFile("ptx") +
+          " spin_ns --arg int64:100000 --device cuda:0 --grid 1 --block 1 --repeat 3",
+      cache_.path());
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_THAT(cli.out, HasSubstr("3 throttled repeat(s)"));
+  EXPECT_THAT(cli.out, HasSubstr("GPU clock held back (HwThermalSlowdown) in 3 repeat(s)"));
+
+  // Dropping them leaves nothing, and says which clock it was.
+  request.set_discard_throttled(true);
+  EXPECT_THAT(client_->TimeEvaluate(request),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("all 3 repeats were throttled (the GPU clock was below 75% of its "
+                                 "nominal 1980 MHz)")));
+
+  // Half of 1980 MHz is above a threshold of 40%: nothing throttled, the reason still said.
+  request.set_throttle_threshold(0.4);
+  result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->discarded_throttled(), 0);
+  EXPECT_EQ(result->seconds_per_call_size(), 3);
+  ASSERT_EQ(result->clock_reasons_size(), 1);
+
+  // An idle GPU at full clock: nothing to say.
+  SetFakeGpuClock(1980, 0x1);
+  result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->clock_reasons_size(), 0);
+#endif
 }
 
 }  // namespace

@@ -35,6 +35,12 @@ TEST(NvmlCollector, AMissingLibraryOrANonNvmlIsFailedPrecondition) {
   EXPECT_THAT(libc.Start({base::DeviceType::kCpu, 0}), IsOk());  // not measured: nullptr
 }
 
+TEST(NvmlCollector, WithoutNvmlTheGpusClockIsNotWatchedAndSaysWhy) {
+  const ThrottleMonitor monitor = GpuThrottleMonitor(0.75, 0, "libkprof-no-such-nvml.so.1");
+  EXPECT_THAT(monitor.unavailable(), HasSubstr("the GPU's clock cannot be read"));
+  EXPECT_THAT(monitor.unavailable(), HasSubstr("libkprof-no-such-nvml.so.1 not found"));
+}
+
 TEST(NvmlCollector, ByNameTakesNoOptions) {
   EXPECT_THAT(CreateCollector("nvml:power"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takes no options")));

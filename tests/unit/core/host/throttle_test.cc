@@ -58,6 +58,45 @@ TEST(ThrottleMonitor, WithoutANominalOrAReadableClockItSaysWhyAndMarksNothing) {
   EXPECT_THAT(unreadable.unavailable(), HasSubstr("clock cannot be read"));
 }
 
+TEST(ThrottleMonitor, AGpuClockNamesItselfAndKeepsEachRepeatsReasons) {
+  std::deque<int64_t> readings = {1'980'000,             // probe
+                                  1'980'000, 1'980'000,  // repeat 0
+                                  990'000, 1'980'000};   // repeat 1: low before
+  std::deque<uint64_t> reasons = {0x1, 0x0, 0x40, 0x4};
+  WatchedClock clock;
+  clock.name = "GPU";
+  clock.nominal_khz = 1'980'000;
+  clock.read_khz = [&readings] {
+    const int64_t khz = readings.front();
+    readings.pop_front();
+    return khz;
+  };
+  clock.read_reasons = [&reasons] {
+    const uint64_t mask = reasons.front();
+    reasons.pop_front();
+    return mask;
+  };
+  ThrottleMonitor monitor(0.75, std::move(clock));
+  EXPECT_EQ(monitor.unavailable(), "");
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    monitor.Before();
+    monitor.After();
+  }
+  EXPECT_THAT(monitor.throttled(), ElementsAre(false, true));
+  EXPECT_THAT(monitor.reasons(), ElementsAre(0x1, 0x44));  // before | after
+  EXPECT_EQ(monitor.Describe(), "the GPU clock was below 75% of its nominal 1980 MHz");
+
+  WatchedClock absent;
+  absent.name = "GPU";
+  absent.unavailable = "the GPU's clock cannot be read: no NVML";
+  ThrottleMonitor without(0.75, std::move(absent));
+  EXPECT_EQ(without.unavailable(), "the GPU's clock cannot be read: no NVML");
+  without.Before();
+  without.After();
+  EXPECT_THAT(without.throttled(), ElementsAre(false));
+  EXPECT_THAT(without.reasons(), ElementsAre(0u));
+}
+
 TEST(ThrottleMonitor, NominalClockFromSysfs) {
   const std::string root = ::testing::TempDir() + "/throttle_root/";
   const std::string dir = root + "sys/devices/system/cpu/cpu3/cpufreq";
