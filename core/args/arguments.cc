@@ -108,6 +108,26 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
     }
   }
   KPROF_RETURN_IF_ERROR(CheckPlacement(placement, specs.size()));
+  // The room placement takes counts too: at 2 MiB alignment or on huge pages, megabytes a
+  // tensor, which many small arguments would multiply past the limit.
+  const bool huge = placement.huge_pages && device.type == base::DeviceType::kCpu;
+  const uint64_t boundary = std::max({placement.alignment, kPageBytes, huge ? kHugePageBytes : 0});
+  uint64_t span_total = 0;
+  for (const ArgSpec& spec : specs) {
+    const uint64_t span = Span(spec, boundary, huge);
+    if (span == 0 || __builtin_add_overflow(span_total, span, &span_total)) {
+      span_total = UINT64_MAX;
+      break;
+    }
+  }
+  if (span_total > limits.max_total_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the arguments and the room to place them need more than the limit of ",
+        limits.max_total_bytes, " bytes per job (", total, " bytes of data, ", span_total,
+        " with each tensor's room to lie at its offset past a ", boundary, "-byte boundary",
+        huge ? " in whole 2 MiB pages" : "", "): a smaller tensor_alignment",
+        huge ? ", no huge_pages" : "", " or a larger --max-argument-bytes takes them"));
+  }
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
   KPROF_ASSIGN_OR_RETURN(DeviceApi * host_api, GetDeviceApi(base::DeviceType::kCpu));
   std::unique_ptr<Arguments> args(new Arguments(specs, device, api, host_api));
@@ -148,16 +168,12 @@ absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {
   // Room for the data at any offset within a page past the boundary the offset counts from.
   const bool huge = huge_pages_ && on_host;
   const uint64_t boundary = std::max({alignment_, kPageBytes, huge ? kHugePageBytes : 0});
-  if (spec.num_bytes > SIZE_MAX - 2 * boundary - kPageBytes) {
+  const size_t span = Span(spec, boundary, huge);
+  if (span == 0) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", spec.num_bytes, " bytes for '", spec.text, "'"));
   }
-  // With huge pages, whole 2 MiB pages from the boundary on, so that the tensor's pages can be
-  // huge ones: the advised range is all inside the allocation.
-  const size_t advised =
-      huge ? (kPageBytes + spec.num_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes
-           : 0;
-  const size_t span = huge ? advised + boundary : spec.num_bytes + boundary + kPageBytes;
+  const size_t advised = huge ? span - boundary : 0;
   KPROF_ASSIGN_OR_RETURN(void* allocation, (on_host ? host_api_ : api_)->Alloc(where, span));
   auto* const raw = static_cast<unsigned char*>(allocation);
   const uintptr_t address = reinterpret_cast<uintptr_t>(raw);
@@ -168,6 +184,17 @@ absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {
   tensors_.push_back(tensor);
   if (huge) madvise(start, advised, MADV_HUGEPAGE);  // a host without THP ignores it
   return absl::OkStatus();
+}
+
+uint64_t Arguments::Span(const ArgSpec& spec, uint64_t boundary, bool huge) {
+  if (spec.num_bytes > SIZE_MAX - 2 * boundary - kHugePageBytes) return 0;
+  // With huge pages, whole 2 MiB pages from the boundary on, so that the tensor's pages can be
+  // huge ones: the advised range is all inside the allocation.
+  if (huge) {
+    return (kPageBytes + spec.num_bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes +
+           boundary;
+  }
+  return spec.num_bytes + boundary + kPageBytes;
 }
 
 std::vector<TensorPlace> Arguments::Placement() const {

@@ -68,6 +68,9 @@ class Arguments {
   Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi* api, DeviceApi* host_api);
   static bool OnHost(const DLTensor& t) { return t.device.device_type == kDLCPU; }
   absl::Status Place(size_t index, const PlacementOptions& placement);
+  // The bytes allocated for `spec`'s data so that it can lie at any offset within a page past a
+  // `boundary` (huge: in whole 2 MiB pages); 0 when that overflows.
+  static uint64_t Span(const ArgSpec& spec, uint64_t boundary, bool huge);
 
   std::vector<ArgSpec> specs_;
   base::Device device_;

@@ -18,6 +18,7 @@ namespace {
 
 using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
@@ -193,6 +194,19 @@ TEST(Arguments, OverTheLimitIsResourceExhaustedBeforeAllocating) {
                                   kCpu, limits),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        HasSubstr("more than the limit of 1000 bytes per job (at 'float32[100]')")));
+  // Small tensors at 2 MiB alignment take megabytes each: counted against the limit.
+  limits.max_total_bytes = uint64_t{16} << 20;
+  PlacementOptions wide;
+  wide.alignment = kHugePageBytes;
+  std::vector<ArgSpec> eight(8, *ParseArgSpec("float32[16]"));
+  EXPECT_THAT(
+      Arguments::Allocate(eight, 0, kCpu, limits, wide),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("room to place them need more than the limit of 16777216"),
+                     HasSubstr("(512 bytes of data"), HasSubstr("a smaller tensor_alignment"))));
+  EXPECT_THAT(Arguments::Allocate(eight, 0, kCpu, limits), IsOk());
+  eight.resize(6);
+  EXPECT_THAT(Arguments::Allocate(eight, 0, kCpu, limits, wide), IsOk());
   // Far beyond memory: refused by the limit, not by a failed allocation.
   EXPECT_THAT(Arguments::Allocate({*ParseArgSpec("float32[1099511627776]")}, 0, kCpu),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("limit")));
