@@ -36,6 +36,17 @@ void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
     merged->mutable_warnings()->MergeFrom(part.warnings());
     for (int32_t i : part.throttled_repeats()) merged->add_throttled_repeats(offset + i);
     merged->set_discarded_throttled(merged->discarded_throttled() + part.discarded_throttled());
+    for (const kprof::v1::ClockReason& reason : part.clock_reasons()) {
+      kprof::v1::ClockReason* into = nullptr;
+      for (kprof::v1::ClockReason& known : *merged->mutable_clock_reasons()) {
+        if (known.reason() == reason.reason()) into = &known;
+      }
+      if (into == nullptr) {
+        into = merged->add_clock_reasons();
+        into->set_reason(reason.reason());
+      }
+      for (int32_t i : reason.repeats()) into->add_repeats(offset + i);
+    }
     for (const kprof::v1::Layout& layout : part.layouts()) {
       kprof::v1::Layout* added = merged->add_layouts();
       *added = layout;

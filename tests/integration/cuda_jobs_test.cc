@@ -11,12 +11,15 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "base/sha256.h"
 #include "cli.h"
+#include "client/farm.h"
+#include "client/interleave.h"
 #include "client/kprof_client.h"
 #include "core/args/arg_spec.h"
 #include "core/args/arguments.h"
@@ -510,6 +513,58 @@ TEST_F(CudaJobsTest, RepeatsWhileTheGpuClockIsLowAreMarkedWithNvmlsReasons) {
   EXPECT_EQ(result->clock_reasons_size(), 0);
 #endif
 }
+
+#ifdef KPROF_FAKE_CUDA_DIR
+// Interleaved candidates on a GPU whose clock is low: each repeat, run as a job of its own, comes
+// back marked with its reason, merged in the candidate's order; discarding them leaves nothing,
+// and each candidate fails saying so.
+TEST_F(CudaJobsTest, AnInterleavedBatchMarksOrDropsTheThrottledRepeats) {
+  const std::string id = Load("ptx");
+  std::vector<v1::BatchJob> jobs(2);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    jobs[j].set_id(j == 0 ? "short" : "long");
+    *jobs[j].mutable_time_evaluate() =
+        Kernel(id, "spin_ns", {j == 0 ? "int64:50000" : "int64:100000"}, 1, 1);
+    jobs[j].mutable_time_evaluate()->set_repeat(3);
+  }
+  auto farm = client::Farm::Connect(daemon_.target());
+  ASSERT_THAT(farm, IsOk());
+  SetFakeGpuClock(990, 0x40);
+  std::map<std::string, v1::BatchUpdate> last;
+  const auto keep = [&](const v1::BatchUpdate& u) { last[u.id()] = u; };
+  ASSERT_THAT(client::MeasureInterleaved(**farm, jobs, 11, keep), IsOk());
+  for (const v1::BatchJob& job : jobs) {
+    const v1::BatchUpdate& u = last[job.id()];
+    ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << job.id() << ": " << u.message();
+    EXPECT_THAT(u.time_evaluate().throttled_repeats(), ::testing::ElementsAre(0, 1, 2));
+    ASSERT_EQ(u.time_evaluate().clock_reasons_size(), 1);
+    EXPECT_EQ(u.time_evaluate().clock_reasons(0).reason(), "HwThermalSlowdown");
+    EXPECT_THAT(u.time_evaluate().clock_reasons(0).repeats(), ::testing::ElementsAre(0, 1, 2));
+  }
+
+  for (v1::BatchJob& job : jobs) job.mutable_time_evaluate()->set_discard_throttled(true);
+  last.clear();
+  ASSERT_THAT(client::MeasureInterleaved(**farm, jobs, 11, keep), IsOk());
+  for (const v1::BatchJob& job : jobs) {
+    const v1::BatchUpdate& u = last[job.id()];
+    EXPECT_EQ(u.state(), v1::BatchUpdate::FAILED) << job.id();
+    EXPECT_EQ(u.code(), static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
+    EXPECT_THAT(u.message(), HasSubstr("all 3 repeats were throttled"));
+  }
+
+  // At full clock again nothing is dropped.
+  SetFakeGpuClock(1980, 0);
+  last.clear();
+  ASSERT_THAT(client::MeasureInterleaved(**farm, jobs, 11, keep), IsOk());
+  for (const v1::BatchJob& job : jobs) {
+    const v1::BatchUpdate& u = last[job.id()];
+    ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << job.id() << ": " << u.message();
+    EXPECT_EQ(u.time_evaluate().seconds_per_call_size(), 3);
+    EXPECT_EQ(u.time_evaluate().discarded_throttled(), 0);
+    EXPECT_EQ(u.time_evaluate().throttled_repeats_size(), 0);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace kprof
