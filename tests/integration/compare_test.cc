@@ -340,8 +340,9 @@ TEST_F(CompareTest, ARankRaceFindsTheTieSetAndStopsTheLosersEarly) {
     EXPECT_LE(by_name[loser]["repeats"].get<int>(), 15) << loser;  // the plan's first steps
   }
   // candidate_K takes 2K ms: two is +100%, three +200% of one.
-  EXPECT_NEAR(by_name["two"]["change"].get<double>(), 1.0, 0.15);
-  EXPECT_NEAR(by_name["three"]["change"].get<double>(), 2.0, 0.3);
+  // Wide enough for a CI machine busy with another test; a tie (the wrong kernel) would read 0.
+  EXPECT_NEAR(by_name["two"]["change"].get<double>(), 1.0, 0.3);
+  EXPECT_NEAR(by_name["three"]["change"].get<double>(), 2.0, 0.5);
   EXPECT_NEAR(by_name["one"]["median"].get<double>(), 2e-3, 0.3e-3);
   EXPECT_EQ(ranking["confidence"], 0.95);
   EXPECT_EQ(ranking["threshold"], 0.05);
