@@ -1,7 +1,9 @@
 #include "client/interleave.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "report/compare.h"
@@ -48,9 +50,22 @@ void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
       for (int32_t i : reason.repeats()) into->add_repeats(offset + i);
     }
     for (const kprof::v1::Layout& layout : part.layouts()) {
+      const int begins = offset + layout.first_repeat();
+      const int n = merged->layouts_size();
+      kprof::v1::Layout* last = n > 0 ? merged->mutable_layouts(n - 1) : nullptr;
+      if (last != nullptr && last->first_repeat() + last->repeats() == begins &&
+          std::equal(last->offsets().begin(), last->offsets().end(), layout.offsets().begin(),
+                     layout.offsets().end())) {
+        // The part went on with the layout the one before ended in: one layout, its repeats
+        // together.
+        last->set_repeats(last->repeats() + layout.repeats());
+        const auto begin = merged->seconds_per_call().begin() + last->first_repeat();
+        last->set_median(report::Median(std::vector<double>(begin, begin + last->repeats())));
+        continue;
+      }
       kprof::v1::Layout* added = merged->add_layouts();
       *added = layout;
-      added->set_first_repeat(offset + layout.first_repeat());
+      added->set_first_repeat(begins);
     }
     merged->set_final_number(part.final_number());
     auto* timing = merged->mutable_timing();
@@ -97,13 +112,6 @@ absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJo
                        "': interleaving runs each repeat as a job of its own; give "
                        "\"repeat\", not \"max_relative_stddev\""));
     }
-    if (r.randomize_layout()) {
-      // Each part is a job of one repeat from the same seed: every part would get one layout.
-      return absl::InvalidArgumentError(
-          absl::StrCat("job '", job.id(),
-                       "': randomize_layout places the tensors afresh between a job's "
-                       "repeats, and interleaving makes each repeat a job of its own: not both"));
-    }
     const int64_t repeat = r.has_repeat() ? r.repeat() : 1;
     if (repeat < 1 || repeat > 100'000) {
       return absl::InvalidArgumentError(absl::StrCat("job '", job.id(), "': repeat = ", repeat,
@@ -120,6 +128,11 @@ absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJo
     kprof::v1::BatchJob part = jobs[j];
     part.set_id(absl::StrCat("i", position));  // unique whatever the jobs' own ids are
     part.mutable_time_evaluate()->set_repeat(1);
+    if (part.time_evaluate().randomize_layout()) {
+      // The layout the job's repeat r would have had, not every part the first one.
+      part.mutable_time_evaluate()->set_first_layout_repeat(
+          jobs[j].time_evaluate().first_layout_repeat() + r);
+    }
     // A part of one repeat cannot drop it: the merge drops the throttled ones instead.
     part.mutable_time_evaluate()->set_discard_throttled(false);
     job_of[part.id()] = j;

@@ -35,7 +35,9 @@ void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
 // machines. `on_update` sees, per job, its first RUNNING and one DONE (the merged result, its
 // `run_order` set; with discard_throttled, the throttled repeats left out and counted) or FAILED
 // (the first part that failed). INVALID_ARGUMENT, before anything runs, for a farm of several
-// daemons, a profile job, convergence (max_relative_stddev) or randomize_layout.
+// daemons, a profile job or convergence (max_relative_stddev). With randomize_layout each part
+// takes the layout its repeat has in the job (first_layout_repeat), and the merged result the
+// job's layouts.
 absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJob>& jobs,
                                 uint64_t seed,
                                 const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,

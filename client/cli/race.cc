@@ -32,6 +32,9 @@ absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double bu
   for (size_t i = jobs.size(); i < names.size(); ++i) race.Fail(i, refused[i - jobs.size()].second);
   std::vector<kprof::v1::TimeEvaluateResponse> merged(jobs.size());
   std::vector<bool> measured(jobs.size(), false);
+  // Each candidate's repeats sent so far: with randomize_layout, its next job goes on through
+  // the candidate's layouts instead of drawing the first ones again.
+  std::vector<int64_t> sent(jobs.size(), 0);
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -59,8 +62,13 @@ absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double bu
         if (turn * kRaceTurn >= add) continue;
         kprof::v1::BatchJob job = jobs[i];
         job.set_id(absl::StrCat(race.round(), ".", turn, ".", i));
-        job.mutable_time_evaluate()->set_repeat(
-            static_cast<int64_t>(std::min(kRaceTurn, add - turn * kRaceTurn)));
+        const auto repeat = static_cast<int64_t>(std::min(kRaceTurn, add - turn * kRaceTurn));
+        job.mutable_time_evaluate()->set_repeat(repeat);
+        if (job.time_evaluate().randomize_layout()) {
+          job.mutable_time_evaluate()->set_first_layout_repeat(
+              jobs[i].time_evaluate().first_layout_repeat() + sent[i]);
+        }
+        sent[i] += repeat;
         candidate_of[job.id()] = i;
         batch.push_back(std::move(job));
       }

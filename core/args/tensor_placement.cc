@@ -46,6 +46,14 @@ absl::Status CheckPlacement(const PlacementOptions& p, size_t tensors) {
     return absl::InvalidArgumentError(
         "repeats_per_layout applies only with randomize_layout, which places the tensors afresh");
   }
+  if (p.first_layout_repeat < 0 || p.first_layout_repeat > (int64_t{1} << 53)) {
+    return absl::InvalidArgumentError(absl::StrCat("first_layout_repeat = ", p.first_layout_repeat,
+                                                   " is out of range (accepted: 0 to 2^53)"));
+  }
+  if (p.first_layout_repeat > 0 && !p.randomize) {
+    return absl::InvalidArgumentError(
+        "first_layout_repeat applies only with randomize_layout, whose layouts it continues");
+  }
   if (p.randomize && !p.offsets.empty()) {
     return absl::InvalidArgumentError(
         "randomize_layout chooses the offsets itself: give it or tensor_offset, not both");

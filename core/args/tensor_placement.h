@@ -42,6 +42,9 @@ struct PlacementOptions {
   // every `repeats_per_layout` repeats, their contents kept.
   bool randomize = false;
   int64_t repeats_per_layout = 1;  // >= 1, with randomize only
+  // Draw the layouts of repeats first_layout_repeat on: a job that takes over a measurement's
+  // repeats from there goes on through its sequence of layouts (>= 0, with randomize only).
+  int64_t first_layout_repeat = 0;
 };
 
 // INVALID_ARGUMENT naming the first option out of range and what is accepted; `tensors` is how

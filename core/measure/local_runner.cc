@@ -154,14 +154,16 @@ absl::StatusOr<Prepared> Prepare(const Job& job, const PlacementOptions& placeme
 // and notes the layout.
 absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int64_t repeat,
                          Prepared& prepared, std::vector<Layout>& layouts) {
-  if (repeat % placement.repeats_per_layout != 0) return absl::OkStatus();
+  // The repeat's place in the whole measurement, of which this job may take a part.
+  const int64_t overall = placement.first_layout_repeat + repeat;
+  if (repeat != 0 && overall % placement.repeats_per_layout != 0) return absl::OkStatus();
+  const auto drawn = static_cast<uint64_t>(overall / placement.repeats_per_layout);
   const uint64_t step = RandomOffsetStep(placement);
   const uint64_t places = kPageBytes / step;
   Layout layout;
   layout.first_repeat = repeat;
   for (size_t k = 0; k < static_cast<size_t>(prepared.args->size()); ++k) {
-    const uint64_t offset =
-        RandomBits(job.seed ^ 0x6c61796f7574ULL, static_cast<uint64_t>(repeat), k) % places * step;
+    const uint64_t offset = RandomBits(job.seed ^ 0x6c61796f7574ULL, drawn, k) % places * step;
     KPROF_RETURN_IF_ERROR(prepared.args->MoveTo(k, offset));
     layout.offsets.push_back(offset);
   }
@@ -356,10 +358,16 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   }
   int64_t kept_before = 0;  // the index in the result of the layout's first kept repeat
   std::vector<Layout> layouts;
-  for (Layout& layout : result.layouts) {
+  for (size_t l = 0; l < result.layouts.size(); ++l) {
+    Layout& layout = result.layouts[l];
+    // Up to the next layout's first repeat: a job continuing a measurement's layouts may begin
+    // in the middle of one.
     const auto first = static_cast<size_t>(layout.first_repeat);
-    const size_t end = std::min(all_seconds.size(),
-                                first + static_cast<size_t>(time.placement.repeats_per_layout));
+    const size_t end =
+        l + 1 < result.layouts.size()
+            ? static_cast<size_t>(result.layouts[l + 1].first_repeat)
+            : std::min(all_seconds.size(),
+                       first + static_cast<size_t>(time.placement.repeats_per_layout));
     std::vector<double> kept;
     for (size_t i = first; i < end; ++i) {
       if (!dropped[i]) kept.push_back(all_seconds[i]);

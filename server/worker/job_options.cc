@@ -45,6 +45,7 @@ absl::Status PlacementFromRequest(const kprof::v1::TimeEvaluateRequest& r,
   placement.huge_pages = r.huge_pages();
   placement.randomize = r.randomize_layout();
   if (r.has_repeats_per_layout()) placement.repeats_per_layout = r.repeats_per_layout();
+  placement.first_layout_repeat = r.first_layout_repeat();
   return core::CheckPlacement(placement, static_cast<size_t>(r.call().args_size()));
 }
 

@@ -22,7 +22,6 @@ namespace {
 
 using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
-using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
@@ -122,14 +121,81 @@ TEST_F(InterleaveTest, RefusedWhereItCannotCompareLikeWithLike) {
   EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("job 'b'")));
   jobs = Jobs();
-  jobs[0].mutable_time_evaluate()->set_randomize_layout(true);
-  EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("job 'a'"), HasSubstr("randomize_layout"))));
-  jobs = Jobs();
   jobs[2].mutable_time_evaluate()->set_repeat(0);
   EXPECT_THAT(client::MeasureInterleaved(**one, jobs, 1, nothing),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeat = 0")));
+}
+
+// Randomized layouts survive interleaving: each part, a job of one repeat, takes the layout its
+// repeat has in the whole job, so the merged result has the layouts one job of all the repeats
+// would have had, each over its repeats.
+TEST_F(InterleaveTest, RandomizedLayoutsGoOnAcrossTheParts) {
+  std::vector<v1::BatchJob> jobs = Jobs();
+  for (v1::BatchJob& job : jobs) {
+    job.mutable_time_evaluate()->set_randomize_layout(true);
+    job.mutable_time_evaluate()->set_repeats_per_layout(2);
+    job.mutable_time_evaluate()->set_repeat(6);
+    // Tensors to place: copy's.
+    job.mutable_time_evaluate()->mutable_call()->set_function("copy");
+    job.mutable_time_evaluate()->mutable_call()->clear_args();
+    for (const char* arg : {"float32[4096]:zeros", "float32[4096]:random"}) {
+      job.mutable_time_evaluate()->mutable_call()->add_args(arg);
+    }
+  }
+  auto farm = client::Farm::Connect(daemon_.target());
+  ASSERT_THAT(farm, IsOk());
+  std::map<std::string, v1::BatchUpdate> last;
+  ASSERT_THAT(client::MeasureInterleaved(**farm, jobs, 5,
+                                         [&](const v1::BatchUpdate& u) { last[u.id()] = u; }),
+              IsOk());
+  for (const v1::BatchJob& job : jobs) {
+    const v1::BatchUpdate& u = last[job.id()];
+    ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << job.id() << ": " << u.message();
+    auto whole = client_->TimeEvaluate(job.time_evaluate());
+    ASSERT_THAT(whole, IsOk());
+    const v1::TimeEvaluateResponse& merged = u.time_evaluate();
+    ASSERT_EQ(merged.layouts_size(), 3) << job.id();
+    ASSERT_EQ(whole->layouts_size(), 3);
+    std::set<std::vector<uint64_t>> distinct;
+    for (int l = 0; l < 3; ++l) {
+      const std::vector<uint64_t> offsets(merged.layouts(l).offsets().begin(),
+                                          merged.layouts(l).offsets().end());
+      EXPECT_EQ(offsets, std::vector<uint64_t>(whole->layouts(l).offsets().begin(),
+                                               whole->layouts(l).offsets().end()))
+          << job.id() << " layout " << l;
+      EXPECT_EQ(merged.layouts(l).first_repeat(), 2 * l);
+      EXPECT_EQ(merged.layouts(l).repeats(), 2);
+      EXPECT_EQ(merged.layouts(l).median(),
+                (merged.seconds_per_call(2 * l) + merged.seconds_per_call(2 * l + 1)) / 2);
+      distinct.insert(offsets);
+    }
+    EXPECT_GE(distinct.size(), 2u) << "the parts all got one layout";
+  }
+  // A layout taken up in the middle: continued, not begun again.
+  v1::TimeEvaluateRequest rest = jobs[0].time_evaluate();
+  rest.set_first_layout_repeat(3);
+  rest.set_repeat(3);
+  auto from_three = client_->TimeEvaluate(rest);
+  ASSERT_THAT(from_three, IsOk());
+  ASSERT_EQ(from_three->layouts_size(), 2);
+  EXPECT_EQ(from_three->layouts(0).repeats(), 1);  // repeat 3: the second of layout 1
+  EXPECT_EQ(from_three->layouts(1).first_repeat(), 1);
+  EXPECT_EQ(from_three->layouts(1).repeats(), 2);
+  const v1::TimeEvaluateResponse& merged = last["a"].time_evaluate();
+  for (int l = 0; l < 2; ++l) {
+    EXPECT_TRUE(
+        std::equal(from_three->layouts(l).offsets().begin(), from_three->layouts(l).offsets().end(),
+                   merged.layouts(l + 1).offsets().begin(), merged.layouts(l + 1).offsets().end()));
+  }
+  rest.set_randomize_layout(false);
+  rest.clear_repeats_per_layout();
+  EXPECT_THAT(client_->TimeEvaluate(rest),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("first_layout_repeat applies only with randomize_layout")));
+  rest.set_randomize_layout(true);
+  rest.set_first_layout_repeat(-1);
+  EXPECT_THAT(client_->TimeEvaluate(rest),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("first_layout_repeat = -1")));
 }
 
 TEST_F(InterleaveTest, TheCliInterleavesFromTheSeedAndAFailedRepeatFailsItsJob) {

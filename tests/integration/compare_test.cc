@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -372,6 +373,40 @@ TEST_F(CompareTest, ARankRaceFindsTheTieSetAndStopsTheLosersEarly) {
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("tie set: "));
   EXPECT_THAT(table.out, HasSubstr("2 slower, 0 failed"));
+}
+
+// A race with randomized layouts: each candidate's turns go on through its layouts, so its
+// repeats are not a few layouts over again, one run per turn.
+TEST_F(CompareTest, ARankRaceWithRandomizedLayoutsDrawsNewOnesEachTurn) {
+  std::ostringstream text;
+  for (const auto& [id, n] : std::vector<std::pair<std::string, int>>{{"a", 1024}, {"b", 65536}}) {
+    text << R"({"id": ")" << id << R"(", "module": "builtin", "function": "copy", "args": )"
+         << R"(["float32[)" << n << R"(]:zeros", "float32[)" << n
+         << R"(]:random"], "randomize_layout": true})"
+         << "\n";
+  }
+  const std::string jobs = Write("layouts.jsonl", text.str());
+  const std::string out = dir_.path() + "/layouts.out.jsonl";
+  const Result r = Kprof("batch " + jobs + " --rank --threshold 5 --rank-max-repeats 30 > " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream in(testing::ReadFileBytes(out));
+  int candidates = 0;
+  for (std::string line; std::getline(in, line);) {
+    const Json result = Json::parse(line);
+    if (!result.contains("layouts")) continue;
+    ++candidates;
+    const size_t repeats = result["results"].size();
+    ASSERT_EQ(result["layouts"].size(), repeats) << result["id"];  // one repeat each
+    std::set<std::vector<uint64_t>> distinct;
+    for (size_t l = 0; l < repeats; ++l) {
+      EXPECT_EQ(result["layouts"][l]["first_repeat"], l);
+      distinct.insert(result["layouts"][l]["offsets"].get<std::vector<uint64_t>>());
+    }
+    // A turn is 5 repeats: drawn again from the start each turn, there would be 5 at most.
+    EXPECT_GT(repeats, 5u) << result["id"];
+    EXPECT_GT(distinct.size(), 5u) << result["id"];
+  }
+  EXPECT_EQ(candidates, 2);
 }
 
 // A candidate that cannot run, a line that sets its own repeats and one that is no job at all
