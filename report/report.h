@@ -29,6 +29,8 @@ inline constexpr std::string_view kPercentMetric = "Percent";
 inline constexpr std::string_view kDeviceMetric = "Device";
 inline constexpr std::string_view kCountMetric = "Count";
 inline constexpr std::string_view kArgumentShapesMetric = "Argument Shapes";
+// Where each argument lay: "+256 (aligned 256), ..." past a page boundary.
+inline constexpr std::string_view kArgumentPlacementMetric = "Argument Placement";
 
 struct Report {
   // One row per call, in the order the calls happened.

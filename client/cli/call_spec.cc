@@ -37,6 +37,22 @@ void AddCallOptions(CLI::App& command, CallOptions& o) {
                      "of a MODULE file: auto, shared-library, cubin, fatbin or ptx");
 }
 
+bool PlacementFlags::alignment_given() const {
+  return alignment_option != nullptr && alignment_option->count() > 0;
+}
+
+void AddPlacementOptions(CLI::App& command, PlacementFlags& flags) {
+  flags.alignment_option = command.add_option("--tensor-alignment", flags.alignment,
+                                              "each argument's address a multiple of BYTES (64)");
+  command
+      .add_option("--tensor-offset", flags.offsets,
+                  "BYTES past a 4096 boundary, for all or per argument: 0 or 0,256,512 "
+                  "(default: argument k at k*256)")
+      ->delimiter(',');
+  command.add_flag("--huge-pages", flags.huge_pages,
+                   "cpu: transparent huge pages for the arguments");
+}
+
 absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& o,
                                                             const std::string& module,
                                                             const std::string& function,

@@ -41,6 +41,24 @@ struct CallOptions {
 // Declares --arg (once per argument), --grid, --block, --shared-bytes and --module-format.
 void AddCallOptions(CLI::App& command, CallOptions& options);
 
+// Where the arguments lie: --tensor-alignment, --tensor-offset, --huge-pages.
+struct PlacementFlags {
+  uint64_t alignment = 64;
+  std::vector<uint32_t> offsets;
+  bool huge_pages = false;
+  CLI::Option* alignment_option = nullptr;
+
+  bool alignment_given() const;
+  // Sets a request's tensor_alignment (when given), tensor_offset and huge_pages.
+  template <typename Request>
+  void To(Request& request) const {
+    if (alignment_given()) request.set_tensor_alignment(alignment);
+    for (uint32_t offset : offsets) request.add_tensor_offset(offset);
+    request.set_huge_pages(huge_pages);
+  }
+};
+void AddPlacementOptions(CLI::App& command, PlacementFlags& flags);
+
 // The call MODULE FUNCTION with the options; a usage error for a half-given launch.
 absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& options,
                                                             const std::string& module,

@@ -58,6 +58,7 @@ class ProfileCommand final : public Command {
     c.add_option("--collector", collectors_, "a metric collector: NAME[:EVENT,EVENT...]")
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    AddPlacementOptions(c, placement_);
     AddTableFlags(c, table_);
   }
 
@@ -84,6 +85,7 @@ class ProfileCommand final : public Command {
       if (repeat_option_->count() > 0) request.set_repeat(repeat_);
       if (warmup_option_->count() > 0) request.set_warmup(warmup_);
       for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
+      placement_.To(request);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client->Profile(request, timeout));
       report = r.report();
     } else {
@@ -95,6 +97,7 @@ class ProfileCommand final : public Command {
       request.set_warmup(warmup_);
       request.set_number(number_);
       for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
+      placement_.To(request);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileFunctionResponse r,
                              client->ProfileFunction(request, timeout));
       report = r.report();
@@ -107,6 +110,7 @@ class ProfileCommand final : public Command {
  private:
   std::string module_, function_, sequence_;
   CallOptions call_;
+  PlacementFlags placement_;
   uint64_t seed_ = 0;
   std::string device_ = "cpu:0";
   int64_t warmup_ = 0, number_ = 1, repeat_ = 1;

@@ -92,13 +92,7 @@ class TimeCommand final : public Command {
     c.add_option("--max-time-ms", max_time_ms_,
                  "with --max-rel-stddev: time budget (default 10000)");
     c.add_option("--plot", plot_, "also draw the repeats as SVG in FILE");
-    alignment_option_ = c.add_option("--tensor-alignment", tensor_alignment_,
-                                     "each argument's address a multiple of BYTES (64)");
-    c.add_option("--tensor-offset", tensor_offset_,
-                 "BYTES past a 4096 boundary, for all or per argument: 0 or 0,256,512 "
-                 "(default: argument k at k*256)")
-        ->delimiter(',');
-    c.add_flag("--huge-pages", huge_pages_, "cpu: transparent huge pages for the arguments");
+    AddPlacementOptions(c, placement_);
     c.add_flag("--randomize-layout", randomize_layout_,
                "move the arguments to random offsets within a page between repeats");
     layout_option_ = c.add_option("--repeats-per-layout", repeats_per_layout_,
@@ -136,9 +130,7 @@ class TimeCommand final : public Command {
     request.set_cache_flush_bytes(cache_flush_bytes_);
     request.set_preprocess(preproc_);
     request.set_checksums(checksums_);
-    if (alignment_option_->count() > 0) request.set_tensor_alignment(tensor_alignment_);
-    for (uint32_t offset : tensor_offset_) request.add_tensor_offset(offset);
-    request.set_huge_pages(huge_pages_);
+    placement_.To(request);
     request.set_randomize_layout(randomize_layout_);
     if (layout_option_->count() > 0) request.set_repeats_per_layout(repeats_per_layout_);
     request.set_cold(cold_);
@@ -198,15 +190,13 @@ class TimeCommand final : public Command {
          max_time_ms_ = 0;
   std::string preproc_, outliers_, plot_;
   bool flush_l2_ = false, checksums_ = false;
-  uint64_t tensor_alignment_ = 64;
-  std::vector<uint32_t> tensor_offset_;
+  PlacementFlags placement_;
   int64_t repeats_per_layout_ = 1;
-  bool huge_pages_ = false, randomize_layout_ = false, cold_ = false;
+  bool randomize_layout_ = false, cold_ = false;
   double throttle_threshold_ = 0.75;
   bool discard_throttled_ = false;
   int64_t cuda_graph_ = 0;
   CLI::Option* throttle_option_ = nullptr;
-  CLI::Option* alignment_option_ = nullptr;
   CLI::Option* layout_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;
   CLI::Option* min_repeats_option_ = nullptr;

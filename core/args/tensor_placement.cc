@@ -98,4 +98,13 @@ std::string HugePagesUnavailable(const std::string& root) {
   return "transparent huge pages are off on this host (never)";
 }
 
+std::string DescribePlacement(const std::vector<TensorPlace>& places) {
+  std::string text;
+  for (const TensorPlace& place : places) {
+    absl::StrAppend(&text, text.empty() ? "" : ", ", "+", place.offset, " (aligned ",
+                    place.alignment, ")");
+  }
+  return text;
+}
+
 }  // namespace kprof::core

@@ -65,6 +65,10 @@ struct TensorPlace {
 };
 TensorPlace PlaceOf(const void* data, uint64_t alignment);
 
+// "+0 (aligned 4096), +256 (aligned 256)": each tensor's offset past a page boundary and its
+// alignment, for a report's rows.
+std::string DescribePlacement(const std::vector<TensorPlace>& places);
+
 // Whether a madvise(MADV_HUGEPAGE) region may get transparent huge pages on this host, read from
 // `root`/sys/kernel/mm/transparent_hugepage/enabled: empty when it may, otherwise why not
 // ("transparent huge pages are off on this host (never)").

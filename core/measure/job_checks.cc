@@ -72,11 +72,21 @@ absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
 }
 
 absl::Status CheckProfileJob(const ProfileJob& profile) {
+  if (profile.placement.randomize) {
+    return absl::InvalidArgumentError(
+        "randomize_layout moves the arguments between a time evaluation's repeats; a profile "
+        "measures one placement");
+  }
   KPROF_RETURN_IF_ERROR(CheckCount("warmup", profile.warmup, 0));
   return CheckCount("number", profile.number, 1);
 }
 
 absl::Status CheckSequenceJob(const SequenceJob& sequence) {
+  if (sequence.placement.randomize) {
+    return absl::InvalidArgumentError(
+        "randomize_layout moves the arguments between a time evaluation's repeats; a profile "
+        "measures one placement");
+  }
   KPROF_RETURN_IF_ERROR(CheckCount("warmup", sequence.warmup, 0));
   KPROF_RETURN_IF_ERROR(CheckCount("repeat", sequence.repeat, 1));
   if (sequence.calls.empty()) {

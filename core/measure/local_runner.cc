@@ -404,7 +404,7 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
 absl::StatusOr<report::Report> LocalRunner::Profile(const Job& job, const ProfileJob& profile) {
   KPROF_RETURN_IF_ERROR(CheckProfileJob(profile));
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(profile.collectors));
-  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
+  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job, profile.placement));
   for (int64_t i = 0; i < profile.warmup; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
 
   KPROF_ASSIGN_OR_RETURN(
@@ -417,7 +417,9 @@ absl::StatusOr<report::Report> LocalRunner::Profile(const Job& job, const Profil
   KPROF_RETURN_IF_ERROR(profiler->Start());
   KPROF_RETURN_IF_ERROR(profiler->StartCall(
       job.function, job.device,
-      {{std::string(report::kArgumentShapesMetric), prepared.args->ShapeString()}}));
+      {{std::string(report::kArgumentShapesMetric), prepared.args->ShapeString()},
+       {std::string(report::kArgumentPlacementMetric),
+        DescribePlacement(prepared.args->Placement())}}));
   for (int64_t i = 0; i < profile.number; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
   KPROF_RETURN_IF_ERROR(
       profiler->StopCall({{std::string(report::kCountMetric), report::Count{profile.number}}}));
@@ -431,14 +433,14 @@ absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& s
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(sequence.collectors));
 
   std::vector<Prepared> calls;
-  std::vector<std::string> shapes;
+  std::vector<std::string> shapes, placements;
   ArgumentLimits remaining = sequence.limits;
   for (size_t i = 0; i < sequence.calls.size(); ++i) {
     Job job = sequence.calls[i];
     job.device = sequence.device;
     job.seed = sequence.seed + i;  // each call's data differs, reproducibly
     job.limits = remaining;
-    absl::StatusOr<Prepared> prepared = Prepare(job);
+    absl::StatusOr<Prepared> prepared = Prepare(job, sequence.placement);
     if (!prepared.ok()) {
       return absl::Status(prepared.status().code(),
                           absl::StrCat("call ", i, " (", job.function,
@@ -448,6 +450,7 @@ absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& s
     for (const ArgSpec& spec : prepared->args->specs()) bytes += spec.num_bytes;
     remaining.max_total_bytes -= std::min(bytes, remaining.max_total_bytes);
     shapes.push_back(prepared->args->ShapeString());
+    placements.push_back(DescribePlacement(prepared->args->Placement()));
     calls.push_back(*std::move(prepared));
   }
   for (int64_t w = 0; w < sequence.warmup; ++w) {
@@ -471,7 +474,8 @@ absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& s
     for (size_t i = 0; i < calls.size(); ++i) {
       KPROF_RETURN_IF_ERROR(
           profiler->StartCall(calls[i].function.name, sequence.device,
-                              {{std::string(report::kArgumentShapesMetric), shapes[i]}}));
+                              {{std::string(report::kArgumentShapesMetric), shapes[i]},
+                               {std::string(report::kArgumentPlacementMetric), placements[i]}}));
       KPROF_RETURN_IF_ERROR(calls[i].Call());
       KPROF_RETURN_IF_ERROR(profiler->StopCall());
     }

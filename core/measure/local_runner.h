@@ -110,6 +110,7 @@ struct ProfileJob {
   int64_t warmup = 0;                   // untimed calls first, >= 0
   int64_t number = 1;                   // calls measured together, >= 1
   std::vector<std::string> collectors;  // CreateCollector specs
+  PlacementOptions placement;           // where the arguments lie (not randomized)
 };
 
 // A sequence of calls on one device, profiled together (a model, layer by layer).
@@ -121,6 +122,7 @@ struct SequenceJob {
   int64_t warmup = 0;     // untimed runs of the sequence first, >= 0
   int64_t repeat = 1;     // profiled runs of the sequence, >= 1
   std::vector<std::string> collectors;
+  PlacementOptions placement;  // for every call's arguments (not randomized)
 };
 
 // The checks of a job's options alone, before anything is prepared: what Time, Profile and

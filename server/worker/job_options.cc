@@ -37,12 +37,18 @@ absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
   return absl::OkStatus();
 }
 
-// The placement fields of a request, checked against its arguments.
-absl::Status PlacementFromRequest(const kprof::v1::TimeEvaluateRequest& r,
-                                  core::PlacementOptions& placement) {
+// The fixed placement fields every measuring request has.
+template <typename Request>
+void FixedPlacement(const Request& r, core::PlacementOptions& placement) {
   if (r.has_tensor_alignment()) placement.alignment = r.tensor_alignment();
   placement.offsets.assign(r.tensor_offset().begin(), r.tensor_offset().end());
   placement.huge_pages = r.huge_pages();
+}
+
+// The placement fields of a request, checked against its arguments.
+absl::Status PlacementFromRequest(const kprof::v1::TimeEvaluateRequest& r,
+                                  core::PlacementOptions& placement) {
+  FixedPlacement(r, placement);
   placement.randomize = r.randomize_layout();
   if (r.has_repeats_per_layout()) placement.repeats_per_layout = r.repeats_per_layout();
   placement.first_layout_repeat = r.first_layout_repeat();
@@ -50,6 +56,28 @@ absl::Status PlacementFromRequest(const kprof::v1::TimeEvaluateRequest& r,
 }
 
 }  // namespace
+
+absl::StatusOr<core::PlacementOptions> ProfilePlacement(
+    const kprof::v1::ProfileFunctionRequest& r) {
+  core::PlacementOptions placement;
+  FixedPlacement(r, placement);
+  KPROF_RETURN_IF_ERROR(core::CheckPlacement(placement, static_cast<size_t>(r.call().args_size())));
+  return placement;
+}
+
+absl::StatusOr<core::PlacementOptions> ProfilePlacement(const kprof::v1::ProfileRequest& r) {
+  core::PlacementOptions placement;
+  FixedPlacement(r, placement);
+  for (int i = 0; i < r.calls_size(); ++i) {
+    if (absl::Status s =
+            core::CheckPlacement(placement, static_cast<size_t>(r.calls(i).args_size()));
+        !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("call ", i, " (", r.calls(i).function(), "): ", s.message()));
+    }
+  }
+  return placement;
+}
 
 absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& r,
                                                  base::Device device, uint64_t max_argument_bytes) {
@@ -127,6 +155,7 @@ absl::Status CheckTime(const kprof::v1::TimeEvaluateRequest& r, base::Device dev
 
 absl::Status CheckProfileFunction(const kprof::v1::ProfileFunctionRequest& r) {
   KPROF_RETURN_IF_ERROR(CheckCallOptions(r.call()));
+  KPROF_RETURN_IF_ERROR(ProfilePlacement(r).status());
   core::ProfileJob profile;
   profile.warmup = r.warmup();
   if (r.has_number()) profile.number = r.number();
@@ -157,6 +186,7 @@ absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, ba
               s.code(), absl::StrCat("call ", i, " (", r.calls(i).function(), "): ", s.message()));
         }
       }
+      KPROF_RETURN_IF_ERROR(ProfilePlacement(r).status());
       core::SequenceJob sequence;
       sequence.calls.resize(static_cast<size_t>(r.calls_size()));
       sequence.warmup = r.warmup();

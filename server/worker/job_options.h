@@ -26,6 +26,12 @@ inline constexpr int64_t kMaxOptionMs = 3'600'000;
 absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& request,
                                                  base::Device device, uint64_t max_argument_bytes);
 
+// Where a profile's arguments lie (tensor_alignment, tensor_offset, huge_pages), checked
+// against each call's arguments: INVALID_ARGUMENT naming the field and what is accepted.
+absl::StatusOr<core::PlacementOptions> ProfilePlacement(
+    const kprof::v1::ProfileFunctionRequest& request);
+absl::StatusOr<core::PlacementOptions> ProfilePlacement(const kprof::v1::ProfileRequest& request);
+
 // A kernel's launch configuration from the wire: one to three dimensions each, x first, the
 // missing ones 1.
 absl::StatusOr<core::LaunchConfig> LaunchFromProto(const kprof::v1::LaunchConfig& launch);

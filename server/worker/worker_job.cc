@@ -206,6 +206,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       profile.warmup = r.warmup();
       if (r.has_number()) profile.number = r.number();
       profile.collectors = CollectorTexts(r.collectors());
+      KPROF_ASSIGN_OR_RETURN(profile.placement, ProfilePlacement(r));
       KPROF_ASSIGN_OR_RETURN(report::Report report, runner.Profile(job, profile));
       *response->mutable_profile_function()->mutable_report() = wire::ToProto(report);
       return absl::OkStatus();
@@ -224,6 +225,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       sequence.warmup = r.warmup();
       if (r.has_repeat()) sequence.repeat = r.repeat();
       sequence.collectors = CollectorTexts(r.collectors());
+      KPROF_ASSIGN_OR_RETURN(sequence.placement, ProfilePlacement(r));
       KPROF_ASSIGN_OR_RETURN(report::Report report, runner.ProfileSequence(sequence));
       *response->mutable_profile()->mutable_report() = wire::ToProto(report);
       return absl::OkStatus();

@@ -92,6 +92,44 @@ TEST_F(PlacementTest, AModuleFunctionSeesTheRequestedPlacement) {
   EXPECT_EQ(r->placement(2).alignment(), 2u << 20);
 }
 
+// Profiles place their arguments as asked too, and each row says where they lay.
+TEST_F(PlacementTest, AProfileAndASequencePlaceTheirArgumentsAndSaySo) {
+  v1::ProfileFunctionRequest profile;
+  *profile.mutable_call() = AtOffsets(512, 1536).call();
+  for (uint32_t offset : {0u, 64u, 512u, 1536u}) profile.add_tensor_offset(offset);
+  auto r = client_->ProfileFunction(profile);
+  ASSERT_THAT(r, IsOk());  // at_offsets fails where the tensors are not where it was told
+  ASSERT_EQ(r->report().calls_size(), 1);
+  EXPECT_EQ(r->report().calls(0).metrics().at("Argument Placement").string(),
+            "+0 (aligned 4096), +64 (aligned 64), +512 (aligned 512), +1536 (aligned 512)");
+  // Elsewhere than asked: the function says so.
+  profile.set_tensor_offset(3, 1024);
+  EXPECT_THAT(client_->ProfileFunction(profile),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("returned 13")));
+  profile.set_tensor_alignment(48);
+  EXPECT_THAT(client_->ProfileFunction(profile),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tensor_alignment = 48")));
+
+  // A sequence: one offset for every argument of every call.
+  v1::ProfileRequest sequence;
+  *sequence.add_calls() = AtOffsets(256, 256).call();
+  *sequence.add_calls() = AtOffsets(256, 256).call();
+  sequence.add_tensor_offset(256);
+  auto s = client_->Profile(sequence);
+  ASSERT_THAT(s, IsOk());
+  ASSERT_EQ(s->report().calls_size(), 2);
+  for (const auto& row : s->report().calls()) {
+    EXPECT_EQ(row.metrics().at("Argument Placement").string(),
+              "+256 (aligned 256), +256 (aligned 256), +256 (aligned 256), +256 (aligned 256)");
+  }
+  // Offsets per argument must fit every call: the second has one argument fewer.
+  sequence.clear_tensor_offset();
+  for (uint32_t offset : {0u, 64u, 256u, 256u}) sequence.add_tensor_offset(offset);
+  sequence.mutable_calls(1)->mutable_args()->RemoveLast();
+  EXPECT_THAT(client_->Profile(sequence),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("call 1 (at_offsets)")));
+}
+
 TEST_F(PlacementTest, BadPlacementOptionsAreInvalidArgumentNamingThem) {
   struct Case {
     void (*set)(v1::TimeEvaluateRequest&);
