@@ -15,6 +15,8 @@
         ...
     print(kprof.compare("base.jsonl", "new.jsonl").as_table())   # as `kprof compare` prints
     ranking = daemon.rank(jobs)                    # a race: the fastest, and those tied with it
+    for r in daemon.interleave(jobs, seed=7):     # candidates' repeats in a random joint order
+        ...
     print(ranking.fastest, ranking.ties, ranking.as_table())
     print(kprof.gbench(daemon.batch(jobs)))        # Google Benchmark's JSON, as the CLI's
 """

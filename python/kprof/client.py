@@ -331,6 +331,12 @@ class Client:
         from kprof.ranking import race
         return race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
 
+    def interleave(self, jobs, seed):
+        """Runs the jobs' repeats as jobs of one repeat each, in a random order across them
+        drawn from `seed`, and yields each job's merged BatchResult (see kprof.interleave)."""
+        from kprof.interleave import interleave
+        return interleave(self.batch, jobs, seed)
+
     def batch(self, jobs, progress=None):
         """Runs many TimeEvaluate jobs on one MeasureBatch stream and yields a BatchResult per
         job as each finishes. A job is a dict like a `kprof batch` line: "id", "module",

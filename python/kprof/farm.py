@@ -213,6 +213,15 @@ class Farm:
         from kprof.ranking import race
         return race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
 
+    def interleave(self, jobs, seed):
+        """Client.interleave, on a farm of one daemon: a candidate's repeats on several
+        machines would measure the machines. ValueError for more."""
+        if len(self.addresses) != 1:
+            raise ValueError(f"interleaving compares candidates on one machine, and the farm "
+                             f"has {len(self.addresses)} daemons: give one")
+        from kprof.interleave import interleave
+        return interleave(self.batch, jobs, seed)
+
     def batch(self, jobs, progress=None):
         """Runs TimeEvaluate jobs (dicts, as for Client.batch) over the daemons and yields a
         BatchResult per job as each finishes. `progress`, when given, is called after each

@@ -351,6 +351,7 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
     returns the Ranking, with `results`: each measured candidate's BenchmarkResult of all its
     repeats."""
     from kprof.client import BenchmarkResult
+    from kprof.interleave import merge_repeats
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
     if not 0 <= threshold < 100:
@@ -369,6 +370,9 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
         names.append(name)
     state = Race(names, confidence, threshold, initial, max_repeats)
     merged = [None] * len(jobs)
+    # Each candidate's repeats sent so far: with randomize_layout its next job goes on through
+    # its layouts instead of drawing the first ones again.
+    sent = [0] * len(jobs)
     start, seconds_per_repeat, so_far = time.monotonic(), 0.0, 0
     while True:
         planned = state.next_round()
@@ -387,6 +391,9 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
                     continue
                 job = dict(jobs[i], id=f"{state.round}.{turn}.{i}",
                            repeat=min(_TURN, add - turn * _TURN))
+                if job.get("randomize_layout"):
+                    job["first_layout_repeat"] = jobs[i].get("first_layout_repeat", 0) + sent[i]
+                sent[i] += job["repeat"]
                 candidate_of[job["id"]] = i
                 round_jobs.append(job)
         failed_now = set()
@@ -397,12 +404,7 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
             if result.ok:
                 response = result.result.raw
                 state.add(i, list(response.seconds_per_call))
-                if merged[i] is None:
-                    merged[i] = type(response)()
-                    merged[i].CopyFrom(response)
-                else:
-                    merged[i].seconds_per_call.extend(response.seconds_per_call)
-                    merged[i].numbers.extend(response.numbers)
+                merged[i] = merge_repeats(merged[i], response)
             elif i not in failed_now:
                 failed_now.add(i)
                 state.fail(i, f"{result.code.name}: {result.message}")
@@ -413,19 +415,5 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
     ranking.results = {}
     for i, name in enumerate(names):
         if merged[i] is not None:
-            response = merged[i]
-            seconds = list(response.seconds_per_call)
-            stats = response.statistics
-            total = 0.0
-            for v in seconds:  # summed in order, as the CLI does
-                total += v
-            stats.mean = total / len(seconds)
-            stats.median = _median(seconds)
-            stats.min, stats.max = min(seconds), max(seconds)
-            stats.std = math.sqrt(sum((v - stats.mean) ** 2 for v in seconds) / len(seconds))
-            stats.cv = stats.std / stats.mean if stats.mean else _NAN
-            response.rel_stddev = stats.cv
-            response.ClearField("filtered_statistics")
-            del response.outliers[:]
-            ranking.results[name] = BenchmarkResult(response)
+            ranking.results[name] = BenchmarkResult(merged[i])
     return ranking
