@@ -54,8 +54,7 @@ void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
       const int n = merged->layouts_size();
       kprof::v1::Layout* last = n > 0 ? merged->mutable_layouts(n - 1) : nullptr;
       if (last != nullptr && last->first_repeat() + last->repeats() == begins &&
-          std::equal(last->offsets().begin(), last->offsets().end(), layout.offsets().begin(),
-                     layout.offsets().end())) {
+          last->index() == layout.index()) {
         // The part went on with the layout the one before ended in: one layout, its repeats
         // together.
         last->set_repeats(last->repeats() + layout.repeats());

@@ -121,12 +121,15 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
     }
   }
   if (span_total > limits.max_total_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the arguments and the room to place them need more than the limit of ",
-        limits.max_total_bytes, " bytes per job (", total, " bytes of data, ", span_total,
-        " with each tensor's room to lie at its offset past a ", boundary, "-byte boundary",
-        huge ? " in whole 2 MiB pages" : "", "): a smaller tensor_alignment",
-        huge ? ", no huge_pages" : "", " or a larger --max-argument-bytes takes them"));
+    // What would take less: the room is at least a page whatever the alignment under one.
+    std::string less = placement.alignment > kPageBytes ? "a smaller tensor_alignment, " : "";
+    if (huge) absl::StrAppend(&less, "no huge_pages, ");
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the arguments and the room to place them need more than the limit of ",
+                     limits.max_total_bytes, " bytes per job (", total, " bytes of data, ",
+                     span_total, " with each tensor's room to lie at its offset past a ", boundary,
+                     "-byte boundary", huge ? " in whole 2 MiB pages" : "", "): ", less,
+                     "or a larger --max-argument-bytes ", "takes them"));
   }
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device.type));
   KPROF_ASSIGN_OR_RETURN(DeviceApi * host_api, GetDeviceApi(base::DeviceType::kCpu));
@@ -180,6 +183,7 @@ absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {
   unsigned char* const start = raw + (boundary - address % boundary) % boundary;
   tensor.data = start + OffsetOf(placement, k);
   allocations_.push_back(raw);
+  allocated_bytes_ += span;
   starts_.push_back(start);
   tensors_.push_back(tensor);
   if (huge) madvise(start, advised, MADV_HUGEPAGE);  // a host without THP ignores it

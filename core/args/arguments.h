@@ -56,6 +56,8 @@ class Arguments {
 
   // Where each tensor lies now.
   std::vector<TensorPlace> Placement() const;
+  // The bytes allocated for the tensors, their placement room included.
+  uint64_t allocated_bytes() const { return allocated_bytes_; }
 
   // Moves tensor `index`'s contents to lie `offset` bytes past a page boundary (under 4096, a
   // multiple of its alignment), within its allocation; its data pointer changes.
@@ -81,6 +83,7 @@ class Arguments {
   std::vector<unsigned char*> starts_;       // the boundary each tensor's offset counts from
   uint64_t alignment_ = kMinTensorAlignment;
   bool huge_pages_ = false;
+  uint64_t allocated_bytes_ = 0;
 };
 
 // Writes spec's initial values for argument `index` into the host buffer `out` (spec.num_bytes

@@ -259,6 +259,7 @@ const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& SharedNvml(const std::string
 ThrottleMonitor GpuThrottleMonitor(double threshold, int ordinal, const std::string& library) {
   WatchedClock clock;
   clock.name = "GPU";
+  clock.idle_reasons = kNvmlGpuIdle;
   const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
   if (!nvml.ok()) {
     clock.unavailable = absl::StrCat("the GPU's clock cannot be read: ", nvml.status().message());

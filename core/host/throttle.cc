@@ -55,6 +55,9 @@ ThrottleMonitor::ThrottleMonitor(double threshold, WatchedClock clock)
   if (unavailable_.empty() && clock_.nominal_khz <= 0) {
     unavailable_ = absl::StrFormat("the %s's nominal clock is unknown here", clock_.name);
   }
+  if (unavailable_.empty() && !clock_.read_khz) {
+    unavailable_ = absl::StrFormat("the %s's clock has no reader here", clock_.name);
+  }
 }
 
 ThrottleMonitor ThrottleMonitor::ForCpu(double threshold, const std::string& root, int cpu) {
@@ -81,7 +84,9 @@ void ThrottleMonitor::After() {
     return;
   }
   const int64_t after = clock_.read_khz();
-  throttled_.push_back(Low(before_) || Low(after));
+  // Idle before the repeat: that reading tells how low the clock rests, not how the repeat ran.
+  const bool idle_before = (reasons_before_ & clock_.idle_reasons) != 0;
+  throttled_.push_back((Low(before_) && !idle_before) || Low(after));
   reasons_.push_back(reasons_before_ | (clock_.read_reasons ? clock_.read_reasons() : 0));
 }
 

@@ -35,6 +35,10 @@ struct WatchedClock {
   std::function<uint64_t()> read_reasons;
   // Why the clock cannot be watched at all ("" when it can).
   std::string unavailable;
+  // Reasons that mean the device had nothing to do when the clock was read (NVML's GpuIdle): a
+  // reading before a repeat taken with one of them set is not held against the repeat, since an
+  // idle GPU clocks down until work comes.
+  uint64_t idle_reasons = 0;
 };
 
 class ThrottleMonitor {

@@ -162,6 +162,7 @@ absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int6
   const uint64_t places = kPageBytes / step;
   Layout layout;
   layout.first_repeat = repeat;
+  layout.index = static_cast<int64_t>(drawn);
   for (size_t k = 0; k < static_cast<size_t>(prepared.args->size()); ++k) {
     const uint64_t offset = RandomBits(job.seed ^ 0x6c61796f7574ULL, drawn, k) % places * step;
     KPROF_RETURN_IF_ERROR(prepared.args->MoveTo(k, offset));
@@ -446,8 +447,8 @@ absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& s
                           absl::StrCat("call ", i, " (", job.function,
                                        "): ", std::string(prepared.status().message())));
     }
-    uint64_t bytes = 0;
-    for (const ArgSpec& spec : prepared->args->specs()) bytes += spec.num_bytes;
+    // What it took, placement room included, is what the next calls may not.
+    const uint64_t bytes = prepared->args->allocated_bytes();
     remaining.max_total_bytes -= std::min(bytes, remaining.max_total_bytes);
     shapes.push_back(prepared->args->ShapeString());
     placements.push_back(DescribePlacement(prepared->args->Placement()));

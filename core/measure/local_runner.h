@@ -76,6 +76,8 @@ struct TimeJob {
 // for (`repeats` from first_repeat on), and the median of their seconds per call.
 struct Layout {
   std::vector<uint64_t> offsets;
+  int64_t index =
+      0;  // the measurement's layout number: (first_layout_repeat + repeat) / per layout
   int64_t first_repeat = 0;
   int64_t repeats = 0;
   double median = 0;

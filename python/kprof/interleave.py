@@ -89,7 +89,7 @@ def merge_repeats(merged, part):
         begins = offset + layout.first_repeat
         last = merged.layouts[-1] if merged.layouts else None
         if last is not None and last.first_repeat + last.repeats == begins and \
-                list(last.offsets) == list(layout.offsets):
+                last.index == layout.index:
             # The part went on with the layout the one before ended in: one layout.
             last.repeats += layout.repeats
             last.median = _median(

@@ -177,6 +177,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
         l->set_first_repeat(static_cast<int32_t>(layout.first_repeat));
         l->set_repeats(static_cast<int32_t>(layout.repeats));
         l->set_median(layout.median);
+        l->set_index(layout.index);
       }
       out->set_mode(time.cold ? "cold" : "hot");
       for (size_t i : result.throttled) out->add_throttled_repeats(static_cast<int32_t>(i));

@@ -165,8 +165,9 @@ TEST_F(InterleaveTest, RandomizedLayoutsGoOnAcrossTheParts) {
           << job.id() << " layout " << l;
       EXPECT_EQ(merged.layouts(l).first_repeat(), 2 * l);
       EXPECT_EQ(merged.layouts(l).repeats(), 2);
-      EXPECT_EQ(merged.layouts(l).median(),
-                (merged.seconds_per_call(2 * l) + merged.seconds_per_call(2 * l + 1)) / 2);
+      EXPECT_DOUBLE_EQ(merged.layouts(l).median(),
+                       (merged.seconds_per_call(2 * l) + merged.seconds_per_call(2 * l + 1)) / 2);
+      EXPECT_EQ(merged.layouts(l).index(), l);
       distinct.insert(offsets);
     }
     EXPECT_GE(distinct.size(), 2u) << "the parts all got one layout";

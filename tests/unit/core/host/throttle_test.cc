@@ -59,13 +59,16 @@ TEST(ThrottleMonitor, WithoutANominalOrAReadableClockItSaysWhyAndMarksNothing) {
 }
 
 TEST(ThrottleMonitor, AGpuClockNamesItselfAndKeepsEachRepeatsReasons) {
-  std::deque<int64_t> readings = {1'980'000,             // probe
-                                  1'980'000, 1'980'000,  // repeat 0
-                                  990'000, 1'980'000};   // repeat 1: low before
-  std::deque<uint64_t> reasons = {0x1, 0x0, 0x40, 0x4};
+  // Before and after each repeat: the clock (kHz) and NVML's reasons.
+  std::deque<int64_t> readings = {1'980'000, 1'980'000,  // repeat 0: fine
+                                  990'000,   1'980'000,  // repeat 1: low before, held back
+                                  500'000,   1'980'000,  // repeat 2: low before, but idle then
+                                  1'980'000, 990'000};   // repeat 3: low after
+  std::deque<uint64_t> reasons = {0x1, 0x0, 0x40, 0x4, 0x1, 0x0, 0x0, 0x20};
   WatchedClock clock;
   clock.name = "GPU";
   clock.nominal_khz = 1'980'000;
+  clock.idle_reasons = 0x1;
   clock.read_khz = [&readings] {
     const int64_t khz = readings.front();
     readings.pop_front();
@@ -78,12 +81,12 @@ TEST(ThrottleMonitor, AGpuClockNamesItselfAndKeepsEachRepeatsReasons) {
   };
   ThrottleMonitor monitor(0.75, std::move(clock));
   EXPECT_EQ(monitor.unavailable(), "");
-  for (int repeat = 0; repeat < 2; ++repeat) {
+  for (int repeat = 0; repeat < 4; ++repeat) {
     monitor.Before();
     monitor.After();
   }
-  EXPECT_THAT(monitor.throttled(), ElementsAre(false, true));
-  EXPECT_THAT(monitor.reasons(), ElementsAre(0x1, 0x44));  // before | after
+  EXPECT_THAT(monitor.throttled(), ElementsAre(false, true, false, true));
+  EXPECT_THAT(monitor.reasons(), ElementsAre(0x1, 0x44, 0x1, 0x20));  // before | after
   EXPECT_EQ(monitor.Describe(), "the GPU clock was below 75% of its nominal 1980 MHz");
 
   WatchedClock absent;
@@ -91,6 +94,10 @@ TEST(ThrottleMonitor, AGpuClockNamesItselfAndKeepsEachRepeatsReasons) {
   absent.unavailable = "the GPU's clock cannot be read: no NVML";
   ThrottleMonitor without(0.75, std::move(absent));
   EXPECT_EQ(without.unavailable(), "the GPU's clock cannot be read: no NVML");
+  WatchedClock no_reader;
+  no_reader.name = "GPU";
+  no_reader.nominal_khz = 1'980'000;
+  EXPECT_THAT(ThrottleMonitor(0.75, std::move(no_reader)).unavailable(), HasSubstr("no reader"));
   without.Before();
   without.After();
   EXPECT_THAT(without.throttled(), ElementsAre(false));

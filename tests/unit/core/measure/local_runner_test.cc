@@ -23,6 +23,7 @@ namespace {
 using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TestModulePath;
+using ::testing::AllOf;
 using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::Ge;
@@ -286,6 +287,21 @@ TEST(LocalRunner, RepeatsBelowTheThrottleThresholdAreMarkedOrDropped) {
   ASSERT_THAT(result, IsOk());
   EXPECT_THAT(result->throttle_check, HasSubstr("no cpufreq"));
   EXPECT_TRUE(result->throttled.empty());
+}
+
+// A sequence's calls share one limit, and each call takes what it allocated from it, the room
+// to place its tensors included: at 2 MiB alignment a few calls of small tensors reach it.
+TEST(LocalRunner, ASequencesCallsShareTheLimitPlacementRoomIncluded) {
+  SequenceJob sequence;
+  for (int i = 0; i < 3; ++i) {
+    sequence.calls.push_back(BuiltinJob("fill", {"float32[16]", "float64:1"}));
+  }
+  sequence.limits.max_total_bytes = uint64_t{10} << 20;
+  EXPECT_THAT(LocalRunner().ProfileSequence(sequence), IsOk());
+  sequence.placement.alignment = kHugePageBytes;  // about 4 MiB a call: the third is refused
+  EXPECT_THAT(LocalRunner().ProfileSequence(sequence),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("call 2 (fill)"), HasSubstr("room to place them"))));
 }
 
 }  // namespace

@@ -287,9 +287,11 @@ TEST_F(DeviceExecutorTest, ANewClientWaitsForTheRunningJobAndOneMoreAtMost) {
   for (uint64_t id = 2; id <= 7; ++id) {
     jobs.push_back(Submit(id, "tuner", Script{absl::Milliseconds(20)}));
   }
-  // The tuner's jobs are handed on behind the first before the user's comes.
+  // The tuner's jobs are handed on behind the first before the user's comes: all of them when
+  // the loop sees them queued together, or, arriving one by one on a slow machine (ASan), until
+  // the pipeline is half full — beyond the two a newcomer may wait for, either way.
   for (int i = 0; i < 800 && bench_.MostHeld() < 7; ++i) absl::SleepFor(absl::Milliseconds(1));
-  ASSERT_EQ(bench_.MostHeld(), 7u) << "the tuner's jobs were not handed on together";
+  ASSERT_GE(bench_.MostHeld(), 4u) << "the tuner's jobs were not handed on together";
   jobs.push_back(Submit(8, "user"));
   ASSERT_EQ(bench_.Started().size(), 1u) << "the first job ended before the user's came";
   for (auto& job : jobs) EXPECT_EQ(job->code(), absl::StatusCode::kOk);
