@@ -38,6 +38,8 @@ packages=(
   chromium            # renders kprof's SVG plots headless in the tests
   openssl             # the TLS tests make their certificates
   libsystemd-dev      # sd_notify: READY, STOPPING and the watchdog under systemd
+  prometheus-cpp-dev  # kprofd's /metrics (--metrics-listen)
+  prometheus          # a real Prometheus server scrapes a real kprofd in the tests
   libpapi-dev         # the PAPI hardware-counter collector
   libseccomp-dev      # the worker's syscall filter
   systemd             # systemd-analyze, which checks the unit file in the tests

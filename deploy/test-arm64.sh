@@ -13,7 +13,7 @@ source_dir=$(cd "$(dirname "$0")/.." && pwd)
 arm64_packages=(crossbuild-essential-arm64 qemu-user-static
   libgrpc++-dev:arm64 libprotobuf-dev:arm64 libabsl-dev:arm64 libgtest-dev:arm64
   libgmock-dev:arm64 libssl-dev:arm64 libpapi-dev:arm64 libseccomp-dev:arm64 libsystemd-dev:arm64
-  libbenchmark-dev:arm64)
+  libbenchmark-dev:arm64 prometheus-cpp-dev:arm64)
 missing=()
 for p in "${arm64_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -29,6 +29,10 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
                "address to serve on (default 127.0.0.1:9177; port 0 picks a free one)");
   cl.AddString("port-file", &f.port_file, "FILE",
                "write the bound port here once calls are accepted");
+  cl.AddString("metrics-listen", &f.metrics_listen, "[HOST:]PORT",
+               "serve Prometheus metrics on http://HOST:PORT/metrics (a bare PORT is on "
+               "127.0.0.1; beyond loopback only with --insecure-allow-unauthenticated, as "
+               "/metrics has no TLS or authentication; default: none)");
   cl.AddString("config", &f.config, "FILE",
                "read options from FILE: one 'name = value' per line, # comments; the command "
                "line wins");

@@ -20,6 +20,7 @@ namespace kprof::server {
 
 struct DaemonFlags {
   std::string listen = "127.0.0.1:9177";
+  std::string metrics_listen;  // "" : no metrics
   std::string port_file;
   std::string config;
   std::string cache_dir;

@@ -20,6 +20,24 @@ namespace kprof::server {
 using kprof::worker::v1::WorkerAnswer;
 using kprof::worker::v1::WorkerRequest;
 
+namespace {
+
+// The kind of job a request holds, for the metrics.
+std::string_view JobKind(const WorkerRequest& request) {
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate:
+      return "time_evaluate";
+    case WorkerRequest::kProfileFunction:
+      return "profile_function";
+    case WorkerRequest::kProfile:
+      return "profile";
+    default:
+      return "other";
+  }
+}
+
+}  // namespace
+
 DeviceExecutor::DeviceExecutor(WorkerOptions worker, int max_queue, absl::Duration job_timeout,
                                WorkerPool pool, RunnerFactory runners)
     : worker_options_(std::move(worker)),
@@ -297,6 +315,12 @@ void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerAnswer> result, absl
     absl::MutexLock lock(&mutex_);
     (ok ? completed_ : failed_) += 1;
     in_flight_ids_.erase(job.request.job_id());
+  }
+  if (metrics_ != nullptr) {
+    metrics_->JobDone(
+        worker_options_.device, JobKind(job.request),
+        result.ok() ? static_cast<absl::StatusCode>(result->code()) : result.status().code(),
+        job.client, timing.queue_wait, timing.execution);
   }
   job.keep_alive.reset();  // modules unpinned before the answer, too
   Done done = std::move(job.done);

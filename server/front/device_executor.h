@@ -41,6 +41,7 @@
 #include "absl/time/time.h"
 #include "server/front/client_turns.h"
 #include "server/front/job_runner.h"
+#include "server/front/metrics_sink.h"
 #include "server/front/pipeline_plan.h"
 #include "server/front/worker_process.h"
 #include "server/ipc/worker.pb.h"
@@ -116,6 +117,10 @@ class DeviceExecutor {
 
   const base::Device& device() const { return worker_options_.device; }
 
+  // Reports jobs and worker starts to `metrics` (not owned; it outlives the executor). Set
+  // before the first Submit.
+  void set_metrics(MetricsSink* metrics) { metrics_ = metrics; }
+
  private:
   struct Job {
     kprof::worker::v1::WorkerRequest request;
@@ -174,7 +179,8 @@ class DeviceExecutor {
   void Answer(absl::StatusOr<kprof::worker::v1::WorkerAnswer> answer);
   // The active worker is gone or stopped: the job at the front of the pipeline gets `front`
   // (null: it is answered already), the ones behind it are queued again.
-  void LoseWorker(const absl::Status* front);
+  // `cause` is why its replacement will start: "crash", "timeout", "recycle", "cancel".
+  void LoseWorker(const absl::Status* front, std::string_view cause);
   void HandleCancels(std::vector<uint64_t> ids);
   // Takes back the jobs handed on and not started whose deadline has passed (answered
   // DEADLINE_EXCEEDED at once).
@@ -211,7 +217,10 @@ class DeviceExecutor {
   int wake_fd_ = -1;  // an eventfd: new work or a cancel for the loop
 
   // The loop's own.
-  std::map<std::string, Worker> workers_;          // by client
+  std::map<std::string, Worker> workers_;  // by client
+  // Why a client's next worker starts, when its last one was lost (the loop's).
+  std::map<std::string, std::string> restart_cause_;
+  MetricsSink* metrics_ = nullptr;
   std::string active_client_;                      // whose worker has the pipeline
   JobRunner* active_ = nullptr;                    // its worker; null when the pipeline is empty
   bool active_broken_ = false;                     // it closed its end: no more jobs to it

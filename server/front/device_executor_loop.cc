@@ -18,8 +18,14 @@ using kprof::worker::v1::WorkerRequest;
 absl::StatusOr<JobRunner*> DeviceExecutor::WorkerFor(const std::string& client) {
   auto it = workers_.find(client);
   if (it != workers_.end() && it->second.process->alive()) return it->second.process.get();
+  std::string cause = "new";
+  if (const auto lost = restart_cause_.find(client); lost != restart_cause_.end()) {
+    cause = std::move(lost->second);
+    restart_cause_.erase(lost);
+  }
   if (it != workers_.end()) {
-    workers_.erase(it);  // died or was stopped: a fresh one below
+    if (cause == "new") cause = "crash";  // it died between jobs
+    workers_.erase(it);                   // died or was stopped: a fresh one below
   } else if (static_cast<int>(workers_.size()) >= pool_.max_workers) {
     auto idlest = workers_.begin();
     for (auto w = workers_.begin(); w != workers_.end(); ++w) {
@@ -34,6 +40,7 @@ absl::StatusOr<JobRunner*> DeviceExecutor::WorkerFor(const std::string& client) 
     if (spawned.ok()) ++workers_started_;
   }
   if (!spawned.ok()) return spawned.status();
+  if (metrics_ != nullptr) metrics_->WorkerStarted(worker_options_.device, cause);
   Worker& worker = workers_[client];
   worker.process = *std::move(spawned);
   worker.last_job = absl::Now();
@@ -216,7 +223,8 @@ void DeviceExecutor::Refill() {
   }
 }
 
-void DeviceExecutor::LoseWorker(const absl::Status* front) {
+void DeviceExecutor::LoseWorker(const absl::Status* front, std::string_view cause) {
+  restart_cause_[active_client_] = std::string(cause);
   std::deque<Job> jobs;
   jobs.swap(in_flight_);
   {
@@ -259,7 +267,7 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
     const std::string message(answer.status().message());
     base::Log(base::LogSeverity::kWarning,
               absl::StrCat(base::DeviceSpec(worker_options_.device), ": ", message));
-    LoseWorker(&answer.status());
+    LoseWorker(&answer.status(), "crash");
     return;
   }
   const uint64_t id = answer->job_id();
@@ -276,7 +284,7 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
   if (answer->recycle()) {
     // Disturbed: it exits after this answer, without reading the jobs behind it, which are
     // queued again. It is gone (its scratch directory too) before the answer goes out.
-    LoseWorker(nullptr);
+    LoseWorker(nullptr, "recycle");
   } else if (front) {
     FrontStarted(now);  // the worker goes straight into the next
   }
@@ -313,7 +321,7 @@ void DeviceExecutor::HandleCancels(std::vector<uint64_t> ids) {
       Deliver(*it, absl::CancelledError("the client cancelled; the running job was stopped"),
               front_since_, absl::Now());
       active_->Kill();
-      LoseWorker(nullptr);  // it is answered; the ones behind it are queued again
+      LoseWorker(nullptr, "cancel");  // it is answered; the ones behind it are queued again
       continue;
     }
     it->cancelled = true;
@@ -459,7 +467,7 @@ void DeviceExecutor::Loop() {
             "the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
             by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
             " and was stopped; its worker was restarted"));
-        LoseWorker(&stopped);
+        LoseWorker(&stopped, "timeout");
       }
     } else if (after >= idle_check) {
       RetireIdleWorkers();

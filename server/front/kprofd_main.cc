@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -43,6 +44,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "kprof/config.h"
+#include "server/front/daemon_metrics.h"
 #include "server/front/daemon_options.h"
 #include "server/front/interceptors.h"
 #include "server/front/profiler_service.h"
@@ -171,6 +173,8 @@ absl::Status Serve(const DaemonFlags& flags) {
     memory_bound = absl::StrCat("no memory cgroup (", made.status().message(),
                                 "): RLIMIT_DATA alone, which shared mappings escape");
   }
+  // Declared before what it reports on, so that it outlives them; stopped before they go.
+  std::unique_ptr<DaemonMetrics> metrics;
   std::map<base::Device, std::unique_ptr<DeviceExecutor>> executors;
   worker.device = {base::DeviceType::kCpu, 0};
   const WorkerPool pool{static_cast<int>(flags.workers_per_device), flags.worker_idle_timeout};
@@ -217,6 +221,42 @@ absl::Status Serve(const DaemonFlags& flags) {
   limits.busy_poll = worker.busy_poll;
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
   service.SetHost(std::move(described));
+  // However Serve ends, no scrape reads the service or the executors after they go.
+  absl::Cleanup stop_metrics = [&metrics] {
+    if (metrics != nullptr) metrics->Stop();
+  };
+  if (!flags.metrics_listen.empty()) {
+    KPROF_ASSIGN_OR_RETURN(std::string where, DaemonMetrics::Normalize(flags.metrics_listen));
+    if (!base::IsLoopbackAddress(where) && !flags.insecure_allow_unauthenticated) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "refusing to serve metrics on ", where,
+          ": /metrics has no TLS or authentication, and beyond loopback anyone who reaches it "
+          "reads the clients' names and the daemon's load; scrape it over loopback (a local "
+          "Prometheus or agent), or --insecure-allow-unauthenticated waives this"));
+    }
+    // The levels a scrape reads: queues, cache, streams.
+    ModuleRegistry* modules = registry.get();
+    KPROF_ASSIGN_OR_RETURN(
+        metrics, DaemonMetrics::Serve(where, [&executors, modules, &service] {
+          DaemonLevels levels;
+          for (const auto& [device, executor] : executors) {
+            const DeviceExecutor::Stats stats = executor->stats();
+            levels.devices.push_back(
+                {base::DeviceSpec(device), stats.queue_length, stats.busy, stats.workers});
+          }
+          const ModuleRegistry::Stats cache = modules->stats();
+          levels.cache_bytes = cache.bytes;
+          levels.cache_modules = cache.modules;
+          levels.evictions = cache.evictions;
+          levels.uploads = cache.uploads;
+          levels.upload_bytes = cache.upload_bytes;
+          levels.batch_streams = service.open_batch_streams();
+          return levels;
+        }));
+    for (auto& [device, executor] : executors) executor->set_metrics(metrics.get());
+    service.set_metrics_address(metrics->address());
+    Log(LogSeverity::kInfo, absl::StrCat("metrics on http://", metrics->address(), "/metrics"));
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -271,6 +311,7 @@ absl::Status Serve(const DaemonFlags& flags) {
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
   for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
+  if (metrics != nullptr) metrics->Stop();
   if (!service.WaitForUploads(absl::Seconds(10))) {
     Log(LogSeverity::kWarning, "uploads still running after 10 s are cut off");
   }

@@ -107,6 +107,8 @@ absl::StatusOr<ModuleRegistry::StoreResult> ModuleRegistry::Store(
   bool held_by_others = false;
   {
     absl::MutexLock lock(&mutex_);
+    ++uploads_;
+    upload_bytes_ += size;
     if (auto it = entries_.find(actual_sha256); it != entries_.end()) {
       if (!Intact(it->second)) {
         DropDamaged(it);  // written again below
@@ -234,6 +236,7 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes, const std::string& client)
     base::Log(base::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",
                                                      victim->second.module.name, ") to make room"));
     Remove(victim);
+    ++evictions_;
   }
   return absl::OkStatus();
 }
@@ -394,6 +397,11 @@ void ModuleRegistry::Release(const std::vector<std::pair<std::string, uint64_t>>
 uint64_t ModuleRegistry::total_bytes() {
   absl::MutexLock lock(&mutex_);
   return total_bytes_;
+}
+
+ModuleRegistry::Stats ModuleRegistry::stats() {
+  absl::MutexLock lock(&mutex_);
+  return Stats{total_bytes_, entries_.size(), evictions_, uploads_, upload_bytes_};
 }
 
 }  // namespace kprof::server

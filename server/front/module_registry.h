@@ -126,6 +126,16 @@ class ModuleRegistry {
   const RegistryOptions& options() const { return options_; }
   uint64_t total_bytes() ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // For the metrics: the cache now, and what came and went since the start.
+  struct Stats {
+    uint64_t bytes = 0;
+    uint64_t modules = 0;
+    int64_t evictions = 0;  // modules evicted to make room
+    int64_t uploads = 0;    // modules received (held already or not)
+    uint64_t upload_bytes = 0;
+  };
+  Stats stats() ABSL_LOCKS_EXCLUDED(mutex_);
+
  private:
   // What a module's file was when it was stored or verified at start.
   struct FileIdentity {
@@ -195,6 +205,9 @@ class ModuleRegistry {
   absl::Mutex mutex_;
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mutex_);
   uint64_t total_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t evictions_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t uploads_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t upload_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;  // use counter for LRU order
   uint64_t generations_ ABSL_GUARDED_BY(mutex_) = 0;
   // Module files kept open for jobs: the most used ones, at most this many.

@@ -144,6 +144,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   if (auto* refused = Refuse(context, &client)) return refused;
   response->set_version(KPROF_VERSION);
   response->set_build(KPROF_BUILD);
+  response->set_metrics(metrics_address_);
   response->set_host(HostName());
   for (const auto& [device, executor] : *executors_) {
     kprof::v1::DeviceInfo* info = response->add_devices();
@@ -426,6 +427,11 @@ grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* 
                   SetTiming(timing, response->mutable_timing());
                   return true;
                 });
+}
+
+int ProfilerService::open_batch_streams() {
+  absl::MutexLock lock(&uploads_mutex_);
+  return static_cast<int>(batches_.size());
 }
 
 }  // namespace kprof::server

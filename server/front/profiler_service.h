@@ -69,6 +69,11 @@ class ProfilerService final : public ProfilerServiceBase {
   // The tokens calls need, or null when they need none.
   const TokenAuth* auth() const { return auth_.has_value() ? &*auth_ : nullptr; }
 
+  // MeasureBatch streams open now, for the metrics.
+  int open_batch_streams() ABSL_LOCKS_EXCLUDED(uploads_mutex_);
+  // Where the metrics are served, for GetInfo ("" without them). Before serving.
+  void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
+
   // From now on, measurements, uploads and batch streams are refused with UNAVAILABLE; open
   // batch streams stop reading and end once what they hold is answered.
   void StartDraining();
@@ -162,6 +167,7 @@ class ProfilerService final : public ProfilerServiceBase {
                                    kprof::worker::v1::WorkerRequest request, Fill fill);
 
   ModuleRegistry* registry_;
+  std::string metrics_address_;
   std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors_;
   const ServiceLimits limits_;
   const std::optional<TokenAuth> auth_;
