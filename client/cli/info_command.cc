@@ -52,6 +52,7 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
   }
   std::printf("\ncuda: %s\n", info.cuda().c_str());
   if (!info.isolation().empty()) std::printf("isolation: %s\n", info.isolation().c_str());
+  if (!info.metrics().empty()) std::printf("metrics: http://%s/metrics\n", info.metrics().c_str());
   const auto& l = info.limits();
   std::printf(
       "\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "

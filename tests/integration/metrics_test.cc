@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "cli.h"
 #include "client/kprof_client.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -172,6 +173,9 @@ class MetricsTest : public ::testing::Test {
     ASSERT_THAT(info, IsOk());
     metrics_ = info->metrics();
     ASSERT_THAT(metrics_, ::testing::StartsWith("127.0.0.1:"));
+    const auto cli = ::kprof::testing::RunKprof(
+        daemon_.target(), "--token-file " + dir_.path() + "/tokens info", dir_.path());
+    EXPECT_THAT(cli.out, HasSubstr("metrics: http://" + metrics_ + "/metrics")) << cli.err;
   }
 
   absl::Status Run(const std::string& module, const std::string& function) {
