@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "base/status_macros.h"
@@ -38,6 +39,15 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
           static_cast<unsigned long long>(d.memory_bytes() >> 20), d.l2_bytes() >> 10,
           d.clock_mhz(), d.memory_clock_mhz(), d.memory_bus_bits(), d.peak_bandwidth_gbps(),
           d.pci_bus_id().c_str(), d.driver_version().c_str());
+    }
+    if (d.busy() || d.queued_size() > 0) {
+      std::string queue;
+      for (const auto& q : d.queued()) {
+        absl::StrAppend(&queue, queue.empty() ? "" : ", ", q.client(), " ", q.jobs());
+      }
+      std::printf("  running: %s; queued: %s\n",
+                  d.running_client().empty() ? "nothing" : d.running_client().c_str(),
+                  queue.empty() ? "nothing" : queue.c_str());
     }
     for (const auto& c : d.collectors()) {
       const std::string metrics = c.metrics().empty() ? "no preset events; native events by name"

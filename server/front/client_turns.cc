@@ -4,31 +4,71 @@
 
 namespace kprof::server {
 
-void ClientTurns::Add(const std::string& client, uint64_t job_id, bool bounded) {
+uint64_t ClientTurns::StrideOf(const std::string& client) const {
+  const int weight = weight_of_ ? std::clamp(weight_of_(client), 1, kMaxWeight) : 1;
+  return kStride / static_cast<uint64_t>(weight);
+}
+
+void ClientTurns::Add(const std::string& client, uint64_t job_id, bool bounded,
+                      bool interactive) {
   std::deque<Entry>& queue = queues_[client];
-  if (queue.empty()) turns_.push_back(client);
+  if (queue.empty()) {
+    turns_.push_back(client);
+    // Idle time earns nothing: it joins where the clients served last are.
+    uint64_t& pass = pass_[client];
+    pass = std::max(pass, virtual_time_);
+  }
   const auto at = std::find_if(queue.begin(), queue.end(),
                                [job_id](const Entry& queued) { return queued.job_id > job_id; });
-  queue.insert(at, Entry{job_id, bounded});
+  queue.insert(at, Entry{job_id, bounded, interactive});
+  interactive_ += interactive ? 1 : 0;
   ++size_;
 }
 
 std::optional<ClientTurns::Next> ClientTurns::TakeNext(const std::string& after) {
-  if (turns_.empty()) return std::nullopt;
-  if (turns_.size() > 1 && turns_.front() == after) {
-    turns_.push_back(std::move(turns_.front()));  // it just had its turn
-    turns_.pop_front();
+  if (size_ == 0) return std::nullopt;
+  // The class served: interactive first, unless batch jobs have waited through a streak.
+  const bool batch_waiting = interactive_ < size_;
+  const bool interactive = interactive_ > 0 && (!batch_waiting || streak_ < kInteractiveStreak);
+  // The client of the lowest pass with a job of that class; on a tie the earlier in turn, the
+  // client just served last.
+  const auto has_class = [&](const std::string& client) {
+    const std::deque<Entry>& queue = queues_.at(client);
+    return std::any_of(queue.begin(), queue.end(),
+                       [interactive](const Entry& e) { return e.interactive == interactive; });
+  };
+  auto chosen = turns_.end();
+  for (auto it = turns_.begin(); it != turns_.end(); ++it) {
+    if (!has_class(*it)) continue;
+    if (chosen == turns_.end()) {
+      chosen = it;
+      continue;
+    }
+    const uint64_t mine = pass_[*it], best = pass_[*chosen];
+    if (mine < best || (mine == best && *chosen == after && *it != after)) chosen = it;
   }
-  Next next{std::move(turns_.front()), 0};
-  turns_.pop_front();
-  const auto q = queues_.find(next.client);
-  next.job_id = q->second.front().job_id;
-  q->second.pop_front();
+  Next next{*chosen, 0};
+  turns_.erase(chosen);
+  std::deque<Entry>& queue = queues_.at(next.client);
+  const auto entry = std::find_if(queue.begin(), queue.end(), [interactive](const Entry& e) {
+    return e.interactive == interactive;
+  });
+  next.job_id = entry->job_id;
+  queue.erase(entry);
   --size_;
-  if (q->second.empty()) {
-    queues_.erase(q);
+  if (interactive) {
+    --interactive_;
+    streak_ = batch_waiting ? streak_ + 1 : 0;
   } else {
-    turns_.push_back(next.client);  // its next job after every other client's next
+    streak_ = 0;
+  }
+  uint64_t& pass = pass_[next.client];
+  virtual_time_ = pass;
+  pass += StrideOf(next.client);
+  if (queue.empty()) {
+    queues_.erase(next.client);
+  } else {
+    turns_.push_back(next.client);  // after the others, on a tie
   }
   return next;
 }
@@ -40,6 +80,7 @@ std::optional<std::string> ClientTurns::Remove(uint64_t job_id) {
                                  [job_id](const Entry& entry) { return entry.job_id == job_id; });
     if (it == queue.end()) continue;
     std::string client = q->first;
+    interactive_ -= it->interactive ? 1 : 0;
     queue.erase(it);
     --size_;
     if (queue.empty()) {
@@ -73,6 +114,12 @@ int ClientTurns::Bounded(const std::string& client) const {
   if (q == queues_.end()) return 0;
   return static_cast<int>(std::count_if(q->second.begin(), q->second.end(),
                                         [](const Entry& entry) { return entry.bounded; }));
+}
+
+std::map<std::string, int> ClientTurns::QueuedByClient() const {
+  std::map<std::string, int> queued;
+  for (const auto& [client, queue] : queues_) queued[client] = static_cast<int>(queue.size());
+  return queued;
 }
 
 }  // namespace kprof::server

@@ -23,6 +23,19 @@ using kprof::worker::v1::WorkerRequest;
 namespace {
 
 // The kind of job a request holds, for the metrics.
+kprof::v1::Priority PriorityOf(const WorkerRequest& request) {
+  switch (request.job_case()) {
+    case WorkerRequest::kTimeEvaluate:
+      return request.time_evaluate().priority();
+    case WorkerRequest::kProfileFunction:
+      return request.profile_function().priority();
+    case WorkerRequest::kProfile:
+      return request.profile().priority();
+    default:
+      return kprof::v1::PRIORITY_DEFAULT;
+  }
+}
+
 std::string_view JobKind(const WorkerRequest& request) {
   switch (request.job_case()) {
     case WorkerRequest::kTimeEvaluate:
@@ -110,6 +123,10 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
     job.started = std::move(started);
     job.module_fds = std::move(module_fds);
     job.beyond_bound = beyond_bound;
+    // A call's job is interactive unless it says otherwise; a batch stream's is batch.
+    const kprof::v1::Priority priority = PriorityOf(job.request);
+    job.interactive = priority == kprof::v1::PRIORITY_INTERACTIVE ||
+                      (priority == kprof::v1::PRIORITY_DEFAULT && !beyond_bound);
     if (job.started == nullptr && job.deadline > job.enqueued && QuickPathOpen(job.client)) {
       quick_busy_ = true;
       quick_worker = quick_worker_;
@@ -120,7 +137,7 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       running_pid_ = quick_worker->process->pid();
       quick = std::move(job);
     } else {
-      turns_.Add(job.client, id, !job.beyond_bound);
+      turns_.Add(job.client, id, !job.beyond_bound, job.interactive);
       queued_jobs_.emplace(id, std::move(job));
       wake = std::exchange(sleeping_, false);
     }
@@ -279,13 +296,34 @@ void DeviceExecutor::Drain(absl::Duration grace) {
 
 DeviceExecutor::Stats DeviceExecutor::stats() {
   absl::MutexLock lock(&mutex_);
-  return Stats{turns_.size() + std::max(handed_on_ - 1, 0),
-               handed_on_ > 0,
-               completed_,
-               failed_,
-               workers_running_,
-               workers_started_,
-               quick_jobs_};
+  Stats stats;
+  stats.queue_length = turns_.size() + std::max(handed_on_ - 1, 0);
+  stats.busy = handed_on_ > 0;
+  stats.completed = completed_;
+  stats.failed = failed_;
+  stats.workers = workers_running_;
+  stats.workers_started = workers_started_;
+  stats.quick_jobs = quick_jobs_;
+  if (handed_on_ > 0) stats.running_client = handed_client_;
+  const std::map<std::string, int> queued = turns_.QueuedByClient();
+  for (const std::string& client : turns_.turns()) {
+    stats.queued.emplace_back(client, queued.at(client));
+  }
+  if (handed_on_ > 1) {
+    const auto it = std::find_if(stats.queued.begin(), stats.queued.end(),
+                                 [this](const auto& q) { return q.first == handed_client_; });
+    if (it != stats.queued.end()) {
+      it->second += handed_on_ - 1;
+    } else {
+      stats.queued.emplace(stats.queued.begin(), handed_client_, handed_on_ - 1);
+    }
+  }
+  return stats;
+}
+
+void DeviceExecutor::SetClientWeights(std::function<int(const std::string&)> weight_of) {
+  absl::MutexLock lock(&mutex_);
+  turns_.SetWeights(std::move(weight_of));
 }
 
 void DeviceExecutor::Requeue(Job job) {
@@ -296,7 +334,7 @@ void DeviceExecutor::Requeue(Job job) {
     if (!draining_) {
       // In order: job ids grow with submission, so the taken-back job goes before the later ones.
       const uint64_t id = job.request.job_id();
-      turns_.Add(job.client, id, !job.beyond_bound);
+      turns_.Add(job.client, id, !job.beyond_bound, job.interactive);
       queued_jobs_.insert_or_assign(id, std::move(job));
       return;
     }

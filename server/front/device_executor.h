@@ -111,7 +111,11 @@ class DeviceExecutor {
     int64_t failed = 0;
     int workers = 0;  // running now, one per client
     int64_t workers_started = 0;
-    int64_t quick_jobs = 0;  // answered on the quick path
+    int64_t quick_jobs = 0;      // answered on the quick path
+    std::string running_client;  // whose job runs ("" when none)
+    // Each client with jobs waiting (handed on to its worker but not started included), in the
+    // order they take turns.
+    std::vector<std::pair<std::string, int>> queued;
   };
   Stats stats() ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -120,6 +124,11 @@ class DeviceExecutor {
   // Reports jobs and worker starts to `metrics` (not owned; it outlives the executor). Set
   // before the first Submit.
   void set_metrics(MetricsSink* metrics) { metrics_ = metrics; }
+
+  // Each client's weight in its share of the device (ClientTurns; by default 1 each). Before
+  // the first Submit.
+  void SetClientWeights(std::function<int(const std::string&)> weight_of)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   struct Job {
@@ -131,6 +140,7 @@ class DeviceExecutor {
     std::shared_ptr<void> keep_alive;
     std::function<void()> started;
     std::vector<int> module_fds;  // owned by keep_alive
+    bool interactive = true;      // queues ahead of batch jobs
     // With the worker (Loop's): answered already (cancelled while handed on; its answer, when it
     // comes, is dropped), or being taken back for another client's turn.
     bool cancelled = false;

@@ -221,6 +221,11 @@ absl::Status Serve(const DaemonFlags& flags) {
   limits.busy_poll = worker.busy_poll;
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
   service.SetHost(std::move(described));
+  if (const TokenAuth* tokens = service.auth(); tokens != nullptr) {
+    for (auto& [device, executor] : executors) {
+      executor->SetClientWeights([tokens](const std::string& c) { return tokens->WeightOf(c); });
+    }
+  }
   // However Serve ends, no scrape reads the service or the executors after they go.
   absl::Cleanup stop_metrics = [&metrics] {
     if (metrics != nullptr) metrics->Stop();

@@ -164,6 +164,12 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_workers(stats.workers);
     info->set_workers_started(stats.workers_started);
     info->set_jobs_quick(stats.quick_jobs);
+    info->set_running_client(stats.running_client);
+    for (const auto& [who, jobs] : stats.queued) {
+      kprof::v1::ClientQueue* q = info->add_queued();
+      q->set_client(who);
+      q->set_jobs(jobs);
+    }
   }
   response->set_cuda(cuda_line_);
   response->set_isolation(isolation_);

@@ -4,6 +4,8 @@
 #include <openssl/sha.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/read_file.h"
@@ -36,6 +38,20 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
     std::string label = space == std::string::npos
                             ? std::string()
                             : std::string(absl::StripAsciiWhitespace(text.substr(space)));
+    // A last word "weight=N": the client's share of each device against others' (default 1).
+    int weight = 1;
+    if (const size_t last = label.find_last_of(" \t");
+        absl::StartsWith(label.substr(last == std::string::npos ? 0 : last + 1), "weight=")) {
+      const std::string word = label.substr(last == std::string::npos ? 0 : last + 1);
+      if (!absl::SimpleAtoi(word.substr(7), &weight) || weight < 1 || weight > kMaxWeight) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the token file '", path, "', line ", number, ": '", word,
+                         "' is not a weight (accepted: weight=N, N from 1 to ", kMaxWeight, ")"));
+      }
+      label = last == std::string::npos
+                  ? std::string()
+                  : std::string(absl::StripAsciiWhitespace(label.substr(0, last)));
+    }
     if (!core::IsPrintableUtf8(label)) {
       return absl::InvalidArgumentError(
           absl::StrCat("the token file '", path, "', line ", number,
@@ -56,6 +72,12 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
     }
     entry.explicit_label = !entry.label.empty();
     if (entry.label.empty()) entry.label = base::ToHex(entry.digest.substr(0, 4));
+    if (const auto [known, added] = auth.weights_.emplace(entry.label, weight);
+        !added && known->second != weight) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the token file '", path, "', line ", number, ": the label '", entry.label,
+                       "' has weight ", known->second, " on an earlier line; give one weight"));
+    }
     auth.tokens_.push_back(std::move(entry));
   }
   // A label that spells another token's digest label would make two clients one.
@@ -94,6 +116,11 @@ absl::StatusOr<std::string> TokenAuth::Check(const std::string_view* authorizati
   }
   if (known == nullptr) return absl::UnauthenticatedError("wrong bearer token");
   return known->label;
+}
+
+int TokenAuth::WeightOf(const std::string& label) const {
+  const auto it = weights_.find(label);
+  return it == weights_.end() ? 1 : it->second;
 }
 
 }  // namespace kprof::server

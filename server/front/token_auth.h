@@ -5,6 +5,7 @@
 // logged or echoed in an error.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,8 @@ namespace kprof::server {
 // Who a client is: the label of the token it presented. A line of the token file is a token,
 // optionally followed by whitespace and the label of whoever holds it ("s3cret alice"); a
 // token without one is labelled by its digest's first 8 hex digits. Several tokens may share a
-// label (one client rotating its tokens).
+// label (one client rotating its tokens). A last word "weight=N" gives the label's share of each
+// device against other clients' ("s3cret tuner-a weight=3"; default 1).
 class TokenAuth {
  public:
   // Reads one token per line from `path` (blank lines and # comments skipped).
@@ -30,7 +32,11 @@ class TokenAuth {
 
   size_t size() const { return tokens_.size(); }
 
+  // The weight of a client's label (1 for a label without one, or unknown).
+  int WeightOf(const std::string& label) const;
+
   static constexpr size_t kMaxLabelBytes = 64;
+  static constexpr int kMaxWeight = 1000;
 
  private:
   struct Token {
@@ -39,6 +45,7 @@ class TokenAuth {
     bool explicit_label = false;  // given in the file, not made from the digest
   };
   std::vector<Token> tokens_;
+  std::map<std::string, int> weights_;  // by label
 };
 
 }  // namespace kprof::server

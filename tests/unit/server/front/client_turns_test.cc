@@ -1,5 +1,6 @@
 #include "server/front/client_turns.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,95 @@ TEST(ClientTurnsTest, TakeAllGivesEveryJobInTurnOrder) {
   EXPECT_EQ(all[1].client, "b");
   EXPECT_EQ(all[2].job_id, 2u);
   EXPECT_TRUE(turns.empty());
+}
+
+// How many of each client's jobs are in the fewest of any `window` consecutive ones of `order`
+// (client names), over the stretch where every client still has jobs to come.
+std::map<std::string, int> FewestInAnyWindow(const std::vector<std::string>& order, size_t window) {
+  std::map<std::string, size_t> last;
+  for (size_t i = 0; i < order.size(); ++i) last[order[i]] = i;
+  size_t end = order.size();
+  for (const auto& [client, at] : last) end = std::min(end, at + 1);
+  std::map<std::string, int> fewest;
+  for (const auto& [client, at] : last) fewest[client] = static_cast<int>(window);
+  for (size_t start = 0; start + window <= end; ++start) {
+    std::map<std::string, int> counts;
+    for (size_t i = start; i < start + window; ++i) ++counts[order[i]];
+    for (auto& [client, n] : fewest) n = std::min(n, counts[client]);
+  }
+  return fewest;
+}
+
+std::vector<std::string> Clients(ClientTurns& turns) {
+  std::vector<std::string> order;
+  std::string after;
+  while (std::optional<ClientTurns::Next> next = turns.TakeNext(after)) {
+    order.push_back(next->client);
+    after = next->client;
+  }
+  return order;
+}
+
+TEST(ClientTurnsTest, WeightsShareTheDeviceSmoothly) {
+  ClientTurns turns;
+  uint64_t id = 0;
+  for (int i = 0; i < 800; ++i) turns.Add("eight-streams", ++id);
+  for (int i = 0; i < 100; ++i) turns.Add("one-stream", ++id);
+  std::map<std::string, int> fewest = FewestInAnyWindow(Clients(turns), 20);
+  EXPECT_GE(fewest["eight-streams"], 9);
+  EXPECT_GE(fewest["one-stream"], 9);
+
+  turns.SetWeights([](const std::string& client) { return client == "heavy" ? 3 : 1; });
+  for (int i = 0; i < 800; ++i) turns.Add("heavy", ++id);
+  for (int i = 0; i < 100; ++i) turns.Add("light", ++id);
+  fewest = FewestInAnyWindow(Clients(turns), 20);
+  EXPECT_GE(fewest["heavy"], 14);
+  EXPECT_GE(fewest["light"], 4);
+  // Weights out of range are clamped, not trusted: 0 is 1.
+  turns.SetWeights([](const std::string& client) { return client == "zero" ? 0 : 1; });
+  for (int i = 0; i < 10; ++i) turns.Add("zero", ++id);
+  for (int i = 0; i < 10; ++i) turns.Add("one", ++id);
+  fewest = FewestInAnyWindow(Clients(turns), 4);
+  EXPECT_EQ(fewest["zero"], 2);
+  EXPECT_EQ(fewest["one"], 2);
+}
+
+TEST(ClientTurnsTest, IdleTimeEarnsNoCreditAndJobsTakenBackDoNotJumpTheNewcomer) {
+  ClientTurns turns;
+  uint64_t id = 0;
+  for (int i = 0; i < 50; ++i) turns.Add("busy", ++id);
+  for (int i = 0; i < 30; ++i) (void)turns.TakeNext("busy");
+  // A newcomer after 30 of busy's jobs does not get 30 in a row: they alternate.
+  for (int i = 0; i < 10; ++i) turns.Add("late", ++id);
+  std::vector<std::string> order = Clients(turns);
+  ASSERT_GE(order.size(), 6u);
+  EXPECT_EQ(FewestInAnyWindow(order, 4)["busy"], 2);
+
+  // Jobs handed to a worker are taken back for a newcomer, which goes next all the same.
+  ClientTurns back;
+  for (uint64_t j = 1; j <= 8; ++j) back.Add("tuner", j);
+  for (int i = 0; i < 8; ++i) (void)back.TakeNext("tuner");  // a full pipeline
+  back.Add("user", 9);
+  for (uint64_t j = 3; j <= 8; ++j) back.Add("tuner", j);
+  EXPECT_EQ(Drain(back, "tuner"),
+            (std::vector<std::string>{"user:9", "tuner:3", "tuner:4", "tuner:5", "tuner:6",
+                                      "tuner:7", "tuner:8"}));
+}
+
+TEST(ClientTurnsTest, InteractiveJobsGoFirstButNeverStarveBatchOnes) {
+  ClientTurns turns;
+  for (uint64_t id = 1; id <= 3; ++id) turns.Add("tuner", id, true, /*interactive=*/false);
+  for (uint64_t id = 10; id <= 19; ++id) turns.Add("user", id, true, /*interactive=*/true);
+  // Four interactive ones, then a batch one, while both wait.
+  EXPECT_EQ(Drain(turns),
+            (std::vector<std::string>{"user:10", "user:11", "user:12", "user:13", "tuner:1",
+                                      "user:14", "user:15", "user:16", "user:17", "tuner:2",
+                                      "user:18", "user:19", "tuner:3"}));
+  // Within one client, its interactive job goes ahead of its own batch ones.
+  turns.Add("a", 30, true, false);
+  turns.Add("a", 31, true, true);
+  EXPECT_EQ(Drain(turns), (std::vector<std::string>{"a:31", "a:30"}));
+  EXPECT_EQ(turns.size(), 0);
 }
 
 }  // namespace

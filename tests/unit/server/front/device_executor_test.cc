@@ -473,5 +473,80 @@ TEST_F(DeviceExecutorTest, TheQuickPathAnswersOnTheCallersThread) {
   EXPECT_EQ(bench_.runners_started, 1);
 }
 
+// Of any `window` consecutive jobs in the order they began, the fewest each client had, over the
+// stretch from the first job of the client that came last to the last job of the one that left
+// first: while both had work.
+std::map<std::string, int> FewestWhileBothWaited(const std::vector<std::string>& order,
+                                                 size_t window) {
+  std::map<std::string, size_t> first, last;
+  for (size_t i = 0; i < order.size(); ++i) {
+    first.emplace(order[i], i);
+    last[order[i]] = i;
+  }
+  size_t begin = 0, end = order.size();
+  for (const auto& [client, at] : first) begin = std::max(begin, at);
+  for (const auto& [client, at] : last) end = std::min(end, at + 1);
+  std::map<std::string, int> fewest;
+  for (const auto& [client, at] : first) fewest[client] = static_cast<int>(window);
+  for (size_t start = begin; start + window <= end; ++start) {
+    std::map<std::string, int> counts;
+    for (size_t i = start; i < start + window; ++i) ++counts[order[i]];
+    for (auto& [client, n] : fewest) n = std::min(n, counts[client]);
+  }
+  return fewest;
+}
+
+// Two tuners' batch streams on one device, one with many more jobs queued: in the order the
+// jobs ran, they alternate by weight — of any 20 consecutive, at least 9 each at equal weights,
+// at least 14 and 4 at 3:1.
+TEST_F(DeviceExecutorTest, TunersShareTheDeviceByWeightInTheOrderItRunsTheirJobs) {
+  for (const int heavy_weight : {1, 3}) {
+    Start();
+    executor_->SetClientWeights(
+        [heavy_weight](const std::string& c) { return c == "eight-streams" ? heavy_weight : 1; });
+    {
+      std::lock_guard<std::mutex> lock(bench_.mutex);
+      bench_.started.clear();
+    }
+    std::vector<std::shared_ptr<Outcome>> jobs;
+    std::map<uint64_t, std::string> client_of;
+    const uint64_t base = heavy_weight * 1000;
+    for (uint64_t i = 0; i < 400; ++i) {
+      // Eight streams of one tuner and one of another, their jobs arriving mixed.
+      const std::string client = i % 5 == 4 ? "one-stream" : "eight-streams";
+      client_of[base + i] = client;
+      jobs.push_back(Submit(base + i, client, Script{absl::Microseconds(200)},
+                            absl::InfiniteFuture(), nullptr, /*beyond_bound=*/true));
+    }
+    for (auto& job : jobs) ASSERT_EQ(job->code(), absl::StatusCode::kOk);
+    std::vector<std::string> order;
+    for (uint64_t id : bench_.Started()) order.push_back(client_of.at(id));
+    ASSERT_EQ(order.size(), 400u);
+    const std::map<std::string, int> fewest = FewestWhileBothWaited(order, 20);
+    EXPECT_GE(fewest.at("eight-streams"), heavy_weight == 1 ? 9 : 14) << heavy_weight;
+    EXPECT_GE(fewest.at("one-stream"), heavy_weight == 1 ? 9 : 4) << heavy_weight;
+  }
+}
+
+// A call waits behind the running batch job and those handed on with it, not behind the batch
+// queue — even the same client's, whose jobs otherwise run in the order they came.
+TEST_F(DeviceExecutorTest, AnInteractiveJobGoesAheadOfQueuedBatchJobs) {
+  Start();
+  std::vector<std::shared_ptr<Outcome>> jobs;
+  for (uint64_t id = 1; id <= 30; ++id) {
+    jobs.push_back(Submit(id, "tuner", Script{absl::Milliseconds(5)}, absl::InfiniteFuture(),
+                          nullptr, /*beyond_bound=*/true));
+  }
+  ASSERT_TRUE(WaitStarted(1));
+  auto user = Submit(100, "tuner");  // a call: interactive
+  EXPECT_EQ(user->code(), absl::StatusCode::kOk);
+  for (auto& job : jobs) EXPECT_EQ(job->code(), absl::StatusCode::kOk);
+  const std::vector<uint64_t> started = bench_.Started();
+  const auto at = std::find(started.begin(), started.end(), 100u);
+  ASSERT_NE(at, started.end());
+  // Behind at most the pipeline handed on before it came (8 jobs), not the 29 queued.
+  EXPECT_LE(at - started.begin(), 9) << "the interactive job waited behind the batch queue";
+}
+
 }  // namespace
 }  // namespace kprof::server
