@@ -9,15 +9,21 @@ uint64_t ClientTurns::StrideOf(const std::string& client) const {
   return kStride / static_cast<uint64_t>(weight);
 }
 
-void ClientTurns::Add(const std::string& client, uint64_t job_id, bool bounded,
-                      bool interactive) {
-  std::deque<Entry>& queue = queues_[client];
-  if (queue.empty()) {
-    turns_.push_back(client);
-    // Idle time earns nothing: it joins where the clients served last are.
-    uint64_t& pass = pass_[client];
-    pass = std::max(pass, virtual_time_);
+bool ClientTurns::HasClass(const std::string& client, bool interactive) const {
+  const auto q = queues_.find(client);
+  return q != queues_.end() &&
+         std::any_of(q->second.begin(), q->second.end(),
+                     [interactive](const Entry& e) { return e.interactive == interactive; });
+}
+
+void ClientTurns::Add(const std::string& client, uint64_t job_id, bool bounded, bool interactive) {
+  if (!HasClass(client, interactive)) {
+    // Idle time earns nothing: it joins where the clients of its class served last are.
+    uint64_t& pass = pass_[interactive][client];
+    pass = std::max(pass, virtual_time_[interactive]);
   }
+  std::deque<Entry>& queue = queues_[client];
+  if (queue.empty()) turns_.push_back(client);
   const auto at = std::find_if(queue.begin(), queue.end(),
                                [job_id](const Entry& queued) { return queued.job_id > job_id; });
   queue.insert(at, Entry{job_id, bounded, interactive});
@@ -32,19 +38,15 @@ std::optional<ClientTurns::Next> ClientTurns::TakeNext(const std::string& after)
   const bool interactive = interactive_ > 0 && (!batch_waiting || streak_ < kInteractiveStreak);
   // The client of the lowest pass with a job of that class; on a tie the earlier in turn, the
   // client just served last.
-  const auto has_class = [&](const std::string& client) {
-    const std::deque<Entry>& queue = queues_.at(client);
-    return std::any_of(queue.begin(), queue.end(),
-                       [interactive](const Entry& e) { return e.interactive == interactive; });
-  };
+  std::map<std::string, uint64_t>& passes = pass_[interactive];
   auto chosen = turns_.end();
   for (auto it = turns_.begin(); it != turns_.end(); ++it) {
-    if (!has_class(*it)) continue;
+    if (!HasClass(*it, interactive)) continue;
     if (chosen == turns_.end()) {
       chosen = it;
       continue;
     }
-    const uint64_t mine = pass_[*it], best = pass_[*chosen];
+    const uint64_t mine = passes[*it], best = passes[*chosen];
     if (mine < best || (mine == best && *chosen == after && *it != after)) chosen = it;
   }
   Next next{*chosen, 0};
@@ -62,8 +64,8 @@ std::optional<ClientTurns::Next> ClientTurns::TakeNext(const std::string& after)
   } else {
     streak_ = 0;
   }
-  uint64_t& pass = pass_[next.client];
-  virtual_time_ = pass;
+  uint64_t& pass = passes[next.client];
+  virtual_time_[interactive] = pass;
   pass += StrideOf(next.client);
   if (queue.empty()) {
     queues_.erase(next.client);

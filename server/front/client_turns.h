@@ -83,11 +83,15 @@ class ClientTurns {
 
   uint64_t StrideOf(const std::string& client) const;
 
+  bool HasClass(const std::string& client, bool interactive) const;
+
   std::map<std::string, std::deque<Entry>> queues_;  // by client, in id order
-  std::map<std::string, uint64_t> pass_;             // of clients seen (kept while idle)
   std::deque<std::string> turns_;                    // clients with jobs
-  uint64_t virtual_time_ = 0;                        // the pass of the last job served
-  int interactive_ = 0;                              // interactive jobs queued
+  // Per class (0 batch, 1 interactive), each share kept apart: a class served less often (batch
+  // behind interactive) must not set the pace newcomers of the other class join at.
+  std::map<std::string, uint64_t> pass_[2];  // of clients seen (kept while idle)
+  uint64_t virtual_time_[2] = {0, 0};        // the pass of the class's last job served
+  int interactive_ = 0;                      // interactive jobs queued
   int streak_ = 0;  // interactive jobs served in a row while a batch one waited
   int size_ = 0;
   std::function<int(const std::string&)> weight_of_;

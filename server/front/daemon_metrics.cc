@@ -35,8 +35,8 @@ class DaemonMetrics::Families {
   explicit Families(prometheus::Registry& r)
       : jobs(prometheus::BuildCounter()
                  .Name("kprofd_jobs_total")
-                 .Help("Jobs ended, by device, kind (time_evaluate, profile_function, profile) "
-                       "and result (the status code's name)")
+                 .Help("Jobs that reached a worker and ended, by device, kind (time_evaluate, "
+                       "profile_function, profile) and result (the status code's name)")
                  .Register(r)),
         client_jobs(prometheus::BuildCounter()
                         .Name("kprofd_client_jobs_total")
@@ -54,7 +54,7 @@ class DaemonMetrics::Families {
         worker_starts(prometheus::BuildCounter()
                           .Name("kprofd_worker_starts_total")
                           .Help("Worker processes started, by device and cause (new, crash, "
-                                "timeout, recycle)")
+                                "timeout, recycle, cancel)")
                           .Register(r)),
         queue_length(prometheus::BuildGauge()
                          .Name("kprofd_queue_length")

@@ -310,12 +310,13 @@ DeviceExecutor::Stats DeviceExecutor::stats() {
     stats.queued.emplace_back(client, queued.at(client));
   }
   if (handed_on_ > 1) {
-    const auto it = std::find_if(stats.queued.begin(), stats.queued.end(),
-                                 [this](const auto& q) { return q.first == handed_client_; });
+    const std::string& handed = handed_client_;
+    auto it = stats.queued.begin();
+    while (it != stats.queued.end() && it->first != handed) ++it;
     if (it != stats.queued.end()) {
       it->second += handed_on_ - 1;
     } else {
-      stats.queued.emplace(stats.queued.begin(), handed_client_, handed_on_ - 1);
+      stats.queued.emplace(stats.queued.begin(), handed, handed_on_ - 1);
     }
   }
   return stats;

@@ -114,7 +114,7 @@ class DeviceExecutor {
     int64_t quick_jobs = 0;      // answered on the quick path
     std::string running_client;  // whose job runs ("" when none)
     // Each client with jobs waiting (handed on to its worker but not started included), in the
-    // order they take turns.
+    // order they joined the queue.
     std::vector<std::pair<std::string, int>> queued;
   };
   Stats stats() ABSL_LOCKS_EXCLUDED(mutex_);

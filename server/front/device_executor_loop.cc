@@ -59,6 +59,7 @@ void DeviceExecutor::RetireIdleWorkers() {
     const bool active = it->second.process.get() == active_;
     if (!active &&
         (now - it->second.last_job >= pool_.idle_timeout || !it->second.process->alive())) {
+      restart_cause_.erase(it->first);  // its next worker starts anew
       it = workers_.erase(it);
     } else {
       ++it;

@@ -223,7 +223,9 @@ absl::Status Serve(const DaemonFlags& flags) {
   service.SetHost(std::move(described));
   if (const TokenAuth* tokens = service.auth(); tokens != nullptr) {
     for (auto& [device, executor] : executors) {
-      executor->SetClientWeights([tokens](const std::string& c) { return tokens->WeightOf(c); });
+      // A copy: the executors may outlive the service that owns the tokens.
+      executor->SetClientWeights(
+          [weights = *tokens](const std::string& c) { return weights.WeightOf(c); });
     }
   }
   // However Serve ends, no scrape reads the service or the executors after they go.

@@ -24,7 +24,8 @@ class MetricsSink {
                        absl::Duration execution) = 0;
 
   // A worker process started on `device` because of `cause`: "new" (a client's first, or
-  // after its last one ended idle), "crash", "timeout" or "recycle".
+  // after its last one ended idle), "crash", "timeout", "recycle" (it was disturbed) or
+  // "cancel" (its running job was cancelled).
   virtual void WorkerStarted(const base::Device& device, std::string_view cause) = 0;
 };
 

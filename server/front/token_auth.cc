@@ -39,7 +39,7 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
                             ? std::string()
                             : std::string(absl::StripAsciiWhitespace(text.substr(space)));
     // A last word "weight=N": the client's share of each device against others' (default 1).
-    int weight = 1;
+    int weight = 0;  // none given
     if (const size_t last = label.find_last_of(" \t");
         absl::StartsWith(label.substr(last == std::string::npos ? 0 : last + 1), "weight=")) {
       const std::string word = label.substr(last == std::string::npos ? 0 : last + 1);
@@ -72,11 +72,15 @@ absl::StatusOr<TokenAuth> TokenAuth::FromFile(const std::string& path) {
     }
     entry.explicit_label = !entry.label.empty();
     if (entry.label.empty()) entry.label = base::ToHex(entry.digest.substr(0, 4));
-    if (const auto [known, added] = auth.weights_.emplace(entry.label, weight);
-        !added && known->second != weight) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the token file '", path, "', line ", number, ": the label '", entry.label,
-                       "' has weight ", known->second, " on an earlier line; give one weight"));
+    // A label's tokens may give its weight once or each the same; a token without one
+    // (rotating in) takes the label's.
+    if (weight > 0) {
+      if (const auto [known, added] = auth.weights_.emplace(entry.label, weight);
+          !added && known->second != weight) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the token file '", path, "', line ", number, ": the label '", entry.label,
+                         "' has weight ", known->second, " on an earlier line; give one weight"));
+      }
     }
     auth.tokens_.push_back(std::move(entry));
   }

@@ -103,6 +103,10 @@ TEST(FairShare, AWeightTheDaemonCannotReadIsRefusedAtStart) {
     EXPECT_FALSE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
     EXPECT_THAT(::kprof::testing::ReadFileBytes(log), HasSubstr(says)) << tokens;
   }
+  // A token rotating in without the weight takes its label's.
+  std::ofstream(dir.path() + "/tokens") << "t1 alice weight=3\nt2 alice\n";
+  Daemon rotating;
+  EXPECT_TRUE(rotating.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
 }
 
 }  // namespace

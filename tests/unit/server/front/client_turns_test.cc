@@ -183,6 +183,26 @@ TEST(ClientTurnsTest, InteractiveJobsGoFirstButNeverStarveBatchOnes) {
             (std::vector<std::string>{"user:10", "user:11", "user:12", "user:13", "tuner:1",
                                       "user:14", "user:15", "user:16", "user:17", "tuner:2",
                                       "user:18", "user:19", "tuner:3"}));
+  // Each class keeps its own pace: batch jobs served one in five do not make an interactive
+  // newcomer join far behind the interactive clients, nor take every slot to catch up.
+  ClientTurns mixed;
+  uint64_t id = 100;
+  for (int i = 0; i < 300; ++i) mixed.Add("steady", ++id, true, /*interactive=*/true);
+  for (int i = 0; i < 300; ++i) mixed.Add("batch", ++id, true, /*interactive=*/false);
+  for (int i = 0; i < 200; ++i) (void)mixed.TakeNext("");
+  for (int i = 0; i < 100; ++i) mixed.Add("newcomer", ++id, true, /*interactive=*/true);
+  std::map<std::string, int> served;
+  std::string after;
+  for (int i = 0; i < 50; ++i) {
+    const std::optional<ClientTurns::Next> next = mixed.TakeNext(after);
+    ASSERT_TRUE(next.has_value());
+    ++served[next->client];
+    after = next->client;
+  }
+  EXPECT_EQ(served["batch"], 10);  // one in five
+  EXPECT_EQ(served["steady"], 20);
+  EXPECT_EQ(served["newcomer"], 20);
+
   // Within one client, its interactive job goes ahead of its own batch ones.
   turns.Add("a", 30, true, false);
   turns.Add("a", 31, true, true);
