@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -44,6 +45,10 @@ std::string ModuleId(std::string_view bytes) { return base::Sha256Hex(bytes); }
 absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& target,
                                                         const ClientOptions& options) {
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
+  ClientOptions with_lease = options;
+  if (with_lease.lease.empty()) {
+    if (const char* lease = std::getenv("KPROF_LEASE"); lease != nullptr) with_lease.lease = lease;
+  }
   const bool tls =
       options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty();
   const bool loopback = base::IsLoopbackAddress(target);
@@ -71,7 +76,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
     credentials = grpc::SslCredentials(ssl);
   }
   auto channel = grpc::CreateCustomChannel(target, credentials, arguments);
-  return std::unique_ptr<Client>(new Client(kprof::v1::Profiler::NewStub(channel), options));
+  return std::unique_ptr<Client>(new Client(kprof::v1::Profiler::NewStub(channel), with_lease));
 }
 
 void Client::Prepare(grpc::ClientContext* context, absl::Duration timeout) const {
@@ -80,6 +85,7 @@ void Client::Prepare(grpc::ClientContext* context, absl::Duration timeout) const
   if (!options_.bearer_token.empty()) {
     context->AddMetadata("authorization", "Bearer " + options_.bearer_token);
   }
+  if (!options_.lease.empty()) context->AddMetadata("kprof-lease", options_.lease);
 }
 
 absl::StatusOr<kprof::v1::GetInfoResponse> Client::Info() {
@@ -314,6 +320,14 @@ absl::StatusOr<kprof::v1::ProfileResponse> Client::Profile(const kprof::v1::Prof
     Prepare(&context, timeout);
     return FromGrpcStatus(stub_->Profile(&context, request, response));
   });
+}
+
+std::unique_ptr<Client::LeaseStream> Client::OpenLease() {
+  auto lease = std::make_unique<LeaseStream>();
+  Prepare(&lease->context, {});
+  lease->context.set_deadline(std::chrono::system_clock::time_point::max());
+  lease->stream = stub_->Lease(&lease->context);
+  return lease;
 }
 
 std::unique_ptr<Client::BatchStream> Client::OpenBatch() {

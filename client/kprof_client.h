@@ -44,6 +44,10 @@ struct ClientOptions {
   bool health_check = false;
   // Sent as "authorization: Bearer <token>" on every call when not empty.
   std::string bearer_token;
+  // A lease this client's calls are made under (sent as metadata "kprof-lease"): the daemon
+  // refuses them once it has ended. Empty: $KPROF_LEASE, which `kprof lease` sets for the
+  // command it runs.
+  std::string lease;
   // TLS, when any is set: the CA that signed the daemon's certificate (PEM; empty: the
   // system's roots), and for mutual TLS this client's certificate chain and key (PEM).
   bool tls = false;
@@ -99,6 +103,15 @@ class Client {
         stream;
   };
   std::unique_ptr<BatchStream> OpenBatch();
+
+  // A Lease stream without a deadline, to drive by hand: write the LeaseRequest, read the
+  // updates; a message with `release`, WritesDone or cancelling the context ends the lease.
+  struct LeaseStream {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<kprof::v1::LeaseRequest, kprof::v1::LeaseUpdate>>
+        stream;
+  };
+  std::unique_ptr<LeaseStream> OpenLease();
 
  private:
   Client(std::unique_ptr<kprof::v1::Profiler::Stub> stub, ClientOptions options)

@@ -38,7 +38,15 @@ absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
 // Reads the token and TLS files the options name into `options`.
 // The token: the first in --token-file, else $KPROF_TOKEN, else the first in $KPROF_TOKEN_FILE,
 // as the Python client's connect() looks for it.
-absl::Status Credentials(const Globals& g, ClientOptions* options) {
+absl::Status Credentials(const Globals& given, ClientOptions* options) {
+  // TLS files from the environment where the options do not name them (kprof lease passes
+  // them on to its command so).
+  Globals g = given;
+  for (auto [value, name] :
+       {std::pair{&g.tls_ca, "KPROF_TLS_CA"}, std::pair{&g.tls_cert, "KPROF_TLS_CERT"},
+        std::pair{&g.tls_key, "KPROF_TLS_KEY"}}) {
+    if (const char* env = std::getenv(name); value->empty() && env != nullptr) *value = env;
+  }
   std::string token_file = g.token_file;
   if (token_file.empty()) {
     if (const char* env = std::getenv("KPROF_TOKEN"); env != nullptr && *env != '\0') {
@@ -76,11 +84,7 @@ absl::Status Credentials(const Globals& g, ClientOptions* options) {
 }
 
 absl::StatusOr<std::pair<std::string, ClientOptions>> Connection(const Globals& g) {
-  std::string target = g.target;
-  if (target.empty()) {
-    const char* env = std::getenv("KPROF_TARGET");
-    target = env != nullptr && *env ? env : "127.0.0.1:9177";
-  }
+  std::string target = g.ResolvedTarget();
   ClientOptions options;
   if (!g.timeout.empty()) {
     KPROF_ASSIGN_OR_RETURN(const absl::Duration timeout, ParseTimeout(g.timeout));
@@ -110,6 +114,12 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
 absl::StatusOr<std::unique_ptr<Farm>> Globals::ConnectFarm() const {
   KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
   return Farm::Connect(connection.first, connection.second);
+}
+
+std::string Globals::ResolvedTarget() const {
+  if (!target.empty()) return target;
+  const char* env = std::getenv("KPROF_TARGET");
+  return env != nullptr && *env ? env : "127.0.0.1:9177";
 }
 
 absl::Duration Globals::TimeoutOr(absl::Duration otherwise) const {
@@ -167,9 +177,9 @@ void AddTableFlags(CLI::App& command, TableFlags& flags) {
 
 std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app) {
   std::vector<std::unique_ptr<Command>> commands;
-  for (auto add :
-       {AddInfoCommand, AddLoadCommand, AddModulesCommand, AddUnloadCommand, AddTimeCommand,
-        AddProfileCommand, AddBatchCommand, AddReportCommand, AddCompareCommand, AddRankCommand}) {
+  for (auto add : {AddInfoCommand, AddLoadCommand, AddModulesCommand, AddUnloadCommand,
+                   AddTimeCommand, AddProfileCommand, AddBatchCommand, AddReportCommand,
+                   AddCompareCommand, AddRankCommand, AddLeaseCommand}) {
     commands.push_back(add(app));
   }
   return commands;

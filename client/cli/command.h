@@ -40,6 +40,8 @@ struct Globals {
   // The daemon (one), or every daemon the target names (a farm), with the credentials read.
   absl::StatusOr<std::unique_ptr<Client>> Connect() const;
   absl::StatusOr<std::unique_ptr<Farm>> ConnectFarm() const;
+  // The target the commands connect to: --target, else $KPROF_TARGET, else 127.0.0.1:9177.
+  std::string ResolvedTarget() const;
   // --timeout, or `otherwise` when it is not given.
   absl::Duration TimeoutOr(absl::Duration otherwise) const;
 };
@@ -93,5 +95,6 @@ std::unique_ptr<Command> AddBatchCommand(CLI::App& app);
 std::unique_ptr<Command> AddReportCommand(CLI::App& app);
 std::unique_ptr<Command> AddCompareCommand(CLI::App& app);
 std::unique_ptr<Command> AddRankCommand(CLI::App& app);
+std::unique_ptr<Command> AddLeaseCommand(CLI::App& app);
 
 }  // namespace kprof::client

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
 #include "client/cli/output.h"
@@ -39,6 +40,14 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
           static_cast<unsigned long long>(d.memory_bytes() >> 20), d.l2_bytes() >> 10,
           d.clock_mhz(), d.memory_clock_mhz(), d.memory_bus_bits(), d.peak_bandwidth_gbps(),
           d.pci_bus_id().c_str(), d.driver_version().c_str());
+    }
+    if (d.has_lease()) {
+      const kprof::v1::LeaseInfo& lease = d.lease();
+      std::printf("  leased to %s until %s (lease %s)%s\n", lease.holder().c_str(),
+                  absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                                   absl::FromUnixMillis(lease.ends_unix_ms()), absl::UTCTimeZone())
+                      .c_str(),
+                  lease.lease_id().c_str(), lease.clocks_locked() ? ", clocks locked" : "");
     }
     if (d.busy() || d.queued_size() > 0) {
       std::string queue;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "core/cuda/cuda_devices.h"
 
 namespace kprof::core {
@@ -68,6 +69,10 @@ class NvmlLibrary {
     bind("nvmlDeviceGetPersistenceMode", lib->persistence_mode);
     bind("nvmlDeviceGetComputeRunningProcesses_v3", lib->compute_processes);
     bind("nvmlDeviceGetMaxClockInfo", lib->max_clock_info);
+    // For a lease's clock locking only.
+    bind("nvmlDeviceGetDefaultApplicationsClock", lib->default_app_clock);
+    bind("nvmlDeviceSetGpuLockedClocks", lib->set_locked_clocks);
+    bind("nvmlDeviceResetGpuLockedClocks", lib->reset_locked_clocks);
     if (const nvml::Return r = lib->init(); r != nvml::kSuccess) {
       return absl::FailedPreconditionError(absl::StrCat("nvmlInit_v2: ", lib->Error(r)));
     }
@@ -97,6 +102,9 @@ class NvmlLibrary {
   nvml::Return (*persistence_mode)(nvml::Device, int*) = nullptr;
   nvml::Return (*compute_processes)(nvml::Device, unsigned*, nvml::ProcessInfo*) = nullptr;
   nvml::Return (*max_clock_info)(nvml::Device, int, unsigned*) = nullptr;
+  nvml::Return (*default_app_clock)(nvml::Device, int, unsigned*) = nullptr;
+  nvml::Return (*set_locked_clocks)(nvml::Device, unsigned, unsigned) = nullptr;
+  nvml::Return (*reset_locked_clocks)(nvml::Device) = nullptr;
 
   // The NVML device of cuda:`ordinal`: by PCI bus id, which is right whatever order CUDA
   // numbers devices in (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER), or by index without CUDA.
@@ -289,6 +297,78 @@ ThrottleMonitor GpuThrottleMonitor(double threshold, int ordinal, const std::str
     if (clock.read_khz() < 0) clock.unavailable = "the GPU's SM clock cannot be read through NVML";
   }
   return ThrottleMonitor(threshold, std::move(clock));
+}
+
+absl::StatusOr<GpuClocks> ReadGpuClocks(int ordinal, const std::string& library) {
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
+  if (!nvml.ok()) return nvml.status();
+  KPROF_ASSIGN_OR_RETURN(const nvml::Device device, (*nvml)->Find(ordinal));
+  const NvmlLibrary& lib = **nvml;
+  GpuClocks clocks;
+  const auto mhz = [&](auto* entry, int type) -> int64_t {
+    unsigned value = 0;
+    return entry != nullptr && entry(device, type, &value) == nvml::kSuccess && value > 0
+               ? int64_t{value}
+               : -1;
+  };
+  clocks.sm_mhz = mhz(lib.clock_info, nvml::kClockSm);
+  clocks.memory_mhz = mhz(lib.clock_info, nvml::kClockMem);
+  clocks.max_sm_mhz = mhz(lib.max_clock_info, nvml::kClockSm);
+  clocks.base_sm_mhz = mhz(lib.default_app_clock, nvml::kClockSm);
+  if (absl::StatusOr<std::string> bus = CudaPciBusId(ordinal); bus.ok()) clocks.pci_bus_id = *bus;
+  return clocks;
+}
+
+namespace {
+
+// NVML_ERROR_NO_PERMISSION and NVML_ERROR_NOT_SUPPORTED as statuses that say so.
+absl::Status NvmlCallError(const NvmlLibrary& lib, const char* call, nvml::Return r) {
+  const std::string text = absl::StrCat(call, ": ", lib.Error(r));
+  if (r == 4) return absl::PermissionDeniedError(text);
+  if (r == 3) return absl::UnimplementedError(text);
+  return absl::FailedPreconditionError(text);
+}
+
+}  // namespace
+
+absl::Status LockGpuClocks(int ordinal, int64_t mhz, const std::string& library) {
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
+  if (!nvml.ok()) return nvml.status();
+  const NvmlLibrary& lib = **nvml;
+  if (lib.set_locked_clocks == nullptr) {
+    return absl::UnimplementedError(
+        "this NVML cannot lock clocks (no nvmlDeviceSetGpuLockedClocks)");
+  }
+  KPROF_ASSIGN_OR_RETURN(const nvml::Device device, lib.Find(ordinal));
+  const auto at = static_cast<unsigned>(mhz);
+  if (const nvml::Return r = lib.set_locked_clocks(device, at, at); r != nvml::kSuccess) {
+    return NvmlCallError(lib, "nvmlDeviceSetGpuLockedClocks", r);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResetGpuClocks(int ordinal, const std::string& pci_bus_id,
+                            const std::string& library) {
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
+  if (!nvml.ok()) return nvml.status();
+  const NvmlLibrary& lib = **nvml;
+  if (lib.reset_locked_clocks == nullptr) {
+    return absl::UnimplementedError(
+        "this NVML cannot reset locked clocks (no nvmlDeviceResetGpuLockedClocks)");
+  }
+  nvml::Device device = nullptr;
+  if (!pci_bus_id.empty()) {
+    if (const nvml::Return r = lib.handle_by_pci(pci_bus_id.c_str(), &device);
+        r != nvml::kSuccess) {
+      return NvmlCallError(lib, "nvmlDeviceGetHandleByPciBusId_v2", r);
+    }
+  } else {
+    KPROF_ASSIGN_OR_RETURN(device, lib.Find(ordinal));
+  }
+  if (const nvml::Return r = lib.reset_locked_clocks(device); r != nvml::kSuccess) {
+    return NvmlCallError(lib, "nvmlDeviceResetGpuLockedClocks", r);
+  }
+  return absl::OkStatus();
 }
 
 report::MetricMap NvmlManifest(int ordinal, const std::string& library) {

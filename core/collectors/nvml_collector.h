@@ -38,6 +38,24 @@ ThrottleMonitor GpuThrottleMonitor(double threshold, int ordinal,
 // on it. One "GPU management (NVML)" field saying why where NVML is absent.
 report::MetricMap NvmlManifest(int ordinal, const std::string& library = "libnvidia-ml.so.1");
 
+// cuda:`ordinal`'s clocks as NVML gives them (-1 for what it does not): the SM and memory clocks
+// now, the SM clock's maximum and its base (the default application clock), and the GPU's PCI
+// bus id (from the CUDA driver; "" without it).
+struct GpuClocks {
+  int64_t sm_mhz = -1, memory_mhz = -1, max_sm_mhz = -1, base_sm_mhz = -1;
+  std::string pci_bus_id;
+};
+absl::StatusOr<GpuClocks> ReadGpuClocks(int ordinal,
+                                        const std::string& library = "libnvidia-ml.so.1");
+
+// Locks cuda:`ordinal`'s SM clock at `mhz` (nvmlDeviceSetGpuLockedClocks), and puts it back
+// (nvmlDeviceResetGpuLockedClocks; the GPU found by `pci_bus_id` when given, else by ordinal).
+// PERMISSION_DENIED where NVML needs root, UNIMPLEMENTED where the GPU or NVML cannot.
+absl::Status LockGpuClocks(int ordinal, int64_t mhz,
+                           const std::string& library = "libnvidia-ml.so.1");
+absl::Status ResetGpuClocks(int ordinal, const std::string& pci_bus_id,
+                            const std::string& library = "libnvidia-ml.so.1");
+
 class NvmlCollector final : public MetricCollector {
  public:
   // `library`: where NVML is (the default: the system's).

@@ -44,6 +44,8 @@ fs::path GpuDevfreq(const std::string& root) {
 
 }  // namespace
 
+std::string TegraGpuDevfreq(const std::string& root) { return GpuDevfreq(root).string(); }
+
 int64_t TegraGpuKhz(const std::string& root) {
   const fs::path node = GpuDevfreq(root);
   if (node.empty()) return -1;

@@ -26,6 +26,10 @@ struct TegraClocks {
 };
 TegraClocks ReadTegraClocks(const std::string& root = "/");
 
+// The Tegra GPU's devfreq node under `root` (its cur_freq, min_freq, max_freq in Hz); "" off
+// Tegra.
+std::string TegraGpuDevfreq(const std::string& root = "/");
+
 // The Tegra GPU's current clock alone (one file), for the interference check; < 0 off Tegra.
 int64_t TegraGpuKhz(const std::string& root = "/");
 

@@ -190,6 +190,11 @@ class Client:
             self._channel = grpc.insecure_channel(target, options)
         self._stub = kprof_pb2_grpc.ProfilerStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        # Calls made under a lease (kprof lease sets $KPROF_LEASE for the command it runs) carry
+        # its id: the daemon refuses them once the lease has ended.
+        lease = os.environ.get("KPROF_LEASE")
+        if lease:
+            self._metadata += (("kprof-lease", lease),)
         self._timeout = timeout
         # id -> (bytes, name, format), for uploading again after an eviction: the newest last,
         # at most max_remembered_bytes of them (and always the newest), as the C++ client keeps.

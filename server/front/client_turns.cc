@@ -75,6 +75,18 @@ std::optional<ClientTurns::Next> ClientTurns::TakeNext(const std::string& after)
   return next;
 }
 
+std::optional<ClientTurns::Next> ClientTurns::TakeNextOf(const std::string& client) {
+  const auto q = queues_.find(client);
+  if (q == queues_.end()) return std::nullopt;
+  std::deque<Entry>& queue = q->second;
+  auto entry =
+      std::find_if(queue.begin(), queue.end(), [](const Entry& e) { return e.interactive; });
+  if (entry == queue.end()) entry = queue.begin();
+  const Next next{client, entry->job_id};
+  Remove(next.job_id);
+  return next;
+}
+
 std::optional<std::string> ClientTurns::Remove(uint64_t job_id) {
   for (auto q = queues_.begin(); q != queues_.end(); ++q) {
     std::deque<Entry>& queue = q->second;

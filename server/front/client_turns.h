@@ -53,6 +53,10 @@ class ClientTurns {
   // Nothing when no job waits.
   std::optional<Next> TakeNext(const std::string& after);
 
+  // `client`'s next job alone (a lease's holder), interactive first; others' passes and the
+  // client's own are left as they are: a lease is not a turn. Nothing when it has none.
+  std::optional<Next> TakeNextOf(const std::string& client);
+
   // Takes a queued job out; its client, or nothing when the job is not queued.
   std::optional<std::string> Remove(uint64_t job_id);
 

@@ -39,6 +39,15 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddString("cache-dir", &f.cache_dir, "DIR",
                "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
                "$XDG_CACHE_HOME/kprofd)");
+  cl.AddString("state-dir", &f.state_dir, "DIR",
+               "where the daemon keeps what must outlive it, such as the clocks a lease changed "
+               "(default $STATE_DIRECTORY, else the cache directory)");
+  cl.AddString("lease-clients", &f.lease_clients, "LABEL,...",
+               "the clients that may lease a device (token labels or certificate subjects; * for "
+               "anyone; default: anyone on a loopback-only daemon, no one otherwise)");
+  cl.AddDuration("max-lease", &f.max_lease, "DURATION", "longest lease granted (default 30m)");
+  cl.AddString("sysfs-root", &f.sysfs_root, "DIR",
+               "where /sys is for a lease's clocks (default /; tests give a fake tree)");
   cl.AddString("scratch-dir", &f.scratch_dir, "DIR",
                "where each worker gets a scratch directory of its own, its TMPDIR and the one "
                "place it may write, removed with it (default /dev/shm, else $TMPDIR or /tmp)");
@@ -141,6 +150,16 @@ std::string ConfigPath(const DaemonFlags& flags) {
   return "";
 }
 
+std::string StateDir(const DaemonFlags& flags, const std::string& cache_dir) {
+  if (!flags.state_dir.empty()) return flags.state_dir;
+  // systemd's StateDirectory= may list several, separated by colons: the first is the daemon's.
+  if (const char* dir = std::getenv("STATE_DIRECTORY"); dir != nullptr && *dir != '\0') {
+    const std::string dirs(dir);
+    return dirs.substr(0, dirs.find(':'));
+  }
+  return cache_dir;
+}
+
 std::string DefaultCacheDir() {
   if (const char* systemd = std::getenv("CACHE_DIRECTORY"); systemd != nullptr && *systemd) {
     return std::string(std::string_view(systemd).substr(0, std::string_view(systemd).find(':')));
@@ -214,6 +233,9 @@ absl::Status CheckLimits(const DaemonFlags& flags) {
   }
   if (flags.upload_idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--upload-idle-timeout wants a positive duration");
+  }
+  if (flags.max_lease <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max-lease wants a positive duration");
   }
   if (flags.workers_per_device < 1 || flags.workers_per_device > 256) {
     return absl::InvalidArgumentError("--workers-per-device wants 1 to 256");

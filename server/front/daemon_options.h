@@ -24,7 +24,11 @@ struct DaemonFlags {
   std::string port_file;
   std::string config;
   std::string cache_dir;
+  std::string state_dir;  // "": $STATE_DIRECTORY, else the cache directory
   std::string scratch_dir;
+  std::string lease_clients;  // "": anyone on a loopback-only daemon, no one otherwise; "*": anyone
+  absl::Duration max_lease = absl::Minutes(30);
+  std::string sysfs_root = "/";
   std::string worker_user;
   std::string worker;
   int64_t max_queue = 64;
@@ -62,6 +66,8 @@ std::string ConfigPath(const DaemonFlags& flags);
 
 // $CACHE_DIRECTORY (systemd), /var/cache/kprofd as root, else $XDG_CACHE_HOME/kprofd.
 std::string DefaultCacheDir();
+// --state-dir, else $STATE_DIRECTORY (systemd), else the cache directory `cache_dir`.
+std::string StateDir(const DaemonFlags& flags, const std::string& cache_dir);
 // kprofd-worker beside kprofd (a build tree), else where the install puts it.
 std::string DefaultWorker();
 

@@ -103,6 +103,7 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       return absl::InternalError(absl::StrCat("job id ", id, " is already queued on ",
                                               base::DeviceSpec(worker_options_.device)));
     }
+    if (absl::Status refused = LeaseRefusal(client, deadline); !refused.ok()) return refused;
     // The bound is each client's: one client's flood never fills the queue for the others.
     // Jobs handed to its worker behind the running one wait too; those queued beyond the bound
     // (a batch stream's, which bounds its own) do not count.
@@ -153,7 +154,69 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
 bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
   // The loop is asleep with nothing to do, and left this client's worker to the quick path.
   return sleeping_ && quick_worker_ != nullptr && !quick_busy_ && !handover_.has_value() &&
-         quick_client_ == client && turns_.empty() && cancels_.empty() && !draining_;
+         quick_client_ == client && turns_.empty() && cancels_.empty() && !draining_ &&
+         Admitted(client);
+}
+
+bool DeviceExecutor::Admitted(const std::string& client) const {
+  return !lease_.has_value() || (lease_->open && lease_->holder == client);
+}
+
+absl::Status DeviceExecutor::LeaseRefusal(const std::string& client, absl::Time deadline) const {
+  if (!lease_.has_value() || lease_->holder == client || deadline >= lease_->ends) {
+    return absl::OkStatus();
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(lease_->what, ", after this request's deadline: the job would wait past it"));
+}
+
+void DeviceExecutor::SetLease(std::optional<LeaseGate> gate, std::function<void()> clear) {
+  std::vector<Job> refused;
+  bool wake = false;
+  std::function<void()> clear_now;
+  {
+    absl::MutexLock lock(&mutex_);
+    lease_ = std::move(gate);
+    lease_clear_ = std::move(clear);
+    if (finished_) clear_now = std::exchange(lease_clear_, nullptr);  // nothing runs any more
+    if (lease_.has_value()) {
+      for (auto it = queued_jobs_.begin(); it != queued_jobs_.end();) {
+        if (!LeaseRefusal(it->second.client, it->second.deadline).ok()) {
+          turns_.Remove(it->first);
+          refused.push_back(std::move(it->second));
+          it = queued_jobs_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    wake = std::exchange(sleeping_, false);
+  }
+  for (Job& job : refused) {
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mutex_);
+      status = LeaseRefusal(job.client, job.deadline);
+    }
+    if (status.ok())
+      status = absl::DeadlineExceededError("a lease holds the device past the deadline");
+    job.keep_alive.reset();
+    job.done(status, {});
+  }
+  if (wake) Wake();
+  if (clear_now) clear_now();
+}
+
+void DeviceExecutor::CheckLeaseClear() {
+  std::function<void()> clear;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (lease_clear_ && (in_flight_.empty() || Admitted(active_client_))) {
+      clear = std::move(lease_clear_);
+      lease_clear_ = nullptr;
+    }
+  }
+  if (clear) clear();
 }
 
 FrameChannel::Outgoing DeviceExecutor::Frame(Job& job, const JobRunner& worker) {
@@ -242,7 +305,9 @@ void DeviceExecutor::ParkLastServed(const std::string& next_client) {
 }
 
 DeviceExecutor::Job DeviceExecutor::TakeNext(const std::string& after) {
-  const std::optional<ClientTurns::Next> next = turns_.TakeNext(after);
+  // Under a lease, the holder's jobs alone (a drain takes every one).
+  const std::optional<ClientTurns::Next> next =
+      lease_.has_value() && !draining_ ? turns_.TakeNextOf(lease_->holder) : turns_.TakeNext(after);
   auto node = queued_jobs_.extract(next->job_id);
   return std::move(node.mapped());
 }
@@ -329,10 +394,12 @@ void DeviceExecutor::SetClientWeights(std::function<int(const std::string&)> wei
 
 void DeviceExecutor::Requeue(Job job) {
   job.taking_back = false;
+  absl::Status refused;
   {
     absl::MutexLock lock(&mutex_);
     in_flight_ids_.erase(job.request.job_id());
-    if (!draining_) {
+    refused = LeaseRefusal(job.client, job.deadline);
+    if (!draining_ && refused.ok()) {
       // In order: job ids grow with submission, so the taken-back job goes before the later ones.
       const uint64_t id = job.request.job_id();
       turns_.Add(job.client, id, !job.beyond_bound, job.interactive);
@@ -341,7 +408,9 @@ void DeviceExecutor::Requeue(Job job) {
     }
   }
   job.keep_alive.reset();
-  job.done(absl::UnavailableError("kprofd is shutting down; the job did not start"), {});
+  job.done(refused.ok() ? absl::UnavailableError("kprofd is shutting down; the job did not start")
+                        : refused,
+           {});
 }
 
 void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerAnswer> result, absl::Time started,

@@ -125,6 +125,22 @@ class DeviceExecutor {
   // before the first Submit.
   void set_metrics(MetricsSink* metrics) { metrics_ = metrics; }
 
+  // A lease's hold on the device (LeaseManager). While the gate is `open`, only `holder`'s jobs
+  // run; while it is not (the lease's clocks being set or put back), no job does. Other clients'
+  // jobs wait; one whose deadline falls before `ends` is answered DEADLINE_EXCEEDED at once,
+  // beginning with `what` ("cuda:0 is leased to alice until 10:42:05 UTC").
+  struct LeaseGate {
+    std::string holder;
+    bool open = false;
+    absl::Time ends = absl::InfiniteFuture();
+    std::string what;
+  };
+  // Sets the gate (none: every client's jobs run again). `clear`, when set, runs on the
+  // executor's thread once no job the gate keeps out runs or is handed on; the jobs handed on
+  // behind a running one are taken back.
+  void SetLease(std::optional<LeaseGate> gate, std::function<void()> clear = nullptr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
   // Each client's weight in its share of the device (ClientTurns; by default 1 each). Before
   // the first Submit.
   void SetClientWeights(std::function<int(const std::string&)> weight_of)
@@ -216,6 +232,13 @@ class DeviceExecutor {
   // The next job, clients in turn; `after` (the client just served) goes last when others wait.
   // There must be one.
   Job TakeNext(const std::string& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether the lease gate lets `client`'s jobs run now (no gate: everyone's).
+  bool Admitted(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // DEADLINE_EXCEEDED when a lease keeps `client`'s job, due by `deadline`, waiting past it.
+  absl::Status LeaseRefusal(const std::string& client, absl::Time deadline) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Runs the gate's `clear` once the device is clear of the jobs it keeps out.
+  void CheckLeaseClear() ABSL_LOCKS_EXCLUDED(mutex_);
   // Takes a queued job out; its Done, or null when it is not queued.
   Done TakeFromQueue(uint64_t job_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -259,6 +282,8 @@ class DeviceExecutor {
   std::string quick_client_ ABSL_GUARDED_BY(mutex_);
   bool quick_busy_ ABSL_GUARDED_BY(mutex_) = false;
   std::optional<Handover> handover_ ABSL_GUARDED_BY(mutex_);
+  std::optional<LeaseGate> lease_ ABSL_GUARDED_BY(mutex_);
+  std::function<void()> lease_clear_ ABSL_GUARDED_BY(mutex_);
   int64_t quick_jobs_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t completed_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t failed_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -172,9 +172,13 @@ PipelineView DeviceExecutor::View() const {
   view.handed_on_live.reserve(in_flight_.size());
   for (const Job& job : in_flight_)
     view.handed_on_live.push_back(!job.cancelled && !job.taking_back);
-  view.own_queued = view.has_worker ? static_cast<size_t>(turns_.Queued(active_client_)) : 0;
-  view.others_queued = turns_.OthersWaiting(active_client_);
-  view.any_queued = !turns_.empty();
+  // Under a lease the holder alone has turns: another client's pipeline makes way at once.
+  const bool gated = lease_.has_value() && !draining_;
+  view.leased_away = gated && view.has_worker && !Admitted(active_client_);
+  view.own_queued =
+      view.has_worker && !view.leased_away ? static_cast<size_t>(turns_.Queued(active_client_)) : 0;
+  view.others_queued = !gated && turns_.OthersWaiting(active_client_);
+  view.any_queued = gated ? lease_->open && turns_.HasJobs(lease_->holder) : !turns_.empty();
   return view;
 }
 
@@ -388,6 +392,7 @@ void DeviceExecutor::Loop() {
     }
     if (!cancels.empty()) HandleCancels(std::move(cancels));
     Refill();
+    CheckLeaseClear();
     if (active_ != nullptr && !in_flight_.empty() && active_->HasAnswer()) {
       Answer(active_->Receive());
       continue;

@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@
 #include "server/front/daemon_metrics.h"
 #include "server/front/daemon_options.h"
 #include "server/front/interceptors.h"
+#include "server/front/lease_manager.h"
 #include "server/front/profiler_service.h"
 
 namespace kprof::server {
@@ -141,6 +143,16 @@ absl::Status Serve(const DaemonFlags& flags) {
   if (char resolved[PATH_MAX]; realpath(registry_options.cache_dir.c_str(), resolved) != nullptr) {
     worker.unreadable.emplace_back(resolved);
   }
+  // The state directory (a lease's clock journal): the daemon's alone, as the cache is.
+  const std::string state_dir = StateDir(flags, registry_options.cache_dir);
+  if (mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot create the state directory ",
+                                                      state_dir, ": ", std::strerror(errno),
+                                                      " (--state-dir sets it)"));
+  }
+  if (char resolved[PATH_MAX]; realpath(state_dir.c_str(), resolved) != nullptr) {
+    worker.unreadable.emplace_back(resolved);
+  }
   // Each worker writes only in a scratch directory of its own, beneath this one, which no
   // worker may read.
   KPROF_ASSIGN_OR_RETURN(worker.user, WorkerUserFor(flags));
@@ -219,8 +231,35 @@ absl::Status Serve(const DaemonFlags& flags) {
   limits.job_timeout = flags.job_timeout;
   limits.upload_idle_timeout = flags.upload_idle_timeout;
   limits.busy_poll = worker.busy_poll;
+  // Leases: who may take one, and where the clocks a lease changes are journalled. What a lease
+  // of an earlier run left changed (the daemon was killed) is put back before serving.
+  LeaseOptions lease_options;
+  lease_options.max_lease = flags.max_lease;
+  lease_options.helper = worker.executable;
+  lease_options.sysfs_root = flags.sysfs_root;
+  lease_options.state_file = state_dir + "/clocks-to-restore.json";
+  if (flags.lease_clients == "*" ||
+      (flags.lease_clients.empty() && base::IsLoopbackAddress(flags.listen))) {
+    lease_options.anyone = true;
+  } else {
+    for (absl::string_view label : absl::StrSplit(flags.lease_clients, ',', absl::SkipEmpty())) {
+      lease_options.clients.emplace(absl::StripAsciiWhitespace(label));
+    }
+  }
+  if (absl::StatusOr<std::string> restored = LeaseManager::RestoreLeftovers(lease_options);
+      !restored.ok()) {
+    Log(LogSeverity::kWarning,
+        absl::StrCat("the clocks a lease left changed could not all be put back: ",
+                     restored.status().message(), " (", lease_options.state_file, ")"));
+  } else if (!restored->empty()) {
+    Log(LogSeverity::kInfo,
+        absl::StrCat("put back the clocks a lease of an earlier run left changed: ", *restored));
+  }
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
   service.SetHost(std::move(described));
+  // Stopped before the executors drain: its clocks go back while they still run jobs.
+  LeaseManager leases(lease_options, &executors);
+  service.set_leases(&leases);
   if (const TokenAuth* tokens = service.auth(); tokens != nullptr) {
     for (auto& [device, executor] : executors) {
       // A copy: the executors may outlive the service that owns the tokens.
@@ -317,6 +356,7 @@ absl::Status Serve(const DaemonFlags& flags) {
   health->SetServingStatus("", false);
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
+  leases.Stop();
   for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
   if (metrics != nullptr) metrics->Stop();
   if (!service.WaitForUploads(absl::Seconds(10))) {

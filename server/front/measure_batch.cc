@@ -259,6 +259,7 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::Me
     grpc::CallbackServerContext* context) {
   absl::StatusOr<std::string> client = Authenticate(context);
   absl::Status admitted = client.status();
+  if (admitted.ok()) admitted = CheckLease(context, *client);
   auto* reactor = new BatchReactor(this, context, client.ok() ? *std::move(client) : "");
   {
     // Counted like an upload, under the lock StartDraining takes: a stream either is known to

@@ -7,17 +7,17 @@ namespace kprof::server {
 PipelineStep NextPipelineStep(const PipelineView& view) {
   const std::vector<bool>& handed = view.handed_on_live;
   if (view.has_worker && handed.empty() &&
-      (view.worker_broken || view.others_queued || view.own_queued == 0)) {
+      (view.worker_broken || view.others_queued || view.own_queued == 0 || view.leased_away)) {
     return {PipelineStep::kRelease, 0};
   }
   if (!view.has_worker) {
     return view.any_queued ? PipelineStep{PipelineStep::kStart, 1} : PipelineStep{};
   }
   if (view.worker_broken) return {};
-  if (view.draining || view.others_queued) {
-    // Shutting down: the running job finishes, the ones behind it do not start. Another client
-    // waits: it runs after the running job and at most one more.
-    const size_t first = view.draining ? 1 : 2;
+  if (view.draining || view.leased_away || view.others_queued) {
+    // Shutting down, or a lease begins: the running job finishes, the ones behind it do not
+    // start. Another client waits: it runs after the running job and at most one more.
+    const size_t first = view.draining || view.leased_away ? 1 : 2;
     const bool any =
         first < handed.size() && std::any_of(handed.begin() + static_cast<std::ptrdiff_t>(first),
                                              handed.end(), [](bool live) { return live; });

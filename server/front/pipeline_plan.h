@@ -20,6 +20,8 @@ struct PipelineView {
   size_t own_queued = 0;       // jobs of the pipeline's client in the queue
   bool others_queued = false;  // another client has a job in the queue
   bool any_queued = false;     // any client has (with no worker: whose turn is next)
+  // A lease keeps the pipeline's client out: its jobs not started go back, as in a drain.
+  bool leased_away = false;
 };
 
 struct PipelineStep {

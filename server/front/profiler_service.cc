@@ -19,6 +19,7 @@
 #include "kprof/config.h"
 #include "proto/status.h"
 #include "server/front/grpc_status.h"
+#include "server/front/lease_manager.h"
 #include "server/ipc/frame_channel.h"
 #include "server/ipc/wire.h"
 #include "server/worker/job_options.h"
@@ -165,6 +166,12 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_workers_started(stats.workers_started);
     info->set_jobs_quick(stats.quick_jobs);
     info->set_running_client(stats.running_client);
+    if (leases_ != nullptr) {
+      if (std::optional<kprof::v1::LeaseInfo> lease = leases_->Held(device)) {
+        if (lease->holder() != client) lease->clear_lease_id();  // the holder's to know
+        *info->mutable_lease() = *std::move(lease);
+      }
+    }
     for (const auto& [who, jobs] : stats.queued) {
       kprof::v1::ClientQueue* q = info->add_queued();
       q->set_client(who);
@@ -336,6 +343,10 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request, Fill fill) {
   auto* reactor = new JobReactor();
+  if (const absl::Status leased = CheckLease(context, client); !leased.ok()) {
+    reactor->Finish(ToGrpcStatus(leased));
+    return reactor;
+  }
   absl::StatusOr<PreparedJob> job = PrepareJob(client, device_text, calls, std::move(request));
   if (!job.ok()) {
     reactor->Finish(ToGrpcStatus(job.status()));

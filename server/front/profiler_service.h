@@ -23,6 +23,8 @@
 
 namespace kprof::server {
 
+class LeaseManager;
+
 // The one client of a daemon that takes no credentials (loopback only): whoever reaches it
 // can already run code as its user.
 inline constexpr std::string_view kLocalClient = "local";
@@ -49,7 +51,8 @@ using ProfilerServiceBase = kprof::v1::Profiler::WithCallbackMethod_GetInfo<
                         kprof::v1::Profiler::WithRawCallbackMethod_TimeEvaluate<
                             kprof::v1::Profiler::WithCallbackMethod_Profile<
                                 kprof::v1::Profiler::WithRawCallbackMethod_MeasureBatch<
-                                    kprof::v1::Profiler::Service>>>>>>>>>;
+                                    kprof::v1::Profiler::WithCallbackMethod_Lease<
+                                        kprof::v1::Profiler::Service>>>>>>>>>>;
 
 class ProfilerService final : public ProfilerServiceBase {
  public:
@@ -71,6 +74,9 @@ class ProfilerService final : public ProfilerServiceBase {
 
   // MeasureBatch streams open now, for the metrics.
   int open_batch_streams() ABSL_LOCKS_EXCLUDED(uploads_mutex_);
+  // The device leases (not owned; they outlive the service's calls), for Lease, GetInfo and the
+  // lease id a call carries. Before serving; without, Lease is UNIMPLEMENTED.
+  void set_leases(LeaseManager* leases) { leases_ = leases; }
   // Where the metrics are served, for GetInfo ("" without them). Before serving.
   void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
 
@@ -110,10 +116,18 @@ class ProfilerService final : public ProfilerServiceBase {
   // In measure_batch.cc: BatchRequest in, BatchUpdate out, as bytes.
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* MeasureBatch(
       grpc::CallbackServerContext* context) override;
+  // In lease_calls.cc.
+  grpc::ServerBidiReactor<kprof::v1::LeaseRequest, kprof::v1::LeaseUpdate>* Lease(
+      grpc::CallbackServerContext* context) override;
 
  private:
   class UploadReactor;
   class BatchReactor;
+  class LeaseReactor;
+  // A call that carries a lease id (metadata kprof-lease) must be `client`'s, and the lease held
+  // (LeaseManager::CheckLeaseId); OK for a call without one.
+  absl::Status CheckLease(const grpc::CallbackServerContext* context,
+                          const std::string& client) const;
 
   static constexpr int kMaxCollectors = 16;
   static constexpr size_t kMaxBatchStreams = 64;
@@ -167,6 +181,7 @@ class ProfilerService final : public ProfilerServiceBase {
                                    kprof::worker::v1::WorkerRequest request, Fill fill);
 
   ModuleRegistry* registry_;
+  LeaseManager* leases_ = nullptr;
   std::string metrics_address_;
   std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors_;
   const ServiceLimits limits_;

@@ -36,6 +36,7 @@
 #include "kprof/config.h"
 #include "proto/status.h"
 #include "server/ipc/frame_channel.h"
+#include "server/worker/clock_helper.h"
 #include "server/worker/job_leftovers.h"
 #include "server/worker/worker_job.h"
 #include "server/worker/worker_sandbox.h"
@@ -118,6 +119,9 @@ int Usage(const char* why) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--clocks") == 0) {
+    return kprof::server::RunClockHelper(argc, argv);
+  }
   std::string device_text;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;

@@ -5,15 +5,21 @@
 // KPROF_FAKE_NVML_STATE ("990 0x40": half its clock, HwThermalSlowdown), read at every call,
 // so that a test can throttle the "GPU" under a running daemon; without the file, 1980 MHz and
 // no reasons. Any PCI bus id names the one GPU.
+//
+// Locked clocks (nvmlDeviceSetGpuLockedClocks) are kept in the file beside it, STATE.locked
+// ("1590 1590"), which a reset removes, so that they outlive the process that set them as a real
+// GPU's do; while they are set, the SM clock reads as their minimum. A file STATE.deny makes
+// locking and resetting fail as NVML does for a user who is not root.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace {
 
-constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3;
-constexpr unsigned kMaxSmMhz = 1980, kMemoryMhz = 2619;
+constexpr int kSuccess = 0, kInvalidArgument = 2, kNotSupported = 3, kNoPermission = 4;
+constexpr unsigned kMaxSmMhz = 1980, kBaseSmMhz = 1590, kMemoryMhz = 2619;
 constexpr double kWatts = 300;
 
 struct Device {};
@@ -26,14 +32,30 @@ struct State {
   unsigned long long reasons = 0;  // NOLINT(google-runtime-int): NVML's type
 };
 
+std::string StatePath(const char* suffix) {
+  const char* path = std::getenv("KPROF_FAKE_NVML_STATE");
+  return path == nullptr ? std::string() : std::string(path) + suffix;
+}
+
+bool Exists(const std::string& path) {
+  FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "r");
+  if (f != nullptr) std::fclose(f);
+  return f != nullptr;
+}
+
 State Read() {
   State state;
-  const char* path = std::getenv("KPROF_FAKE_NVML_STATE");
-  if (path == nullptr) return state;
-  if (FILE* f = std::fopen(path, "r"); f != nullptr) {
-    unsigned mhz = 0;
-    unsigned long long reasons = 0;  // NOLINT(google-runtime-int)
-    if (std::fscanf(f, "%u %llx", &mhz, &reasons) == 2) state = {mhz, reasons};
+  if (const char* path = std::getenv("KPROF_FAKE_NVML_STATE"); path != nullptr) {
+    if (FILE* f = std::fopen(path, "r"); f != nullptr) {
+      unsigned mhz = 0;
+      unsigned long long reasons = 0;  // NOLINT(google-runtime-int)
+      if (std::fscanf(f, "%u %llx", &mhz, &reasons) == 2) state = {mhz, reasons};
+      std::fclose(f);
+    }
+  }
+  if (FILE* f = std::fopen(StatePath(".locked").c_str(), "r"); f != nullptr) {
+    unsigned low = 0, high = 0;
+    if (std::fscanf(f, "%u %u", &low, &high) == 2) state.sm_mhz = low;
     std::fclose(f);
   }
   return state;
@@ -100,6 +122,31 @@ __attribute__((visibility("default"))) int nvmlDeviceGetCurrentClocksThrottleRea
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetPersistenceMode(Device*, int* mode) {
   *mode = 1;
+  return kSuccess;
+}
+
+__attribute__((visibility("default"))) int nvmlDeviceGetDefaultApplicationsClock(Device*, int type,
+                                                                                 unsigned* mhz) {
+  if (type != 1 && type != 2) return kNotSupported;
+  *mhz = type == 1 ? kBaseSmMhz : kMemoryMhz;
+  return kSuccess;
+}
+__attribute__((visibility("default"))) int nvmlDeviceSetGpuLockedClocks(Device*, unsigned low,
+                                                                        unsigned high) {
+  if (Exists(StatePath(".deny"))) return kNoPermission;
+  if (low > high || high > kMaxSmMhz) return kInvalidArgument;
+  const std::string path = StatePath(".locked");
+  if (path.empty()) return kNotSupported;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return kNotSupported;
+  std::fprintf(f, "%u %u\n", low, high);
+  std::fclose(f);
+  return kSuccess;
+}
+__attribute__((visibility("default"))) int nvmlDeviceResetGpuLockedClocks(Device*) {
+  if (Exists(StatePath(".deny"))) return kNoPermission;
+  const std::string path = StatePath(".locked");
+  if (!path.empty()) std::remove(path.c_str());
   return kSuccess;
 }
 

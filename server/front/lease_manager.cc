@@ -1,0 +1,481 @@
+#include "server/front/lease_manager.h"
+
+#include <fcntl.h>
+#include <openssl/rand.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/log.h"
+#include "base/status_macros.h"
+#include "nlohmann/json.hpp"
+
+extern char** environ;
+
+namespace kprof::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr size_t kEndedKept = 256;
+
+std::string NewLeaseId() {
+  unsigned char bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    // No entropy from OpenSSL: the id is still unique in this process, if guessable.
+    static std::atomic<uint64_t> counter{0};
+    return absl::StrCat("lease-", getpid(), "-", ++counter);
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes));
+}
+
+std::string TimeText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+LeaseManager::LeaseManager(LeaseOptions options,
+                           std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors)
+    : options_(std::move(options)), executors_(executors), thread_([this] { Loop(); }) {}
+
+LeaseManager::~LeaseManager() { Stop(); }
+
+absl::StatusOr<uint64_t> LeaseManager::Request(const std::string& client, DeviceExecutor* executor,
+                                               absl::Duration length, bool lock_clocks,
+                                               int32_t clock_mhz,
+                                               std::shared_ptr<Listener> listener) {
+  if (!options_.anyone && options_.clients.count(client) == 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "client '", client, "' may not lease devices on this daemon (kprofd --lease-clients ",
+        options_.clients.empty() ? "names none" : absl::StrJoin(options_.clients, ","), ")"));
+  }
+  if (length <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("a lease needs a length above 0 (LeaseRequest.seconds)");
+  }
+  if (length > options_.max_lease) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a lease of ", absl::FormatDuration(length),
+                     " is longer than this daemon allows (kprofd --max-lease ",
+                     absl::FormatDuration(options_.max_lease), ")"));
+  }
+  if (clock_mhz < 0) return absl::InvalidArgumentError("clock_mhz must not be negative");
+  uint64_t ticket = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_) return absl::UnavailableError("kprofd is shutting down and grants no leases");
+    ticket = next_ticket_++;
+    Lease& lease = leases_[ticket];
+    lease.ticket = ticket;
+    lease.id = NewLeaseId();
+    lease.client = client;
+    lease.executor = executor;
+    lease.length = length;
+    lease.lock_clocks = lock_clocks;
+    lease.clock_mhz = clock_mhz;
+    lease.listener = std::move(listener);
+    lease.info.set_lease_id(lease.id);
+    lease.info.set_device(base::DeviceSpec(executor->device()));
+    lease.info.set_holder(client);
+  }
+  Post([this, ticket] {
+    std::shared_ptr<Listener> told;
+    kprof::v1::LeaseInfo held;
+    {
+      absl::MutexLock lock(&mutex_);
+      const auto it = leases_.find(ticket);
+      if (it == leases_.end() || it->second.state != State::kWaiting) return;
+      const auto holder = holder_.find(it->second.executor);
+      if (holder == holder_.end()) {
+        Begin(it->second);
+        return;
+      }
+      told = it->second.listener;
+      held = leases_.at(holder->second).info;
+    }
+    told->Waiting(held);
+  });
+  return ticket;
+}
+
+void LeaseManager::Release(uint64_t ticket, std::string reason) {
+  Post([this, ticket, reason = std::move(reason)]() mutable {
+    absl::MutexLock lock(&mutex_);
+    const auto it = leases_.find(ticket);
+    if (it != leases_.end()) End(it->second, std::move(reason));
+  });
+}
+
+absl::Status LeaseManager::CheckLeaseId(const std::string& client, const std::string& id) const {
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [ticket, lease] : leases_) {
+    if (lease.id != id) continue;
+    if (lease.client != client) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "lease ", id, " is another client's; the call's credentials are ", client, "'s"));
+    }
+    switch (lease.state) {
+      case State::kHeld:
+        return absl::OkStatus();
+      case State::kWaiting:
+      case State::kStarting:
+        return absl::FailedPreconditionError(absl::StrCat("lease ", id, " is not granted yet"));
+      case State::kEnding:
+      case State::kEnded:
+        return absl::FailedPreconditionError(
+            absl::StrCat("lease ", id, " has ended (", lease.end_reason,
+                         "); calls that carry it are refused once it has"));
+    }
+  }
+  if (const auto ended = ended_.find(id); ended != ended_.end()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("lease ", id, " has ended (", ended->second,
+                     "); calls that carry it are refused once it has"));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no lease ", id,
+                   " on this daemon (the call carries it as kprof-lease, from "
+                   "$KPROF_LEASE): it ended before the daemon restarted, or is another daemon's"));
+}
+
+std::optional<kprof::v1::LeaseInfo> LeaseManager::Held(const base::Device& device) const {
+  absl::MutexLock lock(&mutex_);
+  for (const auto& [executor, ticket] : holder_) {
+    if (executor->device() != device) continue;
+    const Lease& lease = leases_.at(ticket);
+    if (lease.state == State::kHeld || lease.state == State::kEnding) return lease.info;
+  }
+  return std::nullopt;
+}
+
+void LeaseManager::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (stopped_) return;
+    stopping_ = true;
+    for (auto& [ticket, lease] : leases_) {
+      work_.push_back([this, t = ticket] {
+        absl::MutexLock inner(&mutex_);
+        if (const auto it = leases_.find(t); it != leases_.end()) {
+          End(it->second, "kprofd is stopping");
+        }
+      });
+    }
+    // The holder's running job finishes before the clocks go back: up to a job's length.
+    const auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return leases_.empty(); };
+    if (!mutex_.AwaitWithTimeout(absl::Condition(&done), absl::Minutes(2))) {
+      base::Log(base::LogSeverity::kWarning,
+                "leases did not end within 2 minutes of stopping; their clocks are put back at "
+                "the next start");
+    }
+    stopped_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void LeaseManager::Post(std::function<void()> fn) {
+  absl::MutexLock lock(&mutex_);
+  work_.push_back(std::move(fn));
+}
+
+void LeaseManager::Loop() {
+  while (true) {
+    std::function<void()> fn;
+    {
+      absl::MutexLock lock(&mutex_);
+      absl::Time next = absl::InfiniteFuture();
+      for (const auto& [ticket, lease] : leases_) {
+        if (lease.state == State::kHeld) {
+          next = std::min(next, absl::FromUnixMillis(lease.info.ends_unix_ms()));
+        }
+      }
+      const auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return !work_.empty() || stopped_;
+      };
+      mutex_.AwaitWithDeadline(absl::Condition(&ready), next);
+      if (work_.empty()) {
+        if (stopped_) return;
+        const absl::Time now = absl::Now();
+        for (auto& [ticket, lease] : leases_) {
+          if (lease.state == State::kHeld &&
+              absl::FromUnixMillis(lease.info.ends_unix_ms()) <= now) {
+            End(lease, "expired");
+          }
+        }
+        continue;
+      }
+      fn = std::move(work_.front());
+      work_.pop_front();
+    }
+    fn();
+  }
+}
+
+std::string LeaseManager::What(const Lease& lease) {
+  return absl::StrCat(lease.info.device(), " is leased to ", lease.client, " until ",
+                      TimeText(absl::FromUnixMillis(lease.info.ends_unix_ms())));
+}
+
+void LeaseManager::SetEnd(Lease& lease, absl::Time ends) {
+  lease.info.set_ends_unix_ms(absl::ToUnixMillis(ends));
+}
+
+void LeaseManager::Begin(Lease& lease) {
+  lease.state = State::kStarting;
+  holder_[lease.executor] = lease.ticket;
+  // Until granted, the end is what it would be were it granted now.
+  SetEnd(lease, absl::Now() + lease.length);
+  DeviceExecutor::LeaseGate gate{lease.client, false,
+                                 absl::FromUnixMillis(lease.info.ends_unix_ms()), What(lease)};
+  DeviceExecutor* executor = lease.executor;
+  const uint64_t ticket = lease.ticket;
+  // Outside the lock: the gate answers refused jobs, and runs `clear` at once on a stopped
+  // executor.
+  mutex_.Unlock();
+  executor->SetLease(std::move(gate), [this, ticket] { Post([this, ticket] { Grant(ticket); }); });
+  mutex_.Lock();
+}
+
+void LeaseManager::Grant(uint64_t ticket) {
+  Lease copy;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto it = leases_.find(ticket);
+    if (it == leases_.end() || it->second.state != State::kStarting) return;
+    copy = it->second;
+  }
+  std::vector<std::string> args = {copy.lock_clocks ? "lock" : "record",
+                                   "--device",
+                                   copy.info.device(),
+                                   "--state",
+                                   options_.state_file,
+                                   "--sysfs-root",
+                                   options_.sysfs_root};
+  if (copy.clock_mhz > 0) {
+    args.push_back("--mhz");
+    args.push_back(absl::StrCat(copy.clock_mhz));
+  }
+  const absl::StatusOr<std::string> answer = RunHelper(options_, std::move(args));
+  kprof::v1::LeaseInfo info = copy.info;
+  if (answer.ok()) {
+    const json doc = json::parse(*answer, nullptr, false);
+    info.set_clocks_locked(doc.value("locked", false));
+    info.set_clocks_note(doc.value("note", ""));
+    if (doc.contains("settings") && doc["settings"].is_array()) {
+      for (const json& s : doc["settings"]) {
+        kprof::v1::ClockSetting* setting = info.add_clocks();
+        setting->set_name(s.value("name", ""));
+        setting->set_before(s.value("before", ""));
+        setting->set_during(s.value("during", ""));
+      }
+    }
+  } else if (copy.lock_clocks && absl::IsInvalidArgument(answer.status())) {
+    // The frequency asked for is not one the device takes: the lease is refused, not granted
+    // with clocks other than asked.
+    absl::MutexLock lock(&mutex_);
+    if (const auto it = leases_.find(ticket); it != leases_.end()) {
+      End(it->second, absl::StrCat("refused: ", answer.status().message()));
+    }
+    return;
+  } else {
+    info.set_clocks_note(absl::StrCat(copy.lock_clocks ? "not locked: " : "not recorded: ",
+                                      answer.status().message()));
+  }
+  std::shared_ptr<Listener> listener;
+  DeviceExecutor::LeaseGate gate;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto it = leases_.find(ticket);
+    if (it == leases_.end()) return;
+    Lease& lease = it->second;
+    lease.clocks_changed = lease.lock_clocks;  // a restore of nothing changed is a no-op
+    const int64_t ends = absl::ToUnixMillis(absl::Now() + lease.length);
+    info.set_ends_unix_ms(ends);
+    lease.info = info;
+    if (lease.state != State::kStarting) return;  // released meanwhile: Finish puts them back
+    lease.state = State::kHeld;
+    gate = {lease.client, true, absl::FromUnixMillis(ends), What(lease)};
+    listener = lease.listener;
+  }
+  copy.executor->SetLease(std::move(gate));
+  base::Log(base::LogSeverity::kInfo,
+            absl::StrCat("lease ", info.lease_id(), ": ", info.device(), " to ", info.holder(),
+                         " until ", TimeText(absl::FromUnixMillis(info.ends_unix_ms())),
+                         info.clocks_locked() ? ", clocks locked" : ""));
+  listener->Granted(info);
+}
+
+void LeaseManager::End(Lease& lease, std::string reason) {
+  switch (lease.state) {
+    case State::kWaiting: {
+      std::shared_ptr<Listener> listener = lease.listener;
+      const uint64_t ticket = lease.ticket;
+      leases_.erase(ticket);
+      mutex_.Unlock();
+      listener->Ended(reason, "");
+      mutex_.Lock();
+      return;
+    }
+    case State::kStarting:
+    case State::kHeld: {
+      lease.state = State::kEnding;
+      lease.end_reason = std::move(reason);
+      DeviceExecutor::LeaseGate gate{lease.client, false,
+                                     absl::FromUnixMillis(lease.info.ends_unix_ms()), What(lease)};
+      DeviceExecutor* executor = lease.executor;
+      const uint64_t ticket = lease.ticket;
+      mutex_.Unlock();
+      executor->SetLease(std::move(gate),
+                         [this, ticket] { Post([this, ticket] { Finish(ticket); }); });
+      mutex_.Lock();
+      return;
+    }
+    case State::kEnding:
+    case State::kEnded:
+      return;
+  }
+}
+
+void LeaseManager::Finish(uint64_t ticket) {
+  Lease lease;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto it = leases_.find(ticket);
+    if (it == leases_.end() || it->second.state != State::kEnding) return;
+    it->second.state = State::kEnded;
+    lease = it->second;
+  }
+  std::string restored;
+  if (lease.clocks_changed) {
+    const absl::StatusOr<std::string> answer =
+        RunHelper(options_, {"restore", "--state", options_.state_file});
+    if (answer.ok()) {
+      const json doc = json::parse(*answer, nullptr, false);
+      restored = doc.is_object() ? doc.value("restored", "") : "";
+      if (restored.empty()) restored = "nothing to put back";
+    } else {
+      restored = absl::StrCat("not put back: ", answer.status().message(),
+                              " (tried again at the next start)");
+      base::Log(base::LogSeverity::kWarning,
+                absl::StrCat("lease ", lease.id, ": clocks ", restored));
+    }
+  }
+  lease.executor->SetLease(std::nullopt);
+  base::Log(base::LogSeverity::kInfo, absl::StrCat("lease ", lease.id, " on ", lease.info.device(),
+                                                   " ended: ", lease.end_reason,
+                                                   restored.empty() ? "" : "; clocks: ", restored));
+  {
+    absl::MutexLock lock(&mutex_);
+    leases_.erase(ticket);
+    if (const auto holder = holder_.find(lease.executor);
+        holder != holder_.end() && holder->second == ticket) {
+      holder_.erase(holder);
+    }
+    ended_[lease.id] = lease.end_reason;
+    ended_order_.push_back(lease.id);
+    if (ended_order_.size() > kEndedKept) {
+      ended_.erase(ended_order_.front());
+      ended_order_.pop_front();
+    }
+  }
+  lease.listener->Ended(lease.end_reason, restored);
+  absl::MutexLock lock(&mutex_);
+  StartNext(lease.executor);
+}
+
+void LeaseManager::StartNext(DeviceExecutor* executor) {
+  if (holder_.count(executor) > 0) return;
+  for (auto& [ticket, lease] : leases_) {  // in ticket order: who asked first
+    if (lease.executor == executor && lease.state == State::kWaiting) {
+      Begin(lease);
+      return;
+    }
+  }
+}
+
+absl::StatusOr<std::string> LeaseManager::RunHelper(const LeaseOptions& options,
+                                                    std::vector<std::string> args) {
+  args.insert(args.begin(), {options.helper, "--clocks"});
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+  pid_t pid = -1;
+  const int spawned =
+      posix_spawn(&pid, options.helper.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (spawned != 0) {
+    close(out[0]);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", options.helper, ": ", std::strerror(spawned)));
+  }
+  std::string text;
+  const absl::Time until = absl::Now() + options.helper_timeout;
+  bool timed_out = false;
+  while (true) {
+    const int64_t left = absl::ToInt64Milliseconds(until - absl::Now());
+    if (left <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd fd{out[0], POLLIN, 0};
+    const int ready = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(out[0], buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  close(out[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat(options.helper,
+                                                    " --clocks did not answer within ",
+                                                    absl::FormatDuration(options.helper_timeout)));
+  }
+  const json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object()) {
+    return absl::InternalError(absl::StrCat(options.helper, " --clocks answered no JSON",
+                                            WIFSIGNALED(status) ? " (it crashed)" : ""));
+  }
+  if (doc.contains("error")) {
+    const json& error = doc["error"];
+    const int code = error.value("code", static_cast<int>(absl::StatusCode::kInternal));
+    return absl::Status(static_cast<absl::StatusCode>(code), error.value("message", ""));
+  }
+  return text;
+}
+
+absl::StatusOr<std::string> LeaseManager::RestoreLeftovers(const LeaseOptions& options) {
+  if (access(options.state_file.c_str(), F_OK) != 0) return std::string();
+  KPROF_ASSIGN_OR_RETURN(const std::string answer,
+                         RunHelper(options, {"restore", "--state", options.state_file}));
+  const json doc = json::parse(answer, nullptr, false);
+  return doc.is_object() ? doc.value("restored", "") : std::string();
+}
+
+}  // namespace kprof::server

@@ -1,0 +1,361 @@
+// Device leases through a real kprofd: a holder has the device alone, other clients' jobs wait
+// (or are refused at once when their deadline falls inside the lease), the lease ends on
+// release, disconnect or expiry, its clocks are locked on a fake sysfs tree and a stand-in NVML
+// and put back — at its end, and after the daemon is killed, at its next start. `kprof lease`
+// runs a command under the lease and exits with its status.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "cli.h"
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TempDir;
+using ::testing::HasSubstr;
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+void Put(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text << "\n";
+}
+
+// A host's cpufreq as sysfs shows it: one policy over CPUs 0 and 1, powersave between 800 MHz
+// and 4 GHz, base 2.4 GHz, turbo on.
+struct FakeSysfs {
+  explicit FakeSysfs(const std::string& tree) : root(tree) {
+    const std::string policy = root + "/sys/devices/system/cpu/cpufreq/policy0/";
+    Put(policy + "affected_cpus", "0 1");
+    Put(policy + "scaling_governor", "powersave");
+    Put(policy + "scaling_available_governors", "performance powersave");
+    Put(policy + "scaling_min_freq", "800000");
+    Put(policy + "scaling_max_freq", "4000000");
+    Put(policy + "cpuinfo_min_freq", "800000");
+    Put(policy + "cpuinfo_max_freq", "4000000");
+    Put(policy + "base_frequency", "2400000");
+    Put(root + "/sys/devices/system/cpu/intel_pstate/no_turbo", "0");
+  }
+  std::string Policy(const std::string& file) const {
+    return Slurp(root + "/sys/devices/system/cpu/cpufreq/policy0/" + file);
+  }
+  std::string Turbo() const {
+    return Slurp(root + "/sys/devices/system/cpu/intel_pstate/no_turbo");
+  }
+  void ExpectAsFound() const {
+    EXPECT_EQ(Policy("scaling_governor"), "powersave");
+    EXPECT_EQ(Policy("scaling_min_freq"), "800000");
+    EXPECT_EQ(Policy("scaling_max_freq"), "4000000");
+    EXPECT_EQ(Turbo(), "0");
+  }
+  void ExpectLocked() const {
+    EXPECT_EQ(Policy("scaling_governor"), "performance");
+    EXPECT_EQ(Policy("scaling_min_freq"), "2400000");
+    EXPECT_EQ(Policy("scaling_max_freq"), "2400000");
+    EXPECT_EQ(Turbo(), "1");
+  }
+  std::string root;
+};
+
+v1::TimeEvaluateRequest Sleep(int us) {
+  v1::TimeEvaluateRequest request;
+  request.mutable_call()->set_module_id("builtin");
+  request.mutable_call()->set_function("sleep_us");
+  request.mutable_call()->add_args("float64:" + std::to_string(us));
+  request.set_number(1);
+  request.set_repeat(1);
+  return request;
+}
+
+// A lease held from a test: the stream, and what the daemon said.
+struct Held {
+  std::unique_ptr<client::Client::LeaseStream> lease;
+  v1::LeaseUpdate first;  // GRANTED, WAITING or ENDED
+};
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::ofstream(dir_.path() + "/tokens") << "token-a alice\ntoken-b bob\n";
+    chmod(dir_.path().c_str(), 0755);
+    chmod((dir_.path() + "/tokens").c_str(), 0644);
+  }
+
+  bool Start(std::vector<std::string> extra = {}) {
+    extra.insert(extra.end(), {"--token-file", dir_.path() + "/tokens", "--sysfs-root", sysfs_.root,
+                               "--state-dir", dir_.path() + "/state"});
+    daemon_.set_stderr(dir_.path() + "/kprofd.log");
+    return daemon_.Start(dir_.path() + "/cache", extra);
+  }
+
+  std::unique_ptr<client::Client> Connect(const std::string& token, const std::string& lease = "") {
+    client::ClientOptions options;
+    options.bearer_token = token;
+    options.lease = lease;
+    options.timeout = absl::Seconds(30);
+    auto connected = client::Client::Connect(daemon_.target(), options);
+    EXPECT_THAT(connected, IsOk());
+    return connected.ok() ? *std::move(connected) : nullptr;
+  }
+
+  static Held Ask(client::Client& client, const std::string& device, double seconds,
+                  bool lock = false) {
+    Held held;
+    held.lease = client.OpenLease();
+    v1::LeaseRequest request;
+    request.set_device(device);
+    request.set_seconds(seconds);
+    request.set_lock_clocks(lock);
+    EXPECT_TRUE(held.lease->stream->Write(request));
+    EXPECT_TRUE(held.lease->stream->Read(&held.first));
+    return held;
+  }
+
+  // Releases and reads to the end: the ENDED update.
+  static v1::LeaseUpdate Release(Held& held) {
+    v1::LeaseRequest release;
+    release.set_release(true);
+    EXPECT_TRUE(held.lease->stream->Write(release));
+    v1::LeaseUpdate update, ended;
+    while (held.lease->stream->Read(&update)) ended = update;
+    held.lease->stream->WritesDone();
+    EXPECT_TRUE(held.lease->stream->Finish().ok());
+    return ended;
+  }
+
+  TempDir dir_;
+  FakeSysfs sysfs_{dir_.path() + "/host"};
+  Daemon daemon_;
+};
+
+TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  auto bob = Connect("token-b");
+  ASSERT_THAT(bob->TimeEvaluate(Sleep(1)), IsOk());  // bob's worker is up
+
+  Held held = Ask(*alice, "cpu:0", 60, /*lock=*/true);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED) << held.first.end_reason();
+  const v1::LeaseInfo& lease = held.first.lease();
+  EXPECT_EQ(lease.holder(), "alice");
+  EXPECT_EQ(lease.device(), "cpu:0");
+  EXPECT_TRUE(lease.clocks_locked()) << lease.clocks_note();
+  EXPECT_GT(lease.ends_unix_ms(), absl::ToUnixMillis(absl::Now() + absl::Seconds(50)));
+  sysfs_.ExpectLocked();
+  bool governor_reported = false;
+  for (const v1::ClockSetting& s : lease.clocks()) {
+    if (s.name() == "cpu0-1 governor") {
+      governor_reported = s.before() == "powersave" && s.during() == "performance";
+    }
+  }
+  EXPECT_TRUE(governor_reported) << lease.DebugString();
+
+  // GetInfo shows the lease to everyone, its id to the holder alone.
+  auto seen_by_bob = bob->Info();
+  ASSERT_THAT(seen_by_bob, IsOk());
+  EXPECT_EQ(seen_by_bob->devices(0).lease().holder(), "alice");
+  EXPECT_EQ(seen_by_bob->devices(0).lease().lease_id(), "");
+  EXPECT_EQ(alice->Info()->devices(0).lease().lease_id(), lease.lease_id());
+
+  // Bob's job with a deadline inside the lease is refused at once, naming the lease.
+  auto refused = bob->TimeEvaluate(Sleep(1), absl::Seconds(5));
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                HasSubstr("cpu:0 is leased to alice until")));
+  // One that can wait, waits; alice's jobs run meanwhile, with the lease's id or without.
+  std::atomic<bool> bob_done{false};
+  absl::Time bob_finished;
+  std::thread waiting([&] {
+    EXPECT_THAT(bob->TimeEvaluate(Sleep(1), absl::Seconds(120)), IsOk());
+    bob_finished = absl::Now();
+    bob_done = true;
+  });
+  auto under_lease = Connect("token-a", lease.lease_id());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_THAT(under_lease->TimeEvaluate(Sleep(1000)), IsOk());
+    EXPECT_THAT(alice->TimeEvaluate(Sleep(1000)), IsOk());
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(bob_done) << "bob's job ran under alice's lease";
+  // Bob cannot use alice's lease id: it is hers.
+  auto borrowed = Connect("token-b", lease.lease_id());
+  EXPECT_THAT(borrowed->TimeEvaluate(Sleep(1)),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client's")));
+
+  const absl::Time released = absl::Now();
+  const v1::LeaseUpdate ended = Release(held);
+  EXPECT_EQ(ended.state(), v1::LeaseUpdate::ENDED);
+  EXPECT_EQ(ended.end_reason(), "released");
+  EXPECT_THAT(ended.clocks_restored(), HasSubstr("cpu0-1 governor back to powersave"));
+  sysfs_.ExpectAsFound();
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/clocks-to-restore.json"));
+  waiting.join();
+  EXPECT_TRUE(bob_done);
+  EXPECT_GE(bob_finished, released);
+  // Calls that still carry the lease are refused now, saying so.
+  EXPECT_THAT(under_lease->TimeEvaluate(Sleep(1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("has ended (released)")));
+  EXPECT_FALSE(alice->Info()->devices(0).has_lease());
+}
+
+TEST_F(LeaseTest, ALeaseEndsWhenItsHolderGoesAwayAndWhenItExpires) {
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  auto bob = Connect("token-b");
+  {
+    Held held = Ask(*alice, "cpu:0", 60);
+    ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED);
+    EXPECT_FALSE(held.first.lease().clocks_locked());  // recorded, not locked
+    EXPECT_FALSE(held.first.lease().clocks().empty());
+    held.lease->context.TryCancel();  // the holder disconnects
+    (void)held.lease->stream->Finish();
+  }
+  // Bob's job runs once the daemon has seen the holder go.
+  EXPECT_THAT(bob->TimeEvaluate(Sleep(1), absl::Seconds(20)), IsOk());
+  sysfs_.ExpectAsFound();
+
+  Held held = Ask(*alice, "cpu:0", 1.0);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED);
+  // Bob waits for the end of it, and a second lease waits its turn, told whose the device is.
+  Held next = Ask(*bob, "cpu:0", 5);
+  EXPECT_EQ(next.first.state(), v1::LeaseUpdate::WAITING);
+  EXPECT_EQ(next.first.lease().holder(), "alice");
+  v1::LeaseUpdate update;
+  ASSERT_TRUE(held.lease->stream->Read(&update));
+  EXPECT_EQ(update.state(), v1::LeaseUpdate::ENDED);
+  EXPECT_EQ(update.end_reason(), "expired");
+  ASSERT_TRUE(next.lease->stream->Read(&update));
+  EXPECT_EQ(update.state(), v1::LeaseUpdate::GRANTED);
+  EXPECT_EQ(update.lease().holder(), "bob");
+  EXPECT_EQ(Release(next).end_reason(), "released");
+  held.lease->stream->WritesDone();
+  EXPECT_TRUE(held.lease->stream->Finish().ok());
+}
+
+TEST_F(LeaseTest, WhoMayLeaseAndForHowLongIsTheOperators) {
+  ASSERT_TRUE(Start({"--lease-clients", "alice", "--max-lease", "1m"}));
+  auto alice = Connect("token-a");
+  auto bob = Connect("token-b");
+  const auto refusal = [](client::Client& c, const std::string& device, double seconds) {
+    Held held;
+    held.lease = c.OpenLease();
+    v1::LeaseRequest request;
+    request.set_device(device);
+    request.set_seconds(seconds);
+    EXPECT_TRUE(held.lease->stream->Write(request));
+    v1::LeaseUpdate update;
+    EXPECT_FALSE(held.lease->stream->Read(&update));
+    return held.lease->stream->Finish();
+  };
+  grpc::Status status = refusal(*bob, "cpu:0", 10);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("--lease-clients alice"));
+  status = refusal(*alice, "cpu:0", 120);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("--max-lease 1m"));
+  status = refusal(*alice, "cuda:7", 10);
+  EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
+  EXPECT_THAT(status.error_message(), HasSubstr("cuda:7"));
+  // A call carrying a lease the daemon never granted.
+  auto forged = Connect("token-a", "0123456789abcdef");
+  EXPECT_THAT(forged->TimeEvaluate(Sleep(1)), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                       HasSubstr("no lease 0123456789abcdef")));
+}
+
+TEST_F(LeaseTest, KprofLeaseRunsTheCommandUnderTheLeaseAndExitsWithItsStatus) {
+  ASSERT_TRUE(Start());
+  const std::string tokens = dir_.path() + "/tokens";
+  const std::string script = dir_.path() + "/under-lease.sh";
+  // The command measures through kprof (its calls are the holder's) and exits 3.
+  std::ofstream(script) << "#!/bin/sh\necho \"lease=$KPROF_LEASE target=$KPROF_TARGET\"\n"
+                        << ::kprof::testing::KprofPath()
+                        << " time builtin spin_us --arg float64:100 --number 1 --repeat 1 "
+                           "--format json > "
+                        << dir_.path() << "/timed.json || exit 9\nexit 3\n";
+  chmod(script.c_str(), 0755);
+  const auto cli = ::kprof::testing::RunKprof(
+      daemon_.target(),
+      "--token-file " + tokens + " lease cpu:0 --for 1m --lock-clocks -- " + script, dir_.path());
+  EXPECT_EQ(cli.exit_code, 3) << cli.err;
+  EXPECT_THAT(cli.out, HasSubstr("lease="));
+  EXPECT_THAT(cli.out, HasSubstr("target=" + daemon_.target()));
+  EXPECT_THAT(cli.err, HasSubstr("cpu:0 is yours until"));
+  EXPECT_THAT(cli.err, HasSubstr("clocks locked"));
+  EXPECT_THAT(Slurp(dir_.path() + "/timed.json"), HasSubstr("\"mean\""));
+  sysfs_.ExpectAsFound();
+
+  // Refused: the command does not run, and kprof says why.
+  const auto bad = ::kprof::testing::RunKprof(
+      daemon_.target(), "--token-file " + tokens + " lease cpu:0 --for soon -- true", dir_.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--for 'soon' is not a duration"));
+}
+
+TEST_F(LeaseTest, ClocksALeaseChangedAreBackAfterTheDaemonIsKilled) {
+#ifndef KPROF_FAKE_CUDA_DIR
+  GTEST_SKIP() << "built without the stand-in CUDA driver and NVML";
+#else
+  const std::string nvml_state = dir_.path() + "/nvml";
+  daemon_.set_env("LD_LIBRARY_PATH", KPROF_FAKE_CUDA_DIR);
+  daemon_.set_env("KPROF_FAKE_NVML_STATE", nvml_state);
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  Held gpu = Ask(*alice, "cuda:0", 600, /*lock=*/true);
+  ASSERT_EQ(gpu.first.state(), v1::LeaseUpdate::GRANTED) << gpu.first.end_reason();
+  EXPECT_TRUE(gpu.first.lease().clocks_locked()) << gpu.first.lease().clocks_note();
+  EXPECT_EQ(Slurp(nvml_state + ".locked"), "1590 1590");  // the GPU's base clock
+  Held cpu = Ask(*alice, "cpu:0", 600, /*lock=*/true);
+  ASSERT_EQ(cpu.first.state(), v1::LeaseUpdate::GRANTED);
+  sysfs_.ExpectLocked();
+
+  daemon_.Kill();
+  // Nothing of the daemon's shutdown ran: the clocks are still as the leases set them.
+  EXPECT_TRUE(std::filesystem::exists(nvml_state + ".locked"));
+  sysfs_.ExpectLocked();
+  ASSERT_TRUE(std::filesystem::exists(dir_.path() + "/state/clocks-to-restore.json"));
+
+  ASSERT_TRUE(Start());
+  EXPECT_FALSE(std::filesystem::exists(nvml_state + ".locked"));
+  sysfs_.ExpectAsFound();
+  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/clocks-to-restore.json"));
+  EXPECT_THAT(Slurp(dir_.path() + "/kprofd.log"),
+              HasSubstr("put back the clocks a lease of an earlier run left changed"));
+
+  // Where NVML will not lock (not root), the lease says so and records the clocks instead.
+  Put(nvml_state + ".deny", "");
+  auto again = Connect("token-a");
+  Held denied = Ask(*again, "cuda:0", 60, /*lock=*/true);
+  ASSERT_EQ(denied.first.state(), v1::LeaseUpdate::GRANTED);
+  EXPECT_FALSE(denied.first.lease().clocks_locked());
+  EXPECT_THAT(denied.first.lease().clocks_note(), HasSubstr("not locked"));
+  EXPECT_FALSE(std::filesystem::exists(nvml_state + ".locked"));
+  bool recorded = false;
+  for (const v1::ClockSetting& s : denied.first.lease().clocks()) {
+    recorded |= s.name() == "GPU SM clock (MHz)" && s.before() == "1980" && s.during().empty();
+  }
+  EXPECT_TRUE(recorded) << denied.first.lease().DebugString();
+  EXPECT_EQ(Release(denied).end_reason(), "released");
+#endif
+}
+
+}  // namespace
+}  // namespace kprof
