@@ -355,6 +355,7 @@ absl::Status Apply(const std::vector<Step>& steps, Journal& journal,
       retry.push_back(&step);
     } else if (!made.ok()) {
       refused = std::move(made);
+      KPROF_RETURN_IF_ERROR(journal.DropLast());  // not made: nothing of it to put back
       break;
     }
   }
@@ -433,7 +434,10 @@ absl::StatusOr<ClockLockOutcome> LockClocks(const ClockLockOptions& options) {
     KPROF_RETURN_IF_ERROR(LockNvmlGpu(options, journal, &outcome));
     return outcome;
   }
-  if (!options.lock) return outcome;
+  if (!options.lock) {
+    for (ClockSettingRecord& setting : outcome.settings) setting.during.clear();
+    return outcome;
+  }
   if (steps.empty() && outcome.note.empty()) {
     outcome.locked = true;  // already as a lock would set them
     return outcome;

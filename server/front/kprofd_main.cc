@@ -258,7 +258,7 @@ absl::Status Serve(const DaemonFlags& flags) {
   ProfilerService service(registry.get(), &executors, limits, std::move(auth));
   service.SetHost(std::move(described));
   // Stopped before the executors drain: its clocks go back while they still run jobs.
-  LeaseManager leases(lease_options, &executors);
+  LeaseManager leases(lease_options);
   service.set_leases(&leases);
   if (const TokenAuth* tokens = service.auth(); tokens != nullptr) {
     for (auto& [device, executor] : executors) {

@@ -47,9 +47,8 @@ std::string TimeText(absl::Time t) {
 
 }  // namespace
 
-LeaseManager::LeaseManager(LeaseOptions options,
-                           std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors)
-    : options_(std::move(options)), executors_(executors), thread_([this] { Loop(); }) {}
+LeaseManager::LeaseManager(LeaseOptions options)
+    : options_(std::move(options)), thread_([this] { Loop(); }) {}
 
 LeaseManager::~LeaseManager() { Stop(); }
 

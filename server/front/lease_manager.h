@@ -52,8 +52,7 @@ class LeaseManager {
     virtual void Ended(const std::string& reason, const std::string& clocks_restored) = 0;
   };
 
-  LeaseManager(LeaseOptions options,
-               std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors);
+  explicit LeaseManager(LeaseOptions options);
   ~LeaseManager();  // Stop()
 
   // Asks for `device` for `length`, for `client`; `listener` (shared with the caller, kept until
@@ -118,7 +117,6 @@ class LeaseManager {
                                                std::vector<std::string> args);
 
   const LeaseOptions options_;
-  std::map<base::Device, std::unique_ptr<DeviceExecutor>>* executors_;
 
   mutable absl::Mutex mutex_;
   std::map<uint64_t, Lease> leases_ ABSL_GUARDED_BY(mutex_);            // waiting, held, ending

@@ -229,7 +229,15 @@ TEST_F(LeaseTest, ALeaseEndsWhenItsHolderGoesAwayAndWhenItExpires) {
     held.lease->context.TryCancel();  // the holder disconnects
     (void)held.lease->stream->Finish();
   }
-  // Bob's job runs once the daemon has seen the holder go.
+  // The daemon sees the holder go, and bob's job runs.
+  bool gone = false;
+  for (int i = 0; i < 500 && !gone; ++i) {
+    auto info = bob->Info();
+    ASSERT_THAT(info, IsOk());
+    gone = !info->devices(0).has_lease();
+    if (!gone) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "the lease outlived its holder";
   EXPECT_THAT(bob->TimeEvaluate(Sleep(1), absl::Seconds(20)), IsOk());
   sysfs_.ExpectAsFound();
 

@@ -212,3 +212,26 @@ TEST(ClientTurnsTest, InteractiveJobsGoFirstButNeverStarveBatchOnes) {
 
 }  // namespace
 }  // namespace kprof::server
+
+namespace kprof::server {
+namespace {
+
+TEST(ClientTurnsTest, ALeaseHolderIsServedAloneWithoutTakingTurns) {
+  ClientTurns turns;
+  turns.Add("alice", 1);
+  turns.Add("holder", 2, true, /*interactive=*/false);
+  turns.Add("holder", 3);
+  turns.Add("bob", 4);
+  // The holder's own jobs, interactive first, whatever the others' turns.
+  EXPECT_EQ(turns.TakeNextOf("holder")->job_id, 3u);
+  EXPECT_EQ(turns.TakeNextOf("holder")->job_id, 2u);
+  EXPECT_FALSE(turns.TakeNextOf("holder").has_value());
+  EXPECT_FALSE(turns.HasJobs("holder"));
+  // The others' turns are as they were: alice, then bob.
+  EXPECT_EQ(turns.TakeNext("")->client, "alice");
+  EXPECT_EQ(turns.TakeNext("alice")->client, "bob");
+  EXPECT_TRUE(turns.empty());
+}
+
+}  // namespace
+}  // namespace kprof::server

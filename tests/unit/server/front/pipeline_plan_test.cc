@@ -84,3 +84,20 @@ TEST(PipelinePlanTest, AWorkerWithNothingToDoIsReleased) {
 
 }  // namespace
 }  // namespace kprof::server
+
+namespace kprof::server {
+namespace {
+
+TEST(PipelinePlanTest, ALeaseTakesBackWhatTheOtherClientHasNotStartedAndLetsTheDeviceGo) {
+  PipelineView view = Holding(4, 10);
+  view.leased_away = true;
+  view.own_queued = 0;                   // its queued jobs are not its to run under the lease
+  EXPECT_EQ(Step(view), "take back 1");  // the running job finishes; the rest go back
+  view.handed_on_live = {true, false, false, false};
+  EXPECT_EQ(Step(view), "wait 0");  // until the running one is answered
+  view.handed_on_live.clear();
+  EXPECT_EQ(Step(view), "release 0");
+}
+
+}  // namespace
+}  // namespace kprof::server
