@@ -11,6 +11,7 @@
 #include <set>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "client/cli/call_spec.h"
@@ -28,6 +29,7 @@ namespace {
 struct BatchFlags {
   std::string jobs;  // a file, or - for standard input
   std::string module_format = "auto";
+  PriorityFlag priority;  // for the lines that give none
   bool rank = false;
   RankFlags race;
   std::optional<uint64_t> interleave;  // --interleave SEED
@@ -53,6 +55,11 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   KPROF_ASSIGN_OR_RETURN(*request->mutable_call(), CallFromJson(json, module));
   // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
   kprof::v1::FunctionCall call = std::move(*request->mutable_call());
+  // "priority" as on the command line ("batch", "interactive") or by its enum name.
+  if (const auto p = json.find("priority"); p != json.end() && p->is_string()) {
+    const std::string given = p->get<std::string>();
+    if (given == "batch" || given == "interactive") *p = "PRIORITY_" + absl::AsciiStrToUpper(given);
+  }
   if (const auto s = google::protobuf::util::JsonStringToMessage(json.dump(), request); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("options: ", s.message().ToString()));
   }
@@ -124,6 +131,9 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
     std::string module;
     absl::StatusOr<kprof::v1::BatchJob> job =
         BatchJobFromLine(farm, line, o.module_format, uploaded, &module);
+    if (job.ok() && job->time_evaluate().priority() == kprof::v1::PRIORITY_DEFAULT) {
+      o.priority.To(*job->mutable_time_evaluate());
+    }
     if (job.ok() && lines.count(job->id()) > 0) {
       job = absl::InvalidArgumentError(
           absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
@@ -246,6 +256,7 @@ class BatchCommand final : public Command {
                 {"jsonl", "json", "gbench", "table", "csv"}) {
     CLI::App& c = *subcommand();
     c.add_option("JOBS", flags_.jobs, "a JSONL file of jobs, - for standard input")->required();
+    AddPriorityOption(c, flags_.priority, /*batch=*/true);
     c.add_option("--module-format", flags_.module_format,
                  "of the module files: auto (default), shared-library, cubin, fatbin or ptx");
     CLI::Option* rank = c.add_flag(

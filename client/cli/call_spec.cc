@@ -53,6 +53,16 @@ void AddPlacementOptions(CLI::App& command, PlacementFlags& flags) {
                    "cpu: transparent huge pages for the arguments");
 }
 
+void AddPriorityOption(CLI::App& command, PriorityFlag& flag, bool batch) {
+  command
+      .add_option("--priority", flag.priority,
+                  batch ? "interactive or batch (default): how the jobs queue; interactive ones go "
+                          "ahead of batch ones"
+                        : "interactive (default) or batch: batch jobs make way for interactive "
+                          "ones")
+      ->check(CLI::IsMember({"interactive", "batch"}));
+}
+
 absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& o,
                                                             const std::string& module,
                                                             const std::string& function,

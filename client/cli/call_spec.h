@@ -59,6 +59,18 @@ struct PlacementFlags {
 };
 void AddPlacementOptions(CLI::App& command, PlacementFlags& flags);
 
+// How the job queues for its device: --priority interactive|batch (by default a call's job is
+// interactive, a batch's `batch`).
+struct PriorityFlag {
+  std::string priority;
+  template <typename Request>
+  void To(Request& request) const {
+    if (priority == "batch") request.set_priority(kprof::v1::PRIORITY_BATCH);
+    if (priority == "interactive") request.set_priority(kprof::v1::PRIORITY_INTERACTIVE);
+  }
+};
+void AddPriorityOption(CLI::App& command, PriorityFlag& flag, bool batch = false);
+
 // The call MODULE FUNCTION with the options; a usage error for a half-given launch.
 absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& options,
                                                             const std::string& module,

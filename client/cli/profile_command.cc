@@ -59,6 +59,7 @@ class ProfileCommand final : public Command {
         ->expected(1)
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     AddPlacementOptions(c, placement_);
+    AddPriorityOption(c, priority_);
     AddTableFlags(c, table_);
   }
 
@@ -86,6 +87,7 @@ class ProfileCommand final : public Command {
       if (warmup_option_->count() > 0) request.set_warmup(warmup_);
       for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
       placement_.To(request);
+      priority_.To(request);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client->Profile(request, timeout));
       report = r.report();
     } else {
@@ -98,6 +100,7 @@ class ProfileCommand final : public Command {
       request.set_number(number_);
       for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
       placement_.To(request);
+      priority_.To(request);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileFunctionResponse r,
                              client->ProfileFunction(request, timeout));
       report = r.report();
@@ -111,6 +114,7 @@ class ProfileCommand final : public Command {
   std::string module_, function_, sequence_;
   CallOptions call_;
   PlacementFlags placement_;
+  PriorityFlag priority_;
   uint64_t seed_ = 0;
   std::string device_ = "cpu:0";
   int64_t warmup_ = 0, number_ = 1, repeat_ = 1;

@@ -93,6 +93,7 @@ class TimeCommand final : public Command {
                  "with --max-rel-stddev: time budget (default 10000)");
     c.add_option("--plot", plot_, "also draw the repeats as SVG in FILE");
     AddPlacementOptions(c, placement_);
+    AddPriorityOption(c, priority_);
     c.add_flag("--randomize-layout", randomize_layout_,
                "move the arguments to random offsets within a page between repeats");
     layout_option_ = c.add_option("--repeats-per-layout", repeats_per_layout_,
@@ -131,6 +132,7 @@ class TimeCommand final : public Command {
     request.set_preprocess(preproc_);
     request.set_checksums(checksums_);
     placement_.To(request);
+    priority_.To(request);
     request.set_randomize_layout(randomize_layout_);
     if (layout_option_->count() > 0) request.set_repeats_per_layout(repeats_per_layout_);
     request.set_cold(cold_);
@@ -191,6 +193,7 @@ class TimeCommand final : public Command {
   std::string preproc_, outliers_, plot_;
   bool flush_l2_ = false, checksums_ = false;
   PlacementFlags placement_;
+  PriorityFlag priority_;
   int64_t repeats_per_layout_ = 1;
   bool randomize_layout_ = false, cold_ = false;
   double throttle_threshold_ = 0.75;

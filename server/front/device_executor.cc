@@ -415,13 +415,14 @@ void DeviceExecutor::Requeue(Job job) {
 
 void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerAnswer> result, absl::Time started,
                              absl::Time ended) {
-  const JobTiming timing{std::max(started - job.enqueued, absl::ZeroDuration()), ended - started};
+  JobTiming timing{std::max(started - job.enqueued, absl::ZeroDuration()), ended - started};
   const bool ok = result.ok() && result->code() == 0;
   {
     // Counted before the answer goes out: a client that asks GetInfo right after its answer
     // must see its job counted.
     absl::MutexLock lock(&mutex_);
     (ok ? completed_ : failed_) += 1;
+    if (result.ok()) timing.sequence = ++ran_;  // one job runs at a time: answers come in order
     in_flight_ids_.erase(job.request.job_id());
   }
   if (metrics_ != nullptr) {

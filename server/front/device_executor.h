@@ -51,6 +51,7 @@ namespace kprof::server {
 struct JobTiming {
   absl::Duration queue_wait;
   absl::Duration execution;
+  uint64_t sequence = 0;  // its place among the jobs the device ran; 0: it reached no worker
 };
 
 // The worker processes of one device.
@@ -286,6 +287,7 @@ class DeviceExecutor {
   std::function<void()> lease_clear_ ABSL_GUARDED_BY(mutex_);
   int64_t quick_jobs_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t completed_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t ran_ ABSL_GUARDED_BY(mutex_) = 0;  // jobs a worker answered: JobTiming::sequence
   int64_t failed_ ABSL_GUARDED_BY(mutex_) = 0;
   std::thread thread_;
 };

@@ -47,6 +47,7 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 void ProfilerService::SetTiming(const JobTiming& timing, kprof::v1::JobTiming* out) {
   out->set_queue_wait_seconds(Seconds(timing.queue_wait));
   out->set_execution_seconds(Seconds(timing.execution));
+  out->set_sequence(timing.sequence);
 }
 
 void ProfilerService::AppendTiming(const JobTiming& timing, int field, std::string* result) {
