@@ -47,7 +47,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   if (target.empty()) return absl::InvalidArgumentError("no target (HOST:PORT) given");
   ClientOptions with_lease = options;
   if (with_lease.lease.empty()) {
-    if (const char* lease = std::getenv("KPROF_LEASE"); lease != nullptr) with_lease.lease = lease;
+    // A lease is one daemon's: sent to the daemon it came from alone.
+    const char* lease = std::getenv("KPROF_LEASE");
+    const char* leased = std::getenv("KPROF_LEASE_TARGET");
+    if (lease != nullptr && leased != nullptr && target == leased) with_lease.lease = lease;
   }
   const bool tls =
       options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty();

@@ -45,8 +45,8 @@ struct ClientOptions {
   // Sent as "authorization: Bearer <token>" on every call when not empty.
   std::string bearer_token;
   // A lease this client's calls are made under (sent as metadata "kprof-lease"): the daemon
-  // refuses them once it has ended. Empty: $KPROF_LEASE, which `kprof lease` sets for the
-  // command it runs.
+  // refuses them once it has ended. Empty: $KPROF_LEASE when the target is
+  // $KPROF_LEASE_TARGET, as `kprof lease` sets them for the command it runs.
   std::string lease;
   // TLS, when any is set: the CA that signed the daemon's certificate (PEM; empty: the
   // system's roots), and for mutual TLS this client's certificate chain and key (PEM).

@@ -33,10 +33,15 @@ namespace kprof::client {
 namespace {
 
 std::atomic<pid_t> child_pid{-1};
+std::atomic<int> pending_signal{0};  // one that came before CMD was there to take it
 
 void Forward(int sig) {
   const pid_t pid = child_pid.load();
-  if (pid > 0) kill(pid, sig);
+  if (pid > 0) {
+    kill(pid, sig);
+  } else {
+    pending_signal = sig;
+  }
 }
 
 std::string When(int64_t unix_ms) {
@@ -170,8 +175,9 @@ class LeaseCommand final : public Command {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry(*e);
-      for (const char* name : {"KPROF_LEASE=", "KPROF_TARGET=", "KPROF_TOKEN_FILE=",
-                               "KPROF_TLS_CA=", "KPROF_TLS_CERT=", "KPROF_TLS_KEY="}) {
+      for (const char* name :
+           {"KPROF_LEASE=", "KPROF_LEASE_TARGET=", "KPROF_TARGET=", "KPROF_TOKEN_FILE=",
+            "KPROF_TLS_CA=", "KPROF_TLS_CERT=", "KPROF_TLS_KEY="}) {
         if (entry.rfind(name, 0) == 0) goto skip;
       }
       env.push_back(entry);
@@ -179,6 +185,7 @@ class LeaseCommand final : public Command {
     }
     env.push_back("KPROF_LEASE=" + lease_id);
     env.push_back("KPROF_TARGET=" + globals.ResolvedTarget());
+    env.push_back("KPROF_LEASE_TARGET=" + globals.ResolvedTarget());
     const auto pass = [&env](const char* name, const std::string& value) {
       if (!value.empty()) env.push_back(absl::StrCat(name, "=", value));
     };
@@ -215,22 +222,22 @@ class LeaseCommand final : public Command {
     forward.sa_handler = Forward;
     sigaction(SIGINT, &ignore, &old_int);
     sigaction(SIGQUIT, &ignore, &old_quit);
+    // The forwarders are in place before CMD starts: a TERM meanwhile is passed on once it has.
+    sigaction(SIGTERM, &forward, &old_term);
+    sigaction(SIGHUP, &forward, &old_hup);
     pid_t pid = -1;
     const int spawned = posix_spawnp(&pid, argv[0], nullptr, &attributes, argv.data(), envp.data());
     posix_spawnattr_destroy(&attributes);
-    if (spawned == 0) {
-      child_pid = pid;
-      sigaction(SIGTERM, &forward, &old_term);
-      sigaction(SIGHUP, &forward, &old_hup);
-    }
     int status = 0;
     if (spawned == 0) {
+      child_pid = pid;
+      if (const int sig = pending_signal.exchange(0); sig != 0) kill(pid, sig);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
       child_pid = -1;
-      sigaction(SIGTERM, &old_term, nullptr);
-      sigaction(SIGHUP, &old_hup, nullptr);
     }
+    sigaction(SIGTERM, &old_term, nullptr);
+    sigaction(SIGHUP, &old_hup, nullptr);
     sigaction(SIGINT, &old_int, nullptr);
     sigaction(SIGQUIT, &old_quit, nullptr);
     if (spawned != 0) {

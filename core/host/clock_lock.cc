@@ -234,9 +234,9 @@ std::string PolicyName(const fs::path& policy) {
 }
 
 // The CPUs' cpufreq policies: the steps that fix each at one frequency (`mhz`; 0: the base
-// frequency, or the maximum when `at_maximum` or there is no base), and their settings now.
-absl::Status PlanCpus(const std::string& root, int64_t mhz, bool at_maximum,
-                      std::vector<Step>* steps, ClockLockOutcome* outcome) {
+// frequency, or the maximum where there is no base), and their settings now.
+absl::Status PlanCpus(const std::string& root, int64_t mhz, std::vector<Step>* steps,
+                      ClockLockOutcome* outcome) {
   const fs::path cpu = fs::path(root) / "sys/devices/system/cpu";
   const std::vector<fs::path> policies = base::DirectoryEntries(cpu / "cpufreq", "policy");
   if (policies.empty()) {
@@ -257,7 +257,7 @@ absl::Status PlanCpus(const std::string& root, int64_t mhz, bool at_maximum,
     const std::string range =
         low && high ? absl::StrCat(*low, "-", *high) : std::string("unreadable");
     int64_t khz = mhz * 1000;
-    if (mhz == 0) khz = !at_maximum && base ? *base : ceiling ? *ceiling : high.value_or(0);
+    if (mhz == 0) khz = base ? *base : ceiling ? *ceiling : high.value_or(0);
     if (mhz > 0 && ((floor && khz < *floor) || (ceiling && khz > *ceiling))) {
       return absl::InvalidArgumentError(absl::StrCat("clock_mhz ", mhz, " is outside ", name,
                                                      "'s range, ", floor.value_or(0) / 1000, " to ",
@@ -349,7 +349,12 @@ absl::Status Apply(const std::vector<Step>& steps, Journal& journal,
     return WriteAttribute(step.path, step.value);
   };
   for (const Step& step : steps) {
-    KPROF_RETURN_IF_ERROR(journal.Add({"file", step.name, step.path, Attribute(step.path), 0, ""}));
+    if (absl::Status recorded =
+            journal.Add({"file", step.name, step.path, Attribute(step.path), 0, ""});
+        !recorded.ok()) {
+      refused = std::move(recorded);  // not made, since it could not be recorded first
+      break;
+    }
     absl::Status made = make(step);
     if (absl::IsInvalidArgument(made)) {
       retry.push_back(&step);
@@ -425,11 +430,10 @@ absl::StatusOr<ClockLockOutcome> LockClocks(const ClockLockOptions& options) {
   if (options.lock) KPROF_RETURN_IF_ERROR(journal.Load());
   std::vector<Step> steps;
   if (options.device.type == base::DeviceType::kCpu) {
-    KPROF_RETURN_IF_ERROR(PlanCpus(options.sysfs_root, options.mhz, false, &steps, &outcome));
+    KPROF_RETURN_IF_ERROR(PlanCpus(options.sysfs_root, options.mhz, &steps, &outcome));
   } else if (const std::string node = TegraGpuDevfreq(options.sysfs_root); !node.empty()) {
+    // The GPU's DVFS alone: the CPUs' clocks are a cpu:0 lease's, which may be held beside it.
     KPROF_RETURN_IF_ERROR(PlanTegraGpu(node, options.mhz, &steps, &outcome));
-    KPROF_RETURN_IF_ERROR(PlanCpus(options.sysfs_root, 0, true, &steps, &outcome));
-    outcome.note.clear();  // a board without CPU policies still has its GPU locked
   } else {
     KPROF_RETURN_IF_ERROR(LockNvmlGpu(options, journal, &outcome));
     return outcome;

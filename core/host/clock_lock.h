@@ -1,7 +1,7 @@
 // Clock locking for a device lease: a device's clocks set to one fixed frequency for the lease,
 // and everything changed put back after it — at its end, when the daemon stops, or, after a
 // crash, at the daemon's next start. A GPU's SM clock is locked through NVML; a Tegra GPU's DVFS
-// floor is raised to its ceiling and the CPUs fixed, as jetson_clocks does; CPUs get the
+// floor is raised to its ceiling, as jetson_clocks does; CPUs (a cpu:0 lease's) get the
 // performance governor, one frequency (their base frequency, else their maximum) and no turbo.
 //
 // Every change is written to a state file (the journal, atomically replaced and synced) before

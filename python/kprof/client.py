@@ -190,10 +190,10 @@ class Client:
             self._channel = grpc.insecure_channel(target, options)
         self._stub = kprof_pb2_grpc.ProfilerStub(self._channel)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        # Calls made under a lease (kprof lease sets $KPROF_LEASE for the command it runs) carry
-        # its id: the daemon refuses them once the lease has ended.
+        # Calls made under a lease (kprof lease sets $KPROF_LEASE and $KPROF_LEASE_TARGET for the
+        # command it runs) carry its id to that daemon: it refuses them once the lease has ended.
         lease = os.environ.get("KPROF_LEASE")
-        if lease:
+        if lease and target == os.environ.get("KPROF_LEASE_TARGET"):
             self._metadata += (("kprof-lease", lease),)
         self._timeout = timeout
         # id -> (bytes, name, format), for uploading again after an eviction: the newest last,

@@ -234,7 +234,8 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
         Finished(job_id, id, ResultStatus(result, what), result, timing, time);
       },
       std::move(job->pin), [this, job_id, id] { Started(job_id, id); },
-      /*beyond_bound=*/true, std::move(job->module_fds));
+      /*beyond_bound=*/true, std::move(job->module_fds),
+      lease_.has_value() && lease_->device == executor->device() ? lease_->id : "");
   if (!submitted.ok()) return submitted;
   in_executor_[job_id] = InExecutor{id, device, executor, false, ResultBytes(waiting.job)};
   return absl::OkStatus();

@@ -18,6 +18,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -41,6 +42,10 @@ class ProfilerService::BatchReactor final
  public:
   BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context, std::string client)
       : service_(service), client_(std::move(client)), deadline_(Deadline(context)) {}
+
+  // The lease the stream was opened under: its jobs on that device run under it (and are
+  // refused once it has ended). Before Begin.
+  void set_lease(std::optional<LeaseMark> lease) { lease_ = std::move(lease); }
 
   // After the service has registered (or refused) the stream.
   void Begin(const absl::Status& refused);
@@ -159,6 +164,7 @@ class ProfilerService::BatchReactor final
 
   ProfilerService* const service_;
   const std::string client_;  // who sent the stream (ProfilerService::Authenticate)
+  std::optional<LeaseMark> lease_;
   const absl::Time deadline_;
   grpc::ByteBuffer incoming_bytes_;   // touched by the read in flight only
   kprof::v1::BatchRequest incoming_;  // parsed from it, in OnReadDone

@@ -89,7 +89,9 @@ void DeviceExecutor::Wake() {
 absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, absl::Time deadline,
                                     Done done, std::shared_ptr<void> keep_alive,
                                     std::function<void()> started, bool beyond_bound,
-                                    std::vector<int> module_fds) {
+                                    std::vector<int> module_fds, std::string lease_id) {
+  // A lease's jobs are queued apart from their client's others, and run in a worker of their own.
+  if (!lease_id.empty()) client = LeaseKey(client);
   bool wake = false;
   Job quick;
   Worker* quick_worker = nullptr;
@@ -103,7 +105,9 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       return absl::InternalError(absl::StrCat("job id ", id, " is already queued on ",
                                               base::DeviceSpec(worker_options_.device)));
     }
-    if (absl::Status refused = LeaseRefusal(client, deadline); !refused.ok()) return refused;
+    if (absl::Status refused = LeaseRefusal(lease_id, deadline); !refused.ok()) {
+      return refused;
+    }
     // The bound is each client's: one client's flood never fills the queue for the others.
     // Jobs handed to its worker behind the running one wait too; those queued beyond the bound
     // (a batch stream's, which bounds its own) do not count.
@@ -124,6 +128,7 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
     job.started = std::move(started);
     job.module_fds = std::move(module_fds);
     job.beyond_bound = beyond_bound;
+    job.lease_id = std::move(lease_id);
     // A call's job is interactive unless it says otherwise; a batch stream's is batch.
     const kprof::v1::Priority priority = PriorityOf(job.request);
     job.interactive = priority == kprof::v1::PRIORITY_INTERACTIVE ||
@@ -159,19 +164,27 @@ bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
 }
 
 bool DeviceExecutor::Admitted(const std::string& client) const {
-  return !lease_.has_value() || (lease_->open && lease_->holder == client);
+  return !lease_.has_value() || (lease_->open && client == LeaseKey(lease_->holder));
 }
 
-absl::Status DeviceExecutor::LeaseRefusal(const std::string& client, absl::Time deadline) const {
-  if (!lease_.has_value() || lease_->holder == client || deadline >= lease_->ends) {
+absl::Status DeviceExecutor::LeaseRefusal(const std::string& lease_id, absl::Time deadline) const {
+  if (!lease_id.empty()) {
+    if (!lease_.has_value() || lease_->lease_id != lease_id || lease_->ending) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "lease ", lease_id,
+          lease_.has_value() && lease_->lease_id == lease_id ? " has ended" : " is not held",
+          " on ", base::DeviceSpec(worker_options_.device),
+          ": a job made under it never runs without it"));
+    }
     return absl::OkStatus();
   }
+  if (!lease_.has_value() || deadline >= lease_->ends) return absl::OkStatus();
   return absl::DeadlineExceededError(
       absl::StrCat(lease_->what, ", after this request's deadline: the job would wait past it"));
 }
 
 void DeviceExecutor::SetLease(std::optional<LeaseGate> gate, std::function<void()> clear) {
-  std::vector<Job> refused;
+  std::vector<std::pair<Job, absl::Status>> refused;
   bool wake = false;
   std::function<void()> clear_now;
   {
@@ -179,27 +192,23 @@ void DeviceExecutor::SetLease(std::optional<LeaseGate> gate, std::function<void(
     lease_ = std::move(gate);
     lease_clear_ = std::move(clear);
     if (finished_) clear_now = std::exchange(lease_clear_, nullptr);  // nothing runs any more
-    if (lease_.has_value()) {
-      for (auto it = queued_jobs_.begin(); it != queued_jobs_.end();) {
-        if (!LeaseRefusal(it->second.client, it->second.deadline).ok()) {
-          turns_.Remove(it->first);
-          refused.push_back(std::move(it->second));
-          it = queued_jobs_.erase(it);
-        } else {
-          ++it;
-        }
+    // The jobs the gate now refuses: others' that would wait past their deadline, and a lease's
+    // own once it ends.
+    for (auto it = queued_jobs_.begin(); it != queued_jobs_.end();) {
+      absl::Status status = LeaseRefusal(it->second.lease_id, it->second.deadline);
+      if (status.ok()) {
+        ++it;
+        continue;
       }
+      turns_.Remove(it->first);
+      ++failed_;
+      refused.emplace_back(std::move(it->second), std::move(status));
+      it = queued_jobs_.erase(it);
     }
     wake = std::exchange(sleeping_, false);
   }
-  for (Job& job : refused) {
-    absl::Status status;
-    {
-      absl::MutexLock lock(&mutex_);
-      status = LeaseRefusal(job.client, job.deadline);
-    }
-    if (status.ok())
-      status = absl::DeadlineExceededError("a lease holds the device past the deadline");
+  // On this thread (the LeaseManager's), as a Cancel answers on its caller's.
+  for (auto& [job, status] : refused) {
     job.keep_alive.reset();
     job.done(status, {});
   }
@@ -306,8 +315,9 @@ void DeviceExecutor::ParkLastServed(const std::string& next_client) {
 
 DeviceExecutor::Job DeviceExecutor::TakeNext(const std::string& after) {
   // Under a lease, the holder's jobs alone (a drain takes every one).
-  const std::optional<ClientTurns::Next> next =
-      lease_.has_value() && !draining_ ? turns_.TakeNextOf(lease_->holder) : turns_.TakeNext(after);
+  const std::optional<ClientTurns::Next> next = lease_.has_value() && !draining_
+                                                    ? turns_.TakeNextOf(LeaseKey(lease_->holder))
+                                                    : turns_.TakeNext(after);
   auto node = queued_jobs_.extract(next->job_id);
   return std::move(node.mapped());
 }
@@ -398,7 +408,7 @@ void DeviceExecutor::Requeue(Job job) {
   {
     absl::MutexLock lock(&mutex_);
     in_flight_ids_.erase(job.request.job_id());
-    refused = LeaseRefusal(job.client, job.deadline);
+    refused = LeaseRefusal(job.lease_id, job.deadline);
     if (!draining_ && refused.ok()) {
       // In order: job ids grow with submission, so the taken-back job goes before the later ones.
       const uint64_t id = job.request.job_id();

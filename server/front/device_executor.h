@@ -65,7 +65,8 @@ class DeviceExecutor {
  public:
   // The result of a job (a worker response whose code may be an error, or a failure of the
   // worker itself) and how long it waited and ran. Called on the executor's thread, or, for a
-  // job answered on the quick path, on the thread that called Submit, before Submit returns.
+  // job answered on the quick path, on the thread that called Submit, before Submit returns; for
+  // a queued job a lease gate refuses, on the thread that called SetLease (as Cancel's caller's).
   using Done = std::function<void(absl::StatusOr<kprof::worker::v1::WorkerAnswer>, JobTiming)>;
 
   // `runners` starts a client's runner; by default a kprofd-worker process as `worker` says.
@@ -87,7 +88,8 @@ class DeviceExecutor {
   absl::Status Submit(kprof::worker::v1::WorkerRequest request, std::string client,
                       absl::Time deadline, Done done, std::shared_ptr<void> keep_alive,
                       std::function<void()> started = nullptr, bool beyond_bound = false,
-                      std::vector<int> module_fds = {}) ABSL_LOCKS_EXCLUDED(mutex_);
+                      std::vector<int> module_fds = {}, std::string lease_id = "")
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
   // Takes job `job_id` out of the queue (its Done gets CANCELLED), or stops it if it runs (its
   // worker is killed and its result dropped; Done gets CANCELLED; the jobs handed on behind it
@@ -126,19 +128,22 @@ class DeviceExecutor {
   // before the first Submit.
   void set_metrics(MetricsSink* metrics) { metrics_ = metrics; }
 
-  // A lease's hold on the device (LeaseManager). While the gate is `open`, only `holder`'s jobs
-  // run; while it is not (the lease's clocks being set or put back), no job does. Other clients'
-  // jobs wait; one whose deadline falls before `ends` is answered DEADLINE_EXCEEDED at once,
-  // beginning with `what` ("cuda:0 is leased to alice until 10:42:05 UTC").
+  // A lease's hold on the device (LeaseManager). While the gate is `open`, only jobs submitted
+  // with its `lease_id` run (by `holder`, queued under LeaseKey(holder)); while it is not (the
+  // lease's clocks being set or put back), no job does. Other jobs wait; one whose deadline falls
+  // before `ends` is answered DEADLINE_EXCEEDED at once, beginning with `what` ("cuda:0 is leased
+  // to alice until 2026-12-03T10:42:05Z"). While it is `ending`, the lease's queued jobs are
+  // answered FAILED_PRECONDITION: they never run without it.
   struct LeaseGate {
     std::string holder;
+    std::string lease_id;
     bool open = false;
+    bool ending = false;
     absl::Time ends = absl::InfiniteFuture();
     std::string what;
   };
-  // Sets the gate (none: every client's jobs run again). `clear`, when set, runs on the
-  // executor's thread once no job the gate keeps out runs or is handed on; the jobs handed on
-  // behind a running one are taken back.
+  // Whom a lease's jobs are queued (and run) as: `client`'s, in a worker of their own.
+  static std::string LeaseKey(const std::string& client) { return client + " [lease]"; }
   void SetLease(std::optional<LeaseGate> gate, std::function<void()> clear = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -163,6 +168,7 @@ class DeviceExecutor {
     bool cancelled = false;
     bool taking_back = false;
     bool beyond_bound = false;  // not counted against max_queue (Submit)
+    std::string lease_id;       // the lease it runs under (queued as LeaseKey(client))
   };
 
   struct Worker {
@@ -233,10 +239,12 @@ class DeviceExecutor {
   // The next job, clients in turn; `after` (the client just served) goes last when others wait.
   // There must be one.
   Job TakeNext(const std::string& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Whether the lease gate lets `client`'s jobs run now (no gate: everyone's).
+  // Whether the lease gate lets the jobs queued as `client` run now (no gate: everyone's).
   bool Admitted(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // DEADLINE_EXCEEDED when a lease keeps `client`'s job, due by `deadline`, waiting past it.
-  absl::Status LeaseRefusal(const std::string& client, absl::Time deadline) const
+  // Why a job carrying `lease_id` ("" for none), due by `deadline`, cannot wait under the gate:
+  // its lease is not the one held (FAILED_PRECONDITION), or the lease would keep it waiting past
+  // its deadline (DEADLINE_EXCEEDED). OK when it may wait (or run).
+  absl::Status LeaseRefusal(const std::string& lease_id, absl::Time deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs the gate's `clear` once the device is clear of the jobs it keeps out.
   void CheckLeaseClear() ABSL_LOCKS_EXCLUDED(mutex_);

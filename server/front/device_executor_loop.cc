@@ -178,7 +178,8 @@ PipelineView DeviceExecutor::View() const {
   view.own_queued =
       view.has_worker && !view.leased_away ? static_cast<size_t>(turns_.Queued(active_client_)) : 0;
   view.others_queued = !gated && turns_.OthersWaiting(active_client_);
-  view.any_queued = gated ? lease_->open && turns_.HasJobs(lease_->holder) : !turns_.empty();
+  view.any_queued =
+      gated ? lease_->open && turns_.HasJobs(LeaseKey(lease_->holder)) : !turns_.empty();
   return view;
 }
 
@@ -420,6 +421,8 @@ void DeviceExecutor::Loop() {
       // Work that came while Refill ran: a job to hand on, or another client's that the jobs
       // handed on beyond the next must make way for.
       if (NextPipelineStep(View()).kind != PipelineStep::kWait) continue;
+      // A lease gate set meanwhile whose device is clear already: its `clear` runs first.
+      if (lease_clear_ && (in_flight_.empty() || Admitted(active_client_))) continue;
       sleeping_ = true;
       if (in_flight_.empty() && worker_options_.busy_poll > absl::ZeroDuration()) {
         const auto last = workers_.find(active_client_);

@@ -237,7 +237,7 @@ absl::Status Serve(const DaemonFlags& flags) {
   lease_options.max_lease = flags.max_lease;
   lease_options.helper = worker.executable;
   lease_options.sysfs_root = flags.sysfs_root;
-  lease_options.state_file = state_dir + "/clocks-to-restore.json";
+  lease_options.state_dir = state_dir;
   if (flags.lease_clients == "*" ||
       (flags.lease_clients.empty() && base::IsLoopbackAddress(flags.listen))) {
     lease_options.anyone = true;
@@ -250,7 +250,7 @@ absl::Status Serve(const DaemonFlags& flags) {
       !restored.ok()) {
     Log(LogSeverity::kWarning,
         absl::StrCat("the clocks a lease left changed could not all be put back: ",
-                     restored.status().message(), " (", lease_options.state_file, ")"));
+                     restored.status().message(), " (the journals in ", state_dir, ")"));
   } else if (!restored->empty()) {
     Log(LogSeverity::kInfo,
         absl::StrCat("put back the clocks a lease of an earlier run left changed: ", *restored));

@@ -1,5 +1,7 @@
 // The Lease RPC: one bidirectional stream per lease, its requests read here and its updates
 // written as the LeaseManager reports them (from its own thread).
+#include <algorithm>
+#include <cmath>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -7,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "base/status_macros.h"
 #include "server/front/grpc_status.h"
 #include "server/front/lease_manager.h"
 #include "server/front/profiler_service.h"
@@ -34,8 +37,9 @@ class ProfilerService::LeaseReactor final
     void Granted(const LeaseInfo& lease) override {
       Send(LeaseUpdate::GRANTED, lease, "", "", false);
     }
-    void Ended(const std::string& reason, const std::string& restored) override {
-      Send(LeaseUpdate::ENDED, LeaseInfo(), reason, restored, true);
+    void Ended(const LeaseInfo& lease, const std::string& reason,
+               const std::string& restored) override {
+      Send(LeaseUpdate::ENDED, lease, reason, restored, true);
     }
     void Detach() {
       absl::MutexLock lock(&mutex_);
@@ -82,7 +86,7 @@ class ProfilerService::LeaseReactor final
     }
     if (ticket.has_value()) {
       if (incoming_.release()) service_->leases_->Release(*ticket, "released");
-      StartRead(&incoming_);
+      ReadNext();
       return;
     }
     const absl::StatusOr<DeviceExecutor*> executor = service_->FindExecutor(incoming_.device());
@@ -90,9 +94,13 @@ class ProfilerService::LeaseReactor final
       FinishWith(executor.status());
       return;
     }
-    if (!(incoming_.seconds() < 1e9)) {  // NaN or absurd: refused as too long below
-      incoming_.set_seconds(1e9);
+    if (!std::isfinite(incoming_.seconds())) {
+      FinishWith(absl::InvalidArgumentError(
+          "LeaseRequest.seconds must be a finite number of seconds above 0"));
+      return;
     }
+    // Past a year: refused as longer than --max-lease, without overflowing a Duration.
+    incoming_.set_seconds(std::min(incoming_.seconds(), 365.0 * 86400));
     relay_ = std::make_shared<Relay>(this);
     const absl::StatusOr<uint64_t> granted =
         service_->leases_->Request(client_, *executor, absl::Seconds(incoming_.seconds()),
@@ -105,7 +113,7 @@ class ProfilerService::LeaseReactor final
       absl::MutexLock lock(&mutex_);
       ticket_ = *granted;
     }
-    StartRead(&incoming_);
+    ReadNext();
   }
 
   void OnWriteDone(bool ok) override {
@@ -146,6 +154,12 @@ class ProfilerService::LeaseReactor final
   }
 
  private:
+  // The next message, unless the call is finished already (an ENDED written meanwhile).
+  void ReadNext() {
+    absl::MutexLock lock(&mutex_);
+    if (!finished_) StartRead(&incoming_);
+  }
+
   void WriteNext() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     if (writing_ || finished_) return;
     if (!outbox_.empty()) {
@@ -189,17 +203,18 @@ grpc::ServerBidiReactor<LeaseRequest, LeaseUpdate>* ProfilerService::Lease(
   return reactor;
 }
 
-absl::Status ProfilerService::CheckLease(const grpc::CallbackServerContext* context,
-                                         const std::string& client) const {
+absl::StatusOr<std::optional<ProfilerService::LeaseMark>> ProfilerService::CheckLease(
+    const grpc::CallbackServerContext* context, const std::string& client) const {
   const auto& metadata = context->client_metadata();
   const auto it = metadata.find("kprof-lease");
-  if (it == metadata.end()) return absl::OkStatus();
+  if (it == metadata.end()) return std::nullopt;
   const std::string id(it->second.data(), it->second.size());
   if (leases_ == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("the call carries lease ", id, ", and this daemon grants no leases"));
   }
-  return leases_->CheckLeaseId(client, id);
+  KPROF_ASSIGN_OR_RETURN(const base::Device device, leases_->CheckLeaseId(client, id));
+  return LeaseMark{id, device};
 }
 
 }  // namespace kprof::server

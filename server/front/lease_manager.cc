@@ -12,12 +12,15 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/log.h"
+#include "base/read_file.h"
 #include "base/status_macros.h"
 #include "nlohmann/json.hpp"
 
@@ -103,6 +106,7 @@ absl::StatusOr<uint64_t> LeaseManager::Request(const std::string& client, Device
       }
       told = it->second.listener;
       held = leases_.at(holder->second).info;
+      held.clear_lease_id();  // the holder's to know
     }
     told->Waiting(held);
   });
@@ -117,7 +121,8 @@ void LeaseManager::Release(uint64_t ticket, std::string reason) {
   });
 }
 
-absl::Status LeaseManager::CheckLeaseId(const std::string& client, const std::string& id) const {
+absl::StatusOr<base::Device> LeaseManager::CheckLeaseId(const std::string& client,
+                                                        const std::string& id) const {
   absl::MutexLock lock(&mutex_);
   for (const auto& [ticket, lease] : leases_) {
     if (lease.id != id) continue;
@@ -127,7 +132,7 @@ absl::Status LeaseManager::CheckLeaseId(const std::string& client, const std::st
     }
     switch (lease.state) {
       case State::kHeld:
-        return absl::OkStatus();
+        return lease.executor->device();
       case State::kWaiting:
       case State::kStarting:
         return absl::FailedPreconditionError(absl::StrCat("lease ", id, " is not granted yet"));
@@ -172,16 +177,31 @@ void LeaseManager::Stop() {
         }
       });
     }
-    // The holder's running job finishes before the clocks go back: up to a job's length.
+    // The holder's running job finishes before the clocks go back, within the service manager's
+    // patience (systemd's TimeoutStopSec is 30 s); then they go back with it still running.
     const auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return leases_.empty(); };
-    if (!mutex_.AwaitWithTimeout(absl::Condition(&done), absl::Minutes(2))) {
-      base::Log(base::LogSeverity::kWarning,
-                "leases did not end within 2 minutes of stopping; their clocks are put back at "
-                "the next start");
-    }
+    mutex_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(15));
     stopped_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  // What did not end in time ends now, on this thread: the manager's has gone.
+  std::map<uint64_t, Lease> left;
+  {
+    absl::MutexLock lock(&mutex_);
+    left.swap(leases_);
+    holder_.clear();
+  }
+  for (auto& [ticket, lease] : left) {
+    std::string restored;
+    if (lease.state != State::kWaiting && lease.lock_clocks) restored = Restore(lease);
+    if (lease.state != State::kWaiting) lease.executor->SetLease(std::nullopt);
+    base::Log(base::LogSeverity::kWarning,
+              absl::StrCat("lease ", lease.id,
+                           " ended as kprofd stopped, without waiting for its "
+                           "job",
+                           restored.empty() ? "" : "; clocks: ", restored));
+    lease.listener->Ended(lease.info, "kprofd is stopping", restored);
+  }
 }
 
 void LeaseManager::Post(std::function<void()> fn) {
@@ -236,8 +256,9 @@ void LeaseManager::Begin(Lease& lease) {
   holder_[lease.executor] = lease.ticket;
   // Until granted, the end is what it would be were it granted now.
   SetEnd(lease, absl::Now() + lease.length);
-  DeviceExecutor::LeaseGate gate{lease.client, false,
-                                 absl::FromUnixMillis(lease.info.ends_unix_ms()), What(lease)};
+  DeviceExecutor::LeaseGate gate{
+      lease.client, lease.id, false, false, absl::FromUnixMillis(lease.info.ends_unix_ms()),
+      What(lease)};
   DeviceExecutor* executor = lease.executor;
   const uint64_t ticket = lease.ticket;
   // Outside the lock: the gate answers refused jobs, and runs `clear` at once on a stopped
@@ -259,7 +280,7 @@ void LeaseManager::Grant(uint64_t ticket) {
                                    "--device",
                                    copy.info.device(),
                                    "--state",
-                                   options_.state_file,
+                                   Journal(copy.id),
                                    "--sysfs-root",
                                    options_.sysfs_root};
   if (copy.clock_mhz > 0) {
@@ -280,10 +301,12 @@ void LeaseManager::Grant(uint64_t ticket) {
         setting->set_during(s.value("during", ""));
       }
     }
-  } else if (copy.lock_clocks && absl::IsInvalidArgument(answer.status())) {
+  } else if (copy.lock_clocks && absl::IsInvalidArgument(answer.status()) &&
+             absl::StartsWith(answer.status().message(), "clock_mhz")) {
     // The frequency asked for is not one the device takes: the lease is refused, not granted
-    // with clocks other than asked.
+    // with clocks other than asked (nothing was changed; Finish puts back nothing).
     absl::MutexLock lock(&mutex_);
+    if (const auto it = leases_.find(ticket); it != leases_.end()) it->second.clocks_changed = true;
     if (const auto it = leases_.find(ticket); it != leases_.end()) {
       End(it->second, absl::StrCat("refused: ", answer.status().message()));
     }
@@ -305,7 +328,7 @@ void LeaseManager::Grant(uint64_t ticket) {
     lease.info = info;
     if (lease.state != State::kStarting) return;  // released meanwhile: Finish puts them back
     lease.state = State::kHeld;
-    gate = {lease.client, true, absl::FromUnixMillis(ends), What(lease)};
+    gate = {lease.client, lease.id, true, false, absl::FromUnixMillis(ends), What(lease)};
     listener = lease.listener;
   }
   copy.executor->SetLease(std::move(gate));
@@ -321,9 +344,10 @@ void LeaseManager::End(Lease& lease, std::string reason) {
     case State::kWaiting: {
       std::shared_ptr<Listener> listener = lease.listener;
       const uint64_t ticket = lease.ticket;
+      const kprof::v1::LeaseInfo info = lease.info;
       leases_.erase(ticket);
       mutex_.Unlock();
-      listener->Ended(reason, "");
+      listener->Ended(info, reason, "");
       mutex_.Lock();
       return;
     }
@@ -331,8 +355,14 @@ void LeaseManager::End(Lease& lease, std::string reason) {
     case State::kHeld: {
       lease.state = State::kEnding;
       lease.end_reason = std::move(reason);
-      DeviceExecutor::LeaseGate gate{lease.client, false,
-                                     absl::FromUnixMillis(lease.info.ends_unix_ms()), What(lease)};
+      // The device is free once the holder's running job ends: others' jobs queue as usual.
+      DeviceExecutor::LeaseGate gate{
+          lease.client,
+          lease.id,
+          false,
+          true,
+          absl::Now(),
+          absl::StrCat(lease.info.device(), "'s lease to ", lease.client, " is ending")};
       DeviceExecutor* executor = lease.executor;
       const uint64_t ticket = lease.ticket;
       mutex_.Unlock();
@@ -356,21 +386,7 @@ void LeaseManager::Finish(uint64_t ticket) {
     it->second.state = State::kEnded;
     lease = it->second;
   }
-  std::string restored;
-  if (lease.clocks_changed) {
-    const absl::StatusOr<std::string> answer =
-        RunHelper(options_, {"restore", "--state", options_.state_file});
-    if (answer.ok()) {
-      const json doc = json::parse(*answer, nullptr, false);
-      restored = doc.is_object() ? doc.value("restored", "") : "";
-      if (restored.empty()) restored = "nothing to put back";
-    } else {
-      restored = absl::StrCat("not put back: ", answer.status().message(),
-                              " (tried again at the next start)");
-      base::Log(base::LogSeverity::kWarning,
-                absl::StrCat("lease ", lease.id, ": clocks ", restored));
-    }
-  }
+  const std::string restored = lease.clocks_changed ? Restore(lease) : "";
   lease.executor->SetLease(std::nullopt);
   base::Log(base::LogSeverity::kInfo, absl::StrCat("lease ", lease.id, " on ", lease.info.device(),
                                                    " ended: ", lease.end_reason,
@@ -389,7 +405,7 @@ void LeaseManager::Finish(uint64_t ticket) {
       ended_order_.pop_front();
     }
   }
-  lease.listener->Ended(lease.end_reason, restored);
+  lease.listener->Ended(lease.info, lease.end_reason, restored);
   absl::MutexLock lock(&mutex_);
   StartNext(lease.executor);
 }
@@ -402,6 +418,24 @@ void LeaseManager::StartNext(DeviceExecutor* executor) {
       return;
     }
   }
+}
+
+std::string LeaseManager::Journal(const std::string& id) const {
+  return absl::StrCat(options_.state_dir, "/clocks-", id, ".json");
+}
+
+std::string LeaseManager::Restore(const Lease& lease) const {
+  const absl::StatusOr<std::string> answer =
+      RunHelper(options_, {"restore", "--state", Journal(lease.id)});
+  if (!answer.ok()) {
+    const std::string why = absl::StrCat("not put back: ", answer.status().message(),
+                                         " (tried again at the next start)");
+    base::Log(base::LogSeverity::kWarning, absl::StrCat("lease ", lease.id, ": clocks ", why));
+    return why;
+  }
+  const json doc = json::parse(*answer, nullptr, false);
+  const std::string restored = doc.is_object() ? doc.value("restored", "") : "";
+  return restored.empty() ? "nothing to put back" : restored;
 }
 
 absl::StatusOr<std::string> LeaseManager::RunHelper(const LeaseOptions& options,
@@ -439,7 +473,8 @@ absl::StatusOr<std::string> LeaseManager::RunHelper(const LeaseOptions& options,
     pollfd fd{out[0], POLLIN, 0};
     const int ready = poll(&fd, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
+    if (ready < 0) break;  // the pipe is unusable: what was read is all there is
+    if (ready == 0) continue;
     char buffer[4096];
     const ssize_t n = read(out[0], buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
@@ -458,8 +493,11 @@ absl::StatusOr<std::string> LeaseManager::RunHelper(const LeaseOptions& options,
   }
   const json doc = json::parse(text, nullptr, false);
   if (!doc.is_object()) {
-    return absl::InternalError(absl::StrCat(options.helper, " --clocks answered no JSON",
-                                            WIFSIGNALED(status) ? " (it crashed)" : ""));
+    return absl::InternalError(
+        absl::StrCat(options.helper, " --clocks answered no JSON (",
+                     WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status))
+                                         : absl::StrCat("exit status ", WEXITSTATUS(status)),
+                     text.empty() ? "" : absl::StrCat("; it wrote: ", text.substr(0, 200)), ")"));
   }
   if (doc.contains("error")) {
     const json& error = doc["error"];
@@ -470,11 +508,25 @@ absl::StatusOr<std::string> LeaseManager::RunHelper(const LeaseOptions& options,
 }
 
 absl::StatusOr<std::string> LeaseManager::RestoreLeftovers(const LeaseOptions& options) {
-  if (access(options.state_file.c_str(), F_OK) != 0) return std::string();
-  KPROF_ASSIGN_OR_RETURN(const std::string answer,
-                         RunHelper(options, {"restore", "--state", options.state_file}));
-  const json doc = json::parse(answer, nullptr, false);
-  return doc.is_object() ? doc.value("restored", "") : std::string();
+  std::vector<std::string> lines, failures;
+  for (const std::filesystem::path& journal :
+       base::DirectoryEntries(options.state_dir, "clocks-")) {
+    if (journal.extension() != ".json") continue;
+    const absl::StatusOr<std::string> answer =
+        RunHelper(options, {"restore", "--state", journal.string()});
+    if (!answer.ok()) {
+      failures.push_back(
+          absl::StrCat(journal.filename().string(), ": ", answer.status().message()));
+      continue;
+    }
+    const json doc = json::parse(*answer, nullptr, false);
+    const std::string restored = doc.is_object() ? doc.value("restored", "") : "";
+    if (!restored.empty()) lines.push_back(restored);
+  }
+  if (!failures.empty()) {
+    return absl::FailedPreconditionError(absl::StrJoin(failures, "; "));
+  }
+  return absl::StrJoin(lines, "; ");
 }
 
 }  // namespace kprof::server

@@ -34,8 +34,8 @@ struct LeaseOptions {
   bool anyone = false;            // every client may lease
   std::set<std::string> clients;  // else these (labels or certificate subjects)
   absl::Duration max_lease = absl::Minutes(30);
-  std::string state_file;  // the clock journal
-  std::string helper;      // kprofd-worker, run with --clocks
+  std::string state_dir;  // each lease's clock journal: clocks-LEASE_ID.json
+  std::string helper;     // kprofd-worker, run with --clocks
   std::string sysfs_root = "/";
   absl::Duration helper_timeout = absl::Seconds(30);
 };
@@ -49,7 +49,8 @@ class LeaseManager {
     virtual void Waiting(const kprof::v1::LeaseInfo& held) = 0;
     virtual void Granted(const kprof::v1::LeaseInfo& lease) = 0;
     // The last call: the lease (or the wait for it) is over.
-    virtual void Ended(const std::string& reason, const std::string& clocks_restored) = 0;
+    virtual void Ended(const kprof::v1::LeaseInfo& lease, const std::string& reason,
+                       const std::string& clocks_restored) = 0;
   };
 
   explicit LeaseManager(LeaseOptions options);
@@ -66,10 +67,10 @@ class LeaseManager {
   // Ends the lease (or the wait for it) of `ticket`, saying `reason`. Idempotent.
   void Release(uint64_t ticket, std::string reason) ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // For a call carrying lease id `id`: OK when it names a lease `client` holds now.
+  // For a call carrying lease id `id`: the device of the lease `client` holds under it now.
   // FAILED_PRECONDITION when that lease has ended or never was; PERMISSION_DENIED when it is
   // another client's.
-  absl::Status CheckLeaseId(const std::string& client, const std::string& id) const
+  absl::StatusOr<base::Device> CheckLeaseId(const std::string& client, const std::string& id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The lease held on `device` now, for GetInfo.
@@ -79,8 +80,8 @@ class LeaseManager {
   // Ends every lease ("kprofd is stopping") and puts their clocks back; then refuses new ones.
   void Stop() ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // At the daemon's start: puts back what a lease of an earlier run left changed, as the state
-  // file says; a line saying what ("" when nothing was).
+  // At the daemon's start: puts back what the leases of an earlier run left changed, as their
+  // journals say; a line saying what ("" when nothing was).
   static absl::StatusOr<std::string> RestoreLeftovers(const LeaseOptions& options);
 
  private:
@@ -112,6 +113,10 @@ class LeaseManager {
   // "cuda:0 is leased to alice until 2026-12-03T10:42:05Z"
   static std::string What(const Lease& lease);
   static void SetEnd(Lease& lease, absl::Time ends);
+  // The clock journal of lease `id`.
+  std::string Journal(const std::string& id) const;
+  // Puts back what lease `lease` changed: a line saying what, or why not.
+  std::string Restore(const Lease& lease) const;
   // Runs kprofd-worker --clocks with `args`; its JSON answer.
   static absl::StatusOr<std::string> RunHelper(const LeaseOptions& options,
                                                std::vector<std::string> args);

@@ -259,8 +259,14 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::Me
     grpc::CallbackServerContext* context) {
   absl::StatusOr<std::string> client = Authenticate(context);
   absl::Status admitted = client.status();
-  if (admitted.ok()) admitted = CheckLease(context, *client);
+  std::optional<LeaseMark> lease;
+  if (admitted.ok()) {
+    absl::StatusOr<std::optional<LeaseMark>> carried = CheckLease(context, *client);
+    if (carried.ok()) lease = *std::move(carried);
+    admitted = carried.status();
+  }
   auto* reactor = new BatchReactor(this, context, client.ok() ? *std::move(client) : "");
+  reactor->set_lease(std::move(lease));
   {
     // Counted like an upload, under the lock StartDraining takes: a stream either is known to
     // the drain, or is refused.

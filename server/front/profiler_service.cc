@@ -344,8 +344,9 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request, Fill fill) {
   auto* reactor = new JobReactor();
-  if (const absl::Status leased = CheckLease(context, client); !leased.ok()) {
-    reactor->Finish(ToGrpcStatus(leased));
+  const absl::StatusOr<std::optional<LeaseMark>> lease = CheckLease(context, client);
+  if (!lease.ok()) {
+    reactor->Finish(ToGrpcStatus(lease.status()));
     return reactor;
   }
   absl::StatusOr<PreparedJob> job = PrepareJob(client, device_text, calls, std::move(request));
@@ -365,7 +366,8 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
         }
         reactor->Finish(ToGrpcStatus(status));
       },
-      std::move(job->pin), nullptr, false, std::move(job->module_fds));
+      std::move(job->pin), nullptr, false, std::move(job->module_fds),
+      lease->has_value() && (*lease)->device == job->executor->device() ? (*lease)->id : "");
   if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;
 }

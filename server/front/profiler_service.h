@@ -124,10 +124,15 @@ class ProfilerService final : public ProfilerServiceBase {
   class UploadReactor;
   class BatchReactor;
   class LeaseReactor;
-  // A call that carries a lease id (metadata kprof-lease) must be `client`'s, and the lease held
-  // (LeaseManager::CheckLeaseId); OK for a call without one.
-  absl::Status CheckLease(const grpc::CallbackServerContext* context,
-                          const std::string& client) const;
+  // The lease a call carries (metadata kprof-lease), which must be `client`'s and held
+  // (LeaseManager::CheckLeaseId): its id and device; none for a call without one. A job on that
+  // device runs under it (DeviceExecutor::Submit's lease_id).
+  struct LeaseMark {
+    std::string id;
+    base::Device device;
+  };
+  absl::StatusOr<std::optional<LeaseMark>> CheckLease(const grpc::CallbackServerContext* context,
+                                                      const std::string& client) const;
 
   static constexpr int kMaxCollectors = 16;
   static constexpr size_t kMaxBatchStreams = 64;

@@ -143,6 +143,15 @@ class LeaseTest : public ::testing::Test {
     return ended;
   }
 
+  // The leases' clock journals in the state directory.
+  int Journals() const {
+    int count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/state")) {
+      count += entry.path().filename().string().rfind("clocks-", 0) == 0;
+    }
+    return count;
+  }
+
   TempDir dir_;
   FakeSysfs sysfs_{dir_.path() + "/host"};
   Daemon daemon_;
@@ -190,10 +199,11 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
     bob_done = true;
   });
   auto under_lease = Connect("token-a", lease.lease_id());
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_THAT(under_lease->TimeEvaluate(Sleep(1000)), IsOk());
-    EXPECT_THAT(alice->TimeEvaluate(Sleep(1000)), IsOk());
-  }
+  for (int i = 0; i < 5; ++i) EXPECT_THAT(under_lease->TimeEvaluate(Sleep(1000)), IsOk());
+  // Only calls carrying the lease run under it: the holder's others wait like anyone's (on a
+  // loopback daemon every caller is one client).
+  EXPECT_THAT(alice->TimeEvaluate(Sleep(1), absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("leased to alice")));
   absl::SleepFor(absl::Milliseconds(300));
   EXPECT_FALSE(bob_done) << "bob's job ran under alice's lease";
   // Bob cannot use alice's lease id: it is hers.
@@ -207,7 +217,7 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
   EXPECT_EQ(ended.end_reason(), "released");
   EXPECT_THAT(ended.clocks_restored(), HasSubstr("cpu0-1 governor back to powersave"));
   sysfs_.ExpectAsFound();
-  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/clocks-to-restore.json"));
+  EXPECT_EQ(Journals(), 0);
   waiting.join();
   EXPECT_TRUE(bob_done);
   EXPECT_GE(bob_finished, released);
@@ -243,10 +253,18 @@ TEST_F(LeaseTest, ALeaseEndsWhenItsHolderGoesAwayAndWhenItExpires) {
 
   Held held = Ask(*alice, "cpu:0", 1.0);
   ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED);
-  // Bob waits for the end of it, and a second lease waits its turn, told whose the device is.
+  // A second lease waits its turn, told whose the device is (not the holder's id).
   Held next = Ask(*bob, "cpu:0", 5);
   EXPECT_EQ(next.first.state(), v1::LeaseUpdate::WAITING);
   EXPECT_EQ(next.first.lease().holder(), "alice");
+  EXPECT_EQ(next.first.lease().lease_id(), "");
+  // A job under the lease runs past its end; the one queued behind it never runs without it.
+  auto under_lease = Connect("token-a", held.first.lease().lease_id());
+  std::thread running([&] { EXPECT_THAT(under_lease->TimeEvaluate(Sleep(1'500'000)), IsOk()); });
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_THAT(under_lease->TimeEvaluate(Sleep(1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("has ended")));
+  running.join();
   v1::LeaseUpdate update;
   ASSERT_TRUE(held.lease->stream->Read(&update));
   EXPECT_EQ(update.state(), v1::LeaseUpdate::ENDED);
@@ -283,6 +301,24 @@ TEST_F(LeaseTest, WhoMayLeaseAndForHowLongIsTheOperators) {
   status = refusal(*alice, "cuda:7", 10);
   EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
   EXPECT_THAT(status.error_message(), HasSubstr("cuda:7"));
+  // A frequency the CPUs do not take: the lease is not granted, saying why.
+  {
+    Held held;
+    held.lease = alice->OpenLease();
+    v1::LeaseRequest request;
+    request.set_device("cpu:0");
+    request.set_seconds(10);
+    request.set_lock_clocks(true);
+    request.set_clock_mhz(9000);
+    ASSERT_TRUE(held.lease->stream->Write(request));
+    v1::LeaseUpdate update;
+    ASSERT_TRUE(held.lease->stream->Read(&update));
+    EXPECT_EQ(update.state(), v1::LeaseUpdate::ENDED);
+    EXPECT_THAT(update.end_reason(), HasSubstr("refused: clock_mhz 9000 is outside"));
+    held.lease->stream->WritesDone();
+    EXPECT_TRUE(held.lease->stream->Finish().ok());
+    sysfs_.ExpectAsFound();
+  }
   // A call carrying a lease the daemon never granted.
   auto forged = Connect("token-a", "0123456789abcdef");
   EXPECT_THAT(forged->TimeEvaluate(Sleep(1)), StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -318,6 +354,24 @@ TEST_F(LeaseTest, KprofLeaseRunsTheCommandUnderTheLeaseAndExitsWithItsStatus) {
   EXPECT_THAT(bad.err, HasSubstr("--for 'soon' is not a duration"));
 }
 
+TEST_F(LeaseTest, AStoppingDaemonEndsTheLeaseAndPutsItsClocksBack) {
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  Held held = Ask(*alice, "cpu:0", 600, /*lock=*/true);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED);
+  sysfs_.ExpectLocked();
+  std::thread stopping([&] { daemon_.Stop(); });
+  v1::LeaseUpdate update;
+  ASSERT_TRUE(held.lease->stream->Read(&update));
+  EXPECT_EQ(update.state(), v1::LeaseUpdate::ENDED);
+  EXPECT_EQ(update.end_reason(), "kprofd is stopping");
+  EXPECT_EQ(update.lease().lease_id(), held.first.lease().lease_id());
+  EXPECT_THAT(update.clocks_restored(), HasSubstr("back to"));
+  stopping.join();
+  sysfs_.ExpectAsFound();
+  EXPECT_EQ(Journals(), 0);
+}
+
 TEST_F(LeaseTest, ClocksALeaseChangedAreBackAfterTheDaemonIsKilled) {
 #ifndef KPROF_FAKE_CUDA_DIR
   GTEST_SKIP() << "built without the stand-in CUDA driver and NVML";
@@ -334,17 +388,24 @@ TEST_F(LeaseTest, ClocksALeaseChangedAreBackAfterTheDaemonIsKilled) {
   Held cpu = Ask(*alice, "cpu:0", 600, /*lock=*/true);
   ASSERT_EQ(cpu.first.state(), v1::LeaseUpdate::GRANTED);
   sysfs_.ExpectLocked();
+  // Each lease puts back its own clocks alone: the GPU stays locked as the CPU lease ends.
+  EXPECT_EQ(Release(cpu).end_reason(), "released");
+  sysfs_.ExpectAsFound();
+  EXPECT_EQ(Slurp(nvml_state + ".locked"), "1590 1590");
+  Held cpu_again = Ask(*alice, "cpu:0", 600, /*lock=*/true);
+  ASSERT_EQ(cpu_again.first.state(), v1::LeaseUpdate::GRANTED);
+  sysfs_.ExpectLocked();
 
   daemon_.Kill();
   // Nothing of the daemon's shutdown ran: the clocks are still as the leases set them.
   EXPECT_TRUE(std::filesystem::exists(nvml_state + ".locked"));
   sysfs_.ExpectLocked();
-  ASSERT_TRUE(std::filesystem::exists(dir_.path() + "/state/clocks-to-restore.json"));
+  EXPECT_EQ(Journals(), 2);
 
   ASSERT_TRUE(Start());
   EXPECT_FALSE(std::filesystem::exists(nvml_state + ".locked"));
   sysfs_.ExpectAsFound();
-  EXPECT_FALSE(std::filesystem::exists(dir_.path() + "/state/clocks-to-restore.json"));
+  EXPECT_EQ(Journals(), 0);
   EXPECT_THAT(Slurp(dir_.path() + "/kprofd.log"),
               HasSubstr("put back the clocks a lease of an earlier run left changed"));
 

@@ -550,3 +550,88 @@ TEST_F(DeviceExecutorTest, AnInteractiveJobGoesAheadOfQueuedBatchJobs) {
 
 }  // namespace
 }  // namespace kprof::server
+
+namespace kprof::server {
+namespace {
+
+TEST_F(DeviceExecutorTest, ALeaseGateRunsTheLeasesJobsAloneAndEndsWithThem) {
+  Start();
+  const auto under = [this](uint64_t id, const std::string& lease, Script script = {}) {
+    {
+      std::lock_guard<std::mutex> lock(bench_.mutex);
+      bench_.scripts[id] = script;
+    }
+    auto outcome = std::make_shared<Outcome>();
+    WorkerRequest request;
+    request.set_job_id(id);
+    const absl::Status status = executor_->Submit(
+        request, "alice", absl::InfiniteFuture(),
+        [outcome](absl::StatusOr<WorkerAnswer> answer, JobTiming) {
+          outcome->answer = std::move(answer);
+          outcome->done.Notify();
+        },
+        nullptr, nullptr, false, {}, lease);
+    if (!status.ok()) {
+      outcome->answer = status;
+      outcome->done.Notify();
+    }
+    return outcome;
+  };
+  const absl::Time ends = absl::Now() + absl::Hours(1);
+  const auto gate = [ends](bool open, bool ending) {
+    return DeviceExecutor::LeaseGate{
+        "alice", "L", open, ending, ending ? absl::Now() : ends, "cpu:0 is leased to alice"};
+  };
+  // Another client's job runs, two more of its wait behind it.
+  auto first = Submit(1, "bob", {absl::Milliseconds(300)});
+  auto second = Submit(2, "bob");
+  auto third = Submit(3, "bob");
+  ASSERT_TRUE(WaitStarted(1));
+  absl::Notification clear;
+  executor_->SetLease(gate(false, false), [&] { clear.Notify(); });
+  ASSERT_TRUE(clear.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(first->done.HasBeenNotified()) << "the gate cleared with bob's job running";
+  EXPECT_EQ(first->code(), absl::StatusCode::kOk);
+  // A job that would wait past its deadline is refused at once, naming the lease.
+  absl::Status refused;
+  Submit(4, "bob", {}, absl::Now() + absl::Seconds(10), &refused);
+  EXPECT_THAT(refused.message(), HasSubstr("cpu:0 is leased to alice"));
+  EXPECT_EQ(refused.code(), absl::StatusCode::kDeadlineExceeded);
+
+  executor_->SetLease(gate(true, false));
+  auto leased = under(5, "L");
+  auto plain = under(6, "");  // alice's, but not under the lease: it waits
+  auto forged = under(7, "M");
+  EXPECT_EQ(leased->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(forged->code(), absl::StatusCode::kFailedPrecondition);
+  auto long_leased = under(8, "L", {absl::Milliseconds(300)});
+  auto behind = under(9, "L");
+  ASSERT_TRUE(WaitStarted(8));
+  absl::Notification ended;
+  executor_->SetLease(gate(false, true), [&] { ended.Notify(); });
+  // The lease's job queued behind the running one never runs without the lease.
+  EXPECT_EQ(behind->code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(behind->answer.status().message(), HasSubstr("lease L has ended"));
+  ASSERT_TRUE(ended.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(long_leased->code(), absl::StatusCode::kOk);
+  EXPECT_FALSE(second->done.HasBeenNotified());
+  EXPECT_FALSE(plain->done.HasBeenNotified());
+  executor_->SetLease(std::nullopt);
+  EXPECT_EQ(second->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(third->code(), absl::StatusCode::kOk);
+  EXPECT_EQ(plain->code(), absl::StatusCode::kOk);
+  const std::vector<uint64_t> started = bench_.Started();
+  EXPECT_EQ(std::count(started.begin(), started.end(), 9u), 0);
+
+  // On an idle device the gate clears at once (not at the loop's next idle check, 10 s on).
+  absl::SleepFor(absl::Milliseconds(100));
+  absl::Notification idle_clear;
+  const absl::Time set = absl::Now();
+  executor_->SetLease(gate(false, false), [&] { idle_clear.Notify(); });
+  ASSERT_TRUE(idle_clear.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_LT(absl::Now() - set, absl::Seconds(2));
+  executor_->SetLease(std::nullopt);
+}
+
+}  // namespace
+}  // namespace kprof::server
