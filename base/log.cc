@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -28,17 +29,19 @@ const char* SeverityName(LogSeverity severity) {
 
 }  // namespace
 
-void Log(LogSeverity severity, std::string_view message) {
+void Log(LogSeverity severity, std::string_view message, const LogFields& fields) {
   absl::MutexLock lock(&g_mutex);
   if (g_sink != nullptr) {
-    (*g_sink)(severity, message);
+    (*g_sink)(severity, message, fields);
     return;
   }
   // Time and level first, one line per message: what journald and grep want.
   const std::string now =
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
-  std::fprintf(stderr, "%s %s %.*s\n", now.c_str(), SeverityName(severity),
-               static_cast<int>(message.size()), message.data());
+  std::string tail;
+  for (const LogField& field : fields) absl::StrAppend(&tail, " ", field.name, "=", field.value);
+  std::fprintf(stderr, "%s %s %.*s%s\n", now.c_str(), SeverityName(severity),
+               static_cast<int>(message.size()), message.data(), tail.c_str());
 }
 
 LogSink SetLogSink(LogSink sink) {

@@ -46,6 +46,9 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
                "the clients that may lease a device (token labels or certificate subjects; * for "
                "anyone; default: anyone on a loopback-only daemon, no one otherwise)");
   cl.AddDuration("max-lease", &f.max_lease, "DURATION", "longest lease granted (default 30m)");
+  cl.AddString("log-format", &f.log_format, "FORMAT",
+               "journal (structured fields: JOB_ID, DEVICE, CLIENT, CODE, LEASE_ID), plain, or "
+               "auto: the journal when stderr is systemd's journal (default auto)");
   cl.AddString("sysfs-root", &f.sysfs_root, "DIR",
                "where /sys is for a lease's clocks (default /; tests give a fake tree)");
   cl.AddString("scratch-dir", &f.scratch_dir, "DIR",
@@ -233,6 +236,11 @@ absl::Status CheckLimits(const DaemonFlags& flags) {
   }
   if (flags.upload_idle_timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--upload-idle-timeout wants a positive duration");
+  }
+  if (flags.log_format != "auto" && flags.log_format != "journal" && flags.log_format != "plain") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log-format '", flags.log_format,
+                     "': auto (the journal under systemd), journal or plain"));
   }
   if (flags.max_lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max-lease wants a positive duration");

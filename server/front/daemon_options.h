@@ -29,6 +29,7 @@ struct DaemonFlags {
   std::string lease_clients;  // "": anyone on a loopback-only daemon, no one otherwise; "*": anyone
   absl::Duration max_lease = absl::Minutes(30);
   std::string sysfs_root = "/";
+  std::string log_format = "auto";  // journal under systemd, else plain
   std::string worker_user;
   std::string worker;
   int64_t max_queue = 64;

@@ -271,8 +271,14 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
   const absl::Time now = absl::Now();
   if (!answer.ok()) {  // the worker ended
     const std::string message(answer.status().message());
+    base::LogFields fields = {{"DEVICE", base::DeviceSpec(worker_options_.device)},
+                              {"CLIENT", active_client_},
+                              {"CODE", absl::StatusCodeToString(answer.status().code())}};
+    if (!in_flight_.empty()) {
+      fields.push_back({"JOB_ID", absl::StrCat(in_flight_.front().request.job_id())});
+    }
     base::Log(base::LogSeverity::kWarning,
-              absl::StrCat(base::DeviceSpec(worker_options_.device), ": ", message));
+              absl::StrCat(base::DeviceSpec(worker_options_.device), ": ", message), fields);
     LoseWorker(&answer.status(), "crash");
     return;
   }
@@ -476,6 +482,14 @@ void DeviceExecutor::Loop() {
             "the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
             by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
             " and was stopped; its worker was restarted"));
+        base::Log(
+            base::LogSeverity::kWarning,
+            absl::StrCat(base::DeviceSpec(worker_options_.device), ": job ", front.request.job_id(),
+                         " of ", active_client_, ": ", stopped.message()),
+            {{"JOB_ID", absl::StrCat(front.request.job_id())},
+             {"DEVICE", base::DeviceSpec(worker_options_.device)},
+             {"CLIENT", active_client_},
+             {"CODE", "DEADLINE_EXCEEDED"}});
         LoseWorker(&stopped, "timeout");
       }
     } else if (after >= idle_check) {

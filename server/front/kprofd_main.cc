@@ -48,6 +48,7 @@
 #include "server/front/daemon_metrics.h"
 #include "server/front/daemon_options.h"
 #include "server/front/interceptors.h"
+#include "server/front/journal_log.h"
 #include "server/front/lease_manager.h"
 #include "server/front/profiler_service.h"
 
@@ -107,6 +108,9 @@ std::string WhyCannotListen(const std::string& listen) {
 }
 
 absl::Status Serve(const DaemonFlags& flags) {
+  // Under systemd the journal, with fields; elsewhere plain lines.
+  KPROF_ASSIGN_OR_RETURN(const LogFormat log_format, ChooseLogFormat(flags.log_format));
+  if (log_format == LogFormat::kJournal) base::SetLogSink(JournalSink());
   KPROF_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          ServerCredentials(flags));
   std::optional<TokenAuth> auth;

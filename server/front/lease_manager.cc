@@ -335,7 +335,8 @@ void LeaseManager::Grant(uint64_t ticket) {
   base::Log(base::LogSeverity::kInfo,
             absl::StrCat("lease ", info.lease_id(), ": ", info.device(), " to ", info.holder(),
                          " until ", TimeText(absl::FromUnixMillis(info.ends_unix_ms())),
-                         info.clocks_locked() ? ", clocks locked" : ""));
+                         info.clocks_locked() ? ", clocks locked" : ""),
+            {{"LEASE_ID", info.lease_id()}, {"DEVICE", info.device()}, {"CLIENT", info.holder()}});
   listener->Granted(info);
 }
 
@@ -388,9 +389,10 @@ void LeaseManager::Finish(uint64_t ticket) {
   }
   const std::string restored = lease.clocks_changed ? Restore(lease) : "";
   lease.executor->SetLease(std::nullopt);
-  base::Log(base::LogSeverity::kInfo, absl::StrCat("lease ", lease.id, " on ", lease.info.device(),
-                                                   " ended: ", lease.end_reason,
-                                                   restored.empty() ? "" : "; clocks: ", restored));
+  base::Log(base::LogSeverity::kInfo,
+            absl::StrCat("lease ", lease.id, " on ", lease.info.device(), " ended: ",
+                         lease.end_reason, restored.empty() ? "" : "; clocks: ", restored),
+            {{"LEASE_ID", lease.id}, {"DEVICE", lease.info.device()}, {"CLIENT", lease.client}});
   {
     absl::MutexLock lock(&mutex_);
     leases_.erase(ticket);

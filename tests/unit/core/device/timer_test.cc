@@ -22,8 +22,8 @@ using ::testing::HasSubstr;
 class LogCapture {
  public:
   LogCapture() {
-    previous_ =
-        base::SetLogSink([this](base::LogSeverity, std::string_view m) { lines_.emplace_back(m); });
+    previous_ = base::SetLogSink([this](base::LogSeverity, std::string_view m,
+                                        const base::LogFields&) { lines_.emplace_back(m); });
   }
   ~LogCapture() { base::SetLogSink(std::move(previous_)); }
   const std::vector<std::string>& lines() const { return lines_; }

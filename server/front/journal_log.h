@@ -1,0 +1,24 @@
+// kprofd's logs as the service manager reads them: under systemd, each message goes to the
+// journal with structured fields (sd_journal_sendv) — MESSAGE, PRIORITY, SYSLOG_IDENTIFIER and
+// the message's own (JOB_ID, DEVICE, CLIENT, CODE, LEASE_ID) — so that `journalctl -u kprofd
+// CLIENT=alice` finds one client's failures; elsewhere plain lines on stderr.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "base/log.h"
+
+namespace kprof::server {
+
+enum class LogFormat { kPlain, kJournal };
+
+// --log-format: "journal", "plain", or "auto" (the journal when stderr is the journal's, as
+// systemd says through $JOURNAL_STREAM). INVALID_ARGUMENT for anything else.
+absl::StatusOr<LogFormat> ChooseLogFormat(const std::string& flag);
+
+// A sink that sends each message to the journal; a message the journal does not take (no
+// journald) is written to stderr as a plain line instead, never lost.
+base::LogSink JournalSink();
+
+}  // namespace kprof::server
