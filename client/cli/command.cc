@@ -179,7 +179,7 @@ std::vector<std::unique_ptr<Command>> AddCommands(CLI::App& app) {
   std::vector<std::unique_ptr<Command>> commands;
   for (auto add : {AddInfoCommand, AddLoadCommand, AddModulesCommand, AddUnloadCommand,
                    AddTimeCommand, AddProfileCommand, AddBatchCommand, AddReportCommand,
-                   AddCompareCommand, AddRankCommand, AddLeaseCommand}) {
+                   AddCompareCommand, AddRankCommand, AddLeaseCommand, AddTopCommand}) {
     commands.push_back(add(app));
   }
   return commands;

@@ -96,5 +96,6 @@ std::unique_ptr<Command> AddReportCommand(CLI::App& app);
 std::unique_ptr<Command> AddCompareCommand(CLI::App& app);
 std::unique_ptr<Command> AddRankCommand(CLI::App& app);
 std::unique_ptr<Command> AddLeaseCommand(CLI::App& app);
+std::unique_ptr<Command> AddTopCommand(CLI::App& app);
 
 }  // namespace kprof::client

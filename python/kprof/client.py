@@ -195,6 +195,7 @@ class Client:
         lease = os.environ.get("KPROF_LEASE")
         if lease and target == os.environ.get("KPROF_LEASE_TARGET"):
             self._metadata += (("kprof-lease", lease),)
+        self._plain_metadata = self._metadata
         self._timeout = timeout
         # id -> (bytes, name, format), for uploading again after an eviction: the newest last,
         # at most max_remembered_bytes of them (and always the newest), as the C++ client keeps.
@@ -212,6 +213,19 @@ class Client:
 
     def __exit__(self, *exc):
         self.close()
+
+    def lease(self, device, seconds, lock_clocks=False, clock_mhz=0):
+        """Holds `device` alone for up to `seconds` (kprof.lease.Lease, a context manager): this
+        client's calls run under it until it is released or ends."""
+        from kprof.lease import hold
+        return hold(self, device, seconds, lock_clocks, clock_mhz)
+
+    def _lease_granted(self, lease_id):
+        self._metadata = self._plain_metadata + (("kprof-lease", lease_id),)
+
+    def _lease_ended(self, lease_id):
+        if ("kprof-lease", lease_id) in self._metadata:
+            self._metadata = self._plain_metadata
 
     def info(self):
         """GetInfo: version, devices and their collectors, limits, the modules held."""

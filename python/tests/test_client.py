@@ -234,3 +234,27 @@ def test_a_large_module_refused_on_a_daemons_first_job_fails_only_its_jobs(daemo
     assert results["nop"].ok, results["nop"].message
     for k in ("junk1", "junk2"):
         assert not results[k].ok and results[k].code.name == "INVALID_ARGUMENT", results[k]
+
+
+def test_a_lease_runs_the_clients_calls_alone_and_refuses_them_after(daemon):
+    with kprof.connect(daemon) as holder, kprof.connect(daemon) as other:
+        with holder.lease("cpu:0", seconds=60) as lease:
+            assert lease.holder == "local" and lease.device == "cpu:0" and len(lease.id) == 32
+            assert not lease.clocks_locked and lease.clocks_note  # recorded only
+            assert holder.time_evaluate("builtin", "spin_us", ["float64:10"], repeat=1).mean > 0
+            # On a loopback daemon everyone is "local": a call without the lease waits, and one
+            # due before the lease's end is refused at once, naming it.
+            with pytest.raises(kprof.KprofError) as refused:
+                other.time_evaluate("builtin", "spin_us", ["float64:10"], repeat=1, timeout=5)
+            assert refused.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            assert "cpu:0 is leased to local" in refused.value.message
+            held = holder.info().devices[0].lease
+            assert held.lease_id == lease.id
+        assert lease.end_reason == "released"
+        assert not holder.info().devices[0].HasField("lease")
+        # The holder's calls no longer carry it, and run as anyone's.
+        assert holder.time_evaluate("builtin", "spin_us", ["float64:10"], repeat=1).mean > 0
+        with pytest.raises(kprof.KprofError) as too_long:
+            holder.lease("cpu:0", seconds=10 ** 6)
+        assert too_long.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "--max-lease" in too_long.value.message

@@ -1,0 +1,192 @@
+// kprof top against a real daemon: live in a terminal (a tmux pane the test reads), quitting on
+// q; and as frames printed one after another without one. Also `--priority`, which decides the
+// order jobs of one client leave its queue in.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cli.h"
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::Daemon;
+using ::kprof::testing::IsOk;
+using ::kprof::testing::KprofPath;
+using ::kprof::testing::RunKprof;
+using ::kprof::testing::TempDir;
+using ::testing::HasSubstr;
+
+std::string Output(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+  pclose(pipe);
+  return out;
+}
+
+v1::TimeEvaluateRequest Spin(int us) {
+  v1::TimeEvaluateRequest request;
+  request.mutable_call()->set_module_id("builtin");
+  request.mutable_call()->set_function("spin_us");
+  request.mutable_call()->add_args("float64:" + std::to_string(us));
+  request.set_repeat(1);
+  return request;
+}
+
+// The cpu:0 row's DONE column in a frame; -1 when there is none.
+int64_t DoneOnCpu(const std::string& frame) {
+  for (absl::string_view line : absl::StrSplit(frame, '\n')) {
+    const std::vector<absl::string_view> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (words.size() > 4 && words[1] == "cpu:0") {
+      int64_t done = 0;
+      return absl::SimpleAtoi(words[4], &done) ? done : -1;
+    }
+  }
+  return -1;
+}
+
+class TopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);
+    ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache"));
+    auto connected = client::Client::Connect(daemon_.target());
+    ASSERT_THAT(connected, IsOk());
+    client_ = *std::move(connected);
+  }
+  TempDir dir_;
+  Daemon daemon_;
+  std::unique_ptr<client::Client> client_;
+};
+
+TEST_F(TopTest, ALiveViewInATerminalRefreshesInPlaceAndQuitsOnQ) {
+  const std::string tmux = absl::StrCat("tmux -L kprof-top-", getpid(), " -f /dev/null ");
+  ASSERT_EQ(std::system((tmux + "new-session -d -x 200 -y 30 -s top '" + KprofPath() +
+                         " --target " + daemon_.target() + " top --interval 200ms'")
+                            .c_str()),
+            0);
+  const auto screen = [&] { return Output(tmux + "capture-pane -p -t top 2>/dev/null"); };
+  std::string seen;
+  for (int i = 0; i < 100 && DoneOnCpu(seen) < 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    seen = screen();
+  }
+  ASSERT_GE(DoneOnCpu(seen), 0) << seen;
+  EXPECT_THAT(seen, HasSubstr("JOBS/S"));
+  EXPECT_THAT(seen, HasSubstr("(q quits)"));
+  // Jobs run: the next frames count them, in place (one header on the screen).
+  const int64_t before = DoneOnCpu(seen);
+  for (int i = 0; i < 20; ++i) ASSERT_THAT(client_->TimeEvaluate(Spin(10)), IsOk());
+  for (int i = 0; i < 100 && DoneOnCpu(seen) < before + 20; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    seen = screen();
+  }
+  EXPECT_GE(DoneOnCpu(seen), before + 20) << seen;
+  size_t headers = 0;
+  for (size_t at = seen.find("JOBS/S"); at != std::string::npos; at = seen.find("JOBS/S", at + 1)) {
+    ++headers;
+  }
+  EXPECT_EQ(headers, 1u) << seen;
+
+  ASSERT_EQ(std::system((tmux + "send-keys -t top q").c_str()), 0);
+  bool gone = false;
+  for (int i = 0; i < 50 && !gone; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    gone = std::system((tmux + "has-session -t top 2>/dev/null").c_str()) != 0;
+  }
+  EXPECT_TRUE(gone) << "kprof top did not quit on q";
+  (void)std::system((tmux + "kill-server 2>/dev/null").c_str());
+}
+
+TEST_F(TopTest, WithoutATerminalItPrintsFramesOneAfterAnother) {
+  const auto out = RunKprof(daemon_.target(), "top --iterations 2 --interval 100ms", dir_.path());
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  size_t headers = 0;
+  for (size_t at = out.out.find("JOBS/S"); at != std::string::npos;
+       at = out.out.find("JOBS/S", at + 1)) {
+    ++headers;
+  }
+  EXPECT_EQ(headers, 2u) << out.out;
+  EXPECT_GE(DoneOnCpu(out.out), 0) << out.out;
+  EXPECT_EQ(out.out.find("\x1b["), std::string::npos) << "escape codes without a terminal";
+  const auto bad = RunKprof(daemon_.target(), "top --interval soon", dir_.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--interval 'soon' is not a duration"));
+}
+
+TEST(Priority, InteractiveJobsGoAheadOfBatchOnes) {
+  // Three clients: one keeps the device busy; a batch job of a second and then an interactive
+  // one of a third wait behind it. Without priorities the second, first in turn, would go
+  // first; the interactive one does, and ends 300 ms before the other.
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  std::ofstream(dir.path() + "/tokens") << "token-x busy\ntoken-y tuner\ntoken-z person\n";
+  std::ofstream(dir.path() + "/y") << "token-y\n";
+  std::ofstream(dir.path() + "/z") << "token-z\n";
+  for (const char* f : {"/tokens", "/y", "/z"}) chmod((dir.path() + f).c_str(), 0644);
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
+  client::ClientOptions options;
+  options.bearer_token = "token-x";
+  auto busy_client = client::Client::Connect(daemon.target(), options);
+  ASSERT_THAT(busy_client, IsOk());
+  std::filesystem::create_directories(dir.path() + "/b");
+  std::filesystem::create_directories(dir.path() + "/i");
+  std::thread busy([&] { EXPECT_THAT((*busy_client)->TimeEvaluate(Spin(900'000)), IsOk()); });
+  absl::SleepFor(absl::Milliseconds(150));
+  std::atomic<int> order{0};
+  int batch_place = 0, interactive_place = 0;
+  std::thread batch([&] {
+    const auto r = RunKprof(daemon.target(),
+                            "--token-file " + dir.path() +
+                                "/y time builtin spin_us --arg float64:300000 --repeat 1 "
+                                "--priority batch",
+                            dir.path() + "/b");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    batch_place = ++order;
+  });
+  absl::SleepFor(absl::Milliseconds(250));
+  std::thread interactive([&] {
+    const auto r = RunKprof(daemon.target(),
+                            "--token-file " + dir.path() +
+                                "/z time builtin spin_us --arg float64:300000 --repeat 1 "
+                                "--priority interactive",
+                            dir.path() + "/i");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    interactive_place = ++order;
+  });
+  busy.join();
+  batch.join();
+  interactive.join();
+  EXPECT_LT(interactive_place, batch_place);
+  const auto bad = RunKprof(
+      daemon.target(),
+      "--token-file " + dir.path() + "/y time builtin spin_us --arg float64:1 --priority urgent",
+      dir.path());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--priority"));
+}
+
+}  // namespace
+}  // namespace kprof
