@@ -134,6 +134,11 @@ class LeaseCommand final : public Command {
     std::fprintf(stderr, "kprof: lease %s: %s is yours until %s; %s\n", granted.lease_id().c_str(),
                  granted.device().c_str(), When(granted.ends_unix_ms()).c_str(),
                  ClocksLine(granted).c_str());
+    if (lock_clocks_ && !granted.clocks_locked()) {
+      std::fprintf(stderr, "kprof: warning: the clocks are NOT locked: %s\n",
+                   granted.clocks_note().empty() ? "the daemon did not say why"
+                                                 : granted.clocks_note().c_str());
+    }
     std::fflush(stderr);
 
     // The lease's end, should it come while CMD runs (it expired), is said at once.

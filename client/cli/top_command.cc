@@ -145,8 +145,12 @@ class TopCommand final : public Command {
     for (size_t i = 0; i < n; ++i) {
       const std::string& daemon = farm.daemons()[i];
       if (!infos[i].ok()) {
+        const absl::Status& why = infos[i].status();
         absl::StrAppendFormat(&out, "%-21s unreachable: %s\n", daemon,
-                              std::string(infos[i].status().message()).substr(0, 100));
+                              absl::IsUnavailable(why)
+                                  ? std::string("no kprofd answers (UNAVAILABLE)")
+                                  : absl::StrCat(absl::StatusCodeToString(why.code()), ": ",
+                                                 std::string(why.message()).substr(0, 100)));
         continue;
       }
       for (const kprof::v1::DeviceInfo& d : infos[i]->devices()) {

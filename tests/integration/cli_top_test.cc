@@ -135,6 +135,42 @@ TEST_F(TopTest, WithoutATerminalItPrintsFramesOneAfterAnother) {
   EXPECT_THAT(bad.err, HasSubstr("--interval 'soon' is not a duration"));
 }
 
+TEST(TopOfAFarm, EachDaemonHasItsRowsAndOneThatDoesNotAnswerSaysSo) {
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  Daemon first, second;
+  ASSERT_TRUE(first.Start(dir.path() + "/cache1"));
+  ASSERT_TRUE(second.Start(dir.path() + "/cache2"));
+  auto client = client::Client::Connect(second.target());
+  ASSERT_THAT(client, IsOk());
+  for (int i = 0; i < 3; ++i) ASSERT_THAT((*client)->TimeEvaluate(Spin(10)), IsOk());
+  // A third address where nothing listens: a port the first daemon held, now closed.
+  Daemon gone;
+  ASSERT_TRUE(gone.Start(dir.path() + "/cache3"));
+  const std::string nowhere = gone.target();
+  gone.Stop();
+  const auto out = RunKprof(first.target() + "," + second.target() + "," + nowhere,
+                            "top --iterations 1 --timeout 2s", dir.path());
+  EXPECT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_THAT(out.out, HasSubstr("3 daemons"));
+  int rows_first = 0, rows_second = 0;
+  for (absl::string_view line : absl::StrSplit(out.out, '\n')) {
+    rows_first += absl::StartsWith(line, first.target() + " ") && absl::StrContains(line, "cpu:0");
+    if (absl::StartsWith(line, second.target() + " ") && absl::StrContains(line, "cpu:0")) {
+      ++rows_second;
+      EXPECT_GE(DoneOnCpu(std::string(line)), 3) << line;
+    }
+  }
+  EXPECT_EQ(rows_first, 1) << out.out;
+  EXPECT_EQ(rows_second, 1) << out.out;
+  bool unreachable = false;
+  for (absl::string_view line : absl::StrSplit(out.out, '\n')) {
+    unreachable |= absl::StartsWith(line, nowhere + " ") &&
+                   absl::StrContains(line, "unreachable: no kprofd answers (UNAVAILABLE)");
+  }
+  EXPECT_TRUE(unreachable) << out.out;
+}
+
 TEST(Priority, InteractiveJobsGoAheadOfBatchOnes) {
   // Three clients: one keeps the device busy; a batch job of a second and then an interactive
   // one of a third wait behind it. Without priorities the second, first in turn, would go

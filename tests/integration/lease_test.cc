@@ -185,6 +185,10 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
   EXPECT_EQ(seen_by_bob->devices(0).lease().holder(), "alice");
   EXPECT_EQ(seen_by_bob->devices(0).lease().lease_id(), "");
   EXPECT_EQ(alice->Info()->devices(0).lease().lease_id(), lease.lease_id());
+  const auto info = ::kprof::testing::RunKprof(
+      daemon_.target(), "--token-file " + dir_.path() + "/tokens info", dir_.path());
+  EXPECT_THAT(info.out, HasSubstr("leased to alice until"));
+  EXPECT_THAT(info.out, HasSubstr("clocks locked"));
 
   // Bob's job with a deadline inside the lease is refused at once, naming the lease.
   auto refused = bob->TimeEvaluate(Sleep(1), absl::Seconds(5));
@@ -323,6 +327,26 @@ TEST_F(LeaseTest, WhoMayLeaseAndForHowLongIsTheOperators) {
   auto forged = Connect("token-a", "0123456789abcdef");
   EXPECT_THAT(forged->TimeEvaluate(Sleep(1)), StatusIs(absl::StatusCode::kFailedPrecondition,
                                                        HasSubstr("no lease 0123456789abcdef")));
+}
+
+TEST_F(LeaseTest, ASharedDaemonLetsNoOneLeaseUnlessTheOperatorSaysWho) {
+  // Beyond loopback (here without TLS, waived for the test): no one by default.
+  ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache",
+                            {"--listen", "0.0.0.0:0", "--insecure-allow-unauthenticated",
+                             "--sysfs-root", sysfs_.root, "--state-dir", dir_.path() + "/state"}));
+  auto anyone = client::Client::Connect(daemon_.target());
+  ASSERT_THAT(anyone, IsOk());
+  Held held;
+  held.lease = (*anyone)->OpenLease();
+  v1::LeaseRequest request;
+  request.set_device("cpu:0");
+  request.set_seconds(10);
+  ASSERT_TRUE(held.lease->stream->Write(request));
+  v1::LeaseUpdate update;
+  EXPECT_FALSE(held.lease->stream->Read(&update));
+  const grpc::Status status = held.lease->stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("--lease-clients names none"));
 }
 
 TEST_F(LeaseTest, KprofLeaseRunsTheCommandUnderTheLeaseAndExitsWithItsStatus) {
