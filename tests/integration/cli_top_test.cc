@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -23,27 +22,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
+#include "token_clients.h"
 
 namespace kprof {
 namespace {
 
+using ::kprof::testing::CommandOutput;
+using ::kprof::testing::ConnectWithToken;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::KprofPath;
 using ::kprof::testing::RunKprof;
 using ::kprof::testing::TempDir;
 using ::testing::HasSubstr;
-
-std::string Output(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
-  pclose(pipe);
-  return out;
-}
 
 v1::TimeEvaluateRequest Spin(int us) {
   v1::TimeEvaluateRequest request;
@@ -86,7 +77,7 @@ TEST_F(TopTest, ALiveViewInATerminalRefreshesInPlaceAndQuitsOnQ) {
                          " --target " + daemon_.target() + " top --interval 200ms'")
                             .c_str()),
             0);
-  const auto screen = [&] { return Output(tmux + "capture-pane -p -t top 2>/dev/null"); };
+  const auto screen = [&] { return CommandOutput(tmux + "capture-pane -p -t top 2>/dev/null"); };
   std::string seen;
   for (int i = 0; i < 100 && DoneOnCpu(seen) < 0; ++i) {
     absl::SleepFor(absl::Milliseconds(100));
@@ -183,9 +174,7 @@ TEST(Priority, InteractiveJobsGoAheadOfBatchOnes) {
   for (const char* f : {"/tokens", "/y", "/z"}) chmod((dir.path() + f).c_str(), 0644);
   Daemon daemon;
   ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
-  client::ClientOptions options;
-  options.bearer_token = "token-x";
-  auto busy_client = client::Client::Connect(daemon.target(), options);
+  auto busy_client = ConnectWithToken(daemon.target(), "token-x");
   ASSERT_THAT(busy_client, IsOk());
   std::filesystem::create_directories(dir.path() + "/b");
   std::filesystem::create_directories(dir.path() + "/i");

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
+#include "token_clients.h"
 
 namespace kprof {
 namespace {
@@ -109,11 +110,7 @@ class LeaseTest : public ::testing::Test {
   }
 
   std::unique_ptr<client::Client> Connect(const std::string& token, const std::string& lease = "") {
-    client::ClientOptions options;
-    options.bearer_token = token;
-    options.lease = lease;
-    options.timeout = absl::Seconds(30);
-    auto connected = client::Client::Connect(daemon_.target(), options);
+    auto connected = ::kprof::testing::ConnectWithToken(daemon_.target(), token, lease);
     EXPECT_THAT(connected, IsOk());
     return connected.ok() ? *std::move(connected) : nullptr;
   }

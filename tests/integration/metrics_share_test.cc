@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "module_files.h"
 #include "status_matchers.h"
+#include "token_clients.h"
 
 namespace kprof {
 namespace {
@@ -26,10 +27,7 @@ using ::kprof::testing::TempDir;
 using ::testing::HasSubstr;
 
 std::unique_ptr<client::Client> Connect(const std::string& target, const std::string& token) {
-  client::ClientOptions options;
-  options.bearer_token = token;
-  options.timeout = absl::Seconds(30);
-  auto connected = client::Client::Connect(target, options);
+  auto connected = ::kprof::testing::ConnectWithToken(target, token);
   EXPECT_THAT(connected, IsOk());
   return connected.ok() ? *std::move(connected) : nullptr;
 }

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "status_matchers.h"
+#include "token_clients.h"
 
 namespace kprof {
 namespace {
@@ -73,9 +74,7 @@ std::pair<int, int> RunTuners(const std::string& token_lines) {
   Daemon daemon;
   EXPECT_TRUE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
   const auto connect = [&](const std::string& token) {
-    client::ClientOptions options;
-    options.bearer_token = token;
-    auto connected = client::Client::Connect(daemon.target(), options);
+    auto connected = ::kprof::testing::ConnectWithToken(daemon.target(), token);
     EXPECT_THAT(connected, IsOk());
     return connected.ok() ? *std::move(connected) : nullptr;
   };

@@ -1,4 +1,5 @@
-// RunKprof: the kprof CLI run against a daemon, its exit code, stdout and stderr captured.
+// RunKprof: the kprof CLI run against a daemon, its exit code, stdout and stderr captured; and
+// CommandOutput, any shell command's stdout.
 #pragma once
 
 #include <sys/wait.h>
@@ -24,6 +25,19 @@ inline std::string KprofPath() {
   return path != nullptr && *path != '\0' ? path : KPROF_CLI_PATH;
 }
 
+// Runs `command` through the shell; its stdout and (in *exit_code, when given) exit status.
+inline std::string CommandOutput(const std::string& command, int* exit_code = nullptr) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  std::array<char, 4096> buffer;
+  size_t n;
+  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) out.append(buffer.data(), n);
+  const int status = pclose(pipe);
+  if (exit_code != nullptr) *exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
 // Runs `kprof --target TARGET ARGS` through the shell; stderr goes by way of a file in
 // `scratch_dir`.
 inline CliResult RunKprof(const std::string& target, const std::string& args,
@@ -31,14 +45,7 @@ inline CliResult RunKprof(const std::string& target, const std::string& args,
   const std::string err_file = scratch_dir + "/kprof-stderr";
   const std::string command = KprofPath() + " --target " + target + " " + args + " 2>" + err_file;
   CliResult result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  std::array<char, 4096> buffer;
-  size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0)
-    result.out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.out = CommandOutput(command, &result.exit_code);
   std::ifstream in(err_file);
   result.err.assign(std::istreambuf_iterator<char>(in), {});
   return result;

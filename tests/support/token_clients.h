@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "client/kprof_client.h"
 
 namespace kprof::testing {
@@ -21,10 +22,18 @@ inline std::string WriteTokenFile(const std::string& dir, int count) {
   return path;
 }
 
-inline absl::StatusOr<std::unique_ptr<client::Client>> ConnectAs(const std::string& target, int i) {
+// A client sending `token` (and, when given, making its calls under lease `lease`).
+inline absl::StatusOr<std::unique_ptr<client::Client>> ConnectWithToken(
+    const std::string& target, const std::string& token, const std::string& lease = "") {
   client::ClientOptions options;
-  options.bearer_token = "token-" + std::to_string(i);
+  options.bearer_token = token;
+  options.lease = lease;
+  options.timeout = absl::Seconds(30);
   return client::Client::Connect(target, options);
+}
+
+inline absl::StatusOr<std::unique_ptr<client::Client>> ConnectAs(const std::string& target, int i) {
+  return ConnectWithToken(target, "token-" + std::to_string(i));
 }
 
 }  // namespace kprof::testing

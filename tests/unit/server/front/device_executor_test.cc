@@ -224,7 +224,8 @@ class DeviceExecutorTest : public ::testing::Test {
   // Submits job `id` of `client`, scripted; its outcome.
   std::shared_ptr<Outcome> Submit(uint64_t id, const std::string& client, Script script = {},
                                   absl::Time deadline = absl::InfiniteFuture(),
-                                  absl::Status* refused = nullptr, bool beyond_bound = false) {
+                                  absl::Status* refused = nullptr, bool beyond_bound = false,
+                                  const std::string& lease = "") {
     {
       std::lock_guard<std::mutex> lock(bench_.mutex);
       bench_.scripts[id] = script;
@@ -239,7 +240,7 @@ class DeviceExecutorTest : public ::testing::Test {
           outcome->thread = std::this_thread::get_id();
           outcome->done.Notify();
         },
-        nullptr, nullptr, beyond_bound);
+        nullptr, nullptr, beyond_bound, {}, lease);
     if (refused != nullptr) *refused = status;
     if (!status.ok()) {
       outcome->answer = status;
@@ -557,25 +558,7 @@ namespace {
 TEST_F(DeviceExecutorTest, ALeaseGateRunsTheLeasesJobsAloneAndEndsWithThem) {
   Start();
   const auto under = [this](uint64_t id, const std::string& lease, Script script = {}) {
-    {
-      std::lock_guard<std::mutex> lock(bench_.mutex);
-      bench_.scripts[id] = script;
-    }
-    auto outcome = std::make_shared<Outcome>();
-    WorkerRequest request;
-    request.set_job_id(id);
-    const absl::Status status = executor_->Submit(
-        request, "alice", absl::InfiniteFuture(),
-        [outcome](absl::StatusOr<WorkerAnswer> answer, JobTiming) {
-          outcome->answer = std::move(answer);
-          outcome->done.Notify();
-        },
-        nullptr, nullptr, false, {}, lease);
-    if (!status.ok()) {
-      outcome->answer = status;
-      outcome->done.Notify();
-    }
-    return outcome;
+    return Submit(id, "alice", script, absl::InfiniteFuture(), nullptr, false, lease);
   };
   const absl::Time ends = absl::Now() + absl::Hours(1);
   const auto gate = [ends](bool open, bool ending) {
