@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/loopback.h"
 #include "base/read_file.h"
 #include "base/sha256.h"
@@ -48,9 +49,18 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   ClientOptions with_lease = options;
   if (with_lease.lease.empty()) {
     // A lease is one daemon's: sent to the daemon it came from alone.
+    // Compared as addresses: "ipv4:10.0.0.1:9177" (a farm's spelling) is "10.0.0.1:9177".
+    const auto address = [](absl::string_view t) {
+      for (absl::string_view scheme : {"dns:///", "dns:", "ipv4:", "ipv6:"}) {
+        if (absl::ConsumePrefix(&t, scheme)) break;
+      }
+      return std::string(t);
+    };
     const char* lease = std::getenv("KPROF_LEASE");
     const char* leased = std::getenv("KPROF_LEASE_TARGET");
-    if (lease != nullptr && leased != nullptr && target == leased) with_lease.lease = lease;
+    if (lease != nullptr && leased != nullptr && address(target) == address(leased)) {
+      with_lease.lease = lease;
+    }
   }
   const bool tls =
       options.tls || !options.tls_root_certs_pem.empty() || !options.tls_cert_chain_pem.empty();

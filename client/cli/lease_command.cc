@@ -35,13 +35,13 @@ namespace {
 std::atomic<pid_t> child_pid{-1};
 std::atomic<int> pending_signal{0};  // one that came before CMD was there to take it
 
+// The signal is left pending first, then passed on by whichever of this handler and the thread
+// that starts CMD sees both it and CMD's pid: exactly one of them does.
 void Forward(int sig) {
+  pending_signal = sig;
   const pid_t pid = child_pid.load();
-  if (pid > 0) {
-    kill(pid, sig);
-  } else {
-    pending_signal = sig;
-  }
+  if (pid <= 0) return;
+  if (const int pending = pending_signal.exchange(0); pending != 0) kill(pid, pending);
 }
 
 std::string When(int64_t unix_ms) {

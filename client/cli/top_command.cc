@@ -7,6 +7,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -98,13 +99,19 @@ class TopCommand final : public Command {
                                      "' is not a duration of 50ms or more (1s, 500ms)"));
     }
     if (iterations_ < 0) return UsageError("--iterations wants a count, 0 or more");
-    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, globals.ConnectFarm());
-    const bool live = isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
+    // A daemon that does not answer holds up a frame no longer than an interval (2 s at least),
+    // unless --timeout says otherwise.
+    Globals asking = globals;
+    if (asking.timeout.empty()) {
+      asking.timeout = absl::FormatDuration(std::max(interval, absl::Seconds(2)));
+    }
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, asking.ConnectFarm());
+    // Live, in place, until q — on a terminal, when no count of frames is asked for.
+    const bool live = iterations_ == 0 && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
     const int frames = iterations_ > 0 ? iterations_ : live ? 0 : 1;
     struct sigaction action {};
     action.sa_handler = Interrupt;
-    sigaction(SIGINT, &action, nullptr);
-    sigaction(SIGTERM, &action, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &action, nullptr);
     std::unique_ptr<LiveTerminal> terminal;
     if (live) terminal = std::make_unique<LiveTerminal>();
     for (int frame = 0; frames == 0 || frame < frames; ++frame) {
@@ -117,14 +124,21 @@ class TopCommand final : public Command {
       std::fputs(text.c_str(), stdout);
       std::fflush(stdout);
       if (frames != 0 && frame + 1 >= frames) break;
-      if (live ? LiveTerminal::Quit(interval) : (absl::SleepFor(interval), interrupted.load())) {
-        break;
-      }
+      if (live ? LiveTerminal::Quit(interval) : Interrupted(interval)) break;
     }
     return absl::OkStatus();
   }
 
  private:
+  // Sleeps `wait` in slices; true when a signal came meanwhile.
+  static bool Interrupted(absl::Duration wait) {
+    const absl::Time until = absl::Now() + wait;
+    while (!interrupted && absl::Now() < until) {
+      absl::SleepFor(std::min(until - absl::Now(), absl::Milliseconds(50)));
+    }
+    return interrupted;
+  }
+
   // One frame: every daemon asked at once (GetInfo), its devices a row each.
   std::string Frame(Farm& farm, absl::Duration interval, const std::string& target) {
     const size_t n = farm.daemons().size();
@@ -148,7 +162,8 @@ class TopCommand final : public Command {
         const absl::Status& why = infos[i].status();
         absl::StrAppendFormat(&out, "%-21s unreachable: %s\n", daemon,
                               absl::IsUnavailable(why)
-                                  ? std::string("no kprofd answers (UNAVAILABLE)")
+                                  ? absl::StrCat("no kprofd answers (UNAVAILABLE: ",
+                                                 std::string(why.message()).substr(0, 80), ")")
                                   : absl::StrCat(absl::StatusCodeToString(why.code()), ": ",
                                                  std::string(why.message()).substr(0, 100)));
         continue;
@@ -158,7 +173,10 @@ class TopCommand final : public Command {
         std::string rate = "-", failing = "-";
         if (const auto before = last_.find(key); before != last_.end()) {
           const double seconds = absl::ToDoubleSeconds(now - before->second.at);
-          if (seconds > 0) {
+          // A count that went down is a daemon restarted: no rate across that.
+          const bool restarted = d.jobs_completed() < before->second.completed ||
+                                 d.jobs_failed() < before->second.failed;
+          if (seconds > 0 && !restarted) {
             rate =
                 absl::StrFormat("%.1f", (d.jobs_completed() - before->second.completed) / seconds);
             failing = absl::StrFormat("%.1f", (d.jobs_failed() - before->second.failed) / seconds);

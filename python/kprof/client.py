@@ -193,9 +193,11 @@ class Client:
         # Calls made under a lease (kprof lease sets $KPROF_LEASE and $KPROF_LEASE_TARGET for the
         # command it runs) carry its id to that daemon: it refuses them once the lease has ended.
         lease = os.environ.get("KPROF_LEASE")
-        if lease and target == os.environ.get("KPROF_LEASE_TARGET"):
+        if lease and _address(target) == _address(os.environ.get("KPROF_LEASE_TARGET", "")):
             self._metadata += (("kprof-lease", lease),)
         self._plain_metadata = self._metadata
+        self._lease_lock = threading.Lock()
+        self._lease_id = None  # the lease this client's calls are made under (Client.lease)
         self._timeout = timeout
         # id -> (bytes, name, format), for uploading again after an eviction: the newest last,
         # at most max_remembered_bytes of them (and always the newest), as the C++ client keeps.
@@ -216,16 +218,34 @@ class Client:
 
     def lease(self, device, seconds, lock_clocks=False, clock_mhz=0):
         """Holds `device` alone for up to `seconds` (kprof.lease.Lease, a context manager): this
-        client's calls run under it until it is released or ends."""
+        client's calls run under it until it is released or ends. One lease per client at a
+        time (a second device wants a second client)."""
         from kprof.lease import hold
-        return hold(self, device, seconds, lock_clocks, clock_mhz)
+        with self._lease_lock:
+            if self._lease_id is not None:
+                raise KprofError(grpc.StatusCode.FAILED_PRECONDITION,
+                                 f"this client holds lease {self._lease_id} already: release "
+                                 "it first, or lease the other device with another client")
+            self._lease_id = ""  # being asked for
+        try:
+            return hold(self, device, seconds, lock_clocks, clock_mhz)
+        except BaseException:
+            with self._lease_lock:
+                self._lease_id = None
+            raise
 
     def _lease_granted(self, lease_id):
-        self._metadata = self._plain_metadata + (("kprof-lease", lease_id),)
+        with self._lease_lock:
+            self._lease_id = lease_id
+            # Its id alone: a lease from the environment (kprof lease) is not this one.
+            self._metadata = tuple(m for m in self._plain_metadata if m[0] != "kprof-lease") + (
+                ("kprof-lease", lease_id),)
 
     def _lease_ended(self, lease_id):
-        if ("kprof-lease", lease_id) in self._metadata:
-            self._metadata = self._plain_metadata
+        with self._lease_lock:
+            if self._lease_id == lease_id:
+                self._lease_id = None
+                self._metadata = self._plain_metadata
 
     def info(self):
         """GetInfo: version, devices and their collectors, limits, the modules held."""
@@ -468,6 +488,14 @@ _CODES = {code.value[0]: code for code in grpc.StatusCode}
 
 
 DEFAULT_TARGET = "127.0.0.1:9177"
+
+
+def _address(target):
+    """A target as an address: "ipv4:10.0.0.1:9177" (a farm's spelling) is "10.0.0.1:9177"."""
+    for scheme in ("dns:///", "dns:", "ipv4:", "ipv6:"):
+        if target.startswith(scheme):
+            return target[len(scheme):]
+    return target
 
 
 def default_target(target=None):

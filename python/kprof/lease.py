@@ -42,14 +42,17 @@ class Lease:
         self.clocks_restored = None
         self._lock = threading.Lock()
 
-    def release(self):
-        """Ends the lease (if it has not ended) and waits for the daemon to say so; the clocks it
-        changed are back then."""
+    def release(self, timeout=30.0):
+        """Ends the lease (if it has not ended) and waits, up to `timeout` seconds, for the daemon
+        to say so; the clocks it changed are back then. A daemon that does not answer by then
+        has the call cancelled, which ends the lease as a holder's disconnection does."""
         with self._lock:
             if self.end_reason is not None:
                 return
             self._requests.put(kprof_pb2.LeaseRequest(release=True))
             self._requests.put(None)
+            watchdog = threading.Timer(timeout, self._stream.cancel)
+            watchdog.start()
             try:
                 for update in self._stream:
                     if update.state == _ENDED:
@@ -57,9 +60,11 @@ class Lease:
                         self.clocks_restored = update.clocks_restored
             except grpc.RpcError as error:
                 self.end_reason = f"the lease stream failed: {error.details()}"
+            finally:
+                watchdog.cancel()
+                self._client._lease_ended(self.id)
             if self.end_reason is None:
                 self.end_reason = "the lease stream ended"
-            self._client._lease_ended(self.id)
 
     def __enter__(self):
         return self
@@ -86,19 +91,22 @@ def hold(client, device, seconds, lock_clocks=False, clock_mhz=0):
 
     requests.put(kprof_pb2.LeaseRequest(device=device, seconds=seconds, lock_clocks=lock_clocks,
                                         clock_mhz=clock_mhz))
-    stream = client._stub.Lease(messages(), metadata=client._metadata)
+    stream = client._stub.Lease(messages(), metadata=client._plain_metadata)
+    granted = False
     try:
         for update in stream:
             if update.state == _GRANTED:
                 lease = Lease(client, stream, requests, update.lease)
                 client._lease_granted(lease.id)
+                granted = True
                 return lease
             if update.state == _ENDED:
-                requests.put(None)
                 raise KprofError(grpc.StatusCode.FAILED_PRECONDITION,
                                  f"the lease was not granted: {update.end_reason}")
+        raise KprofError(grpc.StatusCode.UNAVAILABLE, "the lease stream ended before a grant")
     except grpc.RpcError as error:
-        requests.put(None)
         raise KprofError(error.code(), error.details()) from None
-    requests.put(None)
-    raise KprofError(grpc.StatusCode.UNAVAILABLE, "the lease stream ended before a grant")
+    finally:
+        if not granted:  # refused, failed, or interrupted (Ctrl-C while waiting): nothing held
+            stream.cancel()
+            requests.put(None)

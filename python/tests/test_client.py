@@ -250,6 +250,11 @@ def test_a_lease_runs_the_clients_calls_alone_and_refuses_them_after(daemon):
             assert "cpu:0 is leased to local" in refused.value.message
             held = holder.info().devices[0].lease
             assert held.lease_id == lease.id
+            assert other.info().devices[0].lease.lease_id == ""  # the holder's to know
+            with pytest.raises(kprof.KprofError) as second:
+                holder.lease("cpu:0", seconds=10)
+            assert second.value.code == grpc.StatusCode.FAILED_PRECONDITION
+            assert "holds lease" in second.value.message
         assert lease.end_reason == "released"
         assert not holder.info().devices[0].HasField("lease")
         # The holder's calls no longer carry it, and run as anyone's.

@@ -18,6 +18,20 @@
 namespace kprof::server {
 namespace {
 
+constexpr char kJournalSocket[] = "/run/systemd/journal/socket";
+
+const char* SeverityName(base::LogSeverity severity) {
+  switch (severity) {
+    case base::LogSeverity::kInfo:
+      return "info";
+    case base::LogSeverity::kWarning:
+      return "warning";
+    case base::LogSeverity::kError:
+      return "error";
+  }
+  return "log";
+}
+
 // Whether stderr is the stream $JOURNAL_STREAM ("DEVICE:INODE") names, as systemd documents for
 // services that want to speak the journal's native protocol instead.
 bool StderrIsJournal() {
@@ -44,10 +58,21 @@ int Priority(base::LogSeverity severity) {
 }  // namespace
 
 absl::StatusOr<LogFormat> ChooseLogFormat(const std::string& flag) {
-  if (flag == "journal") return LogFormat::kJournal;
+  // libsystemd drops a message silently when there is no journal to take it: no journal, no
+  // journal format.
+  const bool journal_there = access(kJournalSocket, W_OK) == 0;
+  if (flag == "journal") {
+    if (!journal_there) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--log-format journal: there is no journal here (", kJournalSocket,
+          " is missing or not writable; is systemd-journald running?); --log-format plain writes "
+          "lines to stderr"));
+    }
+    return LogFormat::kJournal;
+  }
   if (flag == "plain") return LogFormat::kPlain;
   if (flag == "auto" || flag.empty()) {
-    return StderrIsJournal() ? LogFormat::kJournal : LogFormat::kPlain;
+    return StderrIsJournal() && journal_there ? LogFormat::kJournal : LogFormat::kPlain;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--log-format '", flag, "': auto (the journal under systemd), journal or plain"));
@@ -68,9 +93,10 @@ base::LogSink JournalSink() {
     std::string tail;
     for (const base::LogField& field : fields)
       absl::StrAppend(&tail, " ", field.name, "=", field.value);
-    std::fprintf(stderr, "%s %.*s%s\n",
+    std::fprintf(stderr, "%s %s %.*s%s\n",
                  absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()).c_str(),
-                 static_cast<int>(message.size()), message.data(), tail.c_str());
+                 SeverityName(severity), static_cast<int>(message.size()), message.data(),
+                 tail.c_str());
   };
 }
 

@@ -14,11 +14,12 @@ namespace kprof::server {
 enum class LogFormat { kPlain, kJournal };
 
 // --log-format: "journal", "plain", or "auto" (the journal when stderr is the journal's, as
-// systemd says through $JOURNAL_STREAM). INVALID_ARGUMENT for anything else.
+// systemd says through $JOURNAL_STREAM). INVALID_ARGUMENT for anything else;
+// FAILED_PRECONDITION for "journal" where there is no journal's socket to send to.
 absl::StatusOr<LogFormat> ChooseLogFormat(const std::string& flag);
 
-// A sink that sends each message to the journal; a message the journal does not take (no
-// journald) is written to stderr as a plain line instead, never lost.
+// A sink that sends each message to the journal; a message the journal refuses is written to
+// stderr as a plain line instead.
 base::LogSink JournalSink();
 
 }  // namespace kprof::server

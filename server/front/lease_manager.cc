@@ -196,7 +196,7 @@ void LeaseManager::Stop() {
     if (lease.state != State::kWaiting && lease.lock_clocks) restored = Restore(lease);
     if (lease.state != State::kWaiting) lease.executor->SetLease(std::nullopt);
     base::Log(base::LogSeverity::kWarning,
-              absl::StrCat("lease ", lease.id,
+              absl::StrCat("lease ", lease.id.substr(0, 8),
                            " ended as kprofd stopped, without waiting for its "
                            "job",
                            restored.empty() ? "" : "; clocks: ", restored));
@@ -332,11 +332,14 @@ void LeaseManager::Grant(uint64_t ticket) {
     listener = lease.listener;
   }
   copy.executor->SetLease(std::move(gate));
-  base::Log(base::LogSeverity::kInfo,
-            absl::StrCat("lease ", info.lease_id(), ": ", info.device(), " to ", info.holder(),
-                         " until ", TimeText(absl::FromUnixMillis(info.ends_unix_ms())),
-                         info.clocks_locked() ? ", clocks locked" : ""),
-            {{"LEASE_ID", info.lease_id()}, {"DEVICE", info.device()}, {"CLIENT", info.holder()}});
+  base::Log(
+      base::LogSeverity::kInfo,
+      absl::StrCat("lease ", info.lease_id().substr(0, 8), ": ", info.device(), " to ",
+                   info.holder(), " until ", TimeText(absl::FromUnixMillis(info.ends_unix_ms())),
+                   info.clocks_locked() ? ", clocks locked" : ""),
+      {{"LEASE_ID", info.lease_id().substr(0, 8)},
+       {"DEVICE", info.device()},
+       {"CLIENT", info.holder()}});
   listener->Granted(info);
 }
 
@@ -390,9 +393,11 @@ void LeaseManager::Finish(uint64_t ticket) {
   const std::string restored = lease.clocks_changed ? Restore(lease) : "";
   lease.executor->SetLease(std::nullopt);
   base::Log(base::LogSeverity::kInfo,
-            absl::StrCat("lease ", lease.id, " on ", lease.info.device(), " ended: ",
+            absl::StrCat("lease ", lease.id.substr(0, 8), " on ", lease.info.device(), " ended: ",
                          lease.end_reason, restored.empty() ? "" : "; clocks: ", restored),
-            {{"LEASE_ID", lease.id}, {"DEVICE", lease.info.device()}, {"CLIENT", lease.client}});
+            {{"LEASE_ID", lease.id.substr(0, 8)},
+             {"DEVICE", lease.info.device()},
+             {"CLIENT", lease.client}});
   {
     absl::MutexLock lock(&mutex_);
     leases_.erase(ticket);
@@ -432,7 +437,8 @@ std::string LeaseManager::Restore(const Lease& lease) const {
   if (!answer.ok()) {
     const std::string why = absl::StrCat("not put back: ", answer.status().message(),
                                          " (tried again at the next start)");
-    base::Log(base::LogSeverity::kWarning, absl::StrCat("lease ", lease.id, ": clocks ", why));
+    base::Log(base::LogSeverity::kWarning,
+              absl::StrCat("lease ", lease.id.substr(0, 8), ": clocks ", why));
     return why;
   }
   const json doc = json::parse(*answer, nullptr, false);

@@ -169,7 +169,13 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_running_client(stats.running_client);
     if (leases_ != nullptr) {
       if (std::optional<kprof::v1::LeaseInfo> lease = leases_->Held(device)) {
-        if (lease->holder() != client) lease->clear_lease_id();  // the holder's to know
+        // Its id only to a call made under it: on a loopback daemon every caller is "local",
+        // and the id is what tells the holder's calls from the others'.
+        const auto carried = context->client_metadata().find("kprof-lease");
+        const bool under_it =
+            carried != context->client_metadata().end() && lease->holder() == client &&
+            std::string_view(carried->second.data(), carried->second.size()) == lease->lease_id();
+        if (!under_it) lease->clear_lease_id();
         *info->mutable_lease() = *std::move(lease);
       }
     }

@@ -181,7 +181,9 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
   ASSERT_THAT(seen_by_bob, IsOk());
   EXPECT_EQ(seen_by_bob->devices(0).lease().holder(), "alice");
   EXPECT_EQ(seen_by_bob->devices(0).lease().lease_id(), "");
-  EXPECT_EQ(alice->Info()->devices(0).lease().lease_id(), lease.lease_id());
+  EXPECT_EQ(alice->Info()->devices(0).lease().lease_id(), "");  // not under the lease
+  EXPECT_EQ(Connect("token-a", lease.lease_id())->Info()->devices(0).lease().lease_id(),
+            lease.lease_id());
   const auto info = ::kprof::testing::RunKprof(
       daemon_.target(), "--token-file " + dir_.path() + "/tokens info", dir_.path());
   EXPECT_THAT(info.out, HasSubstr("leased to alice until"));
