@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -387,6 +388,25 @@ absl::StatusOr<Report> ReportFromJson(std::string_view text) {
                      TypeName(root)));
   }
 
+  if (!root.contains("calls") && !root.contains("device_metrics") &&
+      !root.contains("configuration")) {
+    // Some other JSON (a `kprof time` result, a batch line): an empty table would hide that.
+    std::vector<std::string> keys;
+    for (const auto& [key, value] : root.items()) {
+      if (keys.size() == 6) {
+        keys.push_back("...");
+        break;
+      }
+      keys.push_back(absl::StrCat("\"", key, "\""));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "not a report: a report has \"calls\", \"device_metrics\" or \"configuration\" at the "
+        "top, and this has ",
+        keys.empty() ? std::string("nothing") : absl::StrJoin(keys, ", "),
+        root.contains("mean") || root.contains("results")
+            ? " — a time result (kprof time --format json), which kprof compare reads"
+            : ""));
+  }
   Report report;
   if (const auto it = root.find("calls"); it != root.end()) {
     if (!it->is_array()) {

@@ -1,5 +1,6 @@
 #include "client/cli/command.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -114,6 +116,33 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
 absl::StatusOr<std::unique_ptr<Farm>> Globals::ConnectFarm() const {
   KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
   return Farm::Connect(connection.first, connection.second);
+}
+
+std::string ConnectionAdvice(const absl::Status& status, const Globals& globals) {
+  if (!absl::IsUnavailable(status)) return "";
+  const absl::string_view message = status.message();
+  const bool tls = !globals.tls_ca.empty() || !globals.tls_cert.empty() ||
+                   std::getenv("KPROF_TLS_CA") != nullptr;
+  const auto says = [message](std::initializer_list<absl::string_view> words) {
+    return std::any_of(words.begin(), words.end(),
+                       [message](absl::string_view w) { return absl::StrContains(message, w); });
+  };
+  if (tls && says({"andshake", "SSL", "ertificate", "TLS"})) {
+    return "the TLS handshake failed: is --tls-ca the CA that signed the daemon's certificate, "
+           "and does the certificate name the host in --target? (with mutual TLS, --tls-cert "
+           "and --tls-key too)";
+  }
+  if (!tls && says({"Socket closed", "Connection reset", "Broken pipe", "End of TCP stream"})) {
+    return absl::StrCat("the daemon at ", globals.ResolvedTarget(),
+                        " closed the connection: it may speak TLS; pass --tls-ca with the CA "
+                        "that signed its certificate");
+  }
+  if (says({"Connection refused", "ailed to connect", "connections to all backends failing",
+            "DNS resolution failed", "No route to host"})) {
+    return absl::StrCat("is kprofd running at ", globals.ResolvedTarget(),
+                        "? (--target, or $KPROF_TARGET, names the daemon)");
+  }
+  return "";
 }
 
 std::string Globals::ResolvedTarget() const {

@@ -46,6 +46,11 @@ struct Globals {
   absl::Duration TimeoutOr(absl::Duration otherwise) const;
 };
 
+// What to do about a failed call, when its status says what went wrong with the connection
+// rather than the call: no daemon at the target, a daemon that speaks TLS to a plaintext
+// client, a TLS handshake that failed. "" when there is nothing to add.
+std::string ConnectionAdvice(const absl::Status& status, const Globals& globals);
+
 // Declares the global options on `app`. Their values are checked by CheckGlobals once parsed.
 void AddGlobalOptions(CLI::App& app, Globals& globals);
 absl::Status CheckGlobals(const Globals& globals);

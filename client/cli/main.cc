@@ -160,6 +160,9 @@ int Main(int argc, char** argv) {
   // The code and message alone: a usage error's mark is not for the person reading.
   std::fprintf(stderr, "kprof: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
                std::string(status.message()).c_str());
+  if (const std::string advice = ConnectionAdvice(status, globals); !advice.empty()) {
+    std::fprintf(stderr, "kprof: %s\n", advice.c_str());
+  }
   return IsUsageError(status) ? 2 : exit_code;
 }
 

@@ -25,12 +25,30 @@ absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve
   if (!json.is_object() || !json.contains("calls") || !json["calls"].is_array()) {
     return bad("expected {\"calls\": [{\"module\": ..., \"function\": ..., \"args\": [...]}]}");
   }
+  // A key it does not know is refused, as a batch line's is: a misspelt "repeats" would
+  // otherwise profile once, silently.
+  for (const auto& [key, value] : json.items()) {
+    if (key != "calls" && key != "repeat" && key != "warmup") {
+      return bad(absl::StrCat("unknown key \"", key,
+                              "\" (a sequence file has \"calls\", \"repeat\" and \"warmup\")"));
+    }
+  }
+  for (const char* count : {"repeat", "warmup"}) {
+    if (json.contains(count) && !json[count].is_number_integer()) {
+      return bad(absl::StrCat("\"", count, "\" wants a whole number, got ", json[count].dump()));
+    }
+  }
   for (size_t i = 0; i < json["calls"].size(); ++i) {
     Json call = json["calls"][i];
     if (!call.is_object()) return bad(absl::StrCat("calls[", i, "] is not an object"));
     std::string module;
     absl::StatusOr<kprof::v1::FunctionCall> parsed = CallFromJson(call, &module);
     if (!parsed.ok()) return bad(absl::StrCat("calls[", i, "] ", parsed.status().message()));
+    if (!call.empty()) {
+      return bad(absl::StrCat("calls[", i, "] has an unknown key \"", call.begin().key(),
+                              "\" (a call has \"module\", \"function\", \"args\" and "
+                              "\"launch\")"));
+    }
     KPROF_ASSIGN_OR_RETURN(std::string id, resolve(module));
     parsed->set_module_id(id);
     *request->add_calls() = *std::move(parsed);

@@ -196,6 +196,16 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   if (!flags.tls_client_ca.empty() && !tls) {
     return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
   }
+  // HOST:PORT, whatever the host: a bare port is not an address to judge loopback by.
+  const size_t colon = flags.listen.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(flags.listen.substr(colon + 1), &port) || port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--listen '", flags.listen,
+        "' is not HOST:PORT (127.0.0.1:9177 on loopback, 0.0.0.0:9177 or [::]:9177 on every "
+        "interface; port 0 picks a free one)"));
+  }
   const bool authenticated = !flags.token_file.empty() || !flags.tls_client_ca.empty();
   if (!base::IsLoopbackAddress(flags.listen) && !(tls && authenticated)) {
     if (!flags.insecure_allow_unauthenticated) {

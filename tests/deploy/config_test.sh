@@ -27,6 +27,11 @@ grep -q "refusing to listen on 0.0.0.0:9177" "$scratch/err" || fail "open messag
 "$kprofd" --config "$scratch/open.conf" --listen 127.0.0.1:0 --check-config >/dev/null ||
   fail "the command line did not win"
 
+# A bare port is no address: said so, with what is.
+if "$kprofd" --listen 9177 --check-config 2>"$scratch/err"; then fail "bare port accepted"; fi
+grep -q "listen '9177' is not HOST:PORT (127.0.0.1:9177 on loopback" "$scratch/err" ||
+  fail "bare port message: $(cat "$scratch/err")"
+
 printf 'max-queue = 0\n' >"$scratch/queue.conf"
 if "$kprofd" --config "$scratch/queue.conf" --check-config 2>"$scratch/err"; then fail "queue 0"; fi
 grep -q "max-queue wants 1 to 1000000" "$scratch/err" || fail "queue message"

@@ -151,6 +151,26 @@ TEST_F(CliTest, ProfileASequenceFromJson) {
   EXPECT_THAT(bad.err, HasSubstr("kprof: NOT_FOUND: cannot read"));
 }
 
+TEST_F(CliTest, ASequenceFileRefusesKeysItDoesNotKnowNamingThem) {
+  const auto refused = [&](const std::string& json) {
+    const std::string file = dir_.path() + "/seq.json";
+    std::ofstream(file) << json;
+    return Kprof("profile --sequence " + file);
+  };
+  const std::string call = R"({"module": "builtin", "function": "spin_us", "args": ["float64:1"]})";
+  Result r = refused(R"({"calls": [)" + call + R"(], "repeats": 3})");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("unknown key \"repeats\" (a sequence file has \"calls\", "
+                               "\"repeat\" and \"warmup\")"));
+  r = refused(R"({"calls": [{"module": "builtin", "function": "spin_us", "args": ["float64:1"],
+                             "number": 5}]})");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("calls[0] has an unknown key \"number\""));
+  r = refused(R"({"calls": [)" + call + R"(], "repeat": "3"})");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("\"repeat\" wants a whole number, got \"3\""));
+}
+
 TEST_F(CliTest, ReportRendersAStandardJsonFile) {
   const std::string file = dir_.path() + "/report.json";
   std::ofstream(file)
@@ -180,6 +200,18 @@ TEST_F(CliTest, AReportStringWithANulIsWrittenWholeInTableAndCsv) {
   const Result json = Kprof("report " + file + " --format json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, HasSubstr("before\\u0000after"));
+}
+
+TEST_F(CliTest, AReportOfATimeResultIsRefusedSayingWhatTheFileIs) {
+  const Result time = Kprof("time builtin spin_us --arg float64:5 --repeat 2 --format json");
+  ASSERT_EQ(time.exit_code, 0) << time.err;
+  const std::string file = dir_.path() + "/time.json";
+  std::ofstream(file) << time.out;
+  const Result r = Kprof("report " + file);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("not a report"));
+  EXPECT_THAT(r.err, HasSubstr("a time result (kprof time --format json)"));
+  EXPECT_EQ(r.out, "");
 }
 
 TEST_F(CliTest, AReportThatIsADirectoryIsSaidToBeOne) {

@@ -1,5 +1,6 @@
 // Authentication and TLS end to end: bearer tokens, TLS, mutual TLS with certificates made
 // here with openssl, and the refusal to listen beyond loopback without them.
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cli.h"
 #include "client/kprof_client.h"
 #include "daemon.h"
 #include "emulation.h"
@@ -261,6 +263,33 @@ TEST_F(SecurityTest, CliSendsTheTokenFromItsFile) {
   EXPECT_EQ(std::system(
                 ("KPROF_TOKEN_FILE=" + Cert("tokens") + " " + kprof + " modules >" + out).c_str()),
             0);
+}
+
+TEST_F(SecurityTest, TheCliSaysWhatToDoWhenTheConnectionIsWrong) {
+  StartDaemon({"--tls-cert", Cert("server.pem"), "--tls-key", Cert("server.key")});
+  chmod(dir_.path().c_str(), 0755);
+  // Plaintext to a daemon that speaks TLS.
+  auto plain = ::kprof::testing::RunKprof(daemon_.target(), "--timeout 10s info", dir_.path());
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_THAT(plain.err, HasSubstr("it may speak TLS; pass --tls-ca")) << plain.err;
+  // TLS, trusting the wrong CA.
+  auto wrong_ca = ::kprof::testing::RunKprof(
+      daemon_.target(), "--timeout 10s --tls-ca " + Cert("other.pem") + " info", dir_.path());
+  EXPECT_EQ(wrong_ca.exit_code, 1);
+  EXPECT_THAT(wrong_ca.err, HasSubstr("the TLS handshake failed: is --tls-ca the CA"))
+      << wrong_ca.err;
+  // The right CA: no advice, an answer.
+  auto right = ::kprof::testing::RunKprof(
+      daemon_.target(), "--timeout 10s --tls-ca " + Cert("ca.pem") + " info", dir_.path());
+  EXPECT_EQ(right.exit_code, 0) << right.err;
+  // Nothing listening.
+  const std::string target = daemon_.target();
+  daemon_.Stop();
+  auto nobody = ::kprof::testing::RunKprof(target, "--timeout 10s info", dir_.path());
+  EXPECT_EQ(nobody.exit_code, 1);
+  EXPECT_THAT(nobody.err, HasSubstr("is kprofd running at " + target +
+                                    "? (--target, or $KPROF_TARGET, names the daemon)"))
+      << nobody.err;
 }
 
 }  // namespace

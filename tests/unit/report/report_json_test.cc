@@ -13,6 +13,7 @@ namespace {
 
 using ::kprof::testing::IsOk;
 using ::kprof::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 Report SmallReport() {
@@ -98,7 +99,15 @@ TEST(ReportFromJson, IgnoresUnknownTopLevelKeysAndMissingSections) {
   const auto report = ReportFromJson(R"j({"version": [1, {"x": null}], "calls": []})j");
   ASSERT_THAT(report, IsOk());
   EXPECT_EQ(*report, Report{});
-  EXPECT_THAT(ReportFromJson("{}"), IsOk());
+}
+
+TEST(ReportFromJson, AnObjectThatIsNoReportIsRefusedSayingWhatItHas) {
+  EXPECT_THAT(ReportFromJson("{}"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("this has nothing")));
+  EXPECT_THAT(ReportFromJson(R"({"mean": 1e-6, "median": 1e-6, "results": [1e-6]})"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("not a report"), HasSubstr("\"mean\""),
+                             HasSubstr("a time result (kprof time --format json)"))));
 }
 
 TEST(ReportFromJson, NullReadsAsNaNSoNonFiniteValuesRoundTrip) {
