@@ -483,8 +483,9 @@ TEST_F(PipelineTest, AWorkerPollingForItsNextJobStopsWhenAnotherClientsRuns) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   const double spent_ms = static_cast<double>(CpuTicks(first[0]) - before) * 1e3 /
                           static_cast<double>(sysconf(_SC_CLK_TCK));
-  // Unparked, it would poll for 10 ms after each of its jobs: 300 ms.
-  EXPECT_LT(spent_ms, kRounds * 10 / 3) << "client 0's worker kept polling";
+  // Unparked, it would poll for 10 ms after each of its jobs: 300 ms beside the jobs' own CPU
+  // time, which under AddressSanitizer alone comes near 100 ms (seen: 100 ms once in CI).
+  EXPECT_LT(spent_ms, kRounds * 10 / 2) << "client 0's worker kept polling";
   // Client 1's jobs were each the last: its worker polls after every one, unparked.
   EXPECT_EQ(Cpu().workers_started(), 2);
 }
