@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "base/byte_size.h"
 
 namespace kprof::base {
 namespace {
@@ -42,6 +44,18 @@ void CommandLine::AddUint(std::string name, uint64_t* out, std::string value_nam
          if (v.empty() || v[0] == '-' || !absl::SimpleAtoi(v, out)) {
            return Wants(n, "a non-negative integer", v);
          }
+         return absl::OkStatus();
+       }});
+}
+
+void CommandLine::AddBytes(std::string name, uint64_t* out, std::string value_name,
+                           std::string help) {
+  const std::string n = name;
+  options_.push_back(
+      {std::move(name), std::move(value_name), std::move(help), [out, n](const std::string& v) {
+         const std::optional<uint64_t> bytes = ParseByteSize(v);
+         if (!bytes.has_value()) return Wants(n, kByteSizeForms, v);
+         *out = *bytes;
          return absl::OkStatus();
        }});
 }

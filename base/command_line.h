@@ -25,6 +25,8 @@ class CommandLine {
   void AddInt(std::string name, int64_t* out, std::string value_name, std::string help);
   void AddUint(std::string name, uint64_t* out, std::string value_name, std::string help);
   void AddDouble(std::string name, double* out, std::string value_name, std::string help);
+  // A size: "268435456", "256 MiB", "4G" (base/byte_size.h).
+  void AddBytes(std::string name, uint64_t* out, std::string value_name, std::string help);
   // "60s", "500ms", "2m" (absl::ParseDuration); a bare number is seconds.
   void AddDuration(std::string name, absl::Duration* out, std::string value_name, std::string help);
   void AddFlag(std::string name, bool* out, std::string help);

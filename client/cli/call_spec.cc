@@ -1,11 +1,15 @@
 #include "client/cli/call_spec.h"
 
+#include <algorithm>
+#include <optional>
 #include <tuple>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
 #include "google/protobuf/util/json_util.h"
@@ -25,14 +29,25 @@ ModuleResolver UploadingTo(Client& client, const std::string& module_format) {
   };
 }
 
+CLI::Option* TakesSize(CLI::Option* option) {
+  return option->transform(CLI::Validator(
+      [](std::string& text) -> std::string {
+        const std::optional<uint64_t> bytes = base::ParseByteSize(text);
+        if (!bytes.has_value()) return absl::StrCat("'", text, "' is not ", base::kByteSizeForms);
+        text = absl::StrCat(*bytes);
+        return "";
+      },
+      "SIZE"));
+}
+
 void AddCallOptions(CLI::App& command, CallOptions& o) {
   command.add_option("--arg", o.args, "an argument spec, once per argument (float32[256,256])")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   o.grid_option = command.add_option("--grid", o.grid, "a CUDA kernel's grid: X[,Y[,Z]]");
   o.block_option = command.add_option("--block", o.block, "a CUDA kernel's block: X[,Y[,Z]]");
-  o.shared_bytes_option =
-      command.add_option("--shared-bytes", o.shared_bytes, "a CUDA kernel's dynamic shared memory");
+  o.shared_bytes_option = TakesSize(command.add_option(
+      "--shared-bytes", o.shared_bytes, "a CUDA kernel's dynamic shared memory (48 KiB, 49152)"));
   command.add_option("--module-format", o.module_format,
                      "of a MODULE file: auto, shared-library, cubin, fatbin or ptx");
 }
@@ -42,8 +57,8 @@ bool PlacementFlags::alignment_given() const {
 }
 
 void AddPlacementOptions(CLI::App& command, PlacementFlags& flags) {
-  flags.alignment_option = command.add_option("--tensor-alignment", flags.alignment,
-                                              "each argument's address a multiple of BYTES (64)");
+  flags.alignment_option = TakesSize(command.add_option(
+      "--tensor-alignment", flags.alignment, "each argument's address a multiple of SIZE (64)"));
   command
       .add_option("--tensor-offset", flags.offsets,
                   "BYTES past a 4096 boundary, for all or per argument: 0 or 0,256,512 "
@@ -63,10 +78,50 @@ void AddPriorityOption(CLI::App& command, PriorityFlag& flag, bool batch) {
       ->check(CLI::IsMember({"interactive", "batch"}));
 }
 
+bool LooksLikeArgSpec(const std::string& word) {
+  if (word.find_first_of("[]") != std::string::npos) return true;
+  // "float64:10", "int32x4:..." : a type name, then a colon.
+  const size_t colon = word.find(':');
+  if (colon == std::string::npos || colon == 0) return false;
+  for (const char* type : {"int", "uint", "float", "bfloat", "bool", "complex"}) {
+    if (word.rfind(type, 0) == 0) return true;
+  }
+  return false;
+}
+
+absl::Status CheckArgWords(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const auto count = [&](char c) { return std::count(args[i].begin(), args[i].end(), c); };
+    if (count('[') <= count(']')) continue;
+    // The rest of the spec is in the words after it ("256]"), when the shell split it at its
+    // spaces; a word that starts a spec of its own is not part of it.
+    std::string whole = args[i];
+    for (size_t j = i + 1;
+         j < args.size() && !args[j].empty() &&
+         !absl::ascii_isalpha(static_cast<unsigned char>(args[j][0])) &&
+         std::count(whole.begin(), whole.end(), '[') > std::count(whole.begin(), whole.end(), ']');
+         ++j) {
+      whole += " " + args[j];
+    }
+    if (whole == args[i]) {
+      return UsageError(absl::StrCat("--arg '", args[i],
+                                     "' has a '[' without its ']' (a spec is TYPE[DIM,...], e.g. "
+                                     "float32[256,256])"));
+    }
+    return UsageError(absl::StrCat(
+        "--arg '", args[i],
+        "' has a '[' without its ']': the shell cut the unquoted spec at a space; quote it "
+        "(--arg '",
+        whole, "') or leave the space out"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<kprof::v1::FunctionCall> CallFromCommandLine(const CallOptions& o,
                                                             const std::string& module,
                                                             const std::string& function,
                                                             const ModuleResolver& resolve) {
+  KPROF_RETURN_IF_ERROR(CheckArgWords(o.args));
   kprof::v1::FunctionCall call;
   KPROF_ASSIGN_OR_RETURN(std::string id, resolve(module));
   call.set_module_id(id);

@@ -41,6 +41,17 @@ struct CallOptions {
 // Declares --arg (once per argument), --grid, --block, --shared-bytes and --module-format.
 void AddCallOptions(CLI::App& command, CallOptions& options);
 
+// Whether a word of the command line is an argument spec ("float32[4]", "float64:10"), for
+// saying so when one is given without --arg.
+bool LooksLikeArgSpec(const std::string& word);
+// The --arg values as the shell left them: one with a '[' and not its ']' was cut at a space
+// (unquoted); a usage error then says to quote it, showing the spec whole.
+absl::Status CheckArgWords(const std::vector<std::string>& args);
+
+// Makes `option` take a size as the daemon's options do ("48 KiB", "32M", "65536";
+// base/byte_size.h), handing the number of bytes on. Returns `option`.
+CLI::Option* TakesSize(CLI::Option* option);
+
 // Where the arguments lie: --tensor-alignment, --tensor-offset, --huge-pages.
 struct PlacementFlags {
   uint64_t alignment = 64;

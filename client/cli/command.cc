@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
+#include "base/tls_files.h"
 
 namespace kprof::client {
 namespace {
@@ -75,12 +76,14 @@ absl::Status Credentials(const Globals& given, ClientOptions* options) {
   }
   options->tls = !g.tls_ca.empty() || !g.tls_cert.empty();
   if (!g.tls_ca.empty()) {
-    KPROF_ASSIGN_OR_RETURN(options->tls_root_certs_pem, base::ReadFile(g.tls_ca, "TLS CA"));
+    KPROF_ASSIGN_OR_RETURN(options->tls_root_certs_pem,
+                           base::ReadCertificates(g.tls_ca, "--tls-ca"));
   }
   if (!g.tls_cert.empty()) {
-    KPROF_ASSIGN_OR_RETURN(options->tls_cert_chain_pem,
-                           base::ReadFile(g.tls_cert, "TLS certificate"));
-    KPROF_ASSIGN_OR_RETURN(options->tls_private_key_pem, base::ReadFile(g.tls_key, "TLS key"));
+    // Checked here: gRPC would log the TLS library's complaint and fail as "empty address list".
+    KPROF_ASSIGN_OR_RETURN(base::TlsPair pair, base::ReadTlsPair(g.tls_cert, g.tls_key));
+    options->tls_cert_chain_pem = std::move(pair.cert_pem);
+    options->tls_private_key_pem = std::move(pair.key_pem);
   }
   return absl::OkStatus();
 }

@@ -1,11 +1,15 @@
 // kprof info: what the daemon is and has — devices, collectors, limits, queues, modules.
+#include <algorithm>
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
 #include "client/cli/output.h"
@@ -63,6 +67,18 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
                                                       : absl::StrJoin(c.metrics(), ", ");
       std::printf("  collector %s: %s\n", c.name().c_str(),
                   c.available() ? metrics.c_str() : ("unavailable: " + c.reason()).c_str());
+      // What it knows but cannot count here, grouped by why.
+      std::vector<std::pair<std::string, std::vector<std::string>>> why_not;
+      for (const auto& u : c.uncountable()) {
+        auto same = std::find_if(why_not.begin(), why_not.end(),
+                                 [&](const auto& w) { return w.first == u.reason(); });
+        if (same == why_not.end()) same = why_not.insert(why_not.end(), {u.reason(), {}});
+        same->second.push_back(u.name());
+      }
+      for (const auto& [reason, names] : why_not) {
+        std::printf("    not countable here: %s: %s\n", absl::StrJoin(names, ", ").c_str(),
+                    reason.c_str());
+      }
       for (const auto& component : c.components()) {
         std::printf("    component %s: %s\n", component.name().c_str(),
                     component.enabled() ? "enabled" : ("disabled: " + component.reason()).c_str());
@@ -74,12 +90,10 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
   if (!info.metrics().empty()) std::printf("metrics: http://%s/metrics\n", info.metrics().c_str());
   const auto& l = info.limits();
   std::printf(
-      "\nlimits: module %llu bytes, cache %llu bytes, arguments %llu bytes, queue %d, "
-      "job timeout %gs\n\nmodules:\n",
-      static_cast<unsigned long long>(l.max_module_bytes()),
-      static_cast<unsigned long long>(l.max_cache_bytes()),
-      static_cast<unsigned long long>(l.max_argument_bytes()), l.max_queue(),
-      l.job_timeout_seconds());
+      "\nlimits: module %s, cache %s, arguments %s, queue %d, job timeout %gs\n\nmodules:\n",
+      base::FormatByteSize(l.max_module_bytes()).c_str(),
+      base::FormatByteSize(l.max_cache_bytes()).c_str(),
+      base::FormatByteSize(l.max_argument_bytes()).c_str(), l.max_queue(), l.job_timeout_seconds());
   for (const auto& m : info.modules()) {
     std::printf("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
                 absl::StrJoin(m.functions(), ", ").c_str());

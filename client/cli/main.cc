@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/cli/call_spec.h"
 #include "client/cli/command.h"
 #include "kprof/config.h"
 
@@ -82,6 +83,12 @@ absl::Status ParseFailure(const CLI::ParseError& error, const CLI::App& app,
     if (!extras.empty() && name.empty()) {
       return UsageError(absl::StrCat("unknown command '", extras[0],
                                      "' (accepted: ", CommandNames(commands), ")"));
+    }
+    if (!extras.empty() && LooksLikeArgSpec(extras[0])) {
+      return UsageError(absl::StrCat(
+          "unexpected argument '", extras[0], "' for '", where,
+          "': an argument spec goes after --arg, once per argument (--arg 'float32[256,256]'; "
+          "quoted, as a spec with a space or brackets must be)"));
     }
     if (!extras.empty()) {
       return UsageError(absl::StrCat("unexpected argument '", extras[0], "' for '", where, "' (",

@@ -3,6 +3,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
 #include "client/cli/output.h"
@@ -37,8 +38,8 @@ class ModulesCommand final : public Command {
         Print(absl::StrCat(m.id(), ",", CsvField(m.name()), ",", m.format(), ",", m.size_bytes(),
                            ",", CsvField(absl::StrJoin(m.functions(), " ")), "\n"));
       } else {
-        std::printf("%-64s  %-16s %10llu bytes  %s\n", m.id().c_str(), m.name().c_str(),
-                    static_cast<unsigned long long>(m.size_bytes()),
+        std::printf("%-64s  %-16s %10s  %s\n", m.id().c_str(), m.name().c_str(),
+                    base::FormatByteSize(m.size_bytes()).c_str(),
                     absl::StrJoin(m.functions(), ", ").c_str());
       }
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,13 +15,58 @@ namespace kprof::client {
 
 void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
 
+namespace {
+
+void NumbersIn(Json& object, const google::protobuf::Descriptor& type);
+
+// A 64-bit integer field's value, which protobuf's JSON writes as a string, as a number.
+void Number(Json& value, const google::protobuf::FieldDescriptor& field) {
+  using google::protobuf::FieldDescriptor;
+  switch (field.cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT64:
+      if (value.is_string()) value = std::stoll(value.get<std::string>());
+      break;
+    case FieldDescriptor::CPPTYPE_UINT64:
+      if (value.is_string()) value = std::stoull(value.get<std::string>());
+      break;
+    case FieldDescriptor::CPPTYPE_MESSAGE:
+      // Well-known types (Duration, Timestamp, Struct) have JSON forms of their own.
+      if (value.is_object() && field.message_type()->file()->package() != "google.protobuf") {
+        NumbersIn(value, *field.message_type());
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+void NumbersIn(Json& object, const google::protobuf::Descriptor& type) {
+  for (int i = 0; i < type.field_count(); ++i) {
+    const google::protobuf::FieldDescriptor& field = *type.field(i);
+    const auto found = object.find(field.name());
+    if (found == object.end()) continue;
+    if (field.is_map()) {
+      for (auto& [key, item] : found->items()) Number(item, *field.message_type()->map_value());
+    } else if (field.is_repeated()) {
+      for (Json& item : *found) Number(item, field);
+    } else {
+      Number(*found, field);
+    }
+  }
+}
+
+}  // namespace
+
 std::string ProtoJson(const google::protobuf::Message& message) {
-  std::string json;
+  std::string text;
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
+  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  // Sizes and counts are numbers, as in every other JSON kprof writes; protobuf writes 64-bit
+  // integers as strings.
+  Json json = Json::parse(text);
+  NumbersIn(json, *message.GetDescriptor());
+  return json.dump(1) + "\n";
 }
 
 void PrintReport(const report::Report& report, const std::string& format,

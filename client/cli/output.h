@@ -20,7 +20,8 @@ using Json = nlohmann::ordered_json;
 // Writes `text` to stdout whole: a report's strings may hold NUL bytes, which "%s" would stop at.
 void Print(std::string_view text);
 
-// A message as indented JSON with its fields' proto names.
+// A message as indented JSON with its fields' proto names, 64-bit integers as numbers (protobuf
+// writes them as strings).
 std::string ProtoJson(const google::protobuf::Message& message);
 
 // A report in `format`: table (shaped by `table`), json, csv, trace or html.

@@ -80,7 +80,8 @@ class TimeCommand final : public Command {
                  "zero readings allowed per repeat (default 100)");
     c.add_option("--cooldown-ms", cooldown_ms_, "sleep between groups of repeats");
     c.add_option("--repeats-to-cooldown", repeats_to_cooldown_, "repeats per cool-down");
-    c.add_option("--cache-flush-bytes", cache_flush_bytes_, "evict caches before each repeat");
+    TakesSize(c.add_option("--cache-flush-bytes", cache_flush_bytes_,
+                           "evict caches before each repeat by writing SIZE (32 MiB, 4M)"));
     c.add_option("--preproc", preproc_, "a step before each repeat: cache_flush_cpu_non_first_arg");
     c.add_flag("--flush-l2", flush_l2_, "cuda: write an L2-sized buffer before each repeat");
     c.add_flag("--checksums", checksums_, "SHA-256 of each argument after the run");

@@ -1,11 +1,16 @@
 #include "server/front/daemon_options.h"
 
 #include <grp.h>
+#include <netdb.h>
 #include <pwd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -16,7 +21,10 @@
 #include "base/loopback.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
+#include "base/tls_files.h"
 #include "kprof/config.h"
+#include "server/front/daemon_metrics.h"
+#include "server/front/journal_log.h"
 #include "server/front/token_auth.h"
 
 namespace kprof::server {
@@ -35,7 +43,8 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
                "/metrics has no TLS or authentication; default: none)");
   cl.AddString("config", &f.config, "FILE",
                "read options from FILE: one 'name = value' per line, # comments; the command "
-               "line wins");
+               "line wins (default $CONFIGURATION_DIRECTORY/kprofd.conf under systemd, else "
+               "/etc/kprofd/kprofd.conf, where either exists; the daemon logs which it read)");
   cl.AddString("cache-dir", &f.cache_dir, "DIR",
                "module cache (default $CACHE_DIRECTORY, /var/cache/kprofd as root, else "
                "$XDG_CACHE_HOME/kprofd)");
@@ -66,12 +75,13 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
                  "(default 20s)");
   cl.AddDuration("upload-idle-timeout", &f.upload_idle_timeout, "DURATION",
                  "an upload that sends nothing this long is dropped (default 30s)");
-  cl.AddUint("max-module-bytes", &f.max_module_bytes, "BYTES",
-             "largest module accepted (default 256 MiB)");
-  cl.AddUint("max-cache-bytes", &f.max_cache_bytes, "BYTES",
-             "module cache size before least recently used modules are evicted (default 4 GiB)");
-  cl.AddUint("max-argument-bytes", &f.max_argument_bytes, "BYTES",
-             "arguments of one job together (default 4 GiB)");
+  cl.AddBytes("max-module-bytes", &f.max_module_bytes, "SIZE",
+              "largest module accepted (default 256 MiB; a size is bytes, or 256 MiB, 4G, 1.5 "
+              "GiB: K/KiB, M/MiB, G/GiB, T/TiB are powers of 1024, kB, MB, GB, TB of 1000)");
+  cl.AddBytes("max-cache-bytes", &f.max_cache_bytes, "SIZE",
+              "module cache size before least recently used modules are evicted (default 4 GiB)");
+  cl.AddBytes("max-argument-bytes", &f.max_argument_bytes, "SIZE",
+              "arguments of one job together (default 4 GiB)");
   cl.AddUint("max-modules", &f.max_modules, "N",
              "modules held at once before the least recently used are evicted (default 10000)");
   cl.AddInt("workers-per-device", &f.workers_per_device, "N",
@@ -87,8 +97,8 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddUint("worker-open-modules", &f.worker_open_modules, "N",
              "modules a worker keeps loaded between jobs, closing the least recently used "
              "beyond them (default 64)");
-  cl.AddUint("worker-memory-limit", &f.worker_memory_limit, "BYTES",
-             "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
+  cl.AddBytes("worker-memory-limit", &f.worker_memory_limit, "SIZE",
+              "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
   cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
                "run the workers on these CPUs only, e.g. 2-3 (default: wherever kprofd may run)");
   cl.AddString("worker-priority", &f.worker_priority, "nice:N|fifo:N",
@@ -114,7 +124,7 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddFlag("version", &f.version, "print the version and exit");
 }
 
-absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl) {
+absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl, ConfigOrigins* origins) {
   KPROF_ASSIGN_OR_RETURN(const std::string contents, base::ReadFile(path, "config file"));
   int number = 0;
   for (const absl::string_view line : absl::StrSplit(contents, '\n')) {
@@ -136,8 +146,41 @@ absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ":", number, ": key '", name, "': ", std::string(s.message())));
     }
+    if (origins != nullptr) (*origins)[name] = absl::StrCat(path, ":", number);
   }
   return absl::OkStatus();
+}
+
+void ForgetGiven(const std::vector<std::string>& args, ConfigOrigins& origins) {
+  for (const std::string& arg : args) {
+    if (arg.rfind("--", 0) != 0) continue;
+    origins.erase(
+        arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2));
+  }
+}
+
+absl::Status Located(const absl::Status& status, const ConfigOrigins& origins) {
+  if (status.ok() || origins.empty()) return status;
+  // The option the message names first ("--pin-cpus 9: ..."), where the config file set it.
+  const std::string message(status.message());
+  size_t first = std::string::npos;
+  const std::string* where = nullptr;
+  for (const auto& [name, origin] : origins) {
+    const std::string option = "--" + name;
+    for (size_t at = message.find(option); at != std::string::npos;
+         at = message.find(option, at + 1)) {
+      const size_t end = at + option.size();
+      const bool whole = end == message.size() || !(absl::ascii_isalnum(message[end]) ||
+                                                    message[end] == '-' || message[end] == '_');
+      if (whole && at < first) {
+        first = at;
+        where = &origin;
+      }
+      if (whole) break;
+    }
+  }
+  if (where == nullptr) return status;
+  return absl::Status(status.code(), absl::StrCat(*where, ": ", message));
 }
 
 std::string ConfigPath(const DaemonFlags& flags) {
@@ -224,12 +267,12 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   grpc::SslServerCredentialsOptions options(
       flags.tls_client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                   : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  KPROF_ASSIGN_OR_RETURN(std::string cert, base::ReadFile(flags.tls_cert, "the TLS certificate"));
-  KPROF_ASSIGN_OR_RETURN(std::string key, base::ReadFile(flags.tls_key, "the TLS key"));
-  options.pem_key_cert_pairs.push_back({key, cert});
+  // Checked here, not by gRPC, which would fail the start as "cannot listen".
+  KPROF_ASSIGN_OR_RETURN(base::TlsPair pair, base::ReadTlsPair(flags.tls_cert, flags.tls_key));
+  options.pem_key_cert_pairs.push_back({std::move(pair.key_pem), std::move(pair.cert_pem)});
   if (!flags.tls_client_ca.empty()) {
     KPROF_ASSIGN_OR_RETURN(options.pem_root_certs,
-                           base::ReadFile(flags.tls_client_ca, "the client CA"));
+                           base::ReadCertificates(flags.tls_client_ca, "--tls-client-ca"));
   }
   return grpc::SslServerCredentials(options);
 }
@@ -360,13 +403,132 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const DaemonFlags& flags
   return std::optional<WorkerUser>(user);
 }
 
-absl::Status CheckConfiguration(const DaemonFlags& flags) {
+absl::StatusOr<std::string> MetricsAddress(const DaemonFlags& flags) {
+  if (flags.metrics_listen.empty()) return std::string();
+  KPROF_ASSIGN_OR_RETURN(std::string where, DaemonMetrics::Normalize(flags.metrics_listen));
+  if (!base::IsLoopbackAddress(where) && !flags.insecure_allow_unauthenticated) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refusing to serve metrics on ", where,
+        " (--metrics-listen): /metrics has no TLS or authentication, and beyond loopback anyone "
+        "who reaches it reads the clients' names and the daemon's load; scrape it over loopback "
+        "(a local Prometheus or agent), or --insecure-allow-unauthenticated waives this"));
+  }
+  return where;
+}
+
+std::string WhyCannotBind(const std::string& address) {
+  if (address.rfind("unix:", 0) == 0 || address.find("://") != std::string::npos) return "";
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return "no port (accepted: HOST:PORT, e.g. 127.0.0.1:9177)";
+  std::string host = address.substr(0, colon);
+  const std::string port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (const int error =
+          getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
+      error != 0) {
+    return absl::StrCat("cannot resolve '", host, "': ", gai_strerror(error));
+  }
+  std::string why;
+  for (const addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
+    const int probe = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (probe < 0) continue;
+    const int on = 1;  // as gRPC binds: a port left in TIME_WAIT is not "in use"
+    setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(probe, a->ai_addr, a->ai_addrlen) != 0) {
+      why = errno == EADDRINUSE ? std::string(kPortInUse) : std::strerror(errno);
+    }
+    close(probe);
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
+absl::Status ProbeDirectory(const std::string& dir, const std::string& option) {
+  // The directory itself, else the nearest existing directory above it, where it would be made.
+  std::string at = dir;
+  struct stat st {};
+  while (stat(at.c_str(), &st) != 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      return absl::FailedPreconditionError(absl::StrCat("the directory '", dir, "' (", option,
+                                                        "): ", at, ": ", std::strerror(errno)));
+    }
+    const size_t slash = at.find_last_of('/', at.size() > 1 ? at.size() - 2 : 0);
+    if (slash == std::string::npos) {
+      at = ".";
+      continue;
+    }
+    at = slash == 0 ? "/" : at.substr(0, slash);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        at == dir ? absl::StrCat("'", dir, "' (", option, ") is not a directory")
+                  : absl::StrCat("cannot create '", dir, "' (", option, "): '", at,
+                                 "' is not a directory"));
+  }
+  // Tried, not judged by mode bits: root passes access(2) on a read-only file system or /proc.
+  std::string probe = (at == "/" ? "" : at) + "/.kprofd-probe-XXXXXX";
+  if (mkdtemp(probe.data()) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        at == dir
+            ? absl::StrCat("the directory '", dir, "' (", option, ") is not writable")
+            : absl::StrCat("cannot create '", dir, "' (", option, "): '", at, "' is not writable"),
+        " by uid ", geteuid(), ": ", std::strerror(errno)));
+  }
+  rmdir(probe.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status CheckConfiguration(const DaemonFlags& flags, std::vector<std::string>* notes) {
   KPROF_RETURN_IF_ERROR(CheckLimits(flags));
+  KPROF_RETURN_IF_ERROR(ChooseLogFormat(flags.log_format).status());
   KPROF_RETURN_IF_ERROR(WorkerPlacement(flags).status());
   KPROF_RETURN_IF_ERROR(WorkerUserFor(flags).status());
   KPROF_RETURN_IF_ERROR(ServerCredentials(flags).status());
-  if (!flags.token_file.empty())
-    KPROF_RETURN_IF_ERROR(TokenAuth::FromFile(flags.token_file).status());
+  if (!flags.token_file.empty()) {
+    if (absl::Status s = TokenAuth::FromFile(flags.token_file).status(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("--token-file: ", s.message()));
+    }
+  }
+  KPROF_ASSIGN_OR_RETURN(const std::string metrics, MetricsAddress(flags));
+  const std::string worker = flags.worker.empty() ? DefaultWorker() : flags.worker;
+  if (access(worker.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the worker executable '", worker, "' is missing or not executable (--worker sets it)"));
+  }
+  const std::string cache_dir = flags.cache_dir.empty() ? DefaultCacheDir() : flags.cache_dir;
+  KPROF_RETURN_IF_ERROR(ProbeDirectory(cache_dir, "--cache-dir"));
+  KPROF_RETURN_IF_ERROR(ProbeDirectory(StateDir(flags, cache_dir), "--state-dir"));
+  if (!flags.scratch_dir.empty()) {
+    struct stat st {};
+    if (stat(flags.scratch_dir.c_str(), &st) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the scratch directory '", flags.scratch_dir,
+                       "' (--scratch-dir): ", std::strerror(errno)));
+    }
+    KPROF_RETURN_IF_ERROR(ProbeDirectory(flags.scratch_dir, "--scratch-dir"));
+  }
+  // The addresses, bound and let go: a port another program holds now is a note (the daemon
+  // being checked may be the one running), anything else an error.
+  for (const auto& [address, option] :
+       {std::pair{flags.listen, "--listen"}, std::pair{metrics, "--metrics-listen"}}) {
+    if (address.empty()) continue;
+    const std::string why = WhyCannotBind(address);
+    if (why == kPortInUse) {
+      if (notes != nullptr) {
+        notes->push_back(
+            absl::StrCat(option, " ", address, ": ", why, " now; a start fails until it is free"));
+      }
+    } else if (!why.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(option, " ", address, ": cannot listen there: ", why));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -59,7 +61,15 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& flags);
 
 // Applies a config file: one `name = value` (or a bare flag name) per line, # comments, the
 // same names as the options. An error names the file, the line and the key.
-absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl);
+// Where each option the file set was set ("name" -> "FILE:LINE"), for `origins`.
+using ConfigOrigins = std::map<std::string, std::string>;
+absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl,
+                         ConfigOrigins* origins = nullptr);
+// Drops from `origins` the options `args` (the command line) give, which win over the file.
+void ForgetGiven(const std::vector<std::string>& args, ConfigOrigins& origins);
+// `status` with "FILE:LINE: " before it when the option its message names first ("--pin-cpus")
+// was set by the config file: a mistake found in a value points at its line.
+absl::Status Located(const absl::Status& status, const ConfigOrigins& origins);
 
 // --config, else $CONFIGURATION_DIRECTORY/kprofd.conf (systemd), else /etc/kprofd/kprofd.conf,
 // whichever exists first; "" for none.
@@ -88,7 +98,24 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const DaemonFlags& flags
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const DaemonFlags& flags);
 
-// What --check-config checks: everything the daemon would refuse before it binds a port.
-absl::Status CheckConfiguration(const DaemonFlags& flags);
+// --metrics-listen normalized to HOST:PORT ("" for none), refused beyond loopback unless
+// --insecure-allow-unauthenticated.
+absl::StatusOr<std::string> MetricsAddress(const DaemonFlags& flags);
+
+// Why `address` ("HOST:PORT") cannot be bound, found by binding it and letting go: kPortInUse
+// when another process serves it, else the system's reason; "" when it could be bound.
+inline constexpr char kPortInUse[] = "port in use: another kprofd, or another program, serves it";
+std::string WhyCannotBind(const std::string& address);
+
+// Whether `dir` is a writable directory, or could be made as one (a directory can be made in the
+// nearest existing directory above it), tried with a directory made and removed at once:
+// FAILED_PRECONDITION naming `option` and the directory in the way.
+absl::Status ProbeDirectory(const std::string& dir, const std::string& option);
+
+// What --check-config checks: everything the daemon would refuse before it serves — the limits,
+// the log format, placement, the worker user and executable, the TLS pair and CA, the token
+// file, the cache, state and scratch directories (probed, not made), and the addresses (bound
+// and let go). A port in use now is not an error: a line for `notes`.
+absl::Status CheckConfiguration(const DaemonFlags& flags, std::vector<std::string>* notes);
 
 }  // namespace kprof::server

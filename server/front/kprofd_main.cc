@@ -1,11 +1,9 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
 #include <grp.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -71,51 +69,22 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return absl::OkStatus();
 }
 
-// Why `listen` ("HOST:PORT") cannot be bound, found by binding it here: "port in use" when
-// another process serves it, else the system's reason; empty when it could be bound after all.
-std::string WhyCannotListen(const std::string& listen) {
-  if (listen.rfind("unix:", 0) == 0 || listen.find("://") != std::string::npos) return "";
-  const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return "no port (accepted: HOST:PORT, e.g. 127.0.0.1:9177)";
-  std::string host = listen.substr(0, colon);
-  const std::string port = listen.substr(colon + 1);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* found = nullptr;
-  if (const int error =
-          getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found);
-      error != 0) {
-    return absl::StrCat("cannot resolve '", host, "': ", gai_strerror(error));
-  }
-  std::string why;
-  for (const addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
-    const int probe = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (probe < 0) continue;
-    const int on = 1;  // as gRPC binds: a port left in TIME_WAIT is not "in use"
-    setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    if (bind(probe, a->ai_addr, a->ai_addrlen) != 0) {
-      why = errno == EADDRINUSE ? "port in use: another kprofd, or another program, serves it"
-                                : std::strerror(errno);
-    }
-    close(probe);
-  }
-  freeaddrinfo(found);
-  return why;
-}
-
-absl::Status Serve(const DaemonFlags& flags) {
+absl::Status Serve(const DaemonFlags& flags, const std::string& config) {
   // Under systemd the journal, with fields; elsewhere plain lines.
   KPROF_ASSIGN_OR_RETURN(const LogFormat log_format, ChooseLogFormat(flags.log_format));
   if (log_format == LogFormat::kJournal) base::SetLogSink(JournalSink());
+  Log(LogSeverity::kInfo, config.empty() ? std::string("no config file: the options alone")
+                                         : absl::StrCat("options from ", config));
   KPROF_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          ServerCredentials(flags));
   std::optional<TokenAuth> auth;
   if (!flags.token_file.empty()) {
-    KPROF_ASSIGN_OR_RETURN(auth, TokenAuth::FromFile(flags.token_file));
+    absl::StatusOr<TokenAuth> tokens = TokenAuth::FromFile(flags.token_file);
+    if (!tokens.ok()) {
+      return absl::Status(tokens.status().code(),
+                          absl::StrCat("--token-file: ", tokens.status().message()));
+    }
+    auth = *std::move(tokens);
     Log(LogSeverity::kInfo, absl::StrCat("calls need one of ", auth->size(), " bearer token(s)"));
   }
   KPROF_RETURN_IF_ERROR(CheckLimits(flags));
@@ -125,6 +94,7 @@ absl::Status Serve(const DaemonFlags& flags) {
   registry_options.max_module_bytes = flags.max_module_bytes;
   registry_options.max_cache_bytes = flags.max_cache_bytes;
   registry_options.max_modules = flags.max_modules;
+  KPROF_RETURN_IF_ERROR(ProbeDirectory(registry_options.cache_dir, "--cache-dir"));
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModuleRegistry> registry,
                          ModuleRegistry::Open(registry_options));
 
@@ -149,6 +119,7 @@ absl::Status Serve(const DaemonFlags& flags) {
   }
   // The state directory (a lease's clock journal): the daemon's alone, as the cache is.
   const std::string state_dir = StateDir(flags, registry_options.cache_dir);
+  KPROF_RETURN_IF_ERROR(ProbeDirectory(state_dir, "--state-dir"));
   if (mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(absl::StrCat("cannot create the state directory ",
                                                       state_dir, ": ", std::strerror(errno),
@@ -275,15 +246,8 @@ absl::Status Serve(const DaemonFlags& flags) {
   absl::Cleanup stop_metrics = [&metrics] {
     if (metrics != nullptr) metrics->Stop();
   };
-  if (!flags.metrics_listen.empty()) {
-    KPROF_ASSIGN_OR_RETURN(std::string where, DaemonMetrics::Normalize(flags.metrics_listen));
-    if (!base::IsLoopbackAddress(where) && !flags.insecure_allow_unauthenticated) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "refusing to serve metrics on ", where,
-          ": /metrics has no TLS or authentication, and beyond loopback anyone who reaches it "
-          "reads the clients' names and the daemon's load; scrape it over loopback (a local "
-          "Prometheus or agent), or --insecure-allow-unauthenticated waives this"));
-    }
+  KPROF_ASSIGN_OR_RETURN(const std::string where, MetricsAddress(flags));
+  if (!where.empty()) {
     // The levels a scrape reads: queues, cache, streams.
     ModuleRegistry* modules = registry.get();
     KPROF_ASSIGN_OR_RETURN(
@@ -321,9 +285,9 @@ absl::Status Serve(const DaemonFlags& flags) {
   builder.SetMaxReceiveMessageSize(16 << 20);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
-    const std::string why = WhyCannotListen(flags.listen);
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen on ", flags.listen, why.empty() ? "" : ": ", why));
+    const std::string why = WhyCannotBind(flags.listen);
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen, " (--listen)",
+                                               why.empty() ? "" : ": ", why));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("", true);
@@ -398,11 +362,13 @@ int main(int argc, char** argv) {
   std::vector<std::string> positional;
   absl::Status status = cl.Parse(args, &positional);
   const std::string config = status.ok() ? kprof::server::ConfigPath(flags) : "";
+  kprof::server::ConfigOrigins origins;
   if (!config.empty()) {
     // The config file first, then the command line again so that it wins.
-    status = kprof::server::ApplyConfig(config, cl);
+    status = kprof::server::ApplyConfig(config, cl, &origins);
     std::vector<std::string> again;
     if (status.ok()) status = cl.Parse(args, &again);
+    kprof::server::ForgetGiven(args, origins);
   }
   if (status.ok() && !positional.empty()) {
     status = absl::InvalidArgumentError(
@@ -422,16 +388,18 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (flags.check_config) {
-    status = kprof::server::CheckConfiguration(flags);
+    std::vector<std::string> notes;
+    status = kprof::server::Located(kprof::server::CheckConfiguration(flags, &notes), origins);
     if (!status.ok()) {
       std::fprintf(stderr, "kprofd: %s\n", status.ToString().c_str());
       return 1;
     }
+    for (const std::string& note : notes) std::fprintf(stderr, "kprofd: note: %s\n", note.c_str());
     std::printf("kprofd: configuration OK%s\n",
                 config.empty() ? " (no config file)" : (" (" + config + ")").c_str());
     return 0;
   }
-  status = kprof::server::Serve(flags);
+  status = kprof::server::Located(kprof::server::Serve(flags, config), origins);
   if (!status.ok()) {
     std::fprintf(stderr, "kprofd: %s\n", status.ToString().c_str());
     return 1;

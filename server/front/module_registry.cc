@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/byte_size.h"
 #include "base/log.h"
 #include "base/read_file.h"
 #include "base/sha256.h"
@@ -53,9 +54,10 @@ absl::Status ModuleRegistry::CheckHeader(const std::string& name, const std::str
                      "' is unknown (accepted: auto, shared-library, cubin, fatbin, ptx)"));
   }
   if (size_bytes > options_.max_module_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat("module of ", size_bytes,
-                                                     " bytes is over the limit of ",
-                                                     options_.max_module_bytes, " bytes"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("a module of ", base::FormatByteSize(size_bytes), " (", size_bytes,
+                     " bytes) is over the limit of ",
+                     base::FormatByteSize(options_.max_module_bytes), " (--max-module-bytes)"));
   }
   if (!IsModuleId(sha256)) {
     return absl::InvalidArgumentError(
@@ -228,9 +230,10 @@ absl::Status ModuleRegistry::MakeRoom(uint64_t bytes, const std::string& client)
                                      : (others != entries_.end() ? others : own);
     if (victim == entries_.end()) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "module cache full: ", entries_.size(), " modules of ", total_bytes_,
-          " bytes are in use or held by clients within their share (limits: ", options_.max_modules,
-          " modules, ", options_.max_cache_bytes, " bytes, shared by ", held.size(),
+          "module cache full: ", entries_.size(), " modules of ",
+          base::FormatByteSize(total_bytes_),
+          " are in use or held by clients within their share (limits: ", options_.max_modules,
+          " modules, ", base::FormatByteSize(options_.max_cache_bytes), ", shared by ", held.size(),
           " clients); unload modules this client holds, or retry later"));
     }
     base::Log(base::LogSeverity::kInfo, absl::StrCat("evicting module ", victim->first, " (",

@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "base/byte_size.h"
 #include "base/log.h"
 #include "base/read_file.h"
 #include "base/sha256.h"
@@ -184,8 +185,8 @@ absl::Status ModuleRegistry::Rescan() {
   }
   if (!entries_.empty()) {
     base::Log(base::LogSeverity::kInfo,
-              absl::StrCat("re-registered ", entries_.size(), " module(s), ", total_bytes_,
-                           " bytes, from ", dir));
+              absl::StrCat("re-registered ", entries_.size(), " module(s), ",
+                           base::FormatByteSize(total_bytes_), ", from ", dir));
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "base/byte_size.h"
 #include "base/read_file.h"
 
 namespace kprof::server {
@@ -195,7 +196,8 @@ absl::StatusOr<std::unique_ptr<WorkerCgroups>> WorkerCgroups::Make(uint64_t limi
 WorkerCgroups::~WorkerCgroups() { RemoveCgroup(root_); }
 
 std::string WorkerCgroups::Describe() const {
-  return absl::StrCat("memory cgroup v", version_, " of ", limit_bytes_, " bytes per worker");
+  return absl::StrCat("memory cgroup v", version_, " of ", base::FormatByteSize(limit_bytes_),
+                      " per worker");
 }
 
 absl::StatusOr<std::unique_ptr<WorkerCgroups::Box>> WorkerCgroups::NewBox() {

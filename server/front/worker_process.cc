@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/byte_size.h"
 #include "base/log.h"
 #include "proto/status.h"
 #include "server/ipc/wire.h"
@@ -318,8 +319,9 @@ std::string WorkerProcess::Reap(absl::Duration grace) {
 
 std::string WorkerProcess::Ended(std::string how) const {
   if (box_ != nullptr && box_->OomKilled()) {
-    absl::StrAppend(&how, ": it went over its memory limit of ", memory_limit_,
-                    " bytes (--worker-memory-limit; its cgroup counts shared mappings and "
+    absl::StrAppend(&how, ": it went over its memory limit of ",
+                    base::FormatByteSize(memory_limit_),
+                    " (--worker-memory-limit; its cgroup counts shared mappings and "
                     "scratch files too) and the kernel ended it");
   }
   return how;

@@ -45,11 +45,24 @@ void AddCollectors(base::Device device, bool nvml, DeviceInfo* info) {
   }
   CollectorInfo* perf = info->add_collectors();
   perf->set_name("perf");
-  for (const std::string& event : core::PerfCollector::KnownEvents()) perf->add_metrics(event);
-  // Whether this host lets perf count at all, probed with the one event every kernel has.
+  // Whether this host lets perf count at all, probed with the one event every kernel has; then
+  // each event, listed as a metric only where it counts here.
   const absl::Status probe = (*core::PerfCollector::Create({"task-clock"}))->Init({device});
   perf->set_available(probe.ok());
   if (!probe.ok()) perf->set_reason(std::string(probe.message()));
+  for (const std::string& event : core::PerfCollector::KnownEvents()) {
+    const absl::Status counts = (*core::PerfCollector::Create({event}))->Init({device});
+    if (counts.ok()) {
+      perf->add_metrics(event);
+      continue;
+    }
+    kprof::v1::UncountableMetric* no = perf->add_uncountable();
+    no->set_name(event);
+    // "perf event 'cycles' cannot be counted here: REASON": the reason alone.
+    const std::string message(counts.message());
+    const size_t here = message.find("counted here: ");
+    no->set_reason(here == std::string::npos ? message : message.substr(here + 14));
+  }
   // PAPI: its preset events this host can count, and each component, enabled or why not.
   CollectorInfo* papi = info->add_collectors();
   papi->set_name("papi");

@@ -38,12 +38,23 @@ grep -q "max-queue wants 1 to 1000000" "$scratch/err" || fail "queue message"
 
 printf 'token-file = %s/missing\n' "$scratch" >"$scratch/token.conf"
 if "$kprofd" --config "$scratch/token.conf" --check-config 2>"$scratch/err"; then fail "no token file"; fi
-grep -q "cannot read token file" "$scratch/err" || fail "token message"
+grep -q "token.conf:1: --token-file: cannot read token file" "$scratch/err" ||
+  fail "token message: $(cat "$scratch/err")"
 # Worker placement: CPUs this daemon may not use, or a priority it cannot take, are refused at
 # start rather than failing every job.
 if "$kprofd" --pin-cpus 1000 --check-config 2>"$scratch/err"; then fail "CPU 1000 accepted"; fi
-grep -q "pin-cpus 1000: CPU 1000 is not among the CPUs this daemon may use" "$scratch/err" ||
-  fail "pin message: $(cat "$scratch/err")"
+grep -q "^kprofd: INVALID_ARGUMENT: --pin-cpus 1000: CPU 1000 is not among the CPUs this daemon may use" \
+  "$scratch/err" || fail "pin message: $(cat "$scratch/err")"
+# A value the file set is found at its line, as a key is.
+printf 'listen = 127.0.0.1:0\n\npin-cpus = 1000\n' >"$scratch/pin.conf"
+if "$kprofd" --config "$scratch/pin.conf" --check-config 2>"$scratch/err"; then fail "CPU 1000 (file)"; fi
+grep -q "pin.conf:3: --pin-cpus 1000: CPU 1000 is not among" "$scratch/err" ||
+  fail "pin line: $(cat "$scratch/err")"
+# ...unless the command line gave it, which wins.
+if "$kprofd" --config "$scratch/pin.conf" --pin-cpus 999 --check-config 2>"$scratch/err"; then
+  fail "CPU 999"
+fi
+grep -q "^kprofd: INVALID_ARGUMENT: --pin-cpus 999" "$scratch/err" || fail "pin given: $(cat "$scratch/err")"
 if "$kprofd" --pin-cpus 0-x --check-config 2>"$scratch/err"; then fail "bad CPU list"; fi
 grep -q "'0-x' is not a CPU or a range" "$scratch/err" || fail "CPU list message: $(cat "$scratch/err")"
 printf 'worker-priority = fast
@@ -53,4 +64,62 @@ grep -q "accepted: nice:N with N from -20 to 19, or fifo:N" "$scratch/err" ||
   fail "priority message: $(cat "$scratch/err")"
 "$kprofd" --pin-cpus 0 --worker-priority nice:5 --check-config >/dev/null ||
   fail "a lower priority on CPU 0 refused"
-echo "config: 11 passed, 0 failed"
+
+# What the start would meet, checked: the directories (probed, not made), the addresses (bound
+# and let go), the metrics address's policy.
+printf 'cache-dir = /etc/passwd/cache\n' >"$scratch/cache.conf"
+if "$kprofd" --config "$scratch/cache.conf" --check-config 2>"$scratch/err"; then fail "cache in a file"; fi
+grep -q "cache.conf:1: cannot create '/etc/passwd/cache' (--cache-dir): '/etc/passwd' is not a directory" \
+  "$scratch/err" || fail "cache message: $(cat "$scratch/err")"
+if "$kprofd" --cache-dir /proc/kprofd/cache --check-config 2>"$scratch/err"; then fail "cache in /proc"; fi
+grep -q "cannot create '/proc/kprofd/cache' (--cache-dir): '/proc' is not writable" "$scratch/err" ||
+  fail "cache /proc message: $(cat "$scratch/err")"
+if "$kprofd" --cache-dir "$scratch/c" --state-dir /proc/kprofd --check-config 2>"$scratch/err"; then
+  fail "state in /proc"
+fi
+grep -q "(--state-dir)" "$scratch/err" || fail "state message: $(cat "$scratch/err")"
+[ ! -e "$scratch/c" ] || fail "--check-config made the cache directory"
+if "$kprofd" --listen 192.0.2.1:0 --insecure-allow-unauthenticated --check-config 2>"$scratch/err"; then
+  fail "a foreign address"
+fi
+grep -q -- "--listen 192.0.2.1:0: cannot listen there: Cannot assign requested address" "$scratch/err" ||
+  fail "bind message: $(cat "$scratch/err")"
+printf 'metrics-listen = 0.0.0.0:9178\n' >"$scratch/metrics.conf"
+if "$kprofd" --config "$scratch/metrics.conf" --check-config 2>"$scratch/err"; then fail "metrics open"; fi
+grep -q "metrics.conf:1: refusing to serve metrics on 0.0.0.0:9178 (--metrics-listen)" "$scratch/err" ||
+  fail "metrics message: $(cat "$scratch/err")"
+# A port another program holds now is a note, not a failure: the daemon checked may be the one
+# that holds it.
+/usr/bin/python3 -c 'import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open("'"$scratch"'/held.tmp", "w").write(str(s.getsockname()[1]))
+__import__("os").rename("'"$scratch"'/held.tmp", "'"$scratch"'/held"); time.sleep(60)' &
+holder=$!
+for _ in $(seq 100); do [ -s "$scratch/held" ] && break; sleep 0.1; done
+held=$(cat "$scratch/held")
+"$kprofd" --listen "127.0.0.1:$held" --check-config 2>"$scratch/err" >/dev/null ||
+  fail "a held port failed the check: $(cat "$scratch/err")"
+kill "$holder"
+grep -q "note: --listen 127.0.0.1:$held: port in use" "$scratch/err" ||
+  fail "held port note: $(cat "$scratch/err")"
+
+# Sizes take units, as --help writes them.
+printf 'max-module-bytes = 256 MiB\nmax-cache-bytes = 4G\nworker-memory-limit = 1.5 GiB\n' >"$scratch/sizes.conf"
+"$kprofd" --config "$scratch/sizes.conf" --check-config >/dev/null 2>"$scratch/err" ||
+  fail "sizes with units: $(cat "$scratch/err")"
+printf 'max-module-bytes = 256 MB of it\n' >"$scratch/size.conf"
+if "$kprofd" --config "$scratch/size.conf" --check-config 2>"$scratch/err"; then fail "bad size"; fi
+grep -q "size.conf:1: key 'max-module-bytes': --max-module-bytes wants a size in bytes: 268435456, 256 MiB" \
+  "$scratch/err" || fail "size message: $(cat "$scratch/err")"
+
+# Which config file is read: --help names the default, the start logs the one it read.
+"$kprofd" --help | tr -s ' \n' ' ' | grep -q "else /etc/kprofd/kprofd.conf, where either exists" ||
+  fail "--help does not name the default config file"
+printf 'listen = 127.0.0.1:0\ncache-dir = %s/cache\nport-file = %s/port\n' "$scratch" "$scratch" \
+  >"$scratch/serve.conf"
+"$kprofd" --config "$scratch/serve.conf" 2>"$scratch/log" &
+daemon=$!
+for _ in $(seq 100); do [ -s "$scratch/port" ] && break; sleep 0.2; done
+kill -TERM "$daemon"; wait "$daemon" || true
+grep -q "options from $scratch/serve.conf" "$scratch/log" || fail "the start did not say: $(cat "$scratch/log")"
+echo "config: 22 passed, 0 failed"

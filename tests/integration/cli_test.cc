@@ -289,7 +289,12 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"report", "FILE is required (usage: kprof report [OPTIONS] FILE)"},
            {"batch", "JOBS is required (usage: kprof batch [OPTIONS] JOBS)"},
            {"load", "FILE is required (usage: kprof load [OPTIONS] FILE)"},
-           {"unload", "ID is required (usage: kprof unload [OPTIONS] ID)"},
+           {"unload", "MODULE is required (usage: kprof unload [OPTIONS] MODULE...)"},
+           {"unload 0123", "'0123' is neither a module id (64 hex digits"},
+           {"time builtin nop --arg float32[256, 256]",
+            "the shell cut the unquoted spec at a space; quote it (--arg 'float32[256, 256]')"},
+           {"time builtin nop float32[4]", "an argument spec goes after --arg"},
+           {"time builtin nop --cache-flush-bytes 1Mx", "'1Mx' is not a size in bytes"},
            {"time builtin spin_us --repeat x", "Could not convert: --repeat = x"},
            {"time builtin spin_us extra", "unexpected argument 'extra' for 'kprof time'"},
            {"--format gbench info",
@@ -306,7 +311,56 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
     EXPECT_THAT(r.err, HasSubstr(says)) << "kprof " << args;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "kprof " << args << ": " << r.err;
   }
-  EXPECT_EQ(Kprof("unload 0123").exit_code, 1);  // a request the daemon refused
+  // A request the daemon refused: a module it does not hold.
+  EXPECT_EQ(Kprof("unload " + std::string(64, '0')).exit_code, 1);
+}
+
+// `unload` takes the file a module was loaded from; sizes are numbers in JSON and have units in
+// tables; info lists the perf events this host counts, and why the others are not.
+TEST_F(CliTest, UnloadByFileSizesAndCountableEvents) {
+  const std::string file = TestModulePath("vector_add");
+  const Result load = Kprof("load " + file);
+  ASSERT_EQ(load.exit_code, 0) << load.err;
+  const std::string id = load.out.substr(0, 64);
+  const Result json = Kprof("modules --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  bool listed = false;
+  const auto modules = nlohmann::json::parse(json.out);
+  for (const auto& m : modules["modules"]) {
+    if (m["id"] != id) continue;
+    listed = true;
+    ASSERT_TRUE(m["size_bytes"].is_number_unsigned()) << m.dump();
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    EXPECT_EQ(m["size_bytes"].get<uint64_t>(), static_cast<uint64_t>(in.tellg()));
+  }
+  EXPECT_TRUE(listed) << json.out;
+  const Result info_json = Kprof("info --format json");
+  const auto info = nlohmann::json::parse(info_json.out);
+  EXPECT_EQ(info["limits"]["max_module_bytes"], 256u << 20) << info["limits"].dump();
+  const Result table = Kprof("info");
+  EXPECT_THAT(table.out, HasSubstr("limits: module 256 MiB, cache 4 GiB, arguments 4 GiB"));
+  EXPECT_THAT(Kprof("modules").out,
+              MatchesRegex("(.|\n)*" + id + " +vector_add.so +[0-9.]+ KiB .*"));
+  bool uncountable = false;
+  for (const auto& c : info["devices"][0]["collectors"]) {
+    if (c["name"] != "perf") continue;
+    for (const auto& u : c.value("uncountable", nlohmann::json::array())) {
+      uncountable = true;
+      EXPECT_THAT(table.out, HasSubstr(u["name"].get<std::string>()));
+      EXPECT_THAT(table.out, HasSubstr(u["reason"].get<std::string>()));
+    }
+  }
+  if (uncountable) {
+    EXPECT_THAT(table.out, HasSubstr("    not countable here: "));
+  }
+
+  const Result unload = Kprof("unload " + file);
+  ASSERT_EQ(unload.exit_code, 0) << unload.err;
+  EXPECT_EQ(unload.out, "unloaded " + id + " (" + file + ")\n");
+  EXPECT_THAT(Kprof("modules").out, ::testing::Not(HasSubstr(id)));
+  const Result again = Kprof("unload " + file);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr(file + " (module " + id + "): "));
 }
 
 TEST_F(CliTest, InfoInEveryFormat) {

@@ -126,7 +126,7 @@ TEST(MemoryBounds, SharedMappingsAndScratchFilesCountAgainstTheWorkersLimit) {
   if (info->isolation().find("memory cgroup v") == std::string::npos) {
     GTEST_SKIP() << "no memory cgroup here: " << info->isolation();
   }
-  EXPECT_THAT(info->isolation(), HasSubstr("of 134217728 bytes per worker"));
+  EXPECT_THAT(info->isolation(), HasSubstr("of 128 MiB per worker"));
   auto attacks = (*client)->LoadModuleFile(TestModulePath("attacks"));
   ASSERT_THAT(attacks, IsOk());
   const auto run = [&](const std::string& function) {
@@ -137,9 +137,9 @@ TEST(MemoryBounds, SharedMappingsAndScratchFilesCountAgainstTheWorkersLimit) {
     request.set_repeat(1);
     return (*client)->TimeEvaluate(request).status();
   };
-  EXPECT_THAT(run("maps_shared_memory"),
-              StatusIs(absl::StatusCode::kAborted,
-                       HasSubstr("went over its memory limit of 134217728 bytes")));
+  EXPECT_THAT(
+      run("maps_shared_memory"),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("went over its memory limit of 128 MiB")));
   ASSERT_THAT(run("writes_its_scratch"), IsOk());
   // tmpfs pages are charged to the writer: the write fails or the worker is ended.
   EXPECT_THAT(run("fills_its_scratch"), StatusIs(absl::StatusCode::kAborted));

@@ -292,5 +292,64 @@ TEST_F(SecurityTest, TheCliSaysWhatToDoWhenTheConnectionIsWrong) {
       << nobody.err;
 }
 
+// A TLS pair that is not one is named before any connection: the daemon's start and
+// --check-config, and the CLI, say which file holds what.
+TEST_F(SecurityTest, MistakenTlsFilesAreNamedBeforeAnyConnection) {
+  chmod(dir_.path().c_str(), 0755);
+  daemon_.set_stderr(dir_.path() + "/kprofd.log");
+  // A key that is not the certificate's.
+  EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache",
+                             {"--tls-cert", Cert("server.pem"), "--tls-key", Cert("other.key")}));
+  EXPECT_THAT(Log(), HasSubstr("the key in --tls-key '" + Cert("other.key") +
+                               "' is not the key of the certificate in --tls-cert '" +
+                               Cert("server.pem") + "'"));
+  EXPECT_THAT(Log(), Not(HasSubstr("cannot listen")));
+  const std::string check = std::string(testing::KprofdPath()) + " --check-config --tls-cert ";
+  int exit_code = 0;
+  const std::string mismatched = testing::CommandOutput(
+      check + Cert("server.pem") + " --tls-key " + Cert("other.key") + " 2>&1", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(mismatched, HasSubstr("is not the key of the certificate")) << mismatched;
+  // Swapped, and a key given as the certificate.
+  const std::string swapped = testing::CommandOutput(
+      check + Cert("server.key") + " --tls-key " + Cert("server.pem") + " 2>&1", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(swapped, HasSubstr("holds a private key and --tls-key '" + Cert("server.pem") +
+                                 "' a certificate: swapped?"))
+      << swapped;
+  const std::string key_twice = testing::CommandOutput(
+      check + Cert("server.key") + " --tls-key " + Cert("server.key") + " 2>&1", &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(key_twice, HasSubstr("--tls-cert '" + Cert("server.key") +
+                                   "' holds no certificate: it holds a private key"))
+      << key_twice;
+  const std::string no_ca = testing::CommandOutput(
+      check + Cert("server.pem") + " --tls-key " + Cert("server.key") + " --token-file " +
+          Cert("tokens") + " --tls-client-ca " + Cert("tokens") + " 2>&1",
+      &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(no_ca, HasSubstr("--tls-client-ca '" + Cert("tokens") +
+                               "' holds no certificate: it holds no PEM block"))
+      << no_ca;
+  // The CLI, before it connects: no daemon is needed to be told.
+  auto client = ::kprof::testing::RunKprof("127.0.0.1:1",
+                                           "--tls-ca " + Cert("ca.pem") + " --tls-cert " +
+                                               Cert("client.pem") + " --tls-key " +
+                                               Cert("client2.key") + " info",
+                                           dir_.path());
+  EXPECT_EQ(client.exit_code, 1);
+  EXPECT_THAT(client.err, HasSubstr("the key in --tls-key '" + Cert("client2.key") +
+                                    "' is not the key of the certificate in --tls-cert '" +
+                                    Cert("client.pem") + "'"))
+      << client.err;
+  EXPECT_THAT(client.err, Not(HasSubstr("address list")));
+  auto ca_key = ::kprof::testing::RunKprof("127.0.0.1:1", "--tls-ca " + Cert("ca.key") + " info",
+                                           dir_.path());
+  EXPECT_EQ(ca_key.exit_code, 1);
+  EXPECT_THAT(ca_key.err, HasSubstr("--tls-ca '" + Cert("ca.key") +
+                                    "' holds no certificate: it holds a private key"))
+      << ca_key.err;
+}
+
 }  // namespace
 }  // namespace kprof

@@ -17,6 +17,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "client/kprof_client.h"
+#include "core/collectors/perf_collector.h"
 #include "core/collectors/rapl_collector.h"
 #include "core/cuda/cuda_devices.h"
 #include "core/host/placement.h"
@@ -45,6 +46,7 @@ using ::kprof::testing::ReadFileBytes;
 using ::kprof::testing::ServiceTest;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TestModulePath;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Not;
@@ -59,8 +61,24 @@ TEST_F(ServiceTest, InfoDescribesTheHost) {
   EXPECT_EQ(info->devices(0).collectors(0).name(), "rusage");
   EXPECT_EQ(info->devices(0).collectors(1).name(), "perf");
   if (::kprof::testing::Emulator().empty()) {  // qemu-user has no perf_event_open
-    EXPECT_TRUE(info->devices(0).collectors(1).available())
-        << info->devices(0).collectors(1).reason();
+    const v1::CollectorInfo& perf = info->devices(0).collectors(1);
+    EXPECT_TRUE(perf.available()) << perf.reason();
+    // Each event is listed where it counts here, or with why not: a host without a PMU (this
+    // VM) counts the software events and none of the hardware ones.
+    EXPECT_THAT(perf.metrics(), Contains("task-clock"));
+    EXPECT_EQ(perf.metrics_size() + perf.uncountable_size(),
+              static_cast<int>(core::PerfCollector::KnownEvents().size()));
+    const bool pmu = core::HostHasCpuPmu();
+    for (const auto& u : perf.uncountable()) {
+      EXPECT_THAT(perf.metrics(), Not(Contains(u.name())));
+      if (!pmu) {
+        EXPECT_THAT(u.reason(), HasSubstr("no performance-monitoring unit")) << u.name();
+      }
+    }
+    if (!pmu) {
+      EXPECT_THAT(perf.metrics(), Not(Contains("cycles")));
+      ASSERT_THAT(perf.uncountable(), Not(IsEmpty()));
+    }
   }
   EXPECT_EQ(info->modules(0).id(), "builtin");
   EXPECT_EQ(info->limits().max_queue(), 64);
