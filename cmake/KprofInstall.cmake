@@ -47,6 +47,14 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/kprofConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/kprofConfig.cmake ${PROJECT_BINARY_DIR}/kprofConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kprof COMPONENT dev)
 
+# pkg-config --cflags kprof-module, for module builds that are not CMake's (find_package(kprof)
+# gives them kprof::module_abi).
+file(RELATIVE_PATH KPROF_PC_TO_PREFIX ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+string(REGEX REPLACE "/$" "" KPROF_PC_TO_PREFIX "${KPROF_PC_TO_PREFIX}")
+configure_file(cmake/kprof-module.pc.in ${PROJECT_BINARY_DIR}/kprof-module.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/kprof-module.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
+
 # The service: the unit where systemd looks for packaged units, and an example config.
 install(FILES deploy/kprofd.service DESTINATION lib/systemd/system COMPONENT runtime)
 install(FILES deploy/kprofd.conf DESTINATION ${CMAKE_INSTALL_DATADIR}/kprofd

@@ -1,7 +1,9 @@
 #include "client/cli/command.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <utility>
 #include <vector>
 
@@ -11,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
@@ -111,9 +114,71 @@ bool IsUsageError(const absl::Status& status) {
   return status.GetPayload(kUsagePayload).has_value();
 }
 
+absl::StatusOr<std::vector<std::string>> Globals::Daemons() const {
+  const std::string resolved = ResolvedTarget();
+  if (resolved.find(',') == std::string::npos && !absl::StartsWith(resolved, "dns:")) {
+    return std::vector<std::string>{resolved};
+  }
+  return ResolveTarget(resolved);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectTo(const std::string& address) const {
+  KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
+  return Client::Connect(address, connection.second);
+}
+
 absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
   KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
+  // A dns:/// name is one name, whatever it resolves to: gRPC picks an address of it.
+  if (connection.first.find(',') != std::string::npos) {
+    KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> daemons, Daemons());
+    if (daemons.size() > 1) {
+      return UsageError(absl::StrCat(
+          "the target names ", daemons.size(), " daemons (", absl::StrJoin(daemons, ", "),
+          "); this command works with one: give it as --target (kprof batch spreads jobs over "
+          "several, kprof time, profile and info pick or list them)"));
+    }
+  }
   return Client::Connect(connection.first, connection.second);
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& given) const {
+  const std::string device = given.empty() ? "cpu:0" : given;
+  KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> daemons, Daemons());
+  if (daemons.size() == 1) return ConnectTo(daemons.front());
+  // Each asked at once what it has; the first in the target's order that answers with the
+  // device is the one.
+  std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
+  for (const std::string& address : daemons) {
+    answers.push_back(std::async(std::launch::async, [this, address] {
+      Globals asking = *this;
+      asking.timeout = timeout.empty() ? "10s" : timeout;
+      absl::StatusOr<std::unique_ptr<Client>> client = asking.ConnectTo(address);
+      if (!client.ok()) return absl::StatusOr<kprof::v1::GetInfoResponse>(client.status());
+      return (*client)->Info();
+    }));
+  }
+  std::vector<std::string> why_not;
+  for (size_t i = 0; i < daemons.size(); ++i) {
+    const absl::StatusOr<kprof::v1::GetInfoResponse> info = answers[i].get();
+    if (!info.ok()) {
+      why_not.push_back(absl::StrCat(daemons[i], ": ", info.status().message()));
+      continue;
+    }
+    std::vector<std::string> has;
+    for (const auto& d : info->devices()) has.push_back(d.device());
+    if (std::find(has.begin(), has.end(), device) == has.end()) {
+      why_not.push_back(absl::StrCat(daemons[i], " has ", absl::StrJoin(has, ", ")));
+      continue;
+    }
+    for (size_t rest = i + 1; rest < daemons.size(); ++rest) answers[rest].wait();
+    std::fprintf(stderr, "kprof: on %s (%s), the first of the target's %zu daemons with %s\n",
+                 daemons[i].c_str(), info->host().c_str(), daemons.size(), device.c_str());
+    return ConnectTo(daemons[i]);
+  }
+  return absl::FailedPreconditionError(absl::StrCat("none of the target's ", daemons.size(),
+                                                    " daemons can measure on ", device, ": ",
+                                                    absl::StrJoin(why_not, "; ")));
 }
 
 absl::StatusOr<std::unique_ptr<Farm>> Globals::ConnectFarm() const {

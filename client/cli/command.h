@@ -37,9 +37,21 @@ struct Globals {
   std::string token_file, tls_ca, tls_cert, tls_key;
   std::string timeout;  // as given ("30s", "500ms", "2"); "" for each command's own
   std::string format;   // as given; "" for the command's default
-  // The daemon (one), or every daemon the target names (a farm), with the credentials read.
+  // The daemon the target names, with the credentials read; a target that names several
+  // ("a:9177,b:9177") is a usage error naming them, for the commands that work with one
+  // (load, unload, modules, lease).
   absl::StatusOr<std::unique_ptr<Client>> Connect() const;
+  // The daemon to measure on `device` (time, profile): the target's one, or of several daemons
+  // the first, in the target's order, that answers and has the device, said on stderr. None
+  // that does: FAILED_PRECONDITION naming each daemon and why not.
+  absl::StatusOr<std::unique_ptr<Client>> ConnectFor(const std::string& device) const;
+  // Every daemon the target names (a farm), for batch and top.
   absl::StatusOr<std::unique_ptr<Farm>> ConnectFarm() const;
+  // The addresses of the daemons the target names: several for "a:9177,b:9177" or a dns:///
+  // name with several addresses, else the target itself.
+  absl::StatusOr<std::vector<std::string>> Daemons() const;
+  // A client of each of `addresses` (Daemons()), with the credentials read.
+  absl::StatusOr<std::unique_ptr<Client>> ConnectTo(const std::string& address) const;
   // The target the commands connect to: --target, else $KPROF_TARGET, else 127.0.0.1:9177.
   std::string ResolvedTarget() const;
   // --timeout, or `otherwise` when it is not given.

@@ -1,6 +1,8 @@
 // kprof info: what the daemon is and has — devices, collectors, limits, queues, modules.
 #include <algorithm>
 #include <cstdio>
+#include <future>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -17,9 +19,17 @@
 namespace kprof::client {
 namespace {
 
-void PrintCsv(const kprof::v1::GetInfoResponse& info) {
-  std::printf("device,type,name,cpus,queue_length,busy,jobs_completed,jobs_failed\n");
+// The CSV's header; with a target column first when several daemons are listed.
+void PrintCsvHeader(bool targets) {
+  std::printf("%sdevice,type,name,cpus,queue_length,busy,jobs_completed,jobs_failed\n",
+              targets ? "target," : "");
+}
+
+// One row per device; `target` first when it is not "".
+void PrintCsv(const kprof::v1::GetInfoResponse& info, const std::string& target) {
+  if (target.empty()) PrintCsvHeader(false);
   for (const auto& d : info.devices()) {
+    if (!target.empty()) std::printf("%s,", target.c_str());
     std::printf("%s,%s,\"%s\",%d,%d,%d,%lld,%lld\n", d.device().c_str(), d.type().c_str(),
                 d.cpu_model().c_str(), d.cpus(), d.queue_length(), d.busy() ? 1 : 0,
                 static_cast<long long>(d.jobs_completed()),
@@ -107,14 +117,58 @@ class InfoCommand final : public Command {
       : Command(app, "info", "devices, collectors, limits, queues, loaded modules") {}
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
-    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
-    KPROF_ASSIGN_OR_RETURN(kprof::v1::GetInfoResponse info, client->Info());
-    if (format == "json") {
-      Print(ProtoJson(info));
-    } else if (format == "csv") {
-      PrintCsv(info);
-    } else {
-      PrintTable(info);
+    KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> daemons, globals.Daemons());
+    if (daemons.size() == 1) {
+      KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
+      KPROF_ASSIGN_OR_RETURN(kprof::v1::GetInfoResponse info, client->Info());
+      if (format == "json") {
+        Print(ProtoJson(info));
+      } else if (format == "csv") {
+        PrintCsv(info, "");
+      } else {
+        PrintTable(info);
+      }
+      return absl::OkStatus();
+    }
+    // Several daemons: each in turn, asked at once; one that does not answer is said so, and
+    // the command fails once the others are printed.
+    std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
+    for (const std::string& address : daemons) {
+      answers.push_back(std::async(std::launch::async, [&globals, address] {
+        absl::StatusOr<std::unique_ptr<Client>> client = globals.ConnectTo(address);
+        if (!client.ok()) return absl::StatusOr<kprof::v1::GetInfoResponse>(client.status());
+        return (*client)->Info();
+      }));
+    }
+    std::vector<std::string> failed;
+    Json all = Json::array();
+    if (format == "csv") PrintCsvHeader(true);
+    for (size_t i = 0; i < daemons.size(); ++i) {
+      const absl::StatusOr<kprof::v1::GetInfoResponse> info = answers[i].get();
+      if (!info.ok()) {
+        failed.push_back(absl::StrCat(daemons[i], ": ", info.status().ToString()));
+        all.push_back({{"target", daemons[i]}, {"error", info.status().ToString()}});
+        if (format == "table")
+          std::printf("== %s: %s\n\n", daemons[i].c_str(), failed.back().c_str());
+        continue;
+      }
+      if (format == "json") {
+        Json one = {{"target", daemons[i]}};
+        one.update(Json::parse(ProtoJson(*info)));
+        all.push_back(std::move(one));
+      } else if (format == "csv") {
+        PrintCsv(*info, daemons[i]);
+      } else {
+        std::printf("== %s\n", daemons[i].c_str());
+        PrintTable(*info);
+        std::printf("\n");
+      }
+    }
+    if (format == "json") Print(Json{{"daemons", all}}.dump(1) + "\n");
+    if (!failed.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat(failed.size(), " of ", daemons.size(),
+                       " daemons did not answer: ", absl::StrJoin(failed, "; ")));
     }
     return absl::OkStatus();
   }

@@ -92,7 +92,7 @@ class ProfileCommand final : public Command {
     if (sequence_.empty() && repeat_option_->count() > 0) {
       return UsageError("--repeat is for --sequence: a single function's calls are --number");
     }
-    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.ConnectFor(device_));
     const ModuleResolver resolve = UploadingTo(*client, call_.module_format);
     const absl::Duration timeout = globals.TimeoutOr(absl::Seconds(120));
     kprof::v1::Report report;

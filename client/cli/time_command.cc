@@ -109,7 +109,7 @@ class TimeCommand final : public Command {
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
-    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.Connect());
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.ConnectFor(device_));
     kprof::v1::TimeEvaluateRequest request;
     KPROF_ASSIGN_OR_RETURN(
         *request.mutable_call(),

@@ -118,6 +118,9 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
              "allow listening beyond loopback without TLS and authentication (dangerous: "
              "whoever reaches the port runs code here)");
+  cl.AddFlag("detach", &f.detach,
+             "run in the background, returning once calls are accepted (exit 0, the daemon's "
+             "pid on stdout) or the start failed (its error, exit 1): for a shell, not systemd");
   cl.AddFlag("check-config", &f.check_config,
              "check the options and the config file (and the files they name), then exit");
   cl.AddFlag("help", &f.help, "print this help and exit");

@@ -51,6 +51,7 @@ struct DaemonFlags {
   bool insecure_allow_unauthenticated = false;
   bool require_isolation = false;
   std::string token_file, tls_cert, tls_key, tls_client_ca;
+  bool detach = false;
   bool check_config = false;
   bool help = false;
   bool version = false;

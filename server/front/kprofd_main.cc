@@ -1,10 +1,12 @@
 // kprofd: the profiling daemon. Serves kprof.v1.Profiler, the gRPC health service and server
 // reflection; runs measurements in one kprofd-worker process per device.
+#include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
@@ -69,7 +71,54 @@ absl::Status WritePortFile(const std::string& path, int port) {
   return absl::OkStatus();
 }
 
-absl::Status Serve(const DaemonFlags& flags, const std::string& config) {
+// --detach: forks; the parent waits for the child to serve (a line on `*ready_fd`) or to end,
+// and exits with what happened; the child returns, a session leader without the terminal's
+// input. Before any thread starts.
+int Detach(int* ready_fd) {
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "kprofd: --detach: pipe: %s\n", std::strerror(errno));
+    return 1;
+  }
+  const pid_t child = fork();
+  if (child < 0) {
+    std::fprintf(stderr, "kprofd: --detach: fork: %s\n", std::strerror(errno));
+    return 1;
+  }
+  if (child == 0) {
+    close(ready[0]);
+    setsid();
+    // Nothing from the terminal; nothing to stdout, which a `$(kprofd --detach)` waits on to
+    // close. The log stays on stderr, wherever it was sent.
+    if (const int null = open("/dev/null", O_RDWR | O_CLOEXEC); null >= 0) {
+      dup2(null, STDIN_FILENO);
+      dup2(null, STDOUT_FILENO);
+      close(null);
+    }
+    *ready_fd = ready[1];
+    return -1;
+  }
+  close(ready[1]);
+  std::string line;
+  char buffer[256];
+  for (ssize_t n; (n = read(ready[0], buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) break;
+    line.append(buffer, static_cast<size_t>(n));
+  }
+  close(ready[0]);
+  if (!line.empty()) {
+    std::printf("%d\n", child);
+    return 0;
+  }
+  // Ended before serving: its error is on stderr already.
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) && WEXITSTATUS(status) != 0 ? WEXITSTATUS(status) : 1;
+}
+
+absl::Status Serve(const DaemonFlags& flags, const std::string& config, int ready_fd) {
   // Under systemd the journal, with fields; elsewhere plain lines.
   KPROF_ASSIGN_OR_RETURN(const LogFormat log_format, ChooseLogFormat(flags.log_format));
   if (log_format == LogFormat::kJournal) base::SetLogSink(JournalSink());
@@ -299,6 +348,11 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config) {
   // Under systemd (Type=notify): ready now; and a watchdog ping at half its interval, from a
   // thread of its own, for as long as the daemon serves.
   sd_notifyf(0, "READY=1\nSTATUS=serving on %s:%d", host.c_str(), port);
+  if (ready_fd >= 0) {  // --detach: the parent returns now
+    const std::string serving = absl::StrCat(host, ":", port, "\n");
+    (void)!write(ready_fd, serving.data(), serving.size());
+    close(ready_fd);
+  }
   uint64_t watchdog_usec = 0;
   absl::Notification stopping;
   std::thread watchdog;
@@ -399,7 +453,17 @@ int main(int argc, char** argv) {
                 config.empty() ? " (no config file)" : (" (" + config + ")").c_str());
     return 0;
   }
-  status = kprof::server::Located(kprof::server::Serve(flags, config), origins);
+  int ready_fd = -1;
+  if (flags.detach) {
+    if (const char* notify = std::getenv("NOTIFY_SOCKET"); notify != nullptr && *notify != '\0') {
+      std::fprintf(stderr,
+                   "kprofd: --detach is for a shell: under systemd (Type=notify) kprofd runs in "
+                   "the foreground\n");
+      return 2;
+    }
+    if (const int parent = kprof::server::Detach(&ready_fd); parent >= 0) return parent;
+  }
+  status = kprof::server::Located(kprof::server::Serve(flags, config, ready_fd), origins);
   if (!status.ok()) {
     std::fprintf(stderr, "kprofd: %s\n", status.ToString().c_str());
     return 1;

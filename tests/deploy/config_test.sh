@@ -122,4 +122,23 @@ daemon=$!
 for _ in $(seq 100); do [ -s "$scratch/port" ] && break; sleep 0.2; done
 kill -TERM "$daemon"; wait "$daemon" || true
 grep -q "options from $scratch/serve.conf" "$scratch/log" || fail "the start did not say: $(cat "$scratch/log")"
-echo "config: 22 passed, 0 failed"
+
+# --detach returns once the daemon serves (its pid on stdout), or with the start's error.
+pid=$("$kprofd" --detach --listen 127.0.0.1:0 --port-file "$scratch/detached" \
+  --cache-dir "$scratch/detached-cache" 2>"$scratch/log") || fail "--detach: $(cat "$scratch/log")"
+[[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" || fail "--detach printed '$pid', not a running pid"
+[ -s "$scratch/detached" ] || fail "--detach returned before the port file was written"
+grep -q "serving on 127.0.0.1:$(cat "$scratch/detached")" "$scratch/log" || fail "detached log"
+kill -TERM "$pid"
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$pid" 2>/dev/null || fail "the detached daemon did not stop on TERM"
+if "$kprofd" --detach --listen 127.0.0.1:0 --cache-dir /proc/kprofd 2>"$scratch/err" >"$scratch/out"; then
+  fail "a detached start that failed exited 0"
+fi
+grep -q "cannot create '/proc/kprofd'" "$scratch/err" || fail "detached error: $(cat "$scratch/err")"
+[ ! -s "$scratch/out" ] || fail "a failed detach printed a pid"
+if NOTIFY_SOCKET=/run/x "$kprofd" --detach --listen 127.0.0.1:0 2>"$scratch/err"; then
+  fail "--detach under systemd"
+fi
+grep -q "detach is for a shell" "$scratch/err" || fail "systemd detach: $(cat "$scratch/err")"
+echo "config: 25 passed, 0 failed"

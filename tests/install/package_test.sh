@@ -30,8 +30,12 @@ grep -q "Depends:.*libgrpc++-dev" <<<"$dev_info" || fail "no gRPC headers depend
 dpkg-deb -x "$dev" "$scratch/dev"
 [[ -f "$scratch/dev/usr/include/kprof/client/kprof_client.h" ]] || fail "no client header in -dev"
 [[ -f "$scratch/dev/usr/lib/cmake/kprof/kprofConfig.cmake" ]] || fail "no CMake package in -dev"
+[[ -f "$scratch/dev/usr/include/kprof/module_abi.h" ]] || fail "no module header in -dev"
+[[ "$(PKG_CONFIG_SYSROOT_DIR= PKG_CONFIG_PATH="$scratch/dev/usr/lib/pkgconfig" \
+      pkg-config --variable=includedir kprof-module | xargs realpath)" == "$scratch/dev/usr/include" ]] ||
+  fail "kprof-module.pc in -dev does not point at its headers"
 # The Python client, where the build made it: importable from the unpacked tree.
-checks=11
+checks=13
 if python=$(ls "$scratch"/out/python3-kprof_*_all.deb 2>/dev/null); then
   py_info=$(dpkg-deb --info "$python")
   grep -q "Depends:.*python3-grpcio" <<<"$py_info" || fail "no grpcio dependency in: $py_info"

@@ -363,6 +363,55 @@ TEST_F(CliTest, UnloadByFileSizesAndCountableEvents) {
   EXPECT_THAT(again.err, HasSubstr(file + " (module " + id + "): "));
 }
 
+// A target that names several daemons: info lists each, time and profile pick the first that
+// answers and has the device (and say which), the commands for one daemon refuse it.
+TEST_F(CliTest, ATargetOfSeveralDaemons) {
+  TempDir other_dir;
+  Daemon other;
+  ASSERT_TRUE(other.Start(other_dir.path() + "/cache"));
+  const std::string a = daemon_.target(), b = other.target(), closed = "127.0.0.1:1";
+  const auto run = [&](const std::string& target, const std::string& args) {
+    return ::kprof::testing::RunKprof(target, args, dir_.path());
+  };
+  const Result table = run(a + "," + b, "info");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("== " + a + "\n"));
+  EXPECT_THAT(table.out, HasSubstr("== " + b + "\n"));
+  const Result json = run(a + "," + b, "info --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto daemons = nlohmann::json::parse(json.out)["daemons"];
+  ASSERT_EQ(daemons.size(), 2u);
+  EXPECT_EQ(daemons[0]["target"], a);
+  EXPECT_EQ(daemons[1]["target"], b);
+  EXPECT_EQ(daemons[1]["devices"][0]["device"], "cpu:0");
+  const Result csv = run(a + "," + b, "info --format csv");
+  EXPECT_THAT(csv.out, HasSubstr("target,device,type"));
+  EXPECT_THAT(csv.out, HasSubstr(b + ",cpu:0,cpu,"));
+  // One that does not answer: the others are listed, and the command fails saying which.
+  const Result partly = run(a + "," + closed, "--timeout 5s info");
+  EXPECT_EQ(partly.exit_code, 1);
+  EXPECT_THAT(partly.out, HasSubstr("== " + a + "\n"));
+  EXPECT_THAT(partly.err, HasSubstr("1 of 2 daemons did not answer: " + closed + ": UNAVAILABLE"));
+
+  const Result first = run(a + "," + b, "time builtin nop --format json");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_THAT(first.err, HasSubstr("kprof: on " + a + " ("));
+  EXPECT_THAT(first.err, HasSubstr("the first of the target's 2 daemons with cpu:0"));
+  EXPECT_EQ(nlohmann::json::parse(first.out)["device"], "cpu:0");
+  const Result past_closed = run(closed + "," + b, "--timeout 5s profile builtin nop");
+  ASSERT_EQ(past_closed.exit_code, 0) << past_closed.err;
+  EXPECT_THAT(past_closed.err, HasSubstr("kprof: on " + b + " ("));
+  const Result none = run(a + "," + closed, "--timeout 5s time builtin nop --device cuda:0");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("none of the target's 2 daemons can measure on cuda:0: " + a +
+                                  " has cpu:0; " + closed + ": "));
+
+  const Result load = run(a + "," + b, "load " + TestModulePath("vector_add"));
+  EXPECT_EQ(load.exit_code, 2);
+  EXPECT_THAT(load.err, HasSubstr("the target names 2 daemons (" + a + ", " + b +
+                                  "); this command works with one"));
+}
+
 TEST_F(CliTest, InfoInEveryFormat) {
   const Result table = Kprof("info");
   ASSERT_EQ(table.exit_code, 0) << table.err;
