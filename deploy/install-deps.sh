@@ -41,6 +41,8 @@ packages=(
   prometheus-cpp-dev  # kprofd's /metrics (--metrics-listen)
   prometheus          # a real Prometheus server scrapes a real kprofd in the tests
   tmux                # kprof top is tested live in a terminal (a tmux pane)
+  iproute2            # the README test brings up the loopback of its own network namespace
+  util-linux          # unshare and mount, for the README test's namespaces
   libpapi-dev         # the PAPI hardware-counter collector
   libseccomp-dev      # the worker's syscall filter
   systemd             # systemd-analyze, which checks the unit file in the tests
