@@ -335,8 +335,8 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     const std::string why = WhyCannotBind(flags.listen);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen, " (--listen)",
-                                               why.empty() ? "" : ": ", why));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", flags.listen,
+                                               why.empty() ? "" : ": ", why, " (--listen)"));
   }
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus("", true);
