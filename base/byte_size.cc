@@ -54,11 +54,14 @@ std::string FormatByteSize(uint64_t bytes) {
   while (unit + 1 < 5 && bytes >= (uint64_t{1} << (10 * (unit + 1)))) ++unit;
   const uint64_t size = uint64_t{1} << (10 * unit);
   if (bytes % size == 0) return absl::StrCat(bytes / size, " ", kUnits[unit]);
-  const double value = static_cast<double>(bytes) / static_cast<double>(size);
-  return absl::StrFormat(value < 10    ? "%.2f %s"
-                         : value < 100 ? "%.1f %s"
-                                       : "%.0f %s",
-                         value, kUnits[unit]);
+  double value = static_cast<double>(bytes) / static_cast<double>(size);
+  // Three significant digits; what rounds up to 1024 of a unit is 1.00 of the next.
+  if (unit + 1 < 5 && value >= 1023.5) {
+    ++unit;
+    value /= 1024;
+  }
+  const int decimals = value < 9.995 ? 2 : value < 99.95 ? 1 : 0;
+  return absl::StrFormat("%.*f %s", decimals, value, kUnits[unit]);
 }
 
 }  // namespace kprof::base

@@ -59,10 +59,9 @@ bool PlacementFlags::alignment_given() const {
 void AddPlacementOptions(CLI::App& command, PlacementFlags& flags) {
   flags.alignment_option = TakesSize(command.add_option(
       "--tensor-alignment", flags.alignment, "each argument's address a multiple of SIZE (64)"));
-  command
-      .add_option("--tensor-offset", flags.offsets,
-                  "BYTES past a 4096 boundary, for all or per argument: 0 or 0,256,512 "
-                  "(default: argument k at k*256)")
+  TakesSize(command.add_option("--tensor-offset", flags.offsets,
+                               "SIZE past a 4096 boundary, for all or per argument: 0 or "
+                               "0,256,512 (default: argument k at k*256)"))
       ->delimiter(',');
   command.add_flag("--huge-pages", flags.huge_pages,
                    "cpu: transparent huge pages for the arguments");

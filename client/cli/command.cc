@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/device.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
 #include "base/tls_files.h"
@@ -48,10 +50,15 @@ absl::Status Credentials(const Globals& given, ClientOptions* options) {
   // TLS files from the environment where the options do not name them (kprof lease passes
   // them on to its command so).
   Globals g = given;
-  for (auto [value, name] :
-       {std::pair{&g.tls_ca, "KPROF_TLS_CA"}, std::pair{&g.tls_cert, "KPROF_TLS_CERT"},
-        std::pair{&g.tls_key, "KPROF_TLS_KEY"}}) {
-    if (const char* env = std::getenv(name); value->empty() && env != nullptr) *value = env;
+  // Where each came from, for the messages about them.
+  std::string ca_option = "--tls-ca", cert_option = "--tls-cert", key_option = "--tls-key";
+  for (auto [value, name, option] : {std::tuple{&g.tls_ca, "KPROF_TLS_CA", &ca_option},
+                                     std::tuple{&g.tls_cert, "KPROF_TLS_CERT", &cert_option},
+                                     std::tuple{&g.tls_key, "KPROF_TLS_KEY", &key_option}}) {
+    if (const char* env = std::getenv(name); value->empty() && env != nullptr) {
+      *value = env;
+      *option = std::string("$") + name;
+    }
   }
   std::string token_file = g.token_file;
   if (token_file.empty()) {
@@ -80,11 +87,12 @@ absl::Status Credentials(const Globals& given, ClientOptions* options) {
   options->tls = !g.tls_ca.empty() || !g.tls_cert.empty();
   if (!g.tls_ca.empty()) {
     KPROF_ASSIGN_OR_RETURN(options->tls_root_certs_pem,
-                           base::ReadCertificates(g.tls_ca, "--tls-ca"));
+                           base::ReadCertificates(g.tls_ca, ca_option));
   }
   if (!g.tls_cert.empty()) {
     // Checked here: gRPC would log the TLS library's complaint and fail as "empty address list".
-    KPROF_ASSIGN_OR_RETURN(base::TlsPair pair, base::ReadTlsPair(g.tls_cert, g.tls_key));
+    KPROF_ASSIGN_OR_RETURN(base::TlsPair pair,
+                           base::ReadTlsPair(g.tls_cert, g.tls_key, cert_option, key_option));
     options->tls_cert_chain_pem = std::move(pair.cert_pem);
     options->tls_private_key_pem = std::move(pair.key_pem);
   }
@@ -115,10 +123,10 @@ bool IsUsageError(const absl::Status& status) {
 }
 
 absl::StatusOr<std::vector<std::string>> Globals::Daemons() const {
+  // A dns:/// name is one target here, whatever it resolves to (gRPC picks an address, and TLS
+  // checks the name); batch and top take it as a farm.
   const std::string resolved = ResolvedTarget();
-  if (resolved.find(',') == std::string::npos && !absl::StartsWith(resolved, "dns:")) {
-    return std::vector<std::string>{resolved};
-  }
+  if (resolved.find(',') == std::string::npos) return std::vector<std::string>{resolved};
   return ResolveTarget(resolved);
 }
 
@@ -129,7 +137,6 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectTo(const std::string& ad
 
 absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
   KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
-  // A dns:/// name is one name, whatever it resolves to: gRPC picks an address of it.
   if (connection.first.find(',') != std::string::npos) {
     KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> daemons, Daemons());
     if (daemons.size() > 1) {
@@ -143,7 +150,10 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& given) const {
-  const std::string device = given.empty() ? "cpu:0" : given;
+  // As the daemons name their devices: "cuda" is "cuda:0".
+  absl::StatusOr<base::Device> parsed = base::ParseDevice(given.empty() ? "cpu:0" : given);
+  if (!parsed.ok()) return UsageError(absl::StrCat("--device: ", parsed.status().message()));
+  const std::string device = base::DeviceSpec(*parsed);
   KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> daemons, Daemons());
   if (daemons.size() == 1) return ConnectTo(daemons.front());
   // Each asked at once what it has; the first in the target's order that answers with the
@@ -151,8 +161,9 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& g
   std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
   for (const std::string& address : daemons) {
     answers.push_back(std::async(std::launch::async, [this, address] {
+      // A daemon that does not answer costs this much: the call is given up on then.
       Globals asking = *this;
-      asking.timeout = timeout.empty() ? "10s" : timeout;
+      asking.timeout = timeout.empty() ? "5s" : timeout;
       absl::StatusOr<std::unique_ptr<Client>> client = asking.ConnectTo(address);
       if (!client.ok()) return absl::StatusOr<kprof::v1::GetInfoResponse>(client.status());
       return (*client)->Info();
@@ -162,7 +173,9 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& g
   for (size_t i = 0; i < daemons.size(); ++i) {
     const absl::StatusOr<kprof::v1::GetInfoResponse> info = answers[i].get();
     if (!info.ok()) {
-      why_not.push_back(absl::StrCat(daemons[i], ": ", info.status().message()));
+      why_not.push_back(absl::StrCat(daemons[i], ": ",
+                                     absl::StatusCodeToString(info.status().code()), ": ",
+                                     info.status().message()));
       continue;
     }
     std::vector<std::string> has;

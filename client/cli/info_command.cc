@@ -146,10 +146,11 @@ class InfoCommand final : public Command {
     for (size_t i = 0; i < daemons.size(); ++i) {
       const absl::StatusOr<kprof::v1::GetInfoResponse> info = answers[i].get();
       if (!info.ok()) {
-        failed.push_back(absl::StrCat(daemons[i], ": ", info.status().ToString()));
-        all.push_back({{"target", daemons[i]}, {"error", info.status().ToString()}});
-        if (format == "table")
-          std::printf("== %s: %s\n\n", daemons[i].c_str(), failed.back().c_str());
+        const std::string why = absl::StrCat(absl::StatusCodeToString(info.status().code()), ": ",
+                                             info.status().message());
+        failed.push_back(absl::StrCat(daemons[i], ": ", why));
+        all.push_back({{"target", daemons[i]}, {"error", why}});
+        if (format == "table") std::printf("== %s: %s\n\n", daemons[i].c_str(), why.c_str());
         continue;
       }
       if (format == "json") {

@@ -61,7 +61,9 @@ std::string ProtoJson(const google::protobuf::Message& message) {
   std::string text;
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &text, options);
+  if (!google::protobuf::util::MessageToJsonString(message, &text, options).ok()) {
+    return "{}\n";  // not for the messages kprof prints (no Any among them)
+  }
   // Sizes and counts are numbers, as in every other JSON kprof writes; protobuf writes 64-bit
   // integers as strings.
   Json json = Json::parse(text);

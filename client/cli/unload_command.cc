@@ -37,12 +37,14 @@ class UnloadCommand final : public Command {
                                        "' is neither a module id (64 hex digits, as kprof load "
                                        "and kprof modules print) nor a file"));
       }
+      // Each one said as it goes: a failure after the first leaves those before it unloaded.
       if (absl::Status s = client->UnloadModule(id); !s.ok()) {
         return absl::Status(
             s.code(),
             file ? absl::StrCat(module, " (module ", id, "): ", s.message()) : s.message());
       }
-      if (file) std::printf("unloaded %s (%s)\n", id.c_str(), module.c_str());
+      std::printf("unloaded %s%s\n", id.c_str(), file ? (" (" + module + ")").c_str() : "");
+      std::fflush(stdout);
     }
     return absl::OkStatus();
   }

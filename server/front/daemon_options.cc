@@ -120,7 +120,8 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
              "whoever reaches the port runs code here)");
   cl.AddFlag("detach", &f.detach,
              "run in the background, returning once calls are accepted (exit 0, the daemon's "
-             "pid on stdout) or the start failed (its error, exit 1): for a shell, not systemd");
+             "pid on stdout) or the start failed (its error, exit 1): for a shell, not systemd; "
+             "the log stays on stderr (2>FILE sends it elsewhere)");
   cl.AddFlag("check-config", &f.check_config,
              "check the options and the config file (and the files they name), then exit");
   cl.AddFlag("help", &f.help, "print this help and exit");
@@ -256,7 +257,7 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
   if (!base::IsLoopbackAddress(flags.listen) && !(tls && authenticated)) {
     if (!flags.insecure_allow_unauthenticated) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "refusing to listen on ", flags.listen, ": beyond loopback kprofd needs TLS ",
+          "refusing to listen on ", flags.listen, " (--listen): beyond loopback kprofd needs TLS ",
           "(--tls-cert, --tls-key) and authentication (--token-file or --tls-client-ca)",
           !tls && !flags.token_file.empty() ? ", or its tokens would travel in clear" : "",
           "; --insecure-allow-unauthenticated waives this for anyone who reaches the port"));
@@ -437,36 +438,46 @@ std::string WhyCannotBind(const std::string& address) {
       error != 0) {
     return absl::StrCat("cannot resolve '", host, "': ", gai_strerror(error));
   }
-  std::string why;
-  for (const addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
+  // As gRPC listens: on every address the name has, serving if one of them binds; a port in
+  // use on any of them keeps it from starting.
+  std::string first_error;
+  bool bound = false, in_use = false;
+  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int probe = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (probe < 0) continue;
+    if (probe < 0) {
+      if (first_error.empty()) first_error = std::strerror(errno);
+      continue;
+    }
     const int on = 1;  // as gRPC binds: a port left in TIME_WAIT is not "in use"
     setsockopt(probe, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    if (bind(probe, a->ai_addr, a->ai_addrlen) != 0) {
-      why = errno == EADDRINUSE ? std::string(kPortInUse) : std::strerror(errno);
+    if (bind(probe, a->ai_addr, a->ai_addrlen) == 0) {
+      bound = true;
+    } else if (errno == EADDRINUSE) {
+      in_use = true;
+    } else if (first_error.empty()) {
+      first_error = std::strerror(errno);
     }
     close(probe);
   }
   freeaddrinfo(found);
-  return why;
+  if (in_use) return kPortInUse;
+  return bound ? "" : first_error;
 }
 
-absl::Status ProbeDirectory(const std::string& dir, const std::string& option) {
+absl::Status ProbeDirectory(const std::string& given, const std::string& option) {
+  // "/var/cache/kprofd/" is "/var/cache/kprofd".
+  std::string dir = given;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
   // The directory itself, else the nearest existing directory above it, where it would be made.
   std::string at = dir;
   struct stat st {};
   while (stat(at.c_str(), &st) != 0) {
-    if (errno != ENOENT && errno != ENOTDIR) {
+    if ((errno != ENOENT && errno != ENOTDIR) || at == ".") {
       return absl::FailedPreconditionError(absl::StrCat("the directory '", dir, "' (", option,
                                                         "): ", at, ": ", std::strerror(errno)));
     }
-    const size_t slash = at.find_last_of('/', at.size() > 1 ? at.size() - 2 : 0);
-    if (slash == std::string::npos) {
-      at = ".";
-      continue;
-    }
-    at = slash == 0 ? "/" : at.substr(0, slash);
+    const size_t slash = at.rfind('/');
+    at = slash == std::string::npos ? "." : slash == 0 ? "/" : at.substr(0, slash);
   }
   if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
@@ -484,6 +495,22 @@ absl::Status ProbeDirectory(const std::string& dir, const std::string& option) {
         " by uid ", geteuid(), ": ", std::strerror(errno)));
   }
   rmdir(probe.c_str());
+  return absl::OkStatus();
+}
+
+absl::Status MakeDirectories(const std::string& given, const std::string& option) {
+  KPROF_RETURN_IF_ERROR(ProbeDirectory(given, option));
+  std::string dir = given;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  // Each missing level above the directory itself, which its owner makes with its own mode.
+  for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+       slash = dir.find('/', slash + 1)) {
+    const std::string level = dir.substr(0, slash);
+    if (mkdir(level.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot create '", level, "' for '", dir, "' (", option, "): ", std::strerror(errno)));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -112,6 +112,9 @@ std::string WhyCannotBind(const std::string& address);
 // nearest existing directory above it), tried with a directory made and removed at once:
 // FAILED_PRECONDITION naming `option` and the directory in the way.
 absl::Status ProbeDirectory(const std::string& dir, const std::string& option);
+// ProbeDirectory, then every missing directory above `dir` made (mode 0755): the start makes
+// what --check-config found could be made, the last level left to its owner.
+absl::Status MakeDirectories(const std::string& dir, const std::string& option);
 
 // What --check-config checks: everything the daemon would refuse before it serves — the limits,
 // the log format, placement, the worker user and executable, the TLS pair and CA, the token

@@ -99,6 +99,13 @@ int Detach(int* ready_fd) {
     return -1;
   }
   close(ready[1]);
+  // The waiting parent ends on Ctrl-C as any command does (main blocked the signals for the
+  // daemon's sigwait); the child, a session of its own, starts on.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   std::string line;
   char buffer[256];
   for (ssize_t n; (n = read(ready[0], buffer, sizeof buffer)) != 0;) {
@@ -143,7 +150,7 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   registry_options.max_module_bytes = flags.max_module_bytes;
   registry_options.max_cache_bytes = flags.max_cache_bytes;
   registry_options.max_modules = flags.max_modules;
-  KPROF_RETURN_IF_ERROR(ProbeDirectory(registry_options.cache_dir, "--cache-dir"));
+  KPROF_RETURN_IF_ERROR(MakeDirectories(registry_options.cache_dir, "--cache-dir"));
   KPROF_ASSIGN_OR_RETURN(std::unique_ptr<ModuleRegistry> registry,
                          ModuleRegistry::Open(registry_options));
 
@@ -168,7 +175,7 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   }
   // The state directory (a lease's clock journal): the daemon's alone, as the cache is.
   const std::string state_dir = StateDir(flags, registry_options.cache_dir);
-  KPROF_RETURN_IF_ERROR(ProbeDirectory(state_dir, "--state-dir"));
+  KPROF_RETURN_IF_ERROR(MakeDirectories(state_dir, "--state-dir"));
   if (mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return absl::FailedPreconditionError(absl::StrCat("cannot create the state directory ",
                                                       state_dir, ": ", std::strerror(errno),

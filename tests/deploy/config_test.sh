@@ -22,7 +22,8 @@ grep -q "value.conf:1: key 'job-timeout': --job-timeout wants a duration" "$scra
 
 printf 'listen = 0.0.0.0:9177\n' >"$scratch/open.conf"
 if "$kprofd" --config "$scratch/open.conf" --check-config 2>"$scratch/err"; then fail "open listen"; fi
-grep -q "refusing to listen on 0.0.0.0:9177" "$scratch/err" || fail "open message"
+grep -q "open.conf:1: refusing to listen on 0.0.0.0:9177 (--listen)" "$scratch/err" ||
+  fail "open message: $(cat "$scratch/err")"
 # The command line wins over the file.
 "$kprofd" --config "$scratch/open.conf" --listen 127.0.0.1:0 --check-config >/dev/null ||
   fail "the command line did not win"
@@ -79,6 +80,9 @@ if "$kprofd" --cache-dir "$scratch/c" --state-dir /proc/kprofd --check-config 2>
 fi
 grep -q "(--state-dir)" "$scratch/err" || fail "state message: $(cat "$scratch/err")"
 [ ! -e "$scratch/c" ] || fail "--check-config made the cache directory"
+if "$kprofd" --cache-dir /etc/passwd/ --check-config 2>"$scratch/err"; then fail "a file as the cache"; fi
+grep -q "'/etc/passwd' (--cache-dir) is not a directory" "$scratch/err" ||
+  fail "file cache message: $(cat "$scratch/err")"
 if "$kprofd" --listen 192.0.2.1:0 --insecure-allow-unauthenticated --check-config 2>"$scratch/err"; then
   fail "a foreign address"
 fi
@@ -123,9 +127,12 @@ for _ in $(seq 100); do [ -s "$scratch/port" ] && break; sleep 0.2; done
 kill -TERM "$daemon"; wait "$daemon" || true
 grep -q "options from $scratch/serve.conf" "$scratch/log" || fail "the start did not say: $(cat "$scratch/log")"
 
-# --detach returns once the daemon serves (its pid on stdout), or with the start's error.
+# --detach returns once the daemon serves (its pid on stdout), or with the start's error. The
+# start makes the directories above its cache and state directories, as --check-config found
+# it could.
 pid=$("$kprofd" --detach --listen 127.0.0.1:0 --port-file "$scratch/detached" \
-  --cache-dir "$scratch/detached-cache" 2>"$scratch/log") || fail "--detach: $(cat "$scratch/log")"
+  --cache-dir "$scratch/new/levels/cache/" 2>"$scratch/log") || fail "--detach: $(cat "$scratch/log")"
+[ -d "$scratch/new/levels/cache/modules" ] || fail "the cache's missing parents were not made"
 [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" || fail "--detach printed '$pid', not a running pid"
 [ -s "$scratch/detached" ] || fail "--detach returned before the port file was written"
 grep -q "serving on 127.0.0.1:$(cat "$scratch/detached")" "$scratch/log" || fail "detached log"
@@ -141,4 +148,4 @@ if NOTIFY_SOCKET=/run/x "$kprofd" --detach --listen 127.0.0.1:0 2>"$scratch/err"
   fail "--detach under systemd"
 fi
 grep -q "detach is for a shell" "$scratch/err" || fail "systemd detach: $(cat "$scratch/err")"
-echo "config: 25 passed, 0 failed"
+echo "config: 27 passed, 0 failed"

@@ -89,6 +89,11 @@ def main():
         # The commands: from the source tree, its files beside them, as root without sudo if
         # the host has none.
         with open(os.path.join(scratch, "readme.sh"), "w", encoding="utf-8") as f:
+            # The daemons the commands start are stopped by TERM, as a newcomer would, so that
+            # they remove what they made (their workers' cgroups) rather than die with the
+            # namespace.
+            f.write("stop() { pkill -TERM -x kprofd || true; for _ in $(seq 100); do "
+                    "pgrep -x kprofd >/dev/null || return 0; sleep 0.1; done; }\ntrap stop EXIT\n")
             f.write("set -euo pipefail\nset -x\n")
             f.write(f"cd {source}\n")
             for name in files:
@@ -110,31 +115,53 @@ for lower in /usr/local {source}; do
 done
 mount -t tmpfs kprof-readme /var/cache
 if [ -d /etc/kprofd ]; then mount -t tmpfs kprof-readme /etc/kprofd; fi
+echo "### namespaces ready" >&2
 exec bash {scratch}/readme.sh
 """
-        env = dict(os.environ)
-        env.pop("KPROF_TARGET", None)
+        if shutil.which("unshare") is None or shutil.which("ip") is None:
+            print("FAILED: the README test needs unshare (util-linux) and ip (iproute2); "
+                  "deploy/install-deps.sh installs them")
+            return 1
+        # A newcomer's shell: none of this one's kprof settings.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KPROF_")}
         path = env.get("PATH", "").split(":")
         for needed in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
             if needed not in path:
                 path.append(needed)
         env["PATH"] = ":".join(path)
         log_path = os.path.join(scratch, "readme.log")
+        timed_out = False
         with open(log_path, "w", encoding="utf-8") as log:
-            result = subprocess.run(
-                ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "bash", "-c",
-                 setup], stdout=log, stderr=subprocess.STDOUT, env=env, timeout=540)
+            # --kill-child: whatever happens to unshare, the namespace's processes go with it.
+            command = subprocess.Popen(
+                ["unshare", "--mount", "--net", "--pid", "--fork", "--mount-proc", "--kill-child",
+                 "bash", "-c", setup], stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                returncode = command.wait(timeout=540)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                command.terminate()
+                try:
+                    returncode = command.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    command.kill()
+                    returncode = command.wait()
         with open(log_path, encoding="utf-8", errors="replace") as log:
             output = log.read()
         if os.environ.get("KPROF_README_VERBOSE"):
             print(output)
         for line in skipped:
             print("skipped", line)
-        if result.returncode != 0 or "every block ran" not in output:
+        if "### namespaces ready" not in output:
+            print(output[-12000:])
+            print(f"FAILED: the namespaces for the commands could not be set up (exit "
+                  f"{returncode}), before any README command ran")
+            return 1
+        if timed_out or returncode != 0 or "every block ran" not in output:
             at = re.findall(r"### (README\.md:\d+)", output)
             print(output[-12000:])
-            print(f"FAILED: the commands of {at[-1] if at else 'README.md'} exited "
-                  f"{result.returncode}")
+            print(f"FAILED: the commands of {at[-1] if at else 'README.md'} "
+                  + ("ran past 540 s" if timed_out else f"exited {returncode}"))
             return 1
         print(f"README.md: {len(ran)} blocks ran (lines {', '.join(map(str, ran))}), "
               f"{len(skipped)} skipped with their reasons")

@@ -295,6 +295,8 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
             "the shell cut the unquoted spec at a space; quote it (--arg 'float32[256, 256]')"},
            {"time builtin nop float32[4]", "an argument spec goes after --arg"},
            {"time builtin nop --cache-flush-bytes 1Mx", "'1Mx' is not a size in bytes"},
+           {"time builtin nop --tensor-offset 0,1x",
+            "--tensor-offset: '1x' is not a size in bytes"},
            {"time builtin spin_us --repeat x", "Could not convert: --repeat = x"},
            {"time builtin spin_us extra", "unexpected argument 'extra' for 'kprof time'"},
            {"--format gbench info",
@@ -401,6 +403,10 @@ TEST_F(CliTest, ATargetOfSeveralDaemons) {
   const Result past_closed = run(closed + "," + b, "--timeout 5s profile builtin nop");
   ASSERT_EQ(past_closed.exit_code, 0) << past_closed.err;
   EXPECT_THAT(past_closed.err, HasSubstr("kprof: on " + b + " ("));
+  // A device as the daemons name it or shorter: "cpu" is "cpu:0".
+  const Result short_name = run(a + "," + b, "time builtin nop --device cpu");
+  ASSERT_EQ(short_name.exit_code, 0) << short_name.err;
+  EXPECT_THAT(short_name.err, HasSubstr("daemons with cpu:0"));
   const Result none = run(a + "," + closed, "--timeout 5s time builtin nop --device cuda:0");
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_THAT(none.err, HasSubstr("none of the target's 2 daemons can measure on cuda:0: " + a +

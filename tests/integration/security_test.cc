@@ -186,8 +186,9 @@ TEST_F(SecurityTest, BeyondLoopbackNeedsTlsAndAuthentication) {
   daemon_.set_listen("0.0.0.0:0");
   daemon_.set_stderr(dir_.path() + "/kprofd.log");
   EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache"));
-  EXPECT_THAT(Log(),
-              HasSubstr("refusing to listen on 0.0.0.0:0: beyond loopback kprofd needs TLS"));
+  EXPECT_THAT(
+      Log(),
+      HasSubstr("refusing to listen on 0.0.0.0:0 (--listen): beyond loopback kprofd needs TLS"));
   EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache", {"--token-file", Cert("tokens")}));
   EXPECT_THAT(Log(), HasSubstr("or its tokens would travel in clear"));
   EXPECT_FALSE(daemon_.Start(dir_.path() + "/cache",
@@ -343,6 +344,16 @@ TEST_F(SecurityTest, MistakenTlsFilesAreNamedBeforeAnyConnection) {
                                     Cert("client.pem") + "'"))
       << client.err;
   EXPECT_THAT(client.err, Not(HasSubstr("address list")));
+  // Files from the environment are named by their variables.
+  const std::string from_env = testing::CommandOutput(
+      "KPROF_TLS_CA=" + Cert("ca.pem") + " KPROF_TLS_CERT=" + Cert("client.pem") +
+          " KPROF_TLS_KEY=" + Cert("client2.key") + " " + testing::KprofPath() +
+          " --target 127.0.0.1:1 info 2>&1",
+      &exit_code);
+  EXPECT_EQ(exit_code, 1);
+  EXPECT_THAT(from_env, HasSubstr("the key in $KPROF_TLS_KEY '" + Cert("client2.key") +
+                                  "' is not the key of the certificate in $KPROF_TLS_CERT"))
+      << from_env;
   auto ca_key = ::kprof::testing::RunKprof("127.0.0.1:1", "--tls-ca " + Cert("ca.key") + " info",
                                            dir_.path());
   EXPECT_EQ(ca_key.exit_code, 1);

@@ -43,6 +43,11 @@ TEST(ByteSize, PrintsInTheLargestUnitReached) {
   EXPECT_EQ(FormatByteSize(18720), "18.3 KiB");
   EXPECT_EQ(FormatByteSize(uint64_t{3} << 29), "1.50 GiB");
   EXPECT_EQ(FormatByteSize(uint64_t{300} << 20 | 1), "300 MiB");
+  // Rounding never reaches 1024 of a unit, nor four digits.
+  EXPECT_EQ(FormatByteSize((uint64_t{1} << 20) - 1), "1.00 MiB");
+  EXPECT_EQ(FormatByteSize(10234), "9.99 KiB");
+  EXPECT_EQ(FormatByteSize(10239), "10.0 KiB");
+  EXPECT_EQ(FormatByteSize(102350), "100 KiB");
   // What it prints for a whole number of its unit reads back as the same size.
   for (uint64_t bytes :
        {uint64_t{1} << 10, uint64_t{7} << 20, uint64_t{4} << 30, uint64_t{1} << 50}) {
