@@ -150,12 +150,12 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& given) const {
-  // As the daemons name their devices: "cuda" is "cuda:0".
-  absl::StatusOr<base::Device> parsed = base::ParseDevice(given.empty() ? "cpu:0" : given);
-  if (!parsed.ok()) return UsageError(absl::StrCat("--device: ", parsed.status().message()));
-  const std::string device = base::DeviceSpec(*parsed);
   KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> daemons, Daemons());
   if (daemons.size() == 1) return ConnectTo(daemons.front());
+  // As the daemons name their devices: "cuda" is "cuda:0". A name that is no device's goes to
+  // the first daemon that answers, whose refusal says what is accepted, as with one daemon.
+  const absl::StatusOr<base::Device> parsed = base::ParseDevice(given.empty() ? "cpu:0" : given);
+  const std::string device = parsed.ok() ? base::DeviceSpec(*parsed) : given;
   // Each asked at once what it has; the first in the target's order that answers with the
   // device is the one.
   std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
@@ -180,13 +180,14 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& g
     }
     std::vector<std::string> has;
     for (const auto& d : info->devices()) has.push_back(d.device());
-    if (std::find(has.begin(), has.end(), device) == has.end()) {
+    if (parsed.ok() && std::find(has.begin(), has.end(), device) == has.end()) {
       why_not.push_back(absl::StrCat(daemons[i], " has ", absl::StrJoin(has, ", ")));
       continue;
     }
     for (size_t rest = i + 1; rest < daemons.size(); ++rest) answers[rest].wait();
-    std::fprintf(stderr, "kprof: on %s (%s), the first of the target's %zu daemons with %s\n",
-                 daemons[i].c_str(), info->host().c_str(), daemons.size(), device.c_str());
+    std::fprintf(stderr, "kprof: on %s (%s), the first of the target's %zu daemons %s\n",
+                 daemons[i].c_str(), info->host().c_str(), daemons.size(),
+                 parsed.ok() ? ("with " + device).c_str() : "that answered");
     return ConnectTo(daemons[i]);
   }
   return absl::FailedPreconditionError(absl::StrCat("none of the target's ", daemons.size(),

@@ -407,6 +407,10 @@ TEST_F(CliTest, ATargetOfSeveralDaemons) {
   const Result short_name = run(a + "," + b, "time builtin nop --device cpu");
   ASSERT_EQ(short_name.exit_code, 0) << short_name.err;
   EXPECT_THAT(short_name.err, HasSubstr("daemons with cpu:0"));
+  // A name that is no device's: the daemon's own refusal, as with one daemon.
+  const Result unknown = run(a + "," + b, "time builtin nop --device gpu:0");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("device 'gpu:0' is of an unknown type")) << unknown.err;
   const Result none = run(a + "," + closed, "--timeout 5s time builtin nop --device cuda:0");
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_THAT(none.err, HasSubstr("none of the target's 2 daemons can measure on cuda:0: " + a +
