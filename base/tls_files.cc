@@ -22,6 +22,7 @@ struct FreeBio {
 struct FreeX509 {
   void operator()(X509* x) const { X509_free(x); }
 };
+using Certificate = std::unique_ptr<X509, FreeX509>;
 struct FreeKey {
   void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
 };
@@ -54,6 +55,21 @@ std::string Named(const std::string& option, const std::string& path) {
   return absl::StrCat(option, " '", path, "'");
 }
 
+// The first certificate of `pem`, the file `option` names at `path`; INVALID_ARGUMENT saying
+// what the file holds instead, and what is `accepted`.
+absl::StatusOr<Certificate> FirstCertificate(const std::string& pem, const std::string& option,
+                                             const std::string& path, absl::string_view accepted) {
+  std::unique_ptr<BIO, FreeBio> bio = Memory(pem);
+  Certificate cert(PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr));
+  if (cert == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat(Named(option, path),
+                                                   " holds no certificate: it holds ", Holds(pem),
+                                                   " (accepted: ", accepted, ")"));
+  }
+  return cert;
+}
+
 }  // namespace
 
 absl::StatusOr<TlsPair> ReadTlsPair(const std::string& cert_path, const std::string& key_path,
@@ -69,15 +85,9 @@ absl::StatusOr<TlsPair> ReadTlsPair(const std::string& cert_path, const std::str
                      Named(key_option, key_path), " a certificate: swapped? (", cert_option,
                      " takes the certificate, ", key_option, " its key)"));
   }
-  std::unique_ptr<BIO, FreeBio> cert_bio = Memory(pair.cert_pem);
-  std::unique_ptr<X509, FreeX509> cert(
-      PEM_read_bio_X509(cert_bio.get(), nullptr, NoPassphrase, nullptr));
-  if (cert == nullptr) {
-    ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat(Named(cert_option, cert_path),
-                                                   " holds no certificate: it holds ", cert_holds,
-                                                   " (accepted: a PEM certificate chain)"));
-  }
+  KPROF_ASSIGN_OR_RETURN(
+      const Certificate cert,
+      FirstCertificate(pair.cert_pem, cert_option, cert_path, "a PEM certificate chain"));
   if (key_holds == "an encrypted private key") {
     return absl::InvalidArgumentError(absl::StrCat(
         Named(key_option, key_path),
@@ -113,15 +123,7 @@ absl::StatusOr<TlsPair> ReadTlsPair(const std::string& cert_path, const std::str
 
 absl::StatusOr<std::string> ReadCertificates(const std::string& path, const std::string& option) {
   KPROF_ASSIGN_OR_RETURN(std::string pem, ReadFile(path, "the CA certificate"));
-  std::unique_ptr<BIO, FreeBio> bio = Memory(pem);
-  std::unique_ptr<X509, FreeX509> cert(
-      PEM_read_bio_X509(bio.get(), nullptr, NoPassphrase, nullptr));
-  if (cert == nullptr) {
-    ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat(Named(option, path),
-                                                   " holds no certificate: it holds ", Holds(pem),
-                                                   " (accepted: PEM CA certificates)"));
-  }
+  KPROF_RETURN_IF_ERROR(FirstCertificate(pem, option, path, "PEM CA certificates").status());
   return pem;
 }
 

@@ -122,6 +122,10 @@ bool IsUsageError(const absl::Status& status) {
   return status.GetPayload(kUsagePayload).has_value();
 }
 
+std::string StatusLine(const absl::Status& status) {
+  return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+}
+
 absl::StatusOr<std::vector<std::string>> Globals::Daemons() const {
   // A dns:/// name is one target here, whatever it resolves to (gRPC picks an address, and TLS
   // checks the name); batch and top take it as a farm.
@@ -133,6 +137,21 @@ absl::StatusOr<std::vector<std::string>> Globals::Daemons() const {
 absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectTo(const std::string& address) const {
   KPROF_ASSIGN_OR_RETURN(auto connection, Connection(*this));
   return Client::Connect(address, connection.second);
+}
+
+std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> Globals::AskInfo(
+    const std::vector<std::string>& daemons, const std::string& unanswered) const {
+  Globals asking = *this;
+  if (asking.timeout.empty()) asking.timeout = unanswered;
+  std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
+  for (const std::string& address : daemons) {
+    answers.push_back(std::async(std::launch::async, [asking, address] {
+      absl::StatusOr<std::unique_ptr<Client>> client = asking.ConnectTo(address);
+      if (!client.ok()) return absl::StatusOr<kprof::v1::GetInfoResponse>(client.status());
+      return (*client)->Info();
+    }));
+  }
+  return answers;
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Globals::Connect() const {
@@ -158,24 +177,12 @@ absl::StatusOr<std::unique_ptr<Client>> Globals::ConnectFor(const std::string& g
   const std::string device = parsed.ok() ? base::DeviceSpec(*parsed) : given;
   // Each asked at once what it has; the first in the target's order that answers with the
   // device is the one.
-  std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
-  for (const std::string& address : daemons) {
-    answers.push_back(std::async(std::launch::async, [this, address] {
-      // A daemon that does not answer costs this much: the call is given up on then.
-      Globals asking = *this;
-      asking.timeout = timeout.empty() ? "5s" : timeout;
-      absl::StatusOr<std::unique_ptr<Client>> client = asking.ConnectTo(address);
-      if (!client.ok()) return absl::StatusOr<kprof::v1::GetInfoResponse>(client.status());
-      return (*client)->Info();
-    }));
-  }
+  auto answers = AskInfo(daemons, "5s");
   std::vector<std::string> why_not;
   for (size_t i = 0; i < daemons.size(); ++i) {
     const absl::StatusOr<kprof::v1::GetInfoResponse> info = answers[i].get();
     if (!info.ok()) {
-      why_not.push_back(absl::StrCat(daemons[i], ": ",
-                                     absl::StatusCodeToString(info.status().code()), ": ",
-                                     info.status().message()));
+      why_not.push_back(absl::StrCat(daemons[i], ": ", StatusLine(info.status())));
       continue;
     }
     std::vector<std::string> has;

@@ -9,6 +9,7 @@
 // options may come before or after the command.
 #pragma once
 
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ namespace kprof::client {
 // A usage error: INVALID_ARGUMENT, marked so that kprof exits 2 for it (1 for failed work).
 absl::Status UsageError(absl::string_view message);
 bool IsUsageError(const absl::Status& status);
+// "UNAVAILABLE: message": a status as the CLI prints one, without its payloads.
+std::string StatusLine(const absl::Status& status);
 
 // The options of every command: where the daemon is, how to reach it, how long to wait, and the
 // output format.
@@ -50,8 +53,12 @@ struct Globals {
   // The addresses of the daemons the target names: several for "a:9177,b:9177" or a dns:///
   // name with several addresses, else the target itself.
   absl::StatusOr<std::vector<std::string>> Daemons() const;
-  // A client of each of `addresses` (Daemons()), with the credentials read.
+  // A client of one of the addresses Daemons() gives, with the credentials read.
   absl::StatusOr<std::unique_ptr<Client>> ConnectTo(const std::string& address) const;
+  // GetInfo of each of `daemons` (Daemons()), all asked at once, in their order; a daemon that
+  // does not answer costs --timeout, else `unanswered` ("": the call's own default).
+  std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> AskInfo(
+      const std::vector<std::string>& daemons, const std::string& unanswered = "") const;
   // The target the commands connect to: --target, else $KPROF_TARGET, else 127.0.0.1:9177.
   std::string ResolvedTarget() const;
   // --timeout, or `otherwise` when it is not given.

@@ -1,7 +1,6 @@
 // kprof info: what the daemon is and has — devices, collectors, limits, queues, modules.
 #include <algorithm>
 #include <cstdio>
-#include <future>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,22 +131,14 @@ class InfoCommand final : public Command {
     }
     // Several daemons: each in turn, asked at once; one that does not answer is said so, and
     // the command fails once the others are printed.
-    std::vector<std::future<absl::StatusOr<kprof::v1::GetInfoResponse>>> answers;
-    for (const std::string& address : daemons) {
-      answers.push_back(std::async(std::launch::async, [&globals, address] {
-        absl::StatusOr<std::unique_ptr<Client>> client = globals.ConnectTo(address);
-        if (!client.ok()) return absl::StatusOr<kprof::v1::GetInfoResponse>(client.status());
-        return (*client)->Info();
-      }));
-    }
+    auto answers = globals.AskInfo(daemons);
     std::vector<std::string> failed;
     Json all = Json::array();
     if (format == "csv") PrintCsvHeader(true);
     for (size_t i = 0; i < daemons.size(); ++i) {
       const absl::StatusOr<kprof::v1::GetInfoResponse> info = answers[i].get();
       if (!info.ok()) {
-        const std::string why = absl::StrCat(absl::StatusCodeToString(info.status().code()), ": ",
-                                             info.status().message());
+        const std::string why = StatusLine(info.status());
         failed.push_back(absl::StrCat(daemons[i], ": ", why));
         all.push_back({{"target", daemons[i]}, {"error", why}});
         if (format == "table") std::printf("== %s: %s\n\n", daemons[i].c_str(), why.c_str());

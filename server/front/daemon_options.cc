@@ -407,6 +407,16 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const DaemonFlags& flags
   return std::optional<WorkerUser>(user);
 }
 
+absl::StatusOr<std::optional<TokenAuth>> Tokens(const DaemonFlags& flags) {
+  if (flags.token_file.empty()) return std::optional<TokenAuth>();
+  absl::StatusOr<TokenAuth> tokens = TokenAuth::FromFile(flags.token_file);
+  if (!tokens.ok()) {
+    return absl::Status(tokens.status().code(),
+                        absl::StrCat("--token-file: ", tokens.status().message()));
+  }
+  return std::optional<TokenAuth>(*std::move(tokens));
+}
+
 absl::StatusOr<std::string> MetricsAddress(const DaemonFlags& flags) {
   if (flags.metrics_listen.empty()) return std::string();
   KPROF_ASSIGN_OR_RETURN(std::string where, DaemonMetrics::Normalize(flags.metrics_listen));
@@ -464,10 +474,18 @@ std::string WhyCannotBind(const std::string& address) {
   return bound ? "" : first_error;
 }
 
-absl::Status ProbeDirectory(const std::string& given, const std::string& option) {
-  // "/var/cache/kprofd/" is "/var/cache/kprofd".
-  std::string dir = given;
+namespace {
+
+// "/var/cache/kprofd/" is "/var/cache/kprofd".
+std::string WithoutTrailingSlashes(std::string dir) {
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir;
+}
+
+}  // namespace
+
+absl::Status ProbeDirectory(const std::string& given, const std::string& option) {
+  const std::string dir = WithoutTrailingSlashes(given);
   // The directory itself, else the nearest existing directory above it, where it would be made.
   std::string at = dir;
   struct stat st {};
@@ -500,8 +518,7 @@ absl::Status ProbeDirectory(const std::string& given, const std::string& option)
 
 absl::Status MakeDirectories(const std::string& given, const std::string& option) {
   KPROF_RETURN_IF_ERROR(ProbeDirectory(given, option));
-  std::string dir = given;
-  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  const std::string dir = WithoutTrailingSlashes(given);
   // Each missing level above the directory itself, which its owner makes with its own mode.
   for (size_t slash = dir.find('/', 1); slash != std::string::npos;
        slash = dir.find('/', slash + 1)) {
@@ -520,11 +537,7 @@ absl::Status CheckConfiguration(const DaemonFlags& flags, std::vector<std::strin
   KPROF_RETURN_IF_ERROR(WorkerPlacement(flags).status());
   KPROF_RETURN_IF_ERROR(WorkerUserFor(flags).status());
   KPROF_RETURN_IF_ERROR(ServerCredentials(flags).status());
-  if (!flags.token_file.empty()) {
-    if (absl::Status s = TokenAuth::FromFile(flags.token_file).status(); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("--token-file: ", s.message()));
-    }
-  }
+  KPROF_RETURN_IF_ERROR(Tokens(flags).status());
   KPROF_ASSIGN_OR_RETURN(const std::string metrics, MetricsAddress(flags));
   const std::string worker = flags.worker.empty() ? DefaultWorker() : flags.worker;
   if (access(worker.c_str(), X_OK) != 0) {

@@ -16,6 +16,7 @@
 #include "base/command_line.h"
 #include "core/host/placement.h"
 #include "grpcpp/security/server_credentials.h"
+#include "server/front/token_auth.h"
 #include "server/worker/worker_sandbox.h"
 
 namespace kprof::server {
@@ -98,6 +99,9 @@ absl::StatusOr<std::optional<WorkerUser>> WorkerUserFor(const DaemonFlags& flags
 // and authentication (a token or client certificates) unless explicitly waived.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(
     const DaemonFlags& flags);
+
+// The tokens of --token-file (none without one); an error names the option.
+absl::StatusOr<std::optional<TokenAuth>> Tokens(const DaemonFlags& flags);
 
 // --metrics-listen normalized to HOST:PORT ("" for none), refused beyond loopback unless
 // --insecure-allow-unauthenticated.

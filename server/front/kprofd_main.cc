@@ -133,14 +133,8 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
                                          : absl::StrCat("options from ", config));
   KPROF_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                          ServerCredentials(flags));
-  std::optional<TokenAuth> auth;
-  if (!flags.token_file.empty()) {
-    absl::StatusOr<TokenAuth> tokens = TokenAuth::FromFile(flags.token_file);
-    if (!tokens.ok()) {
-      return absl::Status(tokens.status().code(),
-                          absl::StrCat("--token-file: ", tokens.status().message()));
-    }
-    auth = *std::move(tokens);
+  KPROF_ASSIGN_OR_RETURN(std::optional<TokenAuth> auth, Tokens(flags));
+  if (auth.has_value()) {
     Log(LogSeverity::kInfo, absl::StrCat("calls need one of ", auth->size(), " bearer token(s)"));
   }
   KPROF_RETURN_IF_ERROR(CheckLimits(flags));
