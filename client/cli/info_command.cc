@@ -37,8 +37,11 @@ void PrintCsv(const kprof::v1::GetInfoResponse& info, const std::string& target)
 }
 
 void PrintTable(const kprof::v1::GetInfoResponse& info) {
-  std::printf("kprofd %s on %s\nbuild: %s\n\n", info.version().c_str(), info.host().c_str(),
+  std::printf("kprofd %s on %s\nbuild: %s\n", info.version().c_str(), info.host().c_str(),
               info.build().c_str());
+  if (!info.os().empty()) std::printf("os: %s\n", info.os().c_str());
+  if (!info.jetson().empty()) std::printf("jetson: %s\n", info.jetson().c_str());
+  std::printf("\n");
   for (const auto& d : info.devices()) {
     std::printf(
         "%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n", d.device().c_str(),

@@ -24,6 +24,7 @@
 #include "core/host/cpu_info.h"
 #include "core/host/interference.h"
 #include "core/host/placement.h"
+#include "core/host/platform.h"
 #include "core/host/tegra_clocks.h"
 #include "kprof/config.h"
 
@@ -40,7 +41,7 @@ std::string FirstLine(const std::string& path) { return base::ReadFirstLine(path
 // /proc/cpuinfo alone costs ~70 us to generate, more on large hosts, which a per-job manifest
 // cannot pay.
 struct StaticFields {
-  std::string host, kernel, cpu_model;
+  std::string host, kernel, os, jetson, cpu_model;
   std::optional<int64_t> cpuinfo_mhz;
 };
 
@@ -52,6 +53,8 @@ const StaticFields& Static() {
     utsname uts{};
     f->kernel = uname(&uts) == 0 ? absl::StrCat(uts.sysname, " ", uts.release, " ", uts.machine)
                                  : kUnavailable;
+    f->os = DescribeOs();
+    f->jetson = DescribeJetson();
     f->cpu_model = CpuModelName(HostCpuInfo());
     if (f->cpu_model.empty()) f->cpu_model = kUnavailable;
     if (double mhz = 0;
@@ -146,6 +149,8 @@ std::pair<std::shared_ptr<const report::MetricMap>, uint64_t> HostFields(bool* w
     (*m)["kprofd version"] = std::string(KPROF_VERSION);
     (*m)["Host"] = Static().host;
     (*m)["Kernel"] = Static().kernel;
+    (*m)["OS"] = Static().os;
+    if (!Static().jetson.empty()) (*m)["Jetson"] = Static().jetson;
     (*m)["CPU model"] = Static().cpu_model;
     if (fixed) {
       if (part.placement.empty()) ReadPlacement(part.placement);

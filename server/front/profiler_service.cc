@@ -12,6 +12,7 @@
 #include "base/status_macros.h"
 #include "core/collectors/rusage_collector.h"
 #include "core/host/placement.h"
+#include "core/host/platform.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
 #include "grpc/grpc_security_constants.h"
@@ -148,6 +149,11 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
   response->set_build(KPROF_BUILD);
   response->set_metrics(metrics_address_);
   response->set_host(HostName());
+  // Read once: neither the release files nor the kernel change while the daemon runs.
+  static const std::string* const os = new std::string(core::DescribeOs());
+  static const std::string* const jetson = new std::string(core::DescribeJetson());
+  response->set_os(*os);
+  response->set_jetson(*jetson);
   for (const auto& [device, executor] : *executors_) {
     kprof::v1::DeviceInfo* info = response->add_devices();
     const std::string spec = base::DeviceSpec(device);
