@@ -9,7 +9,7 @@ PRESET ?= release
 BUILD_DIR := build/$(PRESET)
 DEPS_STAMP := build/.deps-installed
 
-.PHONY: all deps build demo test test-asan test-tsan test-tsan-ci test-arm64 bench fuzz package gpu-bundle release format clean check-clang
+.PHONY: all deps build demo test test-asan test-tsan test-tsan-ci test-arm64 board-bundle bench fuzz package gpu-bundle release format clean check-clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := arg_spec report_json elf_inspector
 
@@ -44,6 +44,12 @@ bench: build
 # changes the machine's packages, and does so only with ARM64_SETUP=yes.
 test-arm64:
 	./deploy/test-arm64.sh $(if $(filter yes,$(ARM64_SETUP)),--setup) build/arm64
+
+# The arm64 bundle and .deb for a Jetson board (JetPack 6 or 7) in build/board-bundle/, checked
+# (glibc 2.35, size) and tested under qemu-user from the unpacked bundle alone. The first run on
+# a machine changes its packages, as test-arm64's does: ARM64_SETUP=yes.
+board-bundle: $(DEPS_STAMP)
+	./deploy/board-bundle.sh $(if $(filter yes,$(ARM64_SETUP)),--setup) build/board build/board-bundle
 
 # kprofd, its tests and the libraries they need, for a lent GPU machine (tests/gpu/run.sh).
 gpu-bundle: build

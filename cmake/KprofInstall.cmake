@@ -13,6 +13,17 @@ set_target_properties(kprof_module_abi PROPERTIES EXPORT_NAME module_abi)
 set_target_properties(kprof_warnings PROPERTIES EXPORT_NAME warnings)
 
 install(TARGETS kprofd kprof RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+if(KPROF_BOARD_BUNDLE)
+  # Each program finds the bundle's lib/ beside its own directory, wherever it is unpacked.
+  file(RELATIVE_PATH kprof_bin_to_lib ${CMAKE_INSTALL_FULL_BINDIR} ${CMAKE_INSTALL_FULL_LIBDIR})
+  file(RELATIVE_PATH kprof_worker_to_lib ${CMAKE_INSTALL_FULL_LIBEXECDIR}/kprofd
+    ${CMAKE_INSTALL_FULL_LIBDIR})
+  set_target_properties(kprofd kprof PROPERTIES INSTALL_RPATH "$ORIGIN/${kprof_bin_to_lib}")
+  set_target_properties(kprofd-worker PROPERTIES INSTALL_RPATH "$ORIGIN/${kprof_worker_to_lib}")
+  install(DIRECTORY ${KPROF_BUNDLE_LIBRARIES}/ DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    COMPONENT runtime)
+  install(PROGRAMS deploy/board/install.sh DESTINATION . COMPONENT runtime)
+endif()
 install(TARGETS kprofd-worker RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/kprofd
   COMPONENT runtime)
 install(TARGETS kprof_client kprof_grpc kprof_proto kprof_report kprof_base kprof_module_abi
@@ -56,7 +67,18 @@ install(FILES ${PROJECT_BINARY_DIR}/kprof-module.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)
 
 # The service: the unit where systemd looks for packaged units, and an example config.
-install(FILES deploy/kprofd.service DESTINATION lib/systemd/system COMPONENT runtime)
+if(KPROF_BOARD_BUNDLE)
+  # In the bundle, naming its kprofd, for its installer (deploy/board/install.sh) to put in
+  # /etc/systemd/system, with the Jetson drop-in.
+  file(READ deploy/kprofd.service kprof_unit)
+  string(REPLACE "ExecStart=/usr/bin/kprofd" "ExecStart=${CMAKE_INSTALL_FULL_BINDIR}/kprofd"
+    kprof_unit "${kprof_unit}")
+  file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/kprofd.service CONTENT "${kprof_unit}")
+  install(FILES ${PROJECT_BINARY_DIR}/kprofd.service deploy/board/jetson.conf
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/kprofd COMPONENT runtime)
+else()
+  install(FILES deploy/kprofd.service DESTINATION lib/systemd/system COMPONENT runtime)
+endif()
 install(FILES deploy/kprofd.conf DESTINATION ${CMAKE_INSTALL_DATADIR}/kprofd
   RENAME kprofd.conf.example COMPONENT runtime)
 install(FILES README.md LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT runtime)
@@ -88,4 +110,21 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME kprofd)
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME kprofd-dev)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS
   "libgrpc++-dev, libprotobuf-dev, libabsl-dev, libssl-dev, libdlpack-dev, nlohmann-json3-dev")
+if(KPROF_BOARD_BUNDLE)
+  # The bundle as a .deb for the board (Ubuntu 22.04 or 24.04 under JetPack 6 or 7): the same
+  # files under /opt/kprofd, needing of the board's own packages only the C and C++ runtimes;
+  # its postinst runs the bundle's installer (the unit, a configuration, the service started).
+  set(CPACK_PACKAGING_INSTALL_PREFIX ${CMAKE_INSTALL_PREFIX})
+  set(CPACK_COMPONENTS_ALL runtime)
+  set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1")
+  if(CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64")
+    set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE arm64)
+  endif()
+  configure_file(deploy/board/postinst.in ${PROJECT_BINARY_DIR}/deb/postinst @ONLY)
+  configure_file(deploy/board/prerm.in ${PROJECT_BINARY_DIR}/deb/prerm @ONLY)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_EXTRA
+    ${PROJECT_BINARY_DIR}/deb/postinst ${PROJECT_BINARY_DIR}/deb/prerm)
+  set(CPACK_DEBIAN_RUNTIME_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+endif()
 include(CPack)

@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
 # Which versions of the C library's symbols a set of ELF files needs: fails, naming each symbol
 # and its file, when one is newer than MAX (a board's glibc: 2.35 on Ubuntu 22.04 / JetPack 6).
+# With --glibcxx and --cxxabi, the same for the C++ runtime's symbol versions, for files that
+# use the board's libstdc++ (GCC 12's on Ubuntu 22.04: GLIBCXX_3.4.30, CXXABI_1.3.13).
 # readelf reads ELF files of any architecture, so it checks an arm64 bundle on an x86-64 host.
-# Usage: check-glibc.sh MAX PATH...   (a PATH that is a directory: every ELF file beneath it)
+# Usage: check-glibc.sh [--glibcxx MAX] [--cxxabi MAX] MAX PATH...
+#        (a PATH that is a directory: every ELF file beneath it)
 set -euo pipefail
-max=$1; shift
+declare -A limit=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --glibcxx) limit[GLIBCXX]=$2; shift 2 ;;
+    --cxxabi) limit[CXXABI]=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+limit[GLIBC]=$1; shift
 newer() {  # whether version $1 (2.36) is above $2 (2.35)
   [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | tail -1)" = "$1" ] && [ "$1" != "$2" ]
 }
@@ -16,23 +27,32 @@ for path in "$@"; do
     files+=("$path")
   fi
 done
-checked=0 bad=0 highest=0
+checked=0 bad=0
+declare -A highest=([GLIBC]=0 [GLIBCXX]=0 [CXXABI]=0)
 for f in "${files[@]}"; do
   [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
   checked=$((checked + 1))
-  while read -r symbol version; do
-    if newer "$version" "$highest"; then highest=$version; fi
-    if newer "$version" "$max"; then
-      echo "check-glibc: $f needs $symbol@GLIBC_$version, newer than $max" >&2
+  while read -r symbol family version; do
+    [ -n "${limit[$family]:-}" ] || continue
+    if newer "$version" "${highest[$family]}"; then highest[$family]=$version; fi
+    if newer "$version" "${limit[$family]}"; then
+      echo "check-glibc: $f needs $symbol@${family}_$version, newer than ${limit[$family]}" >&2
       bad=$((bad + 1))
     fi
   done < <(readelf -W --dyn-syms "$f" 2>/dev/null |
-           awk '$7 == "UND" && $8 ~ /@GLIBC_[0-9.]+/ {
-                  split($8, p, "@"); v = p[2]; sub(/^GLIBC_/, "", v); sub(/ .*/, "", v);
-                  print p[1], v }' | sort -u)
+           awk '$7 == "UND" && $8 ~ /@(GLIBC|GLIBCXX|CXXABI)_[0-9.]+/ {
+                  split($8, p, "@"); v = p[2]; sub(/ .*/, "", v);
+                  family = v; sub(/_.*/, "", family); sub(/^[A-Z]+_/, "", v);
+                  print p[1], family, v }' | sort -u)
 done
 if [ "$bad" -gt 0 ]; then
-  echo "check-glibc: $bad symbol(s) need a C library newer than $max" >&2
+  echo "check-glibc: $bad symbol(s) need a runtime newer than the limits" >&2
   exit 1
 fi
-echo "check-glibc: $checked ELF files need GLIBC $highest at most (limit $max)"
+summary="GLIBC ${highest[GLIBC]} at most (limit ${limit[GLIBC]})"
+for family in GLIBCXX CXXABI; do
+  if [ -n "${limit[$family]:-}" ]; then
+    summary+=", $family ${highest[$family]} (limit ${limit[$family]})"
+  fi
+done
+echo "check-glibc: $checked ELF files need $summary"
