@@ -29,17 +29,24 @@ max_mib=40
 
 # CUDA from the host's headers (the driver API is the same on arm64); the driver is the
 # board's, loaded at run time.
-cmake -S "$source_dir" -B "$build" -G Ninja \
+cuda_headers=/usr/local/cuda/include
+if [ ! -e "$cuda_headers/cuda.h" ] && [ -e /usr/include/cuda.h ]; then
+  cuda_headers=/usr/include  # Debian's nvidia-cuda-dev
+fi
+cmake -S "$source_dir" -B "$build" -G Ninja -DKPROF_CUDA_HEADERS="$cuda_headers" \
   -DCMAKE_TOOLCHAIN_FILE="$source_dir/cmake/toolchains/aarch64-linux-gnu.cmake" \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKPROF_BOARD_BUNDLE=ON -DCMAKE_INSTALL_PREFIX=/opt/kprofd \
   -DKPROF_WITH_CUDA=ON -DBUILD_TESTING=ON
 if grep -q 'CUDA: no' "$build/generated/kprof/config.h"; then
-  echo "board-bundle: no CUDA headers (cuda.h) in /usr/local/cuda/include: the bundle would not" \
-       "serve the board's GPU; install the CUDA toolkit, or point -DKPROF_CUDA_HEADERS at them" >&2
+  echo "board-bundle: no CUDA headers (cuda.h in /usr/local/cuda/include or /usr/include): the" \
+       "bundle would not serve the board's GPU; install the CUDA toolkit (or nvidia-cuda-dev)" >&2
   exit 1
 fi
+# The stand-in CUDA driver too, where nvcc built the test kernels it runs.
+fake_cuda=""
+if ninja -C "$build" -t query kprof_fake_cuda >/dev/null 2>&1; then fake_cuda=kprof_fake_cuda; fi
 cmake --build "$build" --target kprofd kprofd-worker kprof core_test service_test \
-  kprof_test_modules
+  kprof_test_modules $fake_cuda
 
 # The libraries: what the programs need (DT_NEEDED, transitively), found in the arm64
 # multiarch tree as the board's loader would find them in the bundle; the C library's own and
@@ -88,6 +95,10 @@ for t in core_test service_test; do
 done
 cp "$build"/tests/modules/*.so "$out/tests/modules/"
 cp "$build"/tests/modules/vector_add_cuda.* "$out/tests/modules/" 2>/dev/null || true
+if [ -f "$build/tests/fake-cuda/libcuda.so.1" ]; then  # the stand-in driver, for the test
+  mkdir -p "$out/tests/fake-cuda"
+  cp "$build/tests/fake-cuda/libcuda.so.1" "$out/tests/fake-cuda/"
+fi
 
 "$source_dir/deploy/check-glibc.sh" --glibcxx "$max_glibcxx" --cxxabi "$max_cxxabi" "$max_glibc" "$out/$name"
 mib() { echo $(( ($(stat -c %s "$1") + 1048575) / 1048576 )); }
@@ -102,8 +113,10 @@ fi
 # installed) once.
 busybox=$(find "$build" -maxdepth 1 -name 'busybox-static_*_arm64.deb' | head -1)
 if [ -z "$busybox" ]; then
-  (cd "$build" && apt-get download -q busybox-static:arm64 2>/dev/null)
+  (cd "$build" && apt-get download -q busybox-static:arm64 2>&1) ||
+    { echo "board-bundle: cannot fetch busybox-static:arm64 for the bundle's test (apt-get download)" >&2; exit 1; }
   busybox=$(find "$build" -maxdepth 1 -name 'busybox-static_*_arm64.deb' | head -1)
 fi
-"$source_dir/deploy/board/test-bundle.sh" "$out/$name.tar.gz" "$out/kprofd_${version}_arm64.deb" \
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo  # the test chroots, in namespaces of its own
+$sudo "$source_dir/deploy/board/test-bundle.sh" "$out/$name.tar.gz" "$out/kprofd_${version}_arm64.deb" \
   "$out/tests" "$busybox"

@@ -44,6 +44,13 @@ for f in "${files[@]}"; do
                   split($8, p, "@"); v = p[2]; sub(/ .*/, "", v);
                   family = v; sub(/_.*/, "", family); sub(/^[A-Z]+_/, "", v);
                   print p[1], family, v }' | sort -u)
+  # A version needed with no symbol: GLIBC_ABI_DT_RELR marks packed relocations, which only
+  # glibc 2.36 and later understand.
+  if readelf -W -V "$f" 2>/dev/null | grep -q "Name: GLIBC_ABI_DT_RELR" &&
+     newer 2.36 "${limit[GLIBC]}"; then
+    echo "check-glibc: $f needs GLIBC_ABI_DT_RELR (packed relocations: glibc 2.36), newer than ${limit[GLIBC]}" >&2
+    bad=$((bad + 1))
+  fi
 done
 if [ "$bad" -gt 0 ]; then
   echo "check-glibc: $bad symbol(s) need a runtime newer than the limits" >&2

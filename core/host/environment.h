@@ -10,7 +10,8 @@
 
 namespace kprof::core {
 
-// "kprofd version", "Host", "Kernel", "CPU model", "CPUs online", "CPU governor",
+// "kprofd version", "Host", "Kernel", "OS" (os-release's name), "Jetson" (a Jetson's JetPack and
+// L4T releases; only there), "CPU model", "CPUs online", "CPU governor",
 // "CPU frequency (MHz)" (and "CPU frequency min (MHz)", "... max (MHz)" where readable), "SMT",
 // "Turbo", "Load average", "Runnable processes", "Worker CPU affinity", "Worker priority".
 report::MetricMap EnvironmentManifest();

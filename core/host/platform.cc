@@ -97,8 +97,12 @@ std::string DescribeJetson(const std::string& root) {
   if (!text) return "";
   const std::optional<L4tRelease> l4t = ParseNvTegraRelease(*text);
   if (!l4t) {
-    return absl::StrCat("nv_tegra_release unreadable: ",
-                        absl::StripAsciiWhitespace(text->substr(0, text->find('\n'))));
+    // Its first line, as far as a line of `kprof info` goes.
+    const absl::string_view whole(*text);
+    const absl::string_view first =
+        absl::StripAsciiWhitespace(whole.substr(0, whole.find('\n')));
+    return absl::StrCat("nv_tegra_release unreadable: ", first.substr(0, 120),
+                        first.size() > 120 ? "..." : "");
   }
   const std::string jetpack = JetPackRelease(*l4t);
   const std::string l4t_text = absl::StrCat("L4T R", l4t->major, ".", l4t->minor, ".", l4t->patch,

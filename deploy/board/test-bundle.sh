@@ -110,6 +110,41 @@ if out=$(run /root/$name/install.sh --prefx /x 2>&1) || ! grep -q "unknown optio
 else
   pass "install.sh refuses an unknown option: $(head -1 <<<"$out")"
 fi
+# A directory that is not a bundle is neither replaced nor removed; / is no prefix.
+mkdir -p "$root/srv/data" && echo keep >"$root/srv/data/file"
+if out=$(run /root/$name/install.sh --no-start --prefix /srv/data 2>&1) ||
+   ! grep -q "is not a kprofd bundle" <<<"$out" || [ ! -e "$root/srv/data/file" ]; then
+  fail "install.sh --prefix over another directory: $out"
+elif out2=$(run /root/$name/install.sh --uninstall --prefix /srv/data/ 2>&1) ||
+     [ ! -e "$root/srv/data/file" ]; then
+  fail "install.sh --uninstall --prefix of another directory: $out2"
+elif out3=$(run /root/$name/install.sh --prefix / 2>&1) || ! grep -q "cannot be /" <<<"$out3"; then
+  fail "install.sh --prefix /: $out3"
+else
+  pass "install.sh leaves what is not a bundle alone: $out | $out2 | $out3"
+fi
+# Again over itself, from a prefix written with a trailing slash: the configuration made the
+# first time stays as edited; kprof runs through its link on the PATH ($ORIGIN through it).
+echo "# edited" >>"$root/etc/kprofd/kprofd.conf"
+if out=$(run /root/$name/install.sh --no-start --prefix /opt/kprofd/ 2>&1) &&
+   [ ! -e "$root/opt/kprofd.new" ] && [ ! -e "$root/opt/kprofd/.new" ] &&
+   grep -qx "# edited" "$root/etc/kprofd/kprofd.conf" &&
+   grep -qx "ExecStart=/opt/kprofd/bin/kprofd" "$root/etc/systemd/system/kprofd.service" &&
+   link=$(run /usr/local/bin/kprof --version 2>&1); then
+  pass "installed again over itself (the configuration kept); /usr/local/bin/kprof: $link"
+else
+  fail "install.sh over an install: $out ${link:-}"
+fi
+# Elsewhere, beside it: the unit names that prefix's kprofd; uninstalled again.
+if out=$(run /root/$name/install.sh --no-start --prefix /srv/kprofd 2>&1) &&
+   grep -qx "ExecStart=/srv/kprofd/bin/kprofd" "$root/etc/systemd/system/kprofd.service" &&
+   run /srv/kprofd/bin/kprofd --version >/dev/null 2>&1 &&
+   out2=$(run /srv/kprofd/install.sh --uninstall --prefix /srv/kprofd 2>&1) &&
+   [ ! -e "$root/srv/kprofd" ] && out3=$(run /root/$name/install.sh --no-start 2>&1); then
+  pass "install.sh --prefix /srv/kprofd, then --uninstall there: $out2"
+else
+  fail "install.sh --prefix /srv/kprofd: $out ${out2:-} ${out3:-}"
+fi
 
 # 1. Each program's libraries, as the board's loader resolves them: every one from the bundle
 #    or from the board's own few, and none missing.
@@ -148,6 +183,27 @@ else
     fi
   else
     fail "kprof info: $info"
+  fi
+  # The board's CUDA driver where JetPack 6 puts it (nvidia/, not on the loader's path here):
+  # a stand-in libcuda, so kprofd finds it by that path and lists its GPU.
+  if [ -f "$root/tests/fake-cuda/libcuda.so.1" ]; then
+    mkdir -p "$root/$multiarch/nvidia"
+    cp "$root/tests/fake-cuda/libcuda.so.1" "$root/$multiarch/nvidia/"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$root/tmp/port"
+    if pid=$(run /opt/kprofd/bin/kprofd --listen 127.0.0.1:0 --port-file /tmp/port \
+               --cache-dir /tmp/cache --detach 2>"$root/tmp/kprofd.log"); then
+      target=127.0.0.1:$(cat "$root/tmp/port")
+      if info=$(kprof info 2>&1) && grep -q "^cuda:0 " <<<"$info"; then
+        pass "the driver found under /$multiarch/nvidia: $(grep "^cuda:0 " <<<"$info")"
+      else
+        fail "no cuda:0 with libcuda.so.1 under /$multiarch/nvidia: $info"
+      fi
+    else
+      fail "kprofd did not start again: $(cat "$root/tmp/kprofd.log")"
+    fi
+    rm -rf "$root/$multiarch/nvidia"  # the suites below run on a board without a GPU
   fi
   # Two candidates, one entry point: each its own cost (2 ms and 6 ms of sleep), within 25%.
   for k in 1 3; do
@@ -194,9 +250,14 @@ for t in core_test service_test; do
   fi
 done
 
-# 4. The uninstaller: the unit, the link and the files go; the configuration stays.
+# 4. The uninstaller: the unit, its Jetson drop-in, the link and the files go; the
+#    configuration and the administrator's own drop-ins stay.
+printf '[Service]\nLoadCredential=tokens:/etc/kprofd/tokens\n' \
+  >"$root/etc/systemd/system/kprofd.service.d/secrets.conf"
 if out=$(run /opt/kprofd/install.sh --uninstall 2>&1) && [ ! -e "$root/opt/kprofd" ] &&
    [ ! -e "$root/etc/systemd/system/kprofd.service" ] && [ ! -L "$root/usr/local/bin/kprof" ] &&
+   [ ! -e "$root/etc/systemd/system/kprofd.service.d/jetson.conf" ] &&
+   [ -e "$root/etc/systemd/system/kprofd.service.d/secrets.conf" ] &&
    [ -e "$root/etc/kprofd/kprofd.conf" ]; then
   pass "install.sh --uninstall: $out"
 else
@@ -222,11 +283,27 @@ if out=$(run sh /tmp/control/postinst configure 2>&1) &&
 else
   fail "the .deb's postinst: $out"
 fi
+# An upgrade: the old prerm keeps the unit, the new postinst (configure OLD-VERSION) rewrites it.
+if out=$(run sh /tmp/control/prerm upgrade 0.2.0 2>&1) &&
+   [ -e "$root/etc/systemd/system/kprofd.service" ] &&
+   out2=$(run sh /tmp/control/postinst configure 0.0.9 2>&1) &&
+   grep -qx "ExecStart=/opt/kprofd/bin/kprofd" "$root/etc/systemd/system/kprofd.service"; then
+  pass "the .deb's upgrade: prerm upgrade keeps the unit; postinst configure 0.0.9: $(tr '\n' ' ' <<<"$out2")"
+else
+  fail "the .deb's upgrade: $out ${out2:-}"
+fi
 if out=$(run sh /tmp/control/prerm remove 2>&1) &&
    [ ! -e "$root/etc/systemd/system/kprofd.service" ] && [ -x "$root/opt/kprofd/bin/kprofd" ]; then
   pass "the .deb's prerm: $out"
 else
   fail "the .deb's prerm: $out"
+fi
+# A removal after the files were taken by hand: prerm has nothing to undo, and says nothing.
+rm -rf "$root/opt/kprofd"
+if out=$(run sh /tmp/control/prerm remove 2>&1); then
+  pass "the .deb's prerm with the installer gone: exits 0"
+else
+  fail "the .deb's prerm with the installer gone: $out"
 fi
 
 echo "test-bundle: $passed passed, $failed failed"

@@ -3,6 +3,7 @@
 #include <set>
 #include <string>
 
+#include "core/host/platform.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kprof/config.h"
@@ -14,7 +15,7 @@ using ::testing::MatchesRegex;
 
 TEST(EnvironmentManifest, HasEveryFieldAndNoneEmpty) {
   const report::MetricMap m = EnvironmentManifest();
-  for (const char* key : {"kprofd version", "Host", "Kernel", "CPU model", "CPUs online",
+  for (const char* key : {"kprofd version", "Host", "Kernel", "OS", "CPU model", "CPUs online",
                           "CPU governor", "CPU frequency (MHz)", "SMT", "Turbo", "Load average",
                           "Runnable processes", "Worker CPU affinity", "Worker priority"}) {
     ASSERT_EQ(m.count(key), 1u) << key;
@@ -31,12 +32,15 @@ TEST(EnvironmentManifest, HasEveryFieldAndNoneEmpty) {
   EXPECT_THAT(std::get<std::string>(m.at("Load average")),
               MatchesRegex("[0-9.]+, [0-9.]+, [0-9.]+"));
   EXPECT_THAT(std::get<std::string>(m.at("Kernel")), MatchesRegex("Linux .+"));
+  // The system as kprof info names it; "Jetson" only on a Jetson.
+  EXPECT_EQ(std::get<std::string>(m.at("OS")), DescribeOs());
+  EXPECT_EQ(m.count("Jetson"), DescribeJetson().empty() ? 0u : 1u);
 }
 
 TEST(ReadEnvironment, TheHostsPartAndTheJobsMakeTheManifestWithoutSharingAField) {
   const Environment environment = ReadEnvironment();
   ASSERT_NE(environment.host, nullptr);
-  for (const char* key : {"kprofd version", "Host", "Kernel", "CPU model", "CPUs online",
+  for (const char* key : {"kprofd version", "Host", "Kernel", "OS", "CPU model", "CPUs online",
                           "CPU governor", "SMT", "Turbo"}) {
     EXPECT_EQ(environment.host->count(key), 1u) << key;
     EXPECT_EQ(environment.job.count(key), 0u) << key;

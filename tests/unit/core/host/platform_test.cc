@@ -64,6 +64,9 @@ TEST(DescribeJetson, NamesJetPackAndL4t) {
   EXPECT_EQ(DescribeJetson(dir.path()), "L4T R39.1.0 (JetPack unknown)");
   dir.WriteFile("etc/nv_tegra_release", "garbled\nsecond line\n");
   EXPECT_EQ(DescribeJetson(dir.path()), "nv_tegra_release unreadable: garbled");
+  dir.WriteFile("etc/nv_tegra_release", std::string(5000, 'x'));
+  EXPECT_EQ(DescribeJetson(dir.path()),
+            "nv_tegra_release unreadable: " + std::string(120, 'x') + "...");
 }
 
 TEST(DescribeJetson, NothingOffAJetson) {
