@@ -37,7 +37,6 @@ packages=(
   python3-scipy       # the independent reference of kprof compare's U test (tests)
   chromium            # renders kprof's SVG plots headless in the tests
   openssl             # the TLS tests make their certificates
-  libsystemd-dev      # sd_notify (READY, STOPPING, the watchdog) and the journal, under systemd
   prometheus-cpp-dev  # kprofd's /metrics (--metrics-listen)
   prometheus          # a real Prometheus server scrapes a real kprofd in the tests
   tmux                # kprof top is tested live in a terminal (a tmux pane)

@@ -10,7 +10,7 @@ if [ "${1:-}" = "--setup" ]; then setup=yes; shift; fi
 who=${1:-setup-arm64}
 arm64_packages=(crossbuild-essential-arm64 qemu-user-static
   libgrpc++-dev:arm64 libprotobuf-dev:arm64 libabsl-dev:arm64 libgtest-dev:arm64
-  libgmock-dev:arm64 libssl-dev:arm64 libpapi-dev:arm64 libseccomp-dev:arm64 libsystemd-dev:arm64
+  libgmock-dev:arm64 libssl-dev:arm64 libpapi-dev:arm64 libseccomp-dev:arm64
   libbenchmark-dev:arm64
   # prometheus-cpp's libraries, not its -dev package: that one is for one architecture at a
   # time (it depends on the civetweb program) and would take the host's away; the cross build

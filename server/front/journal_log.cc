@@ -1,9 +1,7 @@
 #include "server/front/journal_log.h"
 
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <syslog.h>
-#include <systemd/sd-journal.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -14,11 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/front/service_manager.h"
 
 namespace kprof::server {
 namespace {
-
-constexpr char kJournalSocket[] = "/run/systemd/journal/socket";
 
 const char* SeverityName(base::LogSeverity severity) {
   switch (severity) {
@@ -58,8 +55,8 @@ int Priority(base::LogSeverity severity) {
 }  // namespace
 
 absl::StatusOr<LogFormat> ChooseLogFormat(const std::string& flag) {
-  // libsystemd drops a message silently when there is no journal to take it: no journal, no
-  // journal format.
+  // A message the journal does not take goes to stderr instead, which under systemd is the
+  // journal too: no journal socket at all, no journal format.
   const bool journal_there = access(kJournalSocket, W_OK) == 0;
   if (flag == "journal") {
     if (!journal_there) {
@@ -86,10 +83,7 @@ base::LogSink JournalSink() {
     for (const base::LogField& field : fields) {
       items.push_back(absl::StrCat(field.name, "=", field.value));
     }
-    std::vector<iovec> vectors;
-    vectors.reserve(items.size());
-    for (std::string& item : items) vectors.push_back({item.data(), item.size()});
-    if (sd_journal_sendv(vectors.data(), static_cast<int>(vectors.size())) >= 0) return;
+    if (SendToJournal(items)) return;
     std::string tail;
     for (const base::LogField& field : fields)
       absl::StrAppend(&tail, " ", field.name, "=", field.value);

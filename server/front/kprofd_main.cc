@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +50,7 @@
 #include "server/front/journal_log.h"
 #include "server/front/lease_manager.h"
 #include "server/front/profiler_service.h"
+#include "server/front/service_manager.h"
 
 namespace kprof::server {
 namespace {
@@ -348,21 +348,19 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
                                        ", cache ", registry_options.cache_dir));
   // Under systemd (Type=notify): ready now; and a watchdog ping at half its interval, from a
   // thread of its own, for as long as the daemon serves.
-  sd_notifyf(0, "READY=1\nSTATUS=serving on %s:%d", host.c_str(), port);
+  NotifyServiceManager(absl::StrCat("READY=1\nSTATUS=serving on ", host, ":", port));
   if (ready_fd >= 0) {  // --detach: the parent returns now
     const std::string serving = absl::StrCat(host, ":", port, "\n");
     (void)!write(ready_fd, serving.data(), serving.size());
     close(ready_fd);
   }
-  uint64_t watchdog_usec = 0;
   absl::Notification stopping;
   std::thread watchdog;
-  if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
-    watchdog = std::thread([&stopping, watchdog_usec] {
+  if (const std::optional<absl::Duration> interval = WatchdogInterval()) {
+    watchdog = std::thread([&stopping, half = *interval / 2] {
       do {
-        sd_notify(0, "WATCHDOG=1");
-      } while (!stopping.WaitForNotificationWithTimeout(
-          absl::Microseconds(static_cast<int64_t>(watchdog_usec / 2))));
+        NotifyServiceManager("WATCHDOG=1");
+      } while (!stopping.WaitForNotificationWithTimeout(half));
     });
   }
 
@@ -375,7 +373,7 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
 
   Log(LogSeverity::kInfo, absl::StrCat("received ", sigabbrev_np(signal_number),
                                        ": draining — no new jobs, running ones finish"));
-  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  NotifyServiceManager("STOPPING=1\nSTATUS=draining");
   health->SetServingStatus("", false);
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
