@@ -2,9 +2,9 @@
 
 #include <sys/utsname.h>
 
+#include <filesystem>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -92,15 +92,14 @@ std::string JetPackRelease(const L4tRelease& l4t) {
 }
 
 std::string DescribeJetson(const std::string& root) {
-  const std::optional<std::string> text = base::ReadSmallFile(
-      absl::StrCat(root, absl::EndsWith(root, "/") ? "" : "/", "etc/nv_tegra_release"));
+  const std::optional<std::string> text =
+      base::ReadSmallFile((std::filesystem::path(root) / "etc/nv_tegra_release").string());
   if (!text) return "";
   const std::optional<L4tRelease> l4t = ParseNvTegraRelease(*text);
   if (!l4t) {
     // Its first line, as far as a line of `kprof info` goes.
     const absl::string_view whole(*text);
-    const absl::string_view first =
-        absl::StripAsciiWhitespace(whole.substr(0, whole.find('\n')));
+    const absl::string_view first = absl::StripAsciiWhitespace(whole.substr(0, whole.find('\n')));
     return absl::StrCat("nv_tegra_release unreadable: ", first.substr(0, 120),
                         first.size() > 120 ? "..." : "");
   }
@@ -112,9 +111,9 @@ std::string DescribeJetson(const std::string& root) {
 }
 
 std::string DescribeOs(const std::string& root) {
-  const std::string dir = absl::StrCat(root, absl::EndsWith(root, "/") ? "" : "/");
-  std::optional<std::string> text = base::ReadSmallFile(dir + "etc/os-release");
-  if (!text) text = base::ReadSmallFile(dir + "usr/lib/os-release");
+  const std::filesystem::path dir(root);
+  std::optional<std::string> text = base::ReadSmallFile((dir / "etc/os-release").string());
+  if (!text) text = base::ReadSmallFile((dir / "usr/lib/os-release").string());
   std::string os = text ? OsReleaseValue(*text, "PRETTY_NAME") : "";
   if (os.empty() && text) {
     os = std::string(absl::StripAsciiWhitespace(
