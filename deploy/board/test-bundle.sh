@@ -110,6 +110,14 @@ if out=$(run /root/$name/install.sh --prefx /x 2>&1) || ! grep -q "unknown optio
 else
   pass "install.sh refuses an unknown option: $(head -1 <<<"$out")"
 fi
+# On this x86-64 host itself (not the arm64 root): refused, naming the machine; nothing made.
+if out=$(env -i PATH=/usr/bin:/bin sh "$root/root/$name/install.sh" --prefix /tmp/kprofd-x86 2>&1) ||
+   ! grep -q "this bundle is for arm64 (aarch64) boards; this machine is x86_64" <<<"$out" ||
+   [ -e /tmp/kprofd-x86 ]; then
+  fail "install.sh on x86-64: $out"
+else
+  pass "install.sh on an x86-64 machine refuses: $out"
+fi
 # A directory that is not a bundle is neither replaced nor removed; / is no prefix.
 mkdir -p "$root/srv/data" && echo keep >"$root/srv/data/file"
 if out=$(run /root/$name/install.sh --no-start --prefix /srv/data 2>&1) ||
