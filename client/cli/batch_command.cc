@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "client/cli/call_spec.h"
+#include "client/cli/check_options.h"
 #include "client/cli/command.h"
 #include "client/cli/gbench_format.h"
 #include "client/cli/output.h"
@@ -53,6 +54,18 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   json.erase("id");
   kprof::v1::TimeEvaluateRequest* request = job.mutable_time_evaluate();
   KPROF_ASSIGN_OR_RETURN(*request->mutable_call(), CallFromJson(json, module));
+  const ModuleResolver resolve = [&](const std::string& name) -> absl::StatusOr<std::string> {
+    auto found = uploaded.find(name);
+    if (found == uploaded.end()) {
+      absl::StatusOr<std::string> id = name;
+      if (name != "builtin" && !IsModuleId(name)) id = farm.AddModuleFile(name, module_format);
+      found = uploaded.emplace(name, std::move(id)).first;
+    }
+    return found->second;
+  };
+  KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> check,
+                         CheckFromJson(json, resolve));
+  for (const char* key : {"reference", "expect", "rtol", "atol", "outputs"}) json.erase(key);
   // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
   kprof::v1::FunctionCall call = std::move(*request->mutable_call());
   // "priority" as on the command line ("batch", "interactive") or by its enum name.
@@ -63,17 +76,10 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   if (const auto s = google::protobuf::util::JsonStringToMessage(json.dump(), request); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("options: ", s.message().ToString()));
   }
+  // After the parse, which clears the message.
   *request->mutable_call() = std::move(call);
-  auto found = uploaded.find(*module);
-  if (found == uploaded.end()) {
-    absl::StatusOr<std::string> id = *module;
-    if (*module != "builtin" && !IsModuleId(*module)) {
-      id = farm.AddModuleFile(*module, module_format);
-    }
-    found = uploaded.emplace(*module, std::move(id)).first;
-  }
-  if (!found->second.ok()) return found->second.status();
-  request->mutable_call()->set_module_id(*found->second);
+  if (check.has_value()) *request->mutable_check() = *check;
+  KPROF_ASSIGN_OR_RETURN(*request->mutable_call()->mutable_module_id(), resolve(*module));
   return job;
 }
 
@@ -115,6 +121,7 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
     Json result = {{"id", std::move(id)},
                    {"status", absl::StatusCodeToString(status.code())},
                    {"error", std::string(status.message())}};
+    if (const auto verdict = VerdictOf(status)) result["check"] = VerdictJson(*verdict);
     if (line > 0) result["line"] = line;
     emit(result);
   };

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/wire.h"
@@ -129,6 +130,7 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
   if (r.checksums_size() > 0) {
     json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
   }
+  if (r.has_check()) json["check"] = VerdictJson(r.check());
   json["mode"] = r.mode().empty() ? "hot" : r.mode();
   Json placement = Json::array();
   for (const kprof::v1::TensorPlacement& p : r.placement()) {
@@ -216,6 +218,65 @@ std::string RepeatsHistogram(const std::vector<double>& seconds) {
   const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
   return absl::StrFormat("repeats  %s  %.3f us .. %.3f us (%d in %d bins)", bars, *low * 1e6,
                          *high * 1e6, seconds.size(), bins);
+}
+
+namespace {
+
+std::string OutcomeName(kprof::v1::CheckVerdict::Outcome outcome) {
+  switch (outcome) {
+    case kprof::v1::CheckVerdict::PASSED:
+      return "passed";
+    case kprof::v1::CheckVerdict::WRONG:
+      return "wrong";
+    case kprof::v1::CheckVerdict::REFERENCE_FAILED:
+      return "reference failed";
+    default:
+      return "unknown";
+  }
+}
+
+}  // namespace
+
+Json VerdictJson(const kprof::v1::CheckVerdict& v) {
+  Json mismatches = Json::array();
+  for (const kprof::v1::ArgumentCheck& a : v.mismatches()) {
+    mismatches.push_back({{"argument", a.argument()},
+                          {"input", a.input()},
+                          {"mismatched", a.mismatched()},
+                          {"elements", a.elements()},
+                          {"first_index", a.first_index()},
+                          {"got", a.got()},
+                          {"expected", a.expected()},
+                          {"max_abs_error", a.max_abs_error()},
+                          {"max_rel_error", a.max_rel_error()},
+                          {"rtol", a.rtol()},
+                          {"atol", a.atol()}});
+  }
+  Json json = {{"outcome", OutcomeName(v.outcome())},
+               {"reference", v.reference()},
+               {"outputs", std::vector<int32_t>(v.outputs().begin(), v.outputs().end())},
+               {"max_abs_error", v.max_abs_error()},
+               {"max_rel_error", v.max_rel_error()},
+               {"check_seconds", v.check_seconds()},
+               {"reference_reused", v.reference_reused()},
+               {"mismatches", mismatches}};
+  if (!v.reference_error().empty()) json["reference_error"] = v.reference_error();
+  return json;
+}
+
+std::string VerdictLine(const kprof::v1::CheckVerdict& v) {
+  return absl::StrFormat(
+      "check: %s against %s (outputs %s; largest errors abs %.3g, rel %.3g; "
+      "%.3f ms)",
+      OutcomeName(v.outcome()), v.reference(), absl::StrJoin(v.outputs(), ","), v.max_abs_error(),
+      v.max_rel_error(), v.check_seconds() * 1e3);
+}
+
+std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status) {
+  const auto payload = status.GetPayload("type.googleapis.com/kprof.v1.CheckVerdict");
+  kprof::v1::CheckVerdict verdict;
+  if (!payload.has_value() || !verdict.ParseFromString(std::string(*payload))) return std::nullopt;
+  return verdict;
 }
 
 }  // namespace kprof::client

@@ -3,6 +3,7 @@
 // kprofd's own), and the repeats' histogram line.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,15 @@ void PrintReport(const report::Report& report, const std::string& format,
 // `kprof time --format json`'s object for a result: TVM's BenchmarkResult keys (seconds) and
 // kprofd's own; INVALID_ARGUMENT when its environment does not read.
 absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r);
+
+// A check's verdict: {"outcome": "passed", "reference": ..., "outputs": [...], "max_abs_error",
+// "max_rel_error", "check_seconds", "mismatches": [{"argument", "input", "mismatched",
+// "elements", "first_index", "got", "expected", ...}]}; and as one line of a table ("check:
+// passed against builtin:add (outputs 0; largest errors abs 0, rel 0; 1.204 ms)").
+Json VerdictJson(const kprof::v1::CheckVerdict& verdict);
+std::string VerdictLine(const kprof::v1::CheckVerdict& verdict);
+// The verdict a failed call's status carries (a wrong answer, a reference's failure), if any.
+std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status);
 
 // "hot; arguments at +0 (aligned 4096), +256 (aligned 256) past a page boundary": the mode and
 // the placement of a TimeEvaluate, and with randomized layouts the range of their medians.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "client/cli/call_spec.h"
+#include "client/cli/check_options.h"
 #include "client/cli/command.h"
 #include "client/cli/compare_command.h"
 #include "client/cli/gbench_format.h"
@@ -45,6 +46,7 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
         f.std() * 1e6, f.cv() * 100);
   }
   Print("  " + PlacementLine(r) + "\n");
+  if (r.has_check()) Print("  " + VerdictLine(r.check()) + "\n");
   for (int i = 0; i < r.checksums_size(); ++i) {
     std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
   }
@@ -70,6 +72,7 @@ class TimeCommand final : public Command {
     c.add_option("MODULE", module_, "a module file, a module id, or builtin")->required();
     c.add_option("FUNCTION", function_, "the function to time")->required();
     AddCallOptions(c, call_);
+    AddCheckOptions(c, check_);
     c.add_option("--seed", request_seed_, "seed of random argument data (default 0)");
     c.add_option("--device", device_, "cpu:0 (default) or cuda:N");
     c.add_option("--number", number_, "calls per repeat (default 1)");
@@ -111,9 +114,12 @@ class TimeCommand final : public Command {
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.ConnectFor(device_));
     kprof::v1::TimeEvaluateRequest request;
-    KPROF_ASSIGN_OR_RETURN(
-        *request.mutable_call(),
-        CallFromCommandLine(call_, module_, function_, UploadingTo(*client, call_.module_format)));
+    const ModuleResolver resolve = UploadingTo(*client, call_.module_format);
+    KPROF_ASSIGN_OR_RETURN(*request.mutable_call(),
+                           CallFromCommandLine(call_, module_, function_, resolve));
+    KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> check,
+                           check_.ToCheck(resolve));
+    if (check.has_value()) *request.mutable_check() = *check;
     request.set_flush_l2(flush_l2_);
     request.set_device(device_);
     request.set_seed(request_seed_);
@@ -163,10 +169,12 @@ class TimeCommand final : public Command {
       out.update(json);
       Print(out.dump(2) + "\n");
     } else if (format == "csv") {
-      Print("repeat,seconds_per_call,number\n");
+      const bool checked = r.has_check();
+      Print(checked ? "repeat,seconds_per_call,number,check\n"
+                    : "repeat,seconds_per_call,number\n");
       for (int i = 0; i < r.seconds_per_call_size(); ++i) {
         Print(absl::StrCat(i + 1, ",", report::ShortestDecimal(r.seconds_per_call(i)), ",",
-                           r.numbers(i), "\n"));
+                           r.numbers(i), checked ? ",passed" : "", "\n"));
       }
     } else {
       PrintTable(function_, r, manifest, !outliers_.empty() && outliers_ != "none");
@@ -185,6 +193,7 @@ class TimeCommand final : public Command {
  private:
   std::string module_, function_;
   CallOptions call_;
+  CheckFlags check_;
   uint64_t request_seed_ = 0;
   std::string device_ = "cpu:0";
   int64_t number_ = 1, repeat_ = 1, limit_zero_time_iterations_ = 100, repeats_to_cooldown_ = 1;

@@ -271,6 +271,16 @@ absl::StatusOr<std::vector<std::string>> Arguments::Sha256() const {
   return digests;
 }
 
+absl::Status Arguments::ReadBack(size_t index, void* out) const {
+  const DLTensor& tensor = tensors_.at(index);
+  const uint64_t bytes = specs_[index].num_bytes;
+  if (OnHost(tensor)) {
+    if (bytes > 0) std::memcpy(out, tensor.data, bytes);
+    return absl::OkStatus();
+  }
+  return api_->Copy(device_, out, tensor.data, bytes, CopyKind::kDeviceToHost);
+}
+
 absl::Status Arguments::FlushFromCaches(size_t first) {
   for (size_t k = first; k < tensors_.size(); ++k) {
     if (OnHost(tensors_[k]) != (device_.type == base::DeviceType::kCpu)) continue;  // a scalar

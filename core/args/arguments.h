@@ -51,6 +51,9 @@ class Arguments {
   // tuner can compare candidates' outputs).
   absl::StatusOr<std::vector<std::string>> Sha256() const;
 
+  // Copies tensor `index`'s bytes as they are now (spec.num_bytes of them) to host memory `out`.
+  absl::Status ReadBack(size_t index, void* out) const;
+
   // Evicts the tensors from index `first` on from the device's caches.
   absl::Status FlushFromCaches(size_t first);
 

@@ -114,18 +114,22 @@ absl::StatusOr<int64_t> CacheBytes(base::Device device) {
   return LastLevelCacheBytes().value_or(int64_t{32} << 20);
 }
 
-absl::StatusOr<Prepared> Prepare(const Job& job, const PlacementOptions& placement = {}) {
-  if (job.module == nullptr) return absl::InvalidArgumentError("job without a module");
-  Prepared prepared;
-  KPROF_ASSIGN_OR_RETURN(prepared.function, job.module->GetFunction(job.function));
+absl::StatusOr<std::unique_ptr<Arguments>> AllocateArguments(const Job& job,
+                                                             const PlacementOptions& placement) {
   std::vector<ArgSpec> specs;
   specs.reserve(job.arg_specs.size());
   for (const std::string& text : job.arg_specs) {
     KPROF_ASSIGN_OR_RETURN(ArgSpec spec, ParseArgSpec(text));
     specs.push_back(std::move(spec));
   }
-  KPROF_ASSIGN_OR_RETURN(prepared.args,
-                         Arguments::Allocate(specs, job.seed, job.device, job.limits, placement));
+  return Arguments::Allocate(specs, job.seed, job.device, job.limits, placement);
+}
+
+absl::StatusOr<Prepared> Prepare(const Job& job, const PlacementOptions& placement = {}) {
+  if (job.module == nullptr) return absl::InvalidArgumentError("job without a module");
+  Prepared prepared;
+  KPROF_ASSIGN_OR_RETURN(prepared.function, job.module->GetFunction(job.function));
+  KPROF_ASSIGN_OR_RETURN(prepared.args, AllocateArguments(job, placement));
   if (prepared.function.check_arguments) {
     KPROF_RETURN_IF_ERROR(
         prepared.function.check_arguments(prepared.args->tensors(), prepared.args->size()));
@@ -146,6 +150,15 @@ absl::StatusOr<Prepared> Prepare(const Job& job, const PlacementOptions& placeme
                      "' is a host function (it launches its own work, if any)"));
   }
   return prepared;
+}
+
+// The job's checked call (Job::checked), when it asks for one: on the arguments as initialised,
+// before anything is timed.
+absl::Status CheckedCall(const Job& job, Prepared& prepared) {
+  if (!job.checked) return absl::OkStatus();
+  KPROF_RETURN_IF_ERROR(prepared.Call());
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
+  return job.checked(*prepared.args);
 }
 
 // Before repeat `repeat` of a randomized layout: at every repeats_per_layout-th repeat, moves
@@ -294,6 +307,7 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
     options.cold = true;
   }
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job, time.placement));
+  KPROF_RETURN_IF_ERROR(CheckedCall(job, prepared));
   if (!time.preprocess.empty()) {
     options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
   }
@@ -406,6 +420,7 @@ absl::StatusOr<report::Report> LocalRunner::Profile(const Job& job, const Profil
   KPROF_RETURN_IF_ERROR(CheckProfileJob(profile));
   KPROF_ASSIGN_OR_RETURN(auto collectors, MakeCollectors(profile.collectors));
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job, profile.placement));
+  KPROF_RETURN_IF_ERROR(CheckedCall(job, prepared));
   for (int64_t i = 0; i < profile.warmup; ++i) KPROF_RETURN_IF_ERROR(prepared.Call());
 
   KPROF_ASSIGN_OR_RETURN(
@@ -427,6 +442,20 @@ absl::StatusOr<report::Report> LocalRunner::Profile(const Job& job, const Profil
   KPROF_RETURN_IF_ERROR(profiler->Stop());
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   return profiler->GetReport();
+}
+
+absl::Status LocalRunner::RunOnce(const Job& job, const ArgumentsVisitor& before,
+                                  const ArgumentsVisitor& after) {
+  if (job.function.empty()) {
+    KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Arguments> args, AllocateArguments(job, {}));
+    KPROF_RETURN_IF_ERROR(before(*args));
+    return after(*args);
+  }
+  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
+  KPROF_RETURN_IF_ERROR(before(*prepared.args));
+  KPROF_RETURN_IF_ERROR(prepared.Call());
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
+  return after(*prepared.args);
 }
 
 absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& sequence) {

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,10 @@ struct Job {
   // A CUDA kernel's grid, block and dynamic shared memory: required for kernels, refused for
   // host functions.
   std::optional<LaunchConfig> launch;
+  // Before the measurement (Time, Profile): call the function once on the arguments as
+  // initialised, outside any timing, synchronise the device, and hand the arguments to
+  // `checked`, which reads them out for a check of the answer.
+  std::function<absl::Status(const Arguments&)> checked;
 };
 
 struct TimeJob {
@@ -146,6 +151,13 @@ class LocalRunner {
   // Profiles the sequence: a row per call per repeat (the table aggregates them), Percent of
   // the device total, the device's totals over all repeats.
   absl::StatusOr<report::Report> ProfileSequence(const SequenceJob& sequence);
+
+  // A reference's run: prepares the arguments, hands them to `before` as initialised, calls
+  // the function once (none when job.function is empty), synchronises the device, and hands
+  // them to `after`.
+  using ArgumentsVisitor = std::function<absl::Status(const Arguments&)>;
+  absl::Status RunOnce(const Job& job, const ArgumentsVisitor& before,
+                       const ArgumentsVisitor& after);
 };
 
 }  // namespace kprof::core

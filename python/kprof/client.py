@@ -10,6 +10,7 @@ import threading
 import grpc
 from google.protobuf import json_format
 
+from kprof.check import take_check, verdict_of, verdict_of_trailers
 from kprof.report import Report
 from kprof.v1 import kprof_pb2, kprof_pb2_grpc
 
@@ -23,19 +24,26 @@ _CHUNK = 1 << 20
 
 
 class KprofError(Exception):
-    """A call the daemon refused or could not complete: its gRPC status code and message."""
+    """A call the daemon refused or could not complete: its gRPC status code and message, and
+    for a checked measurement that failed its check, the `verdict` (a CheckVerdict)."""
 
-    def __init__(self, code, message):
+    def __init__(self, code, message, verdict=None):
         super().__init__(f"{code.name}: {message}")
         self.code = code
         self.message = message
+        self.verdict = verdict
+
+
+def _error(error):
+    """The KprofError of a grpc.RpcError."""
+    return KprofError(error.code(), error.details(), verdict_of_trailers(error.trailing_metadata()))
 
 
 def _call(function, *args, **kwargs):
     try:
         return function(*args, **kwargs)
     except grpc.RpcError as error:
-        raise KprofError(error.code(), error.details()) from None
+        raise _error(error) from None
 
 
 class BenchmarkResult:
@@ -52,6 +60,8 @@ class BenchmarkResult:
         self.min = stats.min
         self.max = stats.max
         self.std = stats.std
+        # With a check: its verdict (passed; a wrong answer comes back as an error).
+        self.check = response.check if response.HasField("check") else None
 
     def __repr__(self):
         return (f"BenchmarkResult(min={self.min:.6g}, mean={self.mean:.6g}, "
@@ -80,12 +90,15 @@ class BatchResult:
     """One job's answer in a batch: `ok` with `result` (a BenchmarkResult), or the `code` and
     `message` it failed with; `function` and `args` of the job."""
 
-    def __init__(self, job_id, ok, result=None, code=None, message="", function="", args=()):
+    def __init__(self, job_id, ok, result=None, code=None, message="", function="", args=(),
+                 verdict=None):
         self.id = job_id
         self.ok = ok
         self.result = result
         self.code = code
         self.message = message
+        # A checked job's verdict: passed (ok), or why its answer was wrong.
+        self.verdict = result.check if ok and result is not None else verdict
         self.function, self.args = function, list(args)  # the job's call, as it named it
 
     def __repr__(self):
@@ -124,10 +137,17 @@ def _module_bytes(module, name=None):
     return data, name, hashlib.sha256(data).hexdigest()
 
 
-def _time_request(module_id, function, args, device, number, repeat, launch, options):
+def _time_request(module_id, function, args, device, number, repeat, launch, options,
+                  resolve=None):
     """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None), so that the
-    daemon's defaults hold otherwise — with max_relative_stddev, up to 10000 repeats."""
+    daemon's defaults hold otherwise — with max_relative_stddev, up to 10000 repeats. The check's
+    keys (reference, expect, rtol, atol, outputs) make its check, modules named through
+    `resolve`."""
+    options = dict(options or {})
+    check = take_check(options, resolve or (lambda module: module))
     request = kprof_pb2.TimeEvaluateRequest(device=device)
+    if check is not None:
+        request.check.CopyFrom(check)
     if number is not None:
         request.number = number
     if repeat is not None:
@@ -155,7 +175,7 @@ def _batch_job(job, module_id):
     device = job.pop("device", "cpu:0")
     number, repeat = job.pop("number", None), job.pop("repeat", None)
     request = _time_request(module_id(module), function, args, device, number, repeat, launch,
-                            job)
+                            job, module_id)
     return kprof_pb2.BatchJob(id=job_id, time_evaluate=request)
 
 
@@ -166,7 +186,7 @@ def _batch_result(update, job=None):
     if update.state == kprof_pb2.BatchUpdate.DONE:
         return BatchResult(update.id, True, BenchmarkResult(update.time_evaluate), **named)
     return BatchResult(update.id, False, code=_CODES.get(update.code, grpc.StatusCode.UNKNOWN),
-                       message=update.message, **named)
+                       message=update.message, verdict=verdict_of(update.details), **named)
 
 
 class Client:
@@ -305,21 +325,24 @@ class Client:
             module = _missing_module_of_error(error)
             kept = self._remembered(module) if module is not None else None
             if kept is None:
-                raise KprofError(error.code(), error.details()) from None
+                raise _error(error) from None
             data, name, format = kept
             self._upload(data, module, name, format)
             return _call(method, request, timeout=timeout, metadata=self._metadata)
 
     def _time_request(self, module, function, args, device, number, repeat, launch, options):
         return _time_request(self._module_id(module), function, args, device, number, repeat,
-                             launch, options)
+                             launch, options, self._module_id)
 
     def time_evaluate(self, module, function, args=(), device="cpu:0", number=None, repeat=None,
                       launch=None, timeout=None, **options):
         """Times `function` of `module` (a path, bytes, an id or "builtin"). Options are
         TimeEvaluateRequest's fields by name: min_repeat_ms, max_relative_stddev, checksums,
         cache_flush_bytes, outlier_filter, seed... `number` and `repeat` default to the
-        daemon's: 1 and 1, or with max_relative_stddev up to 10000 repeats."""
+        daemon's: 1 and 1, or with max_relative_stddev up to 10000 repeats. reference=
+        ("MODULE:FUNCTION") or expect= (NumPy arrays or .npy paths, one per output), with rtol=,
+        atol= and outputs=, check the answer: a wrong one raises KprofError (its `verdict`
+        says why), a right one's result has `check`."""
         request = self._time_request(module, function, args, device, number, repeat, launch,
                                      options)
         return BenchmarkResult(self._with_reupload(self._stub.TimeEvaluate, request,

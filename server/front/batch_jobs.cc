@@ -124,7 +124,7 @@ void ProfilerService::BatchReactor::Accept(BatchJob job) {
   Update(id, BatchUpdate::QUEUED);
   const size_t bytes = job.ByteSizeLong();
   waiting_[base::DeviceSpec((*executor)->device())].push_back(
-      Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin), bytes});
+      Waiting{std::move(id), std::move(job), absl::Now(), std::move(pin), bytes, check_});
   ++waiting_count_;
   waiting_bytes_ += bytes;
 }
@@ -207,6 +207,9 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
   if (time) {
     *request.mutable_time_evaluate() = waiting.job.time_evaluate();
     calls.push_back(&waiting.job.time_evaluate().call());
+    if (waiting.check != nullptr && !request.time_evaluate().has_check()) {
+      *request.mutable_time_evaluate()->mutable_check() = *waiting.check;
+    }
   } else {
     if (waiting.job.profile_function().collectors_size() > kMaxCollectors) {
       return absl::InvalidArgumentError(
@@ -215,10 +218,16 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
     }
     *request.mutable_profile_function() = waiting.job.profile_function();
     calls.push_back(&waiting.job.profile_function().call());
+    if (waiting.check != nullptr && !request.profile_function().has_check()) {
+      *request.mutable_profile_function()->mutable_check() = *waiting.check;
+    }
   }
   absl::StatusOr<PreparedJob> job =
       service_->PrepareJob(client_, device, calls, std::move(request), /*options_checked=*/true);
   if (!job.ok()) return job.status();
+  const bool leased = lease_.has_value() && lease_->device == job->executor->device();
+  KPROF_ASSIGN_OR_RETURN(std::shared_ptr<PendingCheck> check,
+                         service_->StartCheck(client_, *job, deadline_, leased));
   const uint64_t job_id = job->request.job_id();
   DeviceExecutor* executor = job->executor;
   const std::string id = waiting.id;
@@ -228,14 +237,24 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
   // fails it.
   const absl::Status submitted = executor->Submit(
       std::move(job->request), client_, deadline_,
-      [this, job_id, id, what, time, held](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result,
-                                           JobTiming timing) {
+      [this, job_id, id, what, time, held, check](
+          absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming timing) {
         timing.queue_wait += held;
-        Finished(job_id, id, ResultStatus(result, what), result, timing, time);
+        const absl::Status status = ResultStatus(result, what);
+        if (!status.ok() || check == nullptr) {
+          Finished(job_id, id, status, result, timing, time);
+          return;
+        }
+        check->Judge(std::move(*result), [this, job_id, id, time, timing](
+                                             absl::Status judged, kprof::v1::CheckVerdict verdict,
+                                             kprof::worker::v1::WorkerAnswer answer) {
+          if (judged.ok()) AppendVerdict(verdict, &answer);
+          absl::StatusOr<kprof::worker::v1::WorkerAnswer> judged_result = std::move(answer);
+          Finished(job_id, id, judged, judged_result, timing, time);
+        });
       },
       std::move(job->pin), [this, job_id, id] { Started(job_id, id); },
-      /*beyond_bound=*/true, std::move(job->module_fds),
-      lease_.has_value() && lease_->device == executor->device() ? lease_->id : "");
+      /*beyond_bound=*/true, std::move(job->module_fds), leased ? lease_->id : "");
   if (!submitted.ok()) return submitted;
   in_executor_[job_id] = InExecutor{id, device, executor, false, ResultBytes(waiting.job)};
   return absl::OkStatus();

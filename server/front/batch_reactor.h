@@ -103,6 +103,8 @@ class ProfilerService::BatchReactor final
     // evicted under queued jobs would fail them all as unknown.
     std::shared_ptr<void> module_pin;
     size_t bytes = 0;  // of the job's message, counted in waiting_bytes_
+    // The stream's check when the job came (BatchRequest.check), for a job without its own.
+    std::shared_ptr<const kprof::v1::AnswerCheck> check;
   };
   struct InExecutor {
     std::string id;
@@ -166,10 +168,11 @@ class ProfilerService::BatchReactor final
   const std::string client_;  // who sent the stream (ProfilerService::Authenticate)
   std::optional<LeaseMark> lease_;
   const absl::Time deadline_;
-  grpc::ByteBuffer incoming_bytes_;   // touched by the read in flight only
-  kprof::v1::BatchRequest incoming_;  // parsed from it, in OnReadDone
-  BatchUpdate outgoing_;              // the next write's updates (BatchOutbox::TakeMessage)
-  grpc::ByteBuffer outgoing_bytes_;   // the write in flight, serialized
+  std::shared_ptr<const kprof::v1::AnswerCheck> check_;  // BatchRequest.check, the latest
+  grpc::ByteBuffer incoming_bytes_;                      // touched by the read in flight only
+  kprof::v1::BatchRequest incoming_;                     // parsed from it, in OnReadDone
+  BatchUpdate outgoing_;             // the next write's updates (BatchOutbox::TakeMessage)
+  grpc::ByteBuffer outgoing_bytes_;  // the write in flight, serialized
 
   absl::Mutex mutex_;
   std::set<std::pair<uint64_t, uint64_t>> ids_ ABSL_GUARDED_BY(mutex_);

@@ -44,6 +44,8 @@ std::string_view JobKind(const WorkerRequest& request) {
       return "profile_function";
     case WorkerRequest::kProfile:
       return "profile";
+    case WorkerRequest::kReference:
+      return "reference";
     default:
       return "other";
   }

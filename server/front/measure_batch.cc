@@ -92,6 +92,10 @@ void ProfilerService::BatchReactor::OnReadDone(bool ok) {
         if (incoming_.updates_per_message() > 0) {
           outbox_.SetUpdatesPerMessage(incoming_.updates_per_message());
         }
+        if (incoming_.has_check()) {
+          check_ =
+              std::make_shared<const kprof::v1::AnswerCheck>(std::move(*incoming_.mutable_check()));
+        }
         for (BatchJob& job : *incoming_.mutable_jobs()) Accept(std::move(job));
       }
       incoming_.Clear();

@@ -366,20 +366,47 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     reactor->Finish(ToGrpcStatus(job.status()));
     return reactor;
   }
+  const bool leased = lease->has_value() && (*lease)->device == job->executor->device();
+  absl::StatusOr<std::shared_ptr<PendingCheck>> check =
+      StartCheck(client, *job, Deadline(context), leased);
+  if (!check.ok()) {
+    reactor->Finish(ToGrpcStatus(check.status()));
+    return reactor;
+  }
   reactor->Watch(job->executor, job->request.job_id());
+  // The reply, once the result (and with a check, its verdict) is there.
+  auto reply = [reactor, fill, what = job->what](kprof::worker::v1::WorkerAnswer& answer,
+                                                 JobTiming timing) {
+    absl::Status status = absl::OkStatus();
+    if (!fill(answer, timing)) {
+      status = absl::InternalError(
+          absl::StrCat("the worker's result for ", what, " is not a valid message"));
+    }
+    reactor->Finish(ToGrpcStatus(status));
+  };
   const absl::Status submitted = job->executor->Submit(
       std::move(job->request), client, Deadline(context),
-      [reactor, fill, what = job->what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result,
-                                        JobTiming timing) {
-        absl::Status status = ResultStatus(result, what);
-        if (status.ok() && !fill(*result, timing)) {
-          status = absl::InternalError(
-              absl::StrCat("the worker's result for ", what, " is not a valid message"));
+      [reactor, reply, check = *std::move(check), what = job->what](
+          absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming timing) {
+        const absl::Status status = ResultStatus(result, what);
+        if (!status.ok()) {
+          reactor->Finish(ToGrpcStatus(status));
+        } else if (check == nullptr) {
+          reply(*result, timing);
+        } else {
+          check->Judge(std::move(*result), [reactor, reply, timing](
+                                               absl::Status judged, kprof::v1::CheckVerdict verdict,
+                                               kprof::worker::v1::WorkerAnswer answer) {
+            if (!judged.ok()) {
+              reactor->Finish(ToGrpcStatus(judged));
+              return;
+            }
+            AppendVerdict(verdict, &answer);
+            reply(answer, timing);
+          });
         }
-        reactor->Finish(ToGrpcStatus(status));
       },
-      std::move(job->pin), nullptr, false, std::move(job->module_fds),
-      lease->has_value() && (*lease)->device == job->executor->device() ? (*lease)->id : "");
+      std::move(job->pin), nullptr, false, std::move(job->module_fds), leased ? (*lease)->id : "");
   if (!submitted.ok()) reactor->Finish(ToGrpcStatus(submitted));
   return reactor;
 }

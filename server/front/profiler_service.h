@@ -18,6 +18,7 @@
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "server/front/device_executor.h"
 #include "server/front/module_registry.h"
+#include "server/front/reference_cache.h"
 #include "server/front/token_auth.h"
 #include "server/front/worker_process.h"
 
@@ -177,6 +178,23 @@ class ProfilerService final : public ProfilerServiceBase {
                         kprof::v1::ListModulesResponse* response);
   static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
+  // Checked measurements (check_calls.cc). The request's check, or null.
+  static const kprof::v1::AnswerCheck* CheckOf(const kprof::worker::v1::WorkerRequest& request);
+  // For a job whose request has a check: makes its plan, takes the check out of the request
+  // (the candidate's worker never sees it) and asks for its arguments back, and queues the
+  // reference's run unless its data are held or running. A null pointer for a job without one.
+  // INVALID_ARGUMENT for a bad check; FAILED_PRECONDITION under a lease (`leased`).
+  absl::StatusOr<std::shared_ptr<PendingCheck>> StartCheck(const std::string& client,
+                                                           PreparedJob& job, absl::Time deadline,
+                                                           bool leased);
+  // Queues a reference's run (a ReferenceJob) in a worker apart from the client's; its end
+  // finishes `key` in references_.
+  absl::Status RunReference(const std::string& client, const std::string& key,
+                            kprof::worker::v1::WorkerRequest request, absl::Time deadline);
+  // Adds a passed verdict to the result the worker wrote (as a field appended to its bytes).
+  static void AppendVerdict(const kprof::v1::CheckVerdict& verdict,
+                            kprof::worker::v1::WorkerAnswer* answer);
+
   // Checks and queues one measurement; `fill` puts the worker's result into the response, false
   // when it is not a valid message of its type (answered INTERNAL).
   using Fill = std::function<bool(kprof::worker::v1::WorkerAnswer&, JobTiming)>;
@@ -200,6 +218,7 @@ class ProfilerService final : public ProfilerServiceBase {
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams
   std::set<BatchReactor*> batches_ ABSL_GUARDED_BY(uploads_mutex_);
   std::atomic<uint64_t> next_job_id_{1};
+  ReferenceCache references_;
   std::set<UploadReactor*> live_uploads_ ABSL_GUARDED_BY(uploads_mutex_);
   // Ends uploads idle for limits_.upload_idle_timeout.
   void SweepIdleUploads();

@@ -28,6 +28,7 @@
 #include "base/byte_size.h"
 #include "base/log.h"
 #include "proto/status.h"
+#include "server/ipc/argument_data.h"
 #include "server/ipc/wire.h"
 #include "server/worker/worker_job.h"
 
@@ -366,11 +367,26 @@ absl::Status WorkerProcess::SendMany(absl::Span<const FrameChannel::Outgoing> re
 absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Receive() {
   if (pid_ <= 0) return absl::AbortedError("worker gone");
   kprof::worker::v1::WorkerAnswer response;
-  if (const absl::Status read = channel_.Read(&response); !read.ok()) {
+  std::vector<int> fds;
+  if (const absl::Status read = channel_.Read(&response, &fds); !read.ok()) {
     // The worker closed its end (it died), or wrote what is no answer: either way it is done.
     return absl::AbortedError(absl::StrCat(
         "worker ", Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap())));
   }
+  if (response.has_arguments()) {
+    // The checked call's arguments: read out of the worker's sealed file here, so that the
+    // comparison never runs where the function can reach.
+    absl::Status read = fds.size() == 1
+                            ? ReadArgumentFile(fds[0], &response)
+                            : absl::DataLossError("its arguments came without their file");
+    if (!read.ok()) {
+      response.clear_arguments();
+      response.clear_result();
+      response.set_code(wire::ToWireCode(absl::StatusCode::kInternal));
+      response.set_message(absl::StrCat("the worker's answer is unreadable: ", read.message()));
+    }
+  }
+  for (int fd : fds) close(fd);
   for (const std::string& id : response.closed_modules()) {
     recent_modules_.erase(std::remove(recent_modules_.begin(), recent_modules_.end(), id),
                           recent_modules_.end());

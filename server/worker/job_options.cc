@@ -193,6 +193,8 @@ absl::Status CheckJobOptions(const kprof::worker::v1::WorkerRequest& request, ba
       if (r.has_repeat()) sequence.repeat = r.repeat();
       return core::CheckSequenceJob(sequence);
     }
+    case WorkerRequest::kReference:
+      return CheckCallOptions(request.reference().call());
     default:
       return absl::OkStatus();
   }

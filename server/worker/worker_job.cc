@@ -1,5 +1,7 @@
 #include "server/worker/worker_job.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +15,7 @@
 #include "kprof/config.h"
 #include "proto/status.h"
 #include "proto/wire.h"
+#include "server/worker/argument_file.h"
 #include "server/worker/host_description.h"
 #include "server/worker/job_options.h"
 
@@ -118,6 +121,38 @@ void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
   }
 }
 
+absl::Status WorkerJobs::RunReference(const WorkerRequest& request,
+                                      absl::Span<const int> module_fds, WorkerResponse* response) {
+  const kprof::worker::v1::ReferenceJob& r = request.reference();
+  KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
+  core::Job job;
+  job.function = r.call().function();
+  job.module = &core::BuiltinModule();
+  if (!job.function.empty()) {
+    KPROF_ASSIGN_OR_RETURN(job.module, ResolveModule(r.call().module_id(), request, module_fds));
+  }
+  job.device = device_;
+  job.arg_specs.assign(r.call().args().begin(), r.call().args().end());
+  job.seed = r.seed();
+  if (request.max_argument_bytes() > 0) job.limits.max_total_bytes = request.max_argument_bytes();
+  if (r.call().has_launch()) {
+    KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(r.call().launch()));
+  }
+  std::vector<std::string> before;
+  core::LocalRunner runner;
+  return runner.RunOnce(
+      job,
+      [&before](const core::Arguments& args) -> absl::Status {
+        KPROF_ASSIGN_OR_RETURN(before, CopyArguments(args));
+        return absl::OkStatus();
+      },
+      [&](const core::Arguments& args) -> absl::Status {
+        KPROF_ASSIGN_OR_RETURN(argument_fd_,
+                               WriteArgumentFile(args, response->mutable_arguments(), &before));
+        return absl::OkStatus();
+      });
+}
+
 absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const int> module_fds,
                                 WorkerResponse* response) {
   ++jobs_;
@@ -138,6 +173,15 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
     job.limits = limits;
     if (call.has_launch()) {
       KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(call.launch()));
+    }
+    if (request.check_outputs()) {
+      job.checked = [this, response](const core::Arguments& args) -> absl::Status {
+        const absl::Time start = absl::Now();
+        KPROF_ASSIGN_OR_RETURN(argument_fd_,
+                               WriteArgumentFile(args, response->mutable_arguments()));
+        response->mutable_arguments()->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+        return absl::OkStatus();
+      };
     }
     return job;
   };
@@ -231,6 +275,8 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       *response->mutable_profile()->mutable_report() = wire::ToProto(report);
       return absl::OkStatus();
     }
+    case WorkerRequest::kReference:
+      return RunReference(request, module_fds, response);
     case WorkerRequest::kDescribe:
       *response->mutable_host() = request.describe().cuda() ? DescribeCuda() : DescribeCpu();
       if (!request.describe().cuda()) {
@@ -252,6 +298,8 @@ std::string WorkerJobs::Describe(const WorkerRequest& request) {
       return absl::StrCat("function '", request.time_evaluate().call().function(), "'");
     case WorkerRequest::kProfileFunction:
       return absl::StrCat("function '", request.profile_function().call().function(), "'");
+    case WorkerRequest::kReference:
+      return absl::StrCat("reference '", request.reference().call().function(), "'");
     default:
       return "the profiled sequence";
   }
@@ -284,6 +332,7 @@ WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const in
     return response;
   }
   const absl::Status status = RunJob(request, module_fds, &response);
+  if (!status.ok() && argument_fd_ >= 0) close(TakeArgumentFile());
   if (!status.ok()) {
     response.Clear();
     response.set_job_id(request.job_id());

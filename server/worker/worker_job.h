@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -34,6 +35,10 @@ class WorkerJobs {
 
   size_t modules_open() const { return modules_.size(); }
 
+  // The memfd of the last answer's arguments (ArgumentData), to send with it, or -1; the
+  // caller's to close.
+  int TakeArgumentFile() { return std::exchange(argument_fd_, -1); }
+
   // How this worker is sandboxed, for the host's description.
   void set_isolation(std::string isolation, bool isolated) {
     isolation_ = std::move(isolation);
@@ -48,6 +53,10 @@ class WorkerJobs {
   absl::StatusOr<const core::Module*> ResolveModule(const std::string& id,
                                                     const kprof::worker::v1::WorkerRequest& request,
                                                     absl::Span<const int> module_fds);
+  // A reference's run (ReferenceJob): its arguments after the call, and which it changed.
+  absl::Status RunReference(const kprof::worker::v1::WorkerRequest& request,
+                            absl::Span<const int> module_fds,
+                            kprof::worker::v1::WorkerResponse* response);
   absl::Status RunJob(const kprof::worker::v1::WorkerRequest& request,
                       absl::Span<const int> module_fds,
                       kprof::worker::v1::WorkerResponse* response);
@@ -71,6 +80,7 @@ class WorkerJobs {
   uint64_t jobs_ = 0;
   std::map<std::string, OpenModule> modules_;
   std::vector<std::string> closed_;  // since the last answer
+  int argument_fd_ = -1;             // TakeArgumentFile
   // The generation of the host's part of the manifest (core::ReadEnvironment) the front has:
   // an answer carries it only when it changed.
   uint64_t sent_host_generation_ = 0;

@@ -320,6 +320,7 @@ int main(int argc, char** argv) {
     }
     kprof::worker::v1::WorkerResponse response = jobs.Run(request, module_fds);
     for (int fd : module_fds) close(fd);
+    const int argument_fd = jobs.TakeArgumentFile();  // with the answer, unless it is replaced
     if (!(kprof::server::IdentityOf(kJobSocket) == job_socket)) {
       // Nothing can be said on the socket any more: the daemon sees the worker end and fails
       // the job; the next one gets a fresh worker.
@@ -350,7 +351,11 @@ int main(int argc, char** argv) {
                            "; its worker was replaced");
       response.set_recycle(true);
     }
-    if (!channel.Write(response).ok() || response.recycle()) return 0;
+    const bool with_arguments = argument_fd >= 0 && response.has_arguments();
+    const absl::Status written =
+        with_arguments ? channel.Write(response, {&argument_fd, 1}) : channel.Write(response);
+    if (argument_fd >= 0) close(argument_fd);
+    if (!written.ok() || response.recycle()) return 0;
     answered = true;
   }
 }

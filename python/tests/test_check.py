@@ -1,0 +1,74 @@
+"""Checked measurements from Python: reference= and expect= (NumPy arrays), the verdict on a
+right answer, KprofError with its verdict on a wrong one, batches that name wrong candidates, and
+the same verdicts as the CLI gives for the same runs."""
+import json
+import os
+import subprocess
+
+import numpy
+import pytest
+
+import kprof
+from conftest import KPROF, MODULES
+
+ANSWERS = os.path.join(MODULES, "answers.so")
+ARGS = ["float32[1000]", "float32[1000]:random", "float32[1000]:random"]
+
+
+def test_a_right_answer_carries_its_verdict(client):
+    result = client.time_evaluate(ANSWERS, "add_honest", ARGS, repeat=2,
+                                  reference=f"{ANSWERS}:add_ref")
+    assert len(result.results) == 2
+    assert result.check.outcome == result.check.PASSED
+    assert list(result.check.outputs) == [0]
+
+
+def test_a_wrong_answer_raises_with_its_verdict(client):
+    with pytest.raises(kprof.KprofError) as raised:
+        client.time_evaluate(ANSWERS, "add_half", ARGS, reference=(ANSWERS, "add_ref"))
+    assert raised.value.code.name == "ABORTED"
+    assert "wrong answer" in raised.value.message
+    assert raised.value.verdict.outcome == raised.value.verdict.WRONG
+    assert raised.value.verdict.mismatches[0].mismatched == 500
+
+
+def test_expected_data_as_numpy_arrays(client):
+    right = numpy.full(4, 2.5, dtype=numpy.float32)
+    result = client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], expect=[right])
+    assert result.check.reference == "expected data"
+    wrong = right.copy()
+    wrong[1] = 1.0
+    with pytest.raises(kprof.KprofError) as raised:
+        client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], expect=wrong)
+    assert raised.value.verdict.mismatches[0].first_index == 1
+    with pytest.raises(ValueError, match="rtol, atol and outputs shape a check"):
+        client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], rtol=0.1)
+
+
+def test_a_batch_names_wrong_candidates_and_keeps_the_right_ones(client):
+    jobs = [{"id": f, "module": ANSWERS, "function": f, "args": ARGS, "repeat": 2,
+             "reference": {"module": ANSWERS, "function": "add_ref"}}
+            for f in ("add_honest", "add_nothing", "add_minus", "add_ref")]
+    results = {r.id: r for r in client.batch(jobs)}
+    assert results["add_honest"].ok and results["add_ref"].ok
+    assert results["add_honest"].verdict.outcome == results["add_honest"].verdict.PASSED
+    for name in ("add_nothing", "add_minus"):
+        assert not results[name].ok
+        assert results[name].code.name == "ABORTED"
+        assert results[name].verdict.outcome == results[name].verdict.WRONG
+
+
+def test_the_cli_and_python_agree_on_verdicts(daemon, client):
+    for function in ("add_honest", "add_half", "add_writes_input", "add_off"):
+        cli = subprocess.run(
+            [KPROF, "--target", daemon, "time", ANSWERS, function, *sum((["--arg", a] for a in ARGS), []),
+             "--reference", f"{ANSWERS}:add_ref", "--format", "json"],
+            capture_output=True, text=True, check=False)
+        try:
+            python = client.time_evaluate(ANSWERS, function, ARGS, reference=f"{ANSWERS}:add_ref")
+            python_verdict = "passed"
+        except kprof.KprofError as error:
+            python_verdict = "wrong"
+            assert f"ABORTED: {error.message}" in cli.stderr
+        cli_verdict = json.loads(cli.stdout)["check"]["outcome"] if cli.returncode == 0 else "wrong"
+        assert cli_verdict == python_verdict, function

@@ -1,0 +1,119 @@
+// The checked measurement's part of the service: the plan, the reference's run in a worker of
+// its own (never the candidate's), and the verdict joined to the candidate's result.
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "proto/status.h"
+#include "server/front/profiler_service.h"
+#include "server/ipc/wire.h"
+
+namespace kprof::server {
+namespace {
+
+// The queue key of a client's reference runs: a worker apart from the client's own, so that the
+// reference's outputs never enter the candidate's process. A label cannot hold the NUL byte.
+std::string ReferenceKey(const std::string& client) {
+  return client + std::string("\0reference", 10);
+}
+
+}  // namespace
+
+const kprof::v1::AnswerCheck* ProfilerService::CheckOf(const kprof::worker::v1::WorkerRequest& r) {
+  if (r.has_time_evaluate() && r.time_evaluate().has_check()) return &r.time_evaluate().check();
+  if (r.has_profile_function() && r.profile_function().has_check()) {
+    return &r.profile_function().check();
+  }
+  return nullptr;
+}
+
+absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const std::string& client,
+                                                                          PreparedJob& job,
+                                                                          absl::Time deadline,
+                                                                          bool leased) {
+  kprof::worker::v1::WorkerRequest& request = job.request;
+  const kprof::v1::AnswerCheck* check = CheckOf(request);
+  if (check == nullptr) return std::shared_ptr<PendingCheck>();
+  if (leased) {
+    return absl::FailedPreconditionError(
+        "a checked job does not run under a lease yet: its reference runs in a worker apart "
+        "from the lease's; send it without the lease id");
+  }
+  const kprof::v1::FunctionCall& call = request.has_time_evaluate()
+                                            ? request.time_evaluate().call()
+                                            : request.profile_function().call();
+  const uint64_t seed = request.has_time_evaluate() ? request.time_evaluate().seed()
+                                                    : request.profile_function().seed();
+  KPROF_ASSIGN_OR_RETURN(CheckPlan plan, CheckPlan::Make(*check, call));
+  kprof::worker::v1::WorkerRequest reference;
+  kprof::worker::v1::ReferenceJob* run = reference.mutable_reference();
+  *run->mutable_call() = plan.ReferenceRun(call);
+  run->set_device(base::DeviceSpec(job.executor->device()));
+  run->set_seed(seed);
+  auto pending = std::make_shared<PendingCheck>(std::move(plan), job.what);
+  const std::string key = absl::StrCat(client, std::string(1, '\0'), run->SerializeAsString());
+  // The candidate's worker gets none of it: expected data stay out of its reach.
+  if (request.has_time_evaluate()) request.mutable_time_evaluate()->clear_check();
+  if (request.has_profile_function()) request.mutable_profile_function()->clear_check();
+  request.set_check_outputs(true);
+  if (!references_.Await(key, [pending](const ReferenceCache::Result& result, bool reused) {
+        pending->SetReference(result, reused);
+      })) {
+    return pending;
+  }
+  if (absl::Status started = RunReference(client, key, std::move(reference), deadline);
+      !started.ok()) {
+    references_.Finish(key, started);
+    return started;  // refused before the candidate runs, with the reference's own code
+  }
+  return pending;
+}
+
+absl::Status ProfilerService::RunReference(const std::string& client, const std::string& key,
+                                           kprof::worker::v1::WorkerRequest request,
+                                           absl::Time deadline) {
+  const kprof::v1::FunctionCall call = request.reference().call();
+  const std::string device = request.reference().device();
+  PreparedJob job;
+  if (call.function().empty()) {  // the initial data only: no module to hold
+    KPROF_ASSIGN_OR_RETURN(job.executor, FindExecutor(device));
+    request.set_max_argument_bytes(limits_.max_argument_bytes);
+    request.set_job_id(next_job_id_++);
+    job.request = std::move(request);
+  } else {
+    absl::StatusOr<PreparedJob> prepared = PrepareJob(client, device, {&call}, std::move(request));
+    if (!prepared.ok()) {
+      return absl::Status(prepared.status().code(),
+                          absl::StrCat("reference ", call.module_id().substr(0, 12), ":",
+                                       call.function(), ": ", prepared.status().message()));
+    }
+    job = *std::move(prepared);
+  }
+  const std::string what = absl::StrCat("reference '", call.function(), "'");
+  return job.executor->Submit(
+      std::move(job.request), ReferenceKey(client), deadline,
+      [this, key, what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming) {
+        absl::Status status = ResultStatus(result, what);
+        if (status.ok() && !result->has_arguments()) {
+          status = absl::InternalError("the reference's run sent no arguments back");
+        }
+        if (!status.ok()) {
+          references_.Finish(key, status);
+          return;
+        }
+        references_.Finish(
+            key, std::make_shared<const ReferenceData>(ReferenceData::FromAnswer(*result)));
+      },
+      std::move(job.pin), nullptr, /*beyond_bound=*/true, std::move(job.module_fds));
+}
+
+void ProfilerService::AppendVerdict(const kprof::v1::CheckVerdict& verdict,
+                                    kprof::worker::v1::WorkerAnswer* answer) {
+  if (answer->has_time_evaluate()) {
+    AppendField(kprof::v1::TimeEvaluateResponse::kCheckFieldNumber, verdict,
+                answer->mutable_time_evaluate());
+  } else if (answer->has_profile_function()) {
+    AppendField(kprof::v1::ProfileFunctionResponse::kCheckFieldNumber, verdict,
+                answer->mutable_profile_function());
+  }
+}
+
+}  // namespace kprof::server
