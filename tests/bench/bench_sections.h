@@ -48,4 +48,8 @@ void Isolation();
 // 7: an empty function's time per call against one clock_gettime.
 void TimerFloor(kprof::client::Client& client);
 
+// 8: what checking answers costs: an honest kernel's median and a candidate batch, with a
+// reference against without.
+void Checks(const std::string& target, kprof::client::Client& client, const std::string& base);
+
 }  // namespace kprof::bench

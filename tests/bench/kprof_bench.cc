@@ -245,6 +245,7 @@ void WriteMarkdown(const std::string& path, const std::string& started) {
 using kprof::bench::Accuracy;
 using kprof::bench::BatchCpu;
 using kprof::bench::Batches;
+using kprof::bench::Checks;
 using kprof::bench::Fail;
 using kprof::bench::Footprint;
 using kprof::bench::Isolation;
@@ -293,10 +294,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
-      only != "unary-cpu" && only != "overhead" && only != "upload" && only != "accuracy") {
+      only != "unary-cpu" && only != "overhead" && only != "upload" && only != "accuracy" &&
+      only != "checks") {
     Fail(
-        "--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead', 'upload' or "
-        "'accuracy'");
+        "--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead', 'upload', "
+        "'accuracy' or 'checks'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -316,7 +318,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "overhead" ||
-      only == "upload") {
+      only == "upload" || only == "checks") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
@@ -326,6 +328,10 @@ int main(int argc, char** argv) {
     }
     if (only == "upload") {
       Upload(daemon.target(), *client, base);
+      return 0;
+    }
+    if (only == "checks") {
+      Checks(daemon.target(), *client, base);
       return 0;
     }
     if (only == "batch-cpu") {
@@ -353,6 +359,7 @@ int main(int argc, char** argv) {
             kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
     Upload(daemon.target(), *client, base);
     TimerFloor(*client);
+    Checks(daemon.target(), *client, base);
   }
   {
     // Client, daemon and worker on one CPU: the daemon inherits this process's affinity. The
