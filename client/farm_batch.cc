@@ -37,6 +37,11 @@ const kprof::v1::FunctionCall& CallOf(const BatchJob& job) {
   return job.has_profile_function() ? job.profile_function().call() : job.time_evaluate().call();
 }
 
+const std::string& ReferenceOf(const BatchJob& job) {
+  return job.has_profile_function() ? job.profile_function().check().reference().module_id()
+                                    : job.time_evaluate().check().reference().module_id();
+}
+
 BatchUpdate Failed(const std::string& id, const absl::Status& status) {
   BatchUpdate update;
   update.set_id(id);
@@ -264,7 +269,7 @@ void Farm::Batch::Place() {
       unplaced.push_back(j);
       continue;
     }
-    switch (SendModule(j, best)) {
+    switch (SendModules(j, best)) {
       case ModuleSent::kThere:
         break;
       case ModuleSent::kPlaceAgain:
@@ -286,10 +291,20 @@ void Farm::Batch::Place() {
   Flush();
 }
 
-Farm::Batch::ModuleSent Farm::Batch::SendModule(size_t j, size_t best) {
+Farm::Batch::ModuleSent Farm::Batch::SendModules(size_t j, size_t best) {
+  // The job's module, and the reference its check runs.
+  for (const std::string* module : {&CallOf(jobs_[j]).module_id(), &ReferenceOf(jobs_[j])}) {
+    if (module->empty()) continue;
+    const ModuleSent sent = SendModule(j, best, *module);
+    if (sent != ModuleSent::kThere) return sent;
+  }
+  return ModuleSent::kThere;
+}
+
+Farm::Batch::ModuleSent Farm::Batch::SendModule(size_t j, size_t best,
+                                                const std::string& module) {
   Daemon& d = daemons_[best];
-  // The job's module, where this farm has its bytes and the daemon has not had them yet.
-  const std::string& module = CallOf(jobs_[j]).module_id();
+  // Where this farm has its bytes and the daemon has not had them yet.
   const auto m = modules_.find(module);
   if (m == modules_.end() || d.uploaded.count(module) > 0) return ModuleSent::kThere;
   if (d.refused.count(module) == 0 && m->second.bytes.size() <= kInlineModuleBytes) {

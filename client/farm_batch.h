@@ -91,8 +91,10 @@ class Farm::Batch {
   void Flush();
   // Places what fits, each job on a live daemon with its device.
   void Place();
-  // Gets job `j`'s module to daemon `best`, on the stream or by an upload.
-  ModuleSent SendModule(size_t j, size_t best);
+  // Gets job `j`'s modules (its call's, its check's reference's) to daemon `best`, on the
+  // stream or by an upload, where it lacks them.
+  ModuleSent SendModules(size_t j, size_t best);
+  ModuleSent SendModule(size_t j, size_t best, const std::string& module);
   // Waits for the next updates and takes them in.
   void Receive();
   void Handle(Event& event);

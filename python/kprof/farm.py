@@ -367,43 +367,44 @@ class Farm:
             if not room:
                 return False
             daemon = min(room, key=lambda d: len(d.holding))
-            module = job.time_evaluate.call.module_id
             jobs_out, inline = outgoing.setdefault(daemon, ([], []))
-            if (module in self._modules and module not in daemon.uploaded
-                    and module not in daemon.refused
-                    and len(self._modules[module][0]) <= _INLINE_MODULE_BYTES):
-                # With the job, on the stream: stored before the job is taken; one the daemon
-                # refuses fails the job with the reason.
-                data, name = self._modules[module]
-                if sum(len(m.bytes) for m in inline) + len(data) > _INLINE_BYTES_PER_MESSAGE:
-                    flush()
+            # The job's module, and the reference its check runs.
+            for module in (job.time_evaluate.call.module_id,
+                           job.time_evaluate.check.reference.module_id):
+                if (module in self._modules and module not in daemon.uploaded
+                        and module not in daemon.refused
+                        and len(self._modules[module][0]) <= _INLINE_MODULE_BYTES):
+                    # With the job, on the stream: stored before the job is taken; one the daemon
+                    # refuses fails the job with the reason.
+                    data, name = self._modules[module]
+                    if sum(len(m.bytes) for m in inline) + len(data) > _INLINE_BYTES_PER_MESSAGE:
+                        flush()
+                        jobs_out, inline = outgoing.setdefault(daemon, ([], []))
+                    header = kprof_pb2.ModuleHeader(name=name, format="auto",
+                                                    size_bytes=len(data), sha256=module)
+                    inline.append(kprof_pb2.InlineModule(header=header, bytes=data))
+                    daemon.uploaded.add(module)
+                elif module in self._modules and module not in daemon.uploaded:
+                    data, name = self._modules[module]
+                    refused = daemon.refused.get(module)
+                    flush()  # the jobs placed so far are measured while this module uploads
                     jobs_out, inline = outgoing.setdefault(daemon, ([], []))
-                inline.append(kprof_pb2.InlineModule(
-                    header=kprof_pb2.ModuleHeader(name=name, format="auto", size_bytes=len(data),
-                                                  sha256=module),
-                    bytes=data))
-                daemon.uploaded.add(module)
-            elif module in self._modules and module not in daemon.uploaded:
-                data, name = self._modules[module]
-                refused = daemon.refused.get(module)
-                flush()  # the jobs placed so far are measured while this module uploads
-                jobs_out, inline = outgoing.setdefault(daemon, ([], []))
-                try:
-                    if refused is not None:
-                        raise refused
-                    upload_ahead()
-                    upload(daemon, module, data, name)
-                except KprofError as error:
-                    if error.code in (grpc.StatusCode.UNAVAILABLE,
-                                      grpc.StatusCode.DEADLINE_EXCEEDED):
-                        pending.appendleft(j)
-                        lose(daemon, error.message)
-                    else:  # the module itself is refused: so are its other jobs here
-                        daemon.refused[module] = error
-                        deliver(BatchResult(job.id, False, code=error.code,
-                                            message=error.message))
-                    return True
-                daemon.uploaded.add(module)
+                    try:
+                        if refused is not None:
+                            raise refused
+                        upload_ahead()
+                        upload(daemon, module, data, name)
+                    except KprofError as error:
+                        if error.code in (grpc.StatusCode.UNAVAILABLE,
+                                          grpc.StatusCode.DEADLINE_EXCEEDED):
+                            pending.appendleft(j)
+                            lose(daemon, error.message)
+                        else:  # the module itself is refused: so are its other jobs here
+                            daemon.refused[module] = error
+                            deliver(BatchResult(job.id, False, code=error.code,
+                                                message=error.message))
+                        return True
+                    daemon.uploaded.add(module)
             if daemon.stream is None:
                 daemon.open(daemons.index(daemon), events)
             daemon.holding.add(j)

@@ -61,7 +61,8 @@ def test_a_batch_names_wrong_candidates_and_keeps_the_right_ones(client):
 def test_the_cli_and_python_agree_on_verdicts(daemon, client):
     for function in ("add_honest", "add_half", "add_writes_input", "add_off"):
         cli = subprocess.run(
-            [KPROF, "--target", daemon, "time", ANSWERS, function, *sum((["--arg", a] for a in ARGS), []),
+            [KPROF, "--target", daemon, "time", ANSWERS, function,
+             *[word for a in ARGS for word in ("--arg", a)],
              "--reference", f"{ANSWERS}:add_ref", "--format", "json"],
             capture_output=True, text=True, check=False)
         try:
@@ -72,3 +73,20 @@ def test_the_cli_and_python_agree_on_verdicts(daemon, client):
             assert f"ABORTED: {error.message}" in cli.stderr
         cli_verdict = json.loads(cli.stdout)["check"]["outcome"] if cli.returncode == 0 else "wrong"
         assert cli_verdict == python_verdict, function
+
+
+def test_a_farm_sends_the_reference_module_with_the_jobs(three_daemons):
+    """Candidates and their reference as files: each daemon of the farm gets the reference's
+    bytes with the jobs that need it."""
+    target = ",".join(address for _, address in three_daemons)
+    with kprof.farm(target) as farm:
+        jobs = [{"id": f"{f}-{i}", "module": ANSWERS, "function": f, "args": ARGS,
+                 "reference": {"module": os.path.join(MODULES, "add_honest.so"),
+                               "function": "add"}}
+                for i in range(6) for f in ("add_honest", "add_minus")]
+        results = list(farm.batch(jobs))
+    assert sorted(r.id for r in results if r.ok) == sorted(f"add_honest-{i}" for i in range(6))
+    for result in results:
+        if not result.ok:
+            assert result.code.name == "ABORTED", result.message
+            assert result.verdict.outcome == result.verdict.WRONG

@@ -81,9 +81,13 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
   } else {
     absl::StatusOr<PreparedJob> prepared = PrepareJob(client, device, {&call}, std::move(request));
     if (!prepared.ok()) {
-      return absl::Status(prepared.status().code(),
-                          absl::StrCat("reference ", call.module_id().substr(0, 12), ":",
-                                       call.function(), ": ", prepared.status().message()));
+      absl::Status named(prepared.status().code(),
+                         absl::StrCat("reference ", call.module_id().substr(0, 12), ":",
+                                      call.function(), ": ", prepared.status().message()));
+      // Its details stay: a client that holds the reference's bytes uploads it again.
+      prepared.status().ForEachPayload(
+          [&](absl::string_view type, const absl::Cord& payload) { named.SetPayload(type, payload); });
+      return named;
     }
     job = *std::move(prepared);
   }

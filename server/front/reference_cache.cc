@@ -47,7 +47,8 @@ void ReferenceCache::Finish(const std::string& key, Result result) {
       entries_.erase(it);  // a later job runs it again
     }
   }
-  for (const Ready& ready : waiters) ready(result, false);
+  // The job that started the run computed the data; the others waited for them (reused).
+  for (size_t i = 0; i < waiters.size(); ++i) waiters[i](result, i > 0);
 }
 
 void ReferenceCache::Evict() {

@@ -25,7 +25,7 @@ namespace kprof::server {
 class ReferenceCache {
  public:
   using Result = absl::StatusOr<std::shared_ptr<const ReferenceData>>;
-  // `reused`: the data were there before this job asked.
+  // `reused`: the data were computed for another job (held, or run while this one waited).
   using Ready = std::function<void(const Result& result, bool reused)>;
 
   explicit ReferenceCache(uint64_t max_bytes = uint64_t{1} << 30) : max_bytes_(max_bytes) {}
