@@ -301,8 +301,7 @@ Farm::Batch::ModuleSent Farm::Batch::SendModules(size_t j, size_t best) {
   return ModuleSent::kThere;
 }
 
-Farm::Batch::ModuleSent Farm::Batch::SendModule(size_t j, size_t best,
-                                                const std::string& module) {
+Farm::Batch::ModuleSent Farm::Batch::SendModule(size_t j, size_t best, const std::string& module) {
   Daemon& d = daemons_[best];
   // Where this farm has its bytes and the daemon has not had them yet.
   const auto m = modules_.find(module);

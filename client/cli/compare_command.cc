@@ -73,6 +73,13 @@ absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& na
   m.name =
       result.contains("id") && result["id"].is_string() ? result["id"].get<std::string>() : name;
   m.call = CallOf(result);
+  if (result.contains("check") && result["check"].is_object() &&
+      Text(result["check"], "outcome", "") != "passed") {
+    // A wrong answer's times count for nothing (kprofd never sends them; an edited file might).
+    return absl::InvalidArgumentError(absl::StrCat(where, ": its answer's check says '",
+                                                   Text(result["check"], "outcome", ""),
+                                                   "': a wrong answer has no time to compare"));
+  }
   if (!result["results"].is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": \"results\" is not an array"));
   }

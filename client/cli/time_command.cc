@@ -154,8 +154,15 @@ class TimeCommand final : public Command {
                                                 (min_repeat_ms_ + cooldown_ms_));
     const absl::Duration timeout =
         globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
-    KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r,
-                           client->TimeEvaluate(request, timeout));
+    absl::StatusOr<kprof::v1::TimeEvaluateResponse> answer = client->TimeEvaluate(request, timeout);
+    if (!answer.ok() && format == "gbench" && VerdictOf(answer.status()).has_value()) {
+      // A wrong answer is a run in error, as Google Benchmark marks one; the exit says so too.
+      Print(GbenchDocument(nullptr, {GbenchError(GbenchName("", request.call()),
+                                                 std::string(answer.status().message()))})
+                .dump(2) +
+            "\n");
+    }
+    KPROF_ASSIGN_OR_RETURN(kprof::v1::TimeEvaluateResponse r, std::move(answer));
     KPROF_ASSIGN_OR_RETURN(const report::MetricMap manifest,
                            wire::FromProto(r.environment(), "environment"));
     if (format == "gbench") {

@@ -90,3 +90,14 @@ def test_a_farm_sends_the_reference_module_with_the_jobs(three_daemons):
         if not result.ok:
             assert result.code.name == "ABORTED", result.message
             assert result.verdict.outcome == result.verdict.WRONG
+
+
+def test_a_race_ranks_only_the_right_candidates(client):
+    reference = {"module": ANSWERS, "function": "add_ref"}
+    jobs = [{"id": f, "module": ANSWERS, "function": f, "args": ARGS, "reference": reference}
+            for f in ("add_honest", "add_ref", "add_half", "add_nothing")]
+    ranking = client.rank(jobs, initial=5, max_repeats=20)
+    states = {c.name: c.state for c in ranking.candidates}
+    assert states["add_half"] == "failed" and states["add_nothing"] == "failed"
+    assert states["add_honest"] != "failed" and states["add_ref"] != "failed"
+    assert ranking.fastest in ("add_honest", "add_ref")

@@ -7,16 +7,6 @@
 #include "server/ipc/wire.h"
 
 namespace kprof::server {
-namespace {
-
-// The queue key of a client's reference runs: a worker apart from the client's own, so that the
-// reference's outputs never enter the candidate's process. A label cannot hold the NUL byte.
-std::string ReferenceKey(const std::string& client) {
-  return client + std::string("\0reference", 10);
-}
-
-}  // namespace
-
 const kprof::v1::AnswerCheck* ProfilerService::CheckOf(const kprof::worker::v1::WorkerRequest& r) {
   if (r.has_time_evaluate() && r.time_evaluate().has_check()) return &r.time_evaluate().check();
   if (r.has_profile_function() && r.profile_function().has_check()) {
@@ -85,15 +75,16 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
                          absl::StrCat("reference ", call.module_id().substr(0, 12), ":",
                                       call.function(), ": ", prepared.status().message()));
       // Its details stay: a client that holds the reference's bytes uploads it again.
-      prepared.status().ForEachPayload(
-          [&](absl::string_view type, const absl::Cord& payload) { named.SetPayload(type, payload); });
+      prepared.status().ForEachPayload([&](absl::string_view type, const absl::Cord& payload) {
+        named.SetPayload(type, payload);
+      });
       return named;
     }
     job = *std::move(prepared);
   }
   const std::string what = absl::StrCat("reference '", call.function(), "'");
   return job.executor->Submit(
-      std::move(job.request), ReferenceKey(client), deadline,
+      std::move(job.request), DeviceExecutor::ReferenceKey(client), deadline,
       [this, key, what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming) {
         absl::Status status = ResultStatus(result, what);
         if (status.ok() && !result->has_arguments()) {

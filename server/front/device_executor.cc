@@ -158,6 +158,20 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
   return absl::OkStatus();
 }
 
+std::string DeviceExecutor::KeyName(const std::string& key) {
+  const std::string owner = OwnerOf(key);
+  return owner.size() == key.size() ? key : owner + " (reference)";
+}
+
+std::string DeviceExecutor::OwnerOf(const std::string& key) {
+  const std::string suffix(kReferenceSuffix, sizeof kReferenceSuffix - 1);
+  if (key.size() >= suffix.size() &&
+      key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return key.substr(0, key.size() - suffix.size());
+  }
+  return key;
+}
+
 bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
   // The loop is asleep with nothing to do, and left this client's worker to the quick path.
   return sleeping_ && quick_worker_ != nullptr && !quick_busy_ && !handover_.has_value() &&
@@ -381,13 +395,13 @@ DeviceExecutor::Stats DeviceExecutor::stats() {
   stats.workers = workers_running_;
   stats.workers_started = workers_started_;
   stats.quick_jobs = quick_jobs_;
-  if (handed_on_ > 0) stats.running_client = handed_client_;
+  if (handed_on_ > 0) stats.running_client = KeyName(handed_client_);
   const std::map<std::string, int> queued = turns_.QueuedByClient();
   for (const std::string& client : turns_.turns()) {
-    stats.queued.emplace_back(client, queued.at(client));
+    stats.queued.emplace_back(KeyName(client), queued.at(client));
   }
   if (handed_on_ > 1) {
-    const std::string& handed = handed_client_;
+    const std::string handed = KeyName(handed_client_);
     auto it = stats.queued.begin();
     while (it != stats.queued.end() && it->first != handed) ++it;
     if (it != stats.queued.end()) {
@@ -441,7 +455,7 @@ void DeviceExecutor::Deliver(Job& job, absl::StatusOr<WorkerAnswer> result, absl
     metrics_->JobDone(
         worker_options_.device, JobKind(job.request),
         result.ok() ? static_cast<absl::StatusCode>(result->code()) : result.status().code(),
-        job.client, timing.queue_wait, timing.execution);
+        OwnerOf(job.client), timing.queue_wait, timing.execution);
   }
   job.keep_alive.reset();  // modules unpinned before the answer, too
   Done done = std::move(job.done);

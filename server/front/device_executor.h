@@ -63,6 +63,7 @@ struct WorkerPool {
 
 class DeviceExecutor {
  public:
+  static constexpr char kReferenceSuffix[] = "\0reference";
   // The result of a job (a worker response whose code may be an error, or a failure of the
   // worker itself) and how long it waited and ran. Called on the executor's thread, or, for a
   // job answered on the quick path, on the thread that called Submit, before Submit returns; for
@@ -144,6 +145,15 @@ class DeviceExecutor {
   };
   // Whom a lease's jobs are queued (and run) as: `client`'s, in a worker of their own.
   static std::string LeaseKey(const std::string& client) { return client + " [lease]"; }
+  // The key of a client's reference runs (answer checks): a worker apart from the client's own,
+  // so that a reference's outputs never enter the candidate's process. No label holds the NUL
+  // byte that sets it apart. KeyName is a key as logs and GetInfo show it ("alice (reference)"),
+  // OwnerOf the client whose jobs they are (metrics count them as its own).
+  static std::string ReferenceKey(const std::string& client) {
+    return client + std::string(kReferenceSuffix, sizeof kReferenceSuffix - 1);
+  }
+  static std::string KeyName(const std::string& key);
+  static std::string OwnerOf(const std::string& key);
   void SetLease(std::optional<LeaseGate> gate, std::function<void()> clear = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
 

@@ -272,7 +272,7 @@ void DeviceExecutor::Answer(absl::StatusOr<WorkerAnswer> answer) {
   if (!answer.ok()) {  // the worker ended
     const std::string message(answer.status().message());
     base::LogFields fields = {{"DEVICE", base::DeviceSpec(worker_options_.device)},
-                              {"CLIENT", active_client_},
+                              {"CLIENT", KeyName(active_client_)},
                               {"CODE", absl::StatusCodeToString(answer.status().code())}};
     if (!in_flight_.empty()) {
       fields.push_back({"JOB_ID", absl::StrCat(in_flight_.front().request.job_id())});
@@ -488,7 +488,7 @@ void DeviceExecutor::Loop() {
                          " of ", active_client_, ": ", stopped.message()),
             {{"JOB_ID", absl::StrCat(front.request.job_id())},
              {"DEVICE", base::DeviceSpec(worker_options_.device)},
-             {"CLIENT", active_client_},
+             {"CLIENT", KeyName(active_client_)},
              {"CODE", "DEADLINE_EXCEEDED"}});
         LoseWorker(&stopped, "timeout");
       }

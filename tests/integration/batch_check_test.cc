@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "client/kprof_client.h"
 #include "cli.h"
+#include "client/kprof_client.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -125,7 +125,8 @@ TEST(BatchCheckTest, ARankingRaceRanksOnlyTheRightCandidates) {
     jobs << nlohmann::json{{"id", absl::StrCat(variant, "-", i)},
                            {"module", path},
                            {"function", "add"},
-                           {"args", {"float32[2048]", "float32[2048]:random", "float32[2048]:random"}},
+                           {"args",
+                            {"float32[2048]", "float32[2048]:random", "float32[2048]:random"}},
                            {"reference", {{"module", reference}, {"function", "add"}}}}
                 .dump()
          << "\n";

@@ -87,6 +87,27 @@ TEST_F(CliCheckTest, AWrongAnswerFailsWithNoTime) {
   }
   const Result loose = Kprof(Add("add_off") + " --atol 0.002 --format json");
   ASSERT_EQ(loose.exit_code, 0) << loose.err;
+  // Google Benchmark's JSON marks the run in error.
+  const Result gbench = Kprof(Add("add_half") + " --format gbench");
+  EXPECT_EQ(gbench.exit_code, 1);
+  const auto document = nlohmann::json::parse(gbench.out);
+  ASSERT_EQ(document["benchmarks"].size(), 1u);
+  EXPECT_EQ(document["benchmarks"][0]["error_occurred"], true);
+  EXPECT_THAT(document["benchmarks"][0]["error_message"].get<std::string>(),
+              HasSubstr("wrong answer"));
+}
+
+TEST_F(CliCheckTest, CompareRefusesAWrongAnswer) {
+  const Result right = Kprof(Add("add_honest") + " --format json");
+  ASSERT_EQ(right.exit_code, 0) << right.err;
+  std::ofstream(dir_.path() + "/right.json") << right.out;
+  auto edited = nlohmann::json::parse(right.out);
+  edited["check"]["outcome"] = "wrong";
+  std::ofstream(dir_.path() + "/edited.json") << edited.dump();
+  const Result compare =
+      Kprof("compare " + dir_.path() + "/right.json " + dir_.path() + "/edited.json");
+  EXPECT_NE(compare.exit_code, 0);
+  EXPECT_THAT(compare.err, HasSubstr("a wrong answer has no time to compare"));
 }
 
 TEST_F(CliCheckTest, ExpectedDataFromNpyFiles) {
