@@ -53,6 +53,11 @@ class Arguments {
 
   // Copies tensor `index`'s bytes as they are now (spec.num_bytes of them) to host memory `out`.
   absl::Status ReadBack(size_t index, void* out) const;
+  // Tensor `index`'s bytes where the host reads them in place (a CPU device's, a scalar's), or
+  // null for device memory (ReadBack copies those).
+  const void* HostData(size_t index) const {
+    return OnHost(tensors_.at(index)) ? tensors_[index].data : nullptr;
+  }
 
   // Evicts the tensors from index `first` on from the device's caches.
   absl::Status FlushFromCaches(size_t first);

@@ -25,35 +25,34 @@ absl::Status FileError(const char* what, int fd) {
 absl::StatusOr<int> WriteArgumentFile(const core::Arguments& args,
                                       kprof::worker::v1::ArgumentData* data,
                                       const std::vector<std::string>* before) {
-  uint64_t total = 0;
-  for (const core::ArgSpec& spec : args.specs()) {
-    data->add_sizes(spec.num_bytes);
-    total += spec.num_bytes;
-  }
   const int fd = memfd_create("kprof-arguments", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return FileError("make", -1);
-  if (ftruncate(fd, static_cast<off_t>(total)) != 0) return FileError("size", fd);
-  if (total > 0) {
-    void* map = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) return FileError("map", fd);
-    auto* out = static_cast<unsigned char*>(map);
-    absl::Status read = absl::OkStatus();
-    for (size_t k = 0; k < args.specs().size() && read.ok(); ++k) {
-      const uint64_t bytes = args.specs()[k].num_bytes;
-      read = args.ReadBack(k, out);
-      if (before != nullptr && read.ok()) {
-        data->add_changed((*before)[k].size() != bytes ||
-                          std::memcmp((*before)[k].data(), out, bytes) != 0);
+  // write(2) from the tensors themselves: the kernel fills the file's pages as it takes them,
+  // without the page faults (and zeroing) a mapping of the new file would cost.
+  std::string staging;  // device memory goes through the host
+  for (size_t k = 0; k < args.specs().size(); ++k) {
+    const uint64_t bytes = args.specs()[k].num_bytes;
+    data->add_sizes(bytes);
+    const char* from = static_cast<const char*>(args.HostData(k));
+    if (from == nullptr) {
+      staging.resize(bytes);
+      if (absl::Status read = args.ReadBack(k, staging.data()); !read.ok()) {
+        close(fd);
+        return read;
       }
-      out += bytes;
+      from = staging.data();
     }
-    munmap(map, total);
-    if (!read.ok()) {
-      close(fd);
-      return read;
+    if (before != nullptr) {
+      data->add_changed((*before)[k].size() != bytes ||
+                        std::memcmp((*before)[k].data(), from, bytes) != 0);
+    }
+    for (uint64_t done = 0; done < bytes;) {
+      const ssize_t n = write(fd, from + done, bytes - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return FileError("write", fd);
+      done += static_cast<uint64_t>(n);
     }
   }
-  if (before != nullptr && total == 0) data->mutable_changed()->Resize(args.size(), false);
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     return FileError("seal", fd);
   }

@@ -32,6 +32,9 @@ class CheckTest : public ServiceTest {
  protected:
   void SetUp() override {
     ServiceTest::SetUp();
+    LoadAnswers();
+  }
+  void LoadAnswers() {
     auto loaded = client_->LoadModule(ReadFileBytes(TestModulePath("answers")), "answers.so");
     ASSERT_THAT(loaded, IsOk());
     answers_ = loaded->id();
@@ -270,6 +273,42 @@ TEST_F(CheckTest, ACrashingReferenceIsNamedAndTheDaemonServesOn) {
   ASSERT_THAT(crashed.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
                                          HasSubstr("reference 'segfault' crashed")));
   EXPECT_THAT(client_->TimeEvaluate(Add("add_honest")), IsOk());
+}
+
+TEST_F(CheckTest, AKernelOfKnownCostKeepsItsTimeWhenChecked) {
+  v1::TimeEvaluateRequest request =
+      Time(answers_, "spin_then_fill", {"float32[512]", "float64:300"});
+  request.set_repeat(5);
+  request.mutable_check()->mutable_reference()->set_module_id(answers_);
+  request.mutable_check()->mutable_reference()->set_function("spin_then_fill");
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->check().outcome(), v1::CheckVerdict::PASSED);
+  EXPECT_GE(result->statistics().min(), 300e-6);
+  EXPECT_LT(result->statistics().median(), 300e-6 * 3);  // a loaded host's margin
+}
+
+TEST_F(CheckTest, AReferenceThatDoesNotFitTheArgumentsOrHangsIsNamed) {
+  // builtin saxpy takes y, x and a float32 scalar: not add's three vectors.
+  v1::TimeEvaluateRequest request = Add("add_honest");
+  request.mutable_check()->mutable_reference()->set_module_id("builtin");
+  request.mutable_check()->mutable_reference()->set_function("saxpy");
+  auto misfit = client_->TimeEvaluate(request);
+  ASSERT_THAT(misfit.status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("the reference builtin:saxpy failed, so function 'add_honest' "
+                                 "was not judged: INVALID_ARGUMENT")));
+
+  daemon_.Stop();
+  StartDaemon({"--job-timeout", "2s"});
+  LoadAnswers();
+  request = Add("add_honest");
+  request.mutable_check()->mutable_reference()->set_function("add_hangs");
+  auto hung = client_->TimeEvaluate(request);
+  ASSERT_THAT(hung.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                      HasSubstr(":add_hangs failed, so function 'add_honest' was "
+                                                "not judged: DEADLINE_EXCEEDED")));
+  EXPECT_THAT(client_->TimeEvaluate(Add("add_honest")), IsOk());  // the daemon serves on
 }
 
 TEST_F(CheckTest, ProfileFunctionIsCheckedToo) {

@@ -7,6 +7,7 @@
 #include <kprof/module_abi.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #define ADD_ARGS                                          \
   if (num_args != 3) return 1;                            \
@@ -153,4 +154,29 @@ KPROF_EXPORT int32_t offset_ref(DLTensor* args, int32_t num_args) {
 
 KPROF_EXPORT int32_t offset_by(DLTensor* args, int32_t num_args) {
   return Offset(args, num_args, 1);
+}
+
+/* A kernel of known cost and known answer: spins `us` microseconds (args[1], float64), then
+ * writes out[i] = i (args[0], float32). */
+KPROF_EXPORT int32_t spin_then_fill(DLTensor* args, int32_t num_args) {
+  if (num_args != 2) return 1;
+  const double us = *(const double*)args[1].data;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((double)(now.tv_sec - start.tv_sec) * 1e6 + (double)(now.tv_nsec - start.tv_nsec) / 1e3 <
+           us);
+  float* out = (float*)args[0].data;
+  const int64_t n = kprof_num_elements(&args[0]);
+  for (int64_t i = 0; i < n; ++i) out[i] = (float)i;
+  return 0;
+}
+
+/* A reference that never returns. */
+KPROF_EXPORT int32_t add_hangs(DLTensor* args, int32_t num_args) {
+  (void)args;
+  (void)num_args;
+  for (;;) {
+  }
 }
