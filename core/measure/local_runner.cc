@@ -14,6 +14,7 @@
 #include "core/host/cpu_info.h"
 #include "core/host/environment.h"
 #include "core/host/interference.h"
+#include "core/measure/clock_watch.h"
 #include "core/measure/profiler.h"
 
 namespace kprof::core {
@@ -187,108 +188,6 @@ absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int6
                                                          prepared.args->size()));
   }
   layouts.push_back(std::move(layout));
-  return absl::OkStatus();
-}
-
-// The clocks a job's repeats are watched on: the CPU's, which runs the function or launches the
-// kernel, and on a CUDA device the GPU's as well (through NVML, with its reasons).
-class ClockWatch {
- public:
-  ClockWatch(const Job& job, const TimeJob& time) {
-    monitors_.push_back(
-        ThrottleMonitor::ForCpu(time.throttle_threshold, time.sysfs_root, sched_getcpu()));
-    if (job.device.type == base::DeviceType::kCuda) {
-      monitors_.push_back(GpuThrottleMonitor(time.throttle_threshold, job.device.id));
-    }
-  }
-  void Before() {
-    for (ThrottleMonitor& m : monitors_) m.Before();
-  }
-  void After() {
-    for (ThrottleMonitor& m : monitors_) m.After();
-  }
-  // Per repeat: below the threshold on any clock.
-  std::vector<bool> Throttled() const {
-    std::vector<bool> any;
-    for (const ThrottleMonitor& m : monitors_) {
-      any.resize(std::max(any.size(), m.throttled().size()), false);
-      for (size_t i = 0; i < m.throttled().size(); ++i) any[i] = any[i] || m.throttled()[i];
-    }
-    return any;
-  }
-  // Per repeat, the reasons NVML gave for holding the GPU's clock back (idle left out).
-  std::vector<uint64_t> Reasons() const {
-    std::vector<uint64_t> reasons;
-    for (const ThrottleMonitor& m : monitors_) {
-      reasons.resize(std::max(reasons.size(), m.reasons().size()), 0);
-      for (size_t i = 0; i < m.reasons().size(); ++i) reasons[i] |= m.reasons()[i] & ~kNvmlGpuIdle;
-    }
-    return reasons;
-  }
-  // "the CPU clock was below 75% of its nominal 3000 MHz", of the clocks that were.
-  std::string Describe() const {
-    std::string text;
-    for (const ThrottleMonitor& m : monitors_) {
-      if (m.count() > 0) absl::StrAppend(&text, text.empty() ? "" : "; ", m.Describe());
-    }
-    return text;
-  }
-  // Why some clock could not be watched ("" when all could).
-  std::string Unavailable() const {
-    std::string text;
-    for (const ThrottleMonitor& m : monitors_) {
-      if (!m.unavailable().empty()) {
-        absl::StrAppend(&text, text.empty() ? "" : "; ", m.unavailable());
-      }
-    }
-    return text;
-  }
-
- private:
-  std::vector<ThrottleMonitor> monitors_;
-};
-
-// Notes the throttled repeats of `result`, or drops them (and then takes the spread and the
-// outliers again, of the repeats left), and names the GPU's clock-event reasons of the repeats
-// kept. FAILED_PRECONDITION when every repeat was throttled.
-absl::Status SetThrottled(const ClockWatch& watch, const TimeJob& time, OutlierFilter outliers,
-                          TimeResult& result) {
-  TimeEvaluation& evaluation = result.evaluation;
-  const std::vector<bool> flags = watch.Throttled();
-  for (size_t i = 0; i < flags.size() && i < evaluation.seconds_per_call.size(); ++i) {
-    if (flags[i]) result.throttled.push_back(i);
-  }
-  const bool drop = time.discard_throttled && !result.throttled.empty();
-  const std::vector<uint64_t> reasons = watch.Reasons();
-  for (size_t i = 0, kept = 0; i < reasons.size() && i < evaluation.seconds_per_call.size(); ++i) {
-    if (drop && i < flags.size() && flags[i]) continue;
-    for (const std::string& name : ThrottleReasonNames(reasons[i])) {
-      result.clock_reasons[name].push_back(static_cast<int64_t>(kept));
-    }
-    ++kept;
-  }
-  if (!drop) return absl::OkStatus();
-  if (result.throttled.size() == evaluation.seconds_per_call.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "all ", result.throttled.size(), " repeats were throttled (", watch.Describe(),
-        "), so discard_throttled leaves none: cool the host, or lower throttle_threshold"));
-  }
-  std::vector<double> seconds;
-  std::vector<int64_t> numbers;
-  for (size_t i = 0, t = 0; i < evaluation.seconds_per_call.size(); ++i) {
-    if (t < result.throttled.size() && result.throttled[t] == i) {
-      ++t;
-      continue;
-    }
-    seconds.push_back(evaluation.seconds_per_call[i]);
-    numbers.push_back(evaluation.numbers[i]);
-  }
-  evaluation.seconds_per_call = std::move(seconds);
-  evaluation.numbers = std::move(numbers);
-  evaluation.rel_stddev =
-      KeptRelativeStdDev(evaluation.seconds_per_call, outliers, &evaluation.outliers);
-  result.discarded_throttled = static_cast<int64_t>(result.throttled.size());
-  result.throttled.clear();
   return absl::OkStatus();
 }
 

@@ -10,7 +10,8 @@ import threading
 import grpc
 from google.protobuf import json_format
 
-from kprof.check import take_check, verdict_of, verdict_of_trailers
+from kprof.check import take_check, verdict_of
+from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
 from kprof.report import Report
 from kprof.v1 import kprof_pb2, kprof_pb2_grpc
 
@@ -21,90 +22,6 @@ _MODULE_ID = re.compile(r"^[0-9a-f]{64}$")
 UPLOAD_WITHOUT_ASKING_BYTES = 256 << 10
 MAX_REMEMBERED_BYTES = 256 << 20
 _CHUNK = 1 << 20
-
-
-class KprofError(Exception):
-    """A call the daemon refused or could not complete: its gRPC status code and message, and
-    for a checked measurement that failed its check, the `verdict` (a CheckVerdict)."""
-
-    def __init__(self, code, message, verdict=None):
-        super().__init__(f"{code.name}: {message}")
-        self.code = code
-        self.message = message
-        self.verdict = verdict
-
-
-def _error(error):
-    """The KprofError of a grpc.RpcError."""
-    return KprofError(error.code(), error.details(), verdict_of_trailers(error.trailing_metadata()))
-
-
-def _call(function, *args, **kwargs):
-    try:
-        return function(*args, **kwargs)
-    except grpc.RpcError as error:
-        raise _error(error) from None
-
-
-class BenchmarkResult:
-    """A TimeEvaluate result the way TVM's BenchmarkResult reads: seconds per call, one per
-    repeat, and their statistics; `raw` is the daemon's whole answer (environment manifest,
-    convergence, timing...)."""
-
-    def __init__(self, response):
-        self.raw = response
-        self.results = list(response.seconds_per_call)
-        stats = response.statistics
-        self.mean = stats.mean
-        self.median = stats.median
-        self.min = stats.min
-        self.max = stats.max
-        self.std = stats.std
-        # With a check: its verdict (passed; a wrong answer comes back as an error).
-        self.check = response.check if response.HasField("check") else None
-
-    def __repr__(self):
-        return (f"BenchmarkResult(min={self.min:.6g}, mean={self.mean:.6g}, "
-                f"median={self.median:.6g}, max={self.max:.6g}, std={self.std:.6g}, "
-                f"{len(self.results)} repeats)")
-
-    def as_gbench(self, name):
-        """Google Benchmark's JSON of this result, benchmark `name` (e.g. "spin_us/float64:100"),
-        as `kprof time --format gbench` writes it."""
-        from kprof.gbench import gbench_document, gbench_runs
-        return gbench_document(self.raw.environment, gbench_runs(name, self.raw))
-
-    def as_svg(self, title):
-        """The repeats' histogram with the median marked, as `kprof time --plot` draws it."""
-        from kprof.pictures import repeats_svg
-        return repeats_svg(title, self.results)
-
-    def __str__(self):
-        return ("Execution time summary:\n"
-                f" mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)\n"
-                f" {self.mean * 1e3:<11.4f} {self.median * 1e3:<12.4f} "
-                f"{self.max * 1e3:<12.4f} {self.min * 1e3:<12.4f} {self.std * 1e3:<11.4f}")
-
-
-class BatchResult:
-    """One job's answer in a batch: `ok` with `result` (a BenchmarkResult), or the `code` and
-    `message` it failed with; `function` and `args` of the job."""
-
-    def __init__(self, job_id, ok, result=None, code=None, message="", function="", args=(),
-                 verdict=None):
-        self.id = job_id
-        self.ok = ok
-        self.result = result
-        self.code = code
-        self.message = message
-        # A checked job's verdict: passed (ok), or why its answer was wrong.
-        self.verdict = result.check if ok and result is not None else verdict
-        self.function, self.args = function, list(args)  # the job's call, as it named it
-
-    def __repr__(self):
-        if self.ok:
-            return f"BatchResult({self.id!r}, {self.result!r})"
-        return f"BatchResult({self.id!r}, {self.code.name}: {self.message})"
 
 
 def _launch(call, launch):

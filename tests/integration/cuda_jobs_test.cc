@@ -304,6 +304,42 @@ TEST_F(CudaJobsTest, EventTimerMeasuresAKernelOfKnownDuration) {
 #endif
 }
 
+// A kernel's answer is read back after the device synchronises and checked in the daemon:
+// against the same kernel launched alike (in a worker of its own), and against expected data
+// computed here, right and then one element off.
+TEST_F(CudaJobsTest, AKernelsAnswerIsCheckedAgainstAReferenceOnTheDevice) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Vadd(id);
+  request.set_repeat(2);
+  request.set_seed(5);
+  request.mutable_check()->mutable_reference()->set_module_id(id);
+  request.mutable_check()->mutable_reference()->set_function("vadd");
+  auto checked = client_->TimeEvaluate(request);
+  ASSERT_THAT(checked, IsOk());
+  EXPECT_EQ(checked->check().outcome(), v1::CheckVerdict::PASSED);
+  EXPECT_EQ(checked->check().outputs_size(), 1);
+  EXPECT_EQ(checked->check().outputs(0), 0);
+
+  const std::string n = std::to_string(kN);
+  std::vector<float> a(kN), b(kN), c(kN);
+  core::InitializeHostBytes(*core::ParseArgSpec("float32[" + n + "]:random"), 5, 1, a.data());
+  core::InitializeHostBytes(*core::ParseArgSpec("float32[" + n + "]:random"), 5, 2, b.data());
+  for (int i = 0; i < kN; ++i) c[i] = a[i] + b[i];
+  request.mutable_check()->clear_reference();
+  v1::ExpectedOutput* expected = request.mutable_check()->add_expected();
+  expected->set_dtype("float32");
+  expected->add_shape(kN);
+  expected->set_data(std::string(reinterpret_cast<const char*>(c.data()), c.size() * 4));
+  auto right = client_->TimeEvaluate(request);
+  ASSERT_THAT(right, IsOk());
+  EXPECT_EQ(right->check().reference(), "expected data");
+  c[kN - 1] += 1;
+  expected->set_data(std::string(reinterpret_cast<const char*>(c.data()), c.size() * 4));
+  EXPECT_THAT(client_->TimeEvaluate(request).status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr(absl::StrCat("1 of ", kN, " elements differ"))));
+}
+
 // A graph of 10 launches of a 200 us kernel: each timed call replays it, and the time is per
 // launch; the graph's launches compute what the kernel computes.
 TEST_F(CudaJobsTest, ACudaGraphIsTimedPerLaunch) {
