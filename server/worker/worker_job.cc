@@ -51,6 +51,52 @@ void ToProto(const report::Summary& summary, kprof::v1::TimeStatistics* out) {
   out->set_cv(summary.cv);
 }
 
+// A time evaluation's result as its response (the host's part of the environment aside).
+void ToProto(const core::TimeResult& result, const core::TimeJob& time, base::Device device,
+             kprof::v1::TimeEvaluateResponse* out) {
+  const core::TimeEvaluation& evaluation = result.evaluation;
+  for (double s : evaluation.seconds_per_call) out->add_seconds_per_call(s);
+  for (int64_t n : evaluation.numbers) out->add_numbers(n);
+  ToProto(result.summary, out->mutable_statistics());
+  out->set_final_number(evaluation.final_number);
+  if (time.options.max_relative_stddev > 0) out->set_converged(evaluation.converged);
+  out->set_rel_stddev(evaluation.rel_stddev);
+  out->set_stop_reason(std::string(core::StopReasonName(evaluation.stop)));
+  if (time.options.outliers != core::OutlierFilter::kNone) {
+    for (size_t i : evaluation.outliers) out->add_outliers(static_cast<int32_t>(i));
+    ToProto(result.filtered, out->mutable_filtered_statistics());
+  }
+  for (const std::string& w : result.warnings) out->add_warnings(w);
+  for (const core::TensorPlace& place : result.placement) {
+    kprof::v1::TensorPlacement* p = out->add_placement();
+    p->set_alignment(place.alignment);
+    p->set_offset(place.offset);
+  }
+  out->set_huge_pages(result.huge_pages);
+  for (const core::Layout& layout : result.layouts) {
+    kprof::v1::Layout* l = out->add_layouts();
+    for (uint64_t offset : layout.offsets) l->add_offsets(offset);
+    l->set_first_repeat(static_cast<int32_t>(layout.first_repeat));
+    l->set_repeats(static_cast<int32_t>(layout.repeats));
+    l->set_median(layout.median);
+    l->set_index(layout.index);
+  }
+  out->set_mode(time.cold ? "cold" : "hot");
+  for (size_t i : result.throttled) out->add_throttled_repeats(static_cast<int32_t>(i));
+  out->set_discarded_throttled(static_cast<int32_t>(result.discarded_throttled));
+  out->set_throttle_check(result.throttle_check);
+  for (const auto& [reason, repeats] : result.clock_reasons) {
+    kprof::v1::ClockReason* c = out->add_clock_reasons();
+    c->set_reason(reason);
+    for (int64_t i : repeats) c->add_repeats(static_cast<int32_t>(i));
+  }
+  out->set_cuda_graph(time.cuda_graph);
+  for (const std::string& c : result.checksums) out->add_checksums(c);
+  out->set_device(base::DeviceSpec(device));
+  out->set_argument_shapes(result.argument_shapes);
+  wire::ToProto(result.environment, out->mutable_environment());
+}
+
 // Opens a module file in this worker: a host library with dlopen, CUDA code on the device.
 absl::StatusOr<std::unique_ptr<core::Module>> Open(const kprof::worker::v1::ModuleFile& file,
                                                    base::Device device) {
@@ -195,48 +241,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
                              TimeJobFromRequest(r, device_, limits.max_total_bytes));
       time.host_environment_apart = true;  // the front attaches the host's part
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
-      kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
-      const core::TimeEvaluation& evaluation = result.evaluation;
-      for (double s : evaluation.seconds_per_call) out->add_seconds_per_call(s);
-      for (int64_t n : evaluation.numbers) out->add_numbers(n);
-      ToProto(result.summary, out->mutable_statistics());
-      out->set_final_number(evaluation.final_number);
-      if (time.options.max_relative_stddev > 0) out->set_converged(evaluation.converged);
-      out->set_rel_stddev(evaluation.rel_stddev);
-      out->set_stop_reason(std::string(core::StopReasonName(evaluation.stop)));
-      if (time.options.outliers != core::OutlierFilter::kNone) {
-        for (size_t i : evaluation.outliers) out->add_outliers(static_cast<int32_t>(i));
-        ToProto(result.filtered, out->mutable_filtered_statistics());
-      }
-      for (const std::string& w : result.warnings) out->add_warnings(w);
-      for (const core::TensorPlace& place : result.placement) {
-        kprof::v1::TensorPlacement* p = out->add_placement();
-        p->set_alignment(place.alignment);
-        p->set_offset(place.offset);
-      }
-      out->set_huge_pages(result.huge_pages);
-      for (const core::Layout& layout : result.layouts) {
-        kprof::v1::Layout* l = out->add_layouts();
-        for (uint64_t offset : layout.offsets) l->add_offsets(offset);
-        l->set_first_repeat(static_cast<int32_t>(layout.first_repeat));
-        l->set_repeats(static_cast<int32_t>(layout.repeats));
-        l->set_median(layout.median);
-        l->set_index(layout.index);
-      }
-      out->set_mode(time.cold ? "cold" : "hot");
-      for (size_t i : result.throttled) out->add_throttled_repeats(static_cast<int32_t>(i));
-      out->set_discarded_throttled(static_cast<int32_t>(result.discarded_throttled));
-      out->set_throttle_check(result.throttle_check);
-      for (const auto& [reason, repeats] : result.clock_reasons) {
-        kprof::v1::ClockReason* c = out->add_clock_reasons();
-        c->set_reason(reason);
-        for (int64_t i : repeats) c->add_repeats(static_cast<int32_t>(i));
-      }
-      out->set_cuda_graph(time.cuda_graph);
-      for (const std::string& c : result.checksums) out->add_checksums(c);
-      out->set_device(base::DeviceSpec(device_));
-      out->set_argument_shapes(result.argument_shapes);
-      wire::ToProto(result.environment, out->mutable_environment());
+      ToProto(result, time, device_, response->mutable_time_evaluate());
       if (result.host_environment != nullptr && result.host_generation != sent_host_generation_) {
         wire::ToProto(*result.host_environment, response->mutable_host_environment());
         sent_host_generation_ = result.host_generation;
