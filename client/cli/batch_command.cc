@@ -34,14 +34,30 @@ struct BatchFlags {
   bool rank = false;
   RankFlags race;
   std::optional<uint64_t> interleave;  // --interleave SEED
+  CheckFlags check;                    // for the lines that give no reference of their own
 };
+
+// MODULE of a line as a module id: a file is registered with the farm once per path (it goes
+// to each daemon with the first job there that needs it).
+ModuleResolver FarmResolver(Farm& farm, const std::string& module_format,
+                            std::map<std::string, absl::StatusOr<std::string>>& uploaded) {
+  return [&farm, module_format, &uploaded](const std::string& name) -> absl::StatusOr<std::string> {
+    auto found = uploaded.find(name);
+    if (found == uploaded.end()) {
+      absl::StatusOr<std::string> id = name;
+      if (name != "builtin" && !IsModuleId(name)) id = farm.AddModuleFile(name, module_format);
+      found = uploaded.emplace(name, std::move(id)).first;
+    }
+    return found->second;
+  };
+}
 
 // One job line of `kprof batch` as a BatchJob: "id", "module" (builtin, an id, or a file,
 // uploaded once per path), "function", "args", "launch", and any TimeEvaluateRequest field by
 // its proto name ("device", "number", "repeat", "min_repeat_ms", ...).
 absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
-    Farm& farm, const std::string& line, const std::string& module_format,
-    std::map<std::string, absl::StatusOr<std::string>>& uploaded, std::string* module) {
+    const std::string& line, const ModuleResolver& resolve,
+    const std::optional<kprof::v1::AnswerCheck>& default_check, std::string* module) {
   Json json = Json::parse(line, nullptr, false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError("not a JSON object");
@@ -54,17 +70,8 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   json.erase("id");
   kprof::v1::TimeEvaluateRequest* request = job.mutable_time_evaluate();
   KPROF_ASSIGN_OR_RETURN(*request->mutable_call(), CallFromJson(json, module));
-  const ModuleResolver resolve = [&](const std::string& name) -> absl::StatusOr<std::string> {
-    auto found = uploaded.find(name);
-    if (found == uploaded.end()) {
-      absl::StatusOr<std::string> id = name;
-      if (name != "builtin" && !IsModuleId(name)) id = farm.AddModuleFile(name, module_format);
-      found = uploaded.emplace(name, std::move(id)).first;
-    }
-    return found->second;
-  };
-  KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> check,
-                         CheckFromJson(json, resolve));
+  KPROF_ASSIGN_OR_RETURN(std::optional<kprof::v1::AnswerCheck> check, CheckFromJson(json, resolve));
+  if (!check.has_value()) check = default_check;
   for (const char* key : {"reference", "expect", "rtol", "atol", "outputs"}) json.erase(key);
   // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
   kprof::v1::FunctionCall call = std::move(*request->mutable_call());
@@ -87,6 +94,10 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
 // progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
 // the line.
 absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, int* exit_code) {
+  std::map<std::string, absl::StatusOr<std::string>> uploaded;
+  const ModuleResolver resolve = FarmResolver(farm, o.module_format, uploaded);
+  KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> default_check,
+                         o.check.ToCheck(resolve));
   std::ifstream file;
   if (o.jobs != "-") {
     file.open(o.jobs);
@@ -130,14 +141,13 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
   std::map<std::string, size_t> index_of;  // job id -> its place in `jobs`
   // job id -> its "module" (as the line gives it), "function" and "args", for its result line
   std::map<std::string, Json> calls;
-  std::map<std::string, absl::StatusOr<std::string>> uploaded;
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     ++total;
     std::string module;
     absl::StatusOr<kprof::v1::BatchJob> job =
-        BatchJobFromLine(farm, line, o.module_format, uploaded, &module);
+        BatchJobFromLine(line, resolve, default_check, &module);
     if (job.ok() && job->time_evaluate().priority() == kprof::v1::PRIORITY_DEFAULT) {
       o.priority.To(*job->mutable_time_evaluate());
     }
@@ -277,6 +287,7 @@ class BatchCommand final : public Command {
                                "run every job's repeats as jobs of one repeat, in a random order "
                                "across jobs drawn from SEED (one daemon)");
     interleave_->excludes(rank);
+    AddCheckOptions(c, flags_.check);
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int* exit_code) override {

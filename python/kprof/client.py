@@ -10,7 +10,7 @@ import threading
 import grpc
 from google.protobuf import json_format
 
-from kprof.check import take_check, verdict_of
+from kprof.check import answer_check, take_check, verdict_of
 from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
 from kprof.report import Report
 from kprof.v1 import kprof_pb2, kprof_pb2_grpc
@@ -316,18 +316,24 @@ class Client:
         from kprof.interleave import interleave
         return interleave(self.batch, jobs, seed)
 
-    def batch(self, jobs, progress=None):
+    def batch(self, jobs, progress=None, **check):
         """Runs many TimeEvaluate jobs on one MeasureBatch stream and yields a BatchResult per
         job as each finishes. A job is a dict like a `kprof batch` line: "id", "module",
         "function", "args", "launch", and TimeEvaluateRequest fields by name. `progress`, when
         given, is called with each update's BatchProgress. A job whose module the daemon
-        evicted before the job arrived is sent again after the module is, up to three times."""
+        evicted before the job arrived is sent again after the module is, up to three times.
+        reference=, expect=, rtol=, atol= and outputs= check every job that names no check of
+        its own (the stream's check: the reference runs once for them all)."""
         requests = [_batch_job(job, self._module_id) for job in jobs]
         by_id = {request.id: request for request in requests}
         outbox = queue.Queue()
+        stream_check = answer_check(self._module_id, **check)
         for i in range(0, len(requests), 64):
-            outbox.put(kprof_pb2.BatchRequest(jobs=requests[i:i + 64],
-                                              updates_per_message=UPDATES_PER_MESSAGE))
+            message = kprof_pb2.BatchRequest(jobs=requests[i:i + 64],
+                                             updates_per_message=UPDATES_PER_MESSAGE)
+            if i == 0 and stream_check is not None:
+                message.check.CopyFrom(stream_check)
+            outbox.put(message)
         unanswered = len(by_id)
         if not unanswered:
             outbox.put(None)

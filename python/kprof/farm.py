@@ -222,11 +222,15 @@ class Farm:
         from kprof.interleave import interleave
         return interleave(self.batch, jobs, seed)
 
-    def batch(self, jobs, progress=None):
+    def batch(self, jobs, progress=None, **check):
         """Runs TimeEvaluate jobs (dicts, as for Client.batch) over the daemons and yields a
         BatchResult per job as each finishes. `progress`, when given, is called after each
-        with a BatchProgress of the whole farm (queued, done, failed). KprofError UNAVAILABLE
-        when no daemon answers GetInfo."""
+        with a BatchProgress of the whole farm (queued, done, failed); reference=, expect=,
+        rtol=, atol=, outputs= check the jobs that name no check of their own. KprofError
+        UNAVAILABLE when no daemon answers GetInfo."""
+        if check:
+            jobs = [job if "reference" in job or "expect" in job else {**job, **check}
+                    for job in jobs]
         daemons, unreachable = [], []
         for address, client in zip(self.addresses, self._clients):
             try:

@@ -101,3 +101,17 @@ def test_a_race_ranks_only_the_right_candidates(client):
     assert states["add_half"] == "failed" and states["add_nothing"] == "failed"
     assert states["add_honest"] != "failed" and states["add_ref"] != "failed"
     assert ranking.fastest in ("add_honest", "add_ref")
+
+
+def test_one_check_for_a_whole_batch(client, three_daemons):
+    jobs = [{"id": f"{f}-{i}", "module": ANSWERS, "function": f, "args": ARGS}
+            for i in range(3) for f in ("add_honest", "add_half")]
+    results = list(client.batch(jobs, reference=f"{ANSWERS}:add_ref"))
+    assert sorted(r.id for r in results if r.ok) == [f"add_honest-{i}" for i in range(3)]
+    reused = [r.verdict.reference_reused for r in results]
+    assert reused.count(False) <= 1  # run once for the stream (or held from an earlier test)
+    target = ",".join(address for _, address in three_daemons)
+    with kprof.farm(target) as farm:
+        farmed = list(farm.batch(jobs, reference=(ANSWERS, "add_ref")))
+    assert sorted(r.id for r in farmed if r.ok) == [f"add_honest-{i}" for i in range(3)]
+    assert all(r.verdict.outcome == r.verdict.WRONG for r in farmed if not r.ok)

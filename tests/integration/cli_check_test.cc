@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli.h"
+#include "cli_fixture.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -18,20 +19,13 @@
 namespace kprof {
 namespace {
 
-using ::kprof::testing::Daemon;
-using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
 
 using Result = ::kprof::testing::CliResult;
 
-class CliCheckTest : public ::testing::Test {
+class CliCheckTest : public CliTest {
  protected:
-  void SetUp() override { ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache")); }
-
-  Result Kprof(const std::string& args) {
-    return ::kprof::testing::RunKprof(daemon_.target(), args, dir_.path());
-  }
   std::string Add(const std::string& function) const {
     const std::string m = TestModulePath("answers");
     return absl::StrCat("time ", m, " ", function,
@@ -56,9 +50,6 @@ class CliCheckTest : public ::testing::Test {
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }
-
-  TempDir dir_;
-  Daemon daemon_;
 };
 
 TEST_F(CliCheckTest, ARightAnswerShowsItsVerdictInEveryFormat) {
@@ -95,6 +86,31 @@ TEST_F(CliCheckTest, AWrongAnswerFailsWithNoTime) {
   EXPECT_EQ(document["benchmarks"][0]["error_occurred"], true);
   EXPECT_THAT(document["benchmarks"][0]["error_message"].get<std::string>(),
               HasSubstr("wrong answer"));
+}
+
+TEST_F(CliCheckTest, BatchReferenceChecksTheLinesWithoutOne) {
+  const std::string m = TestModulePath("answers");
+  std::ofstream jobs(dir_.path() + "/plain.jsonl");
+  for (const char* function : {"add_honest", "add_minus"}) {
+    jobs << nlohmann::json{{"id", function},
+                           {"module", m},
+                           {"function", function},
+                           {"args", {"float32[100]", "float32[100]:random", "float32[100]:random"}}}
+                .dump()
+         << "\n";
+  }
+  jobs.close();
+  const Result batch =
+      Kprof("batch " + dir_.path() + "/plain.jsonl --reference " + m + ":add_ref --rtol 0.001");
+  EXPECT_EQ(batch.exit_code, 3) << batch.err;
+  std::map<std::string, std::string> status;
+  std::istringstream lines(batch.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto result = nlohmann::json::parse(line);
+    status[result["id"]] = result["status"];
+  }
+  EXPECT_EQ(status["add_honest"], "OK");
+  EXPECT_EQ(status["add_minus"], "ABORTED");
 }
 
 TEST_F(CliCheckTest, CompareRefusesAWrongAnswer) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli_fixture.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -29,18 +30,6 @@ using ::testing::MatchesRegex;
 
 using Result = ::kprof::testing::CliResult;
 
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override { ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache")); }
-
-  // Runs kprof with `args` against the test's daemon.
-  Result Kprof(const std::string& args) {
-    return ::kprof::testing::RunKprof(daemon_.target(), args, dir_.path());
-  }
-
-  TempDir dir_;
-  Daemon daemon_;
-};
 
 TEST_F(CliTest, LoadPrintsTheIdAloneAndTimeUsesIt) {
   const Result load = Kprof("load " + TestModulePath("vector_add"));
