@@ -11,10 +11,8 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 """
 
 import contextlib
-import ipaddress
 import itertools
 import queue
-import socket
 import threading
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +22,7 @@ import grpc
 from kprof.client import (_MAX_RESENDS, _MODULE_ID, UPDATES_PER_MESSAGE, BatchResult, Client,
                           KprofError, _batch_job, _batch_result, _module_bytes,
                           _unknown_module, _updates, default_target, default_token)
+from kprof.targets import resolve_target
 from kprof.v1 import kprof_pb2
 
 # Uploads a farm starts ahead of the jobs that need them, beside the one a job waits for.
@@ -36,56 +35,6 @@ _INLINE_BYTES_PER_MESSAGE = 8 << 20
 # How far ahead of the next job to place the uploads ahead look.
 _LOOK_AHEAD = 256
 _FINAL = (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED)
-
-
-def _split_host_port(address):
-    host, sep, port = address.rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"'{address}' is not HOST:PORT (e.g. kprofd.lab:9177, [::1]:9177)")
-    return host, port
-
-
-def resolve_target(target):
-    """The daemons a target names, as "host:port" strings: "h1:9177,h2:9177" (or with an
-    "ipv4:"/"ipv6:" prefix) as listed; "dns:///name:9177" as every address the name has."""
-    rest = target
-    if rest.startswith("dns:"):
-        rest = rest[4:]
-        if rest.startswith("//"):  # dns://[authority]/host:port
-            slash = rest.find("/", 2)
-            if slash < 0:
-                raise ValueError(f"'{target}' is not dns:///HOST:PORT")
-            rest = rest[slash + 1:]
-        host, port = _split_host_port(rest)
-        try:
-            found = socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
-        except socket.gaierror as error:
-            raise ValueError(f"cannot resolve '{host}': {error.strerror}") from None
-        if not found:
-            raise ValueError(f"'{host}' has no address")
-        addresses = []
-        for family, _, _, _, sockaddr in found:
-            one = f"[{sockaddr[0]}]:{port}" if family == socket.AF_INET6 else \
-                f"{sockaddr[0]}:{port}"
-            if one not in addresses:
-                addresses.append(one)
-        return addresses
-    for scheme in ("ipv4:", "ipv6:"):
-        if rest.startswith(scheme):
-            rest = rest[len(scheme):]
-    addresses = [part.strip() for part in rest.split(",")]
-    for address in addresses:
-        host, _ = _split_host_port(address)
-        for scheme, kind in (("ipv4:", ipaddress.IPv4Address), ("ipv6:", ipaddress.IPv6Address)):
-            if target.startswith(scheme):
-                try:
-                    kind(host)
-                except ValueError:
-                    raise ValueError(f"'{address}' in '{target}' is not an {scheme[:4]} "
-                                     "address and port") from None
-    return addresses
 
 
 def _device_spec(device):

@@ -30,7 +30,6 @@ using ::testing::MatchesRegex;
 
 using Result = ::kprof::testing::CliResult;
 
-
 TEST_F(CliTest, LoadPrintsTheIdAloneAndTimeUsesIt) {
   const Result load = Kprof("load " + TestModulePath("vector_add"));
   ASSERT_EQ(load.exit_code, 0) << load.err;
