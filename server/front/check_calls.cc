@@ -2,11 +2,26 @@
 // its own (never the candidate's), and the verdict joined to the candidate's result.
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "core/modules/builtin_module.h"
 #include "proto/status.h"
 #include "server/front/profiler_service.h"
 #include "server/ipc/wire.h"
 
 namespace kprof::server {
+namespace {
+
+// `status` of reference `call`, named as the reference's ("reference 3fa9c1d2e4b5:f: ..."),
+// its details kept: a client that holds the reference's bytes uploads it again.
+absl::Status ReferenceError(const absl::Status& status, const kprof::v1::FunctionCall& call) {
+  absl::Status named(status.code(), absl::StrCat("reference ", call.module_id().substr(0, 12), ":",
+                                                 call.function(), ": ", status.message()));
+  status.ForEachPayload(
+      [&](absl::string_view type, const absl::Cord& payload) { named.SetPayload(type, payload); });
+  return named;
+}
+
+}  // namespace
+
 const kprof::v1::AnswerCheck* ProfilerService::CheckOf(const kprof::worker::v1::WorkerRequest& r) {
   if (r.has_time_evaluate() && r.time_evaluate().has_check()) return &r.time_evaluate().check();
   if (r.has_profile_function() && r.profile_function().has_check()) {
@@ -38,6 +53,14 @@ absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const 
   *run->mutable_call() = plan.ReferenceRun(call);
   run->set_device(base::DeviceSpec(job.executor->device()));
   run->set_seed(seed);
+  if (const std::string& module = run->call().module_id();
+      !run->call().function().empty() && module != core::kBuiltinModuleName) {
+    // Outputs kept from an earlier run are the client's while it holds the reference's module,
+    // as a new run would be.
+    std::vector<StoredModule> held;
+    const auto holds = registry_->Acquire(client, {module}, &held, /*open_files=*/false);
+    if (!holds.ok()) return ReferenceError(holds.status(), run->call());
+  }
   auto pending = std::make_shared<PendingCheck>(std::move(plan), job.what);
   const std::string key = absl::StrCat(client, std::string(1, '\0'), run->SerializeAsString());
   // The candidate's worker gets none of it: expected data stay out of its reach.
@@ -70,16 +93,7 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
     job.request = std::move(request);
   } else {
     absl::StatusOr<PreparedJob> prepared = PrepareJob(client, device, {&call}, std::move(request));
-    if (!prepared.ok()) {
-      absl::Status named(prepared.status().code(),
-                         absl::StrCat("reference ", call.module_id().substr(0, 12), ":",
-                                      call.function(), ": ", prepared.status().message()));
-      // Its details stay: a client that holds the reference's bytes uploads it again.
-      prepared.status().ForEachPayload([&](absl::string_view type, const absl::Cord& payload) {
-        named.SetPayload(type, payload);
-      });
-      return named;
-    }
+    if (!prepared.ok()) return ReferenceError(prepared.status(), call);
     job = *std::move(prepared);
   }
   const std::string what = absl::StrCat("reference '", call.function(), "'");
@@ -97,7 +111,8 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
         references_.Finish(
             key, std::make_shared<const ReferenceData>(ReferenceData::FromAnswer(*result)));
       },
-      std::move(job.pin), nullptr, /*beyond_bound=*/true, std::move(job.module_fds));
+      // `started` keeps it off the quick path: a batch stream asks while it holds its lock.
+      std::move(job.pin), [] {}, /*beyond_bound=*/true, std::move(job.module_fds));
 }
 
 void ProfilerService::AppendVerdict(const kprof::v1::CheckVerdict& verdict,

@@ -263,6 +263,34 @@ TEST_F(CheckTest, ReferenceFailuresAreTheirOwnErrors) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("rtol -1 is not a tolerance")));
 }
 
+TEST_F(CheckTest, KeptOutputsServeOnlyWhileTheReferenceIsHeld) {
+  // A client that keeps no bytes to upload again: it sees what the daemon says.
+  client::ClientOptions options;
+  options.max_remembered_bytes = 0;
+  auto forgetful = client::Client::Connect(daemon_.target(), options);
+  ASSERT_THAT(forgetful, IsOk());
+  auto reference = (*forgetful)->LoadModule(ReadFileBytes(TestModulePath("add_honest")), "ref.so");
+  ASSERT_THAT(reference, IsOk());
+  // The newest module's bytes stay remembered, however small the limit: one after it.
+  ASSERT_THAT((*forgetful)->LoadModule(ReadFileBytes(TestModulePath("vector_add")), "v.so"),
+              IsOk());
+  v1::TimeEvaluateRequest request = Add("add_honest");
+  request.mutable_check()->mutable_reference()->set_module_id(reference->id());
+  request.mutable_check()->mutable_reference()->set_function("add");
+  auto held = (*forgetful)->TimeEvaluate(request);
+  ASSERT_THAT(held, IsOk());
+  ASSERT_THAT((*forgetful)->UnloadModule(reference->id()), IsOk());
+  auto unheld = (*forgetful)->TimeEvaluate(request);
+  EXPECT_THAT(unheld.status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("reference " + reference->id().substr(0, 12) + ":add: ")));
+  EXPECT_EQ(wire::MissingModule(unheld.status()), reference->id());  // a client uploads it again
+  // ... as the client that remembers its bytes does, and the check goes on.
+  ASSERT_THAT(client_->LoadModule(ReadFileBytes(TestModulePath("add_honest")), "ref.so"), IsOk());
+  ASSERT_THAT(client_->UnloadModule(reference->id()), IsOk());
+  EXPECT_THAT(client_->TimeEvaluate(request), IsOk());
+}
+
 TEST_F(CheckTest, ACrashingReferenceIsNamedAndTheDaemonServesOn) {
   auto faults = client_->LoadModule(ReadFileBytes(TestModulePath("faults")), "faults.so");
   ASSERT_THAT(faults, IsOk());
