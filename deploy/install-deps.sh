@@ -35,6 +35,7 @@ packages=(
   python3-protobuf    # the Python client's messages
   python3-pytest      # the Python client's tests
   python3-scipy       # the independent reference of kprof compare's U test (tests)
+  python3-numpy       # expected data as NumPy arrays and .npy files (the check tests)
   chromium            # renders kprof's SVG plots headless in the tests
   openssl             # the TLS tests make their certificates
   prometheus-cpp-dev  # kprofd's /metrics (--metrics-listen)
