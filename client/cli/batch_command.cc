@@ -3,12 +3,16 @@
 // the jobs as candidates (race.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -90,6 +94,207 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   return job;
 }
 
+// One `kprof batch` run: the jobs its lines give, and each job's result line as it comes.
+class BatchRun {
+ public:
+  BatchRun(const BatchFlags& o, const std::string& format) : o_(o), gbench_(format == "gbench") {}
+
+  // Reads the job lines; a line that is no job gets its failed result at once, naming it.
+  void ReadJobs(std::istream& in, const ModuleResolver& resolve,
+                const std::optional<kprof::v1::AnswerCheck>& check);
+  // Measures the jobs read, writing each result as it comes (progress on a terminal), then
+  // the lines of jobs left unanswered; exit code 3 when some failed.
+  absl::Status Measure(Farm& farm, int* exit_code);
+
+  std::vector<kprof::v1::BatchJob>& jobs() { return jobs_; }
+  std::map<std::string, Json>& calls() { return calls_; }
+  std::vector<std::pair<std::string, std::string>>& refused() { return refused_; }
+
+ private:
+  // The job of a line, the batch's priority given, refused when its id is another line's or
+  // when it sets repeats a race sets.
+  absl::StatusOr<kprof::v1::BatchJob> JobOfLine(const std::string& line,
+                                                const ModuleResolver& resolve,
+                                                const std::optional<kprof::v1::AnswerCheck>& check,
+                                                std::string* module);
+  void Failure(Json id, int64_t line, const absl::Status& status);
+  void OnUpdate(const kprof::v1::BatchUpdate& update);
+  void Progress() const;
+
+  const BatchFlags& o_;
+  const bool gbench_;  // --format gbench: one document at the end, its runs gathered here
+  Json gbench_runs_ = Json::array();
+  std::optional<kprof::v1::MetricMap> gbench_environment_;  // of the first result
+  int64_t failed_ = 0, done_ = 0, total_ = 0;
+  // --rank: the lines that are no candidates, named in the ranking as failed.
+  std::vector<std::pair<std::string, std::string>> refused_;
+  std::vector<kprof::v1::BatchJob> jobs_;
+  std::map<std::string, int64_t> lines_;    // job id -> its line
+  std::map<std::string, size_t> index_of_;  // job id -> its place in `jobs_`
+  // job id -> its "module" (as the line gives it), "function" and "args", for its result line
+  std::map<std::string, Json> calls_;
+  std::set<std::string> running_;  // over every daemon of the farm
+  std::set<std::string> answered_;
+  bool bar_ = false;  // progress on stderr
+};
+
+void BatchRun::Failure(Json id, int64_t line, const absl::Status& status) {
+  ++failed_;
+  if (o_.rank) {
+    // Named by its line too: its id may be another line's (a duplicate), and names are unique.
+    refused_.emplace_back(
+        id.is_string() ? absl::StrCat(id.get<std::string>(), " (line ", line, ")")
+                       : absl::StrCat("line ", line),
+        absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+    return;
+  }
+  if (gbench_) {
+    const std::string name = id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line);
+    gbench_runs_.push_back(GbenchError(
+        name, absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message())));
+    return;
+  }
+  Json result = {{"id", std::move(id)},
+                 {"status", absl::StatusCodeToString(status.code())},
+                 {"error", std::string(status.message())}};
+  if (const auto verdict = VerdictOf(status)) result["check"] = VerdictJson(*verdict);
+  if (line > 0) result["line"] = line;
+  Print(result.dump() + "\n");
+}
+
+absl::StatusOr<kprof::v1::BatchJob> BatchRun::JobOfLine(
+    const std::string& line, const ModuleResolver& resolve,
+    const std::optional<kprof::v1::AnswerCheck>& check, std::string* module) {
+  absl::StatusOr<kprof::v1::BatchJob> job = BatchJobFromLine(line, resolve, check, module);
+  if (!job.ok()) return job;
+  if (job->time_evaluate().priority() == kprof::v1::PRIORITY_DEFAULT) {
+    o_.priority.To(*job->mutable_time_evaluate());
+  }
+  if (lines_.count(job->id()) > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("id '", job->id(), "' is also on line ", lines_[job->id()]));
+  }
+  if (o_.rank &&
+      (job->time_evaluate().has_repeat() || job->time_evaluate().max_relative_stddev() != 0)) {
+    return absl::InvalidArgumentError(
+        "with --rank the race sets each candidate's repeats: leave out \"repeat\" and "
+        "\"max_relative_stddev\"");
+  }
+  return job;
+}
+
+void BatchRun::ReadJobs(std::istream& in, const ModuleResolver& resolve,
+                        const std::optional<kprof::v1::AnswerCheck>& check) {
+  std::string line;
+  for (int64_t number = 1; std::getline(in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    ++total_;
+    std::string module;
+    absl::StatusOr<kprof::v1::BatchJob> job = JobOfLine(line, resolve, check, &module);
+    if (!job.ok()) {
+      const Json parsed = Json::parse(line, nullptr, false);
+      Json id =
+          parsed.is_object() && parsed.value("id", Json()).is_string() ? parsed["id"] : Json();
+      Failure(std::move(id), number,
+              absl::Status(job.status().code(),
+                           absl::StrCat("line ", number, ": ", job.status().message())));
+      continue;
+    }
+    lines_[job->id()] = number;
+    index_of_[job->id()] = jobs_.size();
+    const kprof::v1::FunctionCall& call = job->time_evaluate().call();
+    calls_[job->id()] = {
+        {"module", module},
+        {"function", call.function()},
+        {"args", std::vector<std::string>(call.args().begin(), call.args().end())}};
+    jobs_.push_back(*std::move(job));
+  }
+}
+
+void BatchRun::Progress() const {
+  if (!bar_) return;
+  const int64_t finished = done_ + failed_;
+  const int width = 30;
+  const int filled =
+      total_ > 0 ? static_cast<int>(width * std::min(finished, total_) / total_) : width;
+  std::fprintf(stderr, "\r[%s%s] %lld/%lld  running %lld  failed %lld ",
+               std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(width - filled), '.').c_str(),
+               static_cast<long long>(finished), static_cast<long long>(total_),
+               static_cast<long long>(running_.size()), static_cast<long long>(failed_));
+}
+
+void BatchRun::OnUpdate(const kprof::v1::BatchUpdate& update) {
+  if (update.state() == kprof::v1::BatchUpdate::DONE ||
+      update.state() == kprof::v1::BatchUpdate::FAILED) {
+    if (!answered_.insert(update.id()).second) return;
+  }
+  if (update.state() == kprof::v1::BatchUpdate::DONE && gbench_) {
+    if (!gbench_environment_) gbench_environment_ = update.time_evaluate().environment();
+    const kprof::v1::BatchJob& job = jobs_[index_of_[update.id()]];
+    for (auto& run :
+         GbenchRuns(GbenchName(update.id(), job.time_evaluate().call()), update.time_evaluate())) {
+      gbench_runs_.push_back(std::move(run));
+    }
+    ++done_;
+  } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
+    absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
+    if (!result.ok()) {
+      Failure(update.id(), lines_[update.id()], result.status());
+    } else {
+      Json line_result = {{"id", update.id()}, {"status", "OK"}};
+      line_result.update(calls_[update.id()]);
+      line_result.update(*result);
+      Print(line_result.dump() + "\n");
+      ++done_;
+    }
+  } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+    Failure(update.id(), lines_[update.id()], client::StatusOf(update));
+  }
+  if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+    running_.insert(update.id());
+  } else {
+    running_.erase(update.id());
+  }
+}
+
+absl::Status BatchRun::Measure(Farm& farm, int* exit_code) {
+  bar_ = isatty(STDERR_FILENO) != 0;
+  absl::Status stream = absl::OkStatus();
+  if (!jobs_.empty()) {
+    const auto on_update = [this](const kprof::v1::BatchUpdate& update) { OnUpdate(update); };
+    const auto on_pause = [this] {
+      // The lines of the updates that came together go out together, before the farm waits.
+      std::fflush(stdout);
+      Progress();
+    };
+    stream = o_.interleave.has_value()
+                 ? MeasureInterleaved(farm, jobs_, *o_.interleave, on_update, on_pause)
+                 : farm.MeasureBatch(jobs_, on_update, /*window=*/32, on_pause);
+  }
+  if (bar_) std::fprintf(stderr, "\n");
+  // Every job line gets its result line, even when the batch itself broke off.
+  for (const kprof::v1::BatchJob& job : jobs_) {
+    if (answered_.count(job.id()) > 0) continue;
+    Failure(job.id(), lines_[job.id()],
+            stream.ok() ? absl::UnknownError("the daemons gave no answer for this job") : stream);
+  }
+  if (gbench_) {
+    Print(GbenchDocument(gbench_environment_ ? &*gbench_environment_ : nullptr,
+                         std::move(gbench_runs_))
+              .dump(2) +
+          "\n");
+    std::fflush(stdout);
+  }
+  KPROF_RETURN_IF_ERROR(stream);
+  if (failed_ > 0) {
+    *exit_code = 3;  // the batch ran; some of its jobs failed
+    return absl::AbortedError(
+        absl::StrCat(failed_, " of ", total_, " jobs failed (see their lines)"));
+  }
+  return absl::OkStatus();
+}
+
 // kprof batch JOBS.jsonl: every line's result as a line of JSONL on stdout, as it finishes;
 // progress on stderr when it is a terminal. Lines that are not jobs are failed results naming
 // the line.
@@ -103,165 +308,14 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
     file.open(o.jobs);
     if (!file) return absl::NotFoundError(absl::StrCat("cannot read '", o.jobs, "'"));
   }
-  std::istream& in = o.jobs == "-" ? std::cin : file;
-  int64_t failed = 0, done = 0, total = 0;
-  // --format gbench: one document at the end, its runs gathered here (and the manifest of the
-  // first result, for its context).
-  const bool gbench = format == "gbench";
-  Json gbench_runs = Json::array();
-  std::optional<kprof::v1::MetricMap> gbench_environment;
-  const auto emit = [](const Json& result) { Print(result.dump() + "\n"); };
-  // --rank: the lines that are no candidates, named in the ranking as failed.
-  std::vector<std::pair<std::string, std::string>> refused;
-  const auto failure = [&](Json id, int64_t line, const absl::Status& status) {
-    ++failed;
-    if (o.rank) {
-      // Named by its line too: its id may be another line's (a duplicate), and names are unique.
-      refused.emplace_back(
-          id.is_string() ? absl::StrCat(id.get<std::string>(), " (line ", line, ")")
-                         : absl::StrCat("line ", line),
-          absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
-      return;
-    }
-    if (gbench) {
-      const std::string name = id.is_string() ? id.get<std::string>() : absl::StrCat("line ", line);
-      gbench_runs.push_back(GbenchError(
-          name, absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message())));
-      return;
-    }
-    Json result = {{"id", std::move(id)},
-                   {"status", absl::StatusCodeToString(status.code())},
-                   {"error", std::string(status.message())}};
-    if (const auto verdict = VerdictOf(status)) result["check"] = VerdictJson(*verdict);
-    if (line > 0) result["line"] = line;
-    emit(result);
-  };
-  std::vector<kprof::v1::BatchJob> jobs;
-  std::map<std::string, int64_t> lines;    // job id -> its line
-  std::map<std::string, size_t> index_of;  // job id -> its place in `jobs`
-  // job id -> its "module" (as the line gives it), "function" and "args", for its result line
-  std::map<std::string, Json> calls;
-  std::string line;
-  for (int64_t number = 1; std::getline(in, line); ++number) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    ++total;
-    std::string module;
-    absl::StatusOr<kprof::v1::BatchJob> job =
-        BatchJobFromLine(line, resolve, default_check, &module);
-    if (job.ok() && job->time_evaluate().priority() == kprof::v1::PRIORITY_DEFAULT) {
-      o.priority.To(*job->mutable_time_evaluate());
-    }
-    if (job.ok() && lines.count(job->id()) > 0) {
-      job = absl::InvalidArgumentError(
-          absl::StrCat("id '", job->id(), "' is also on line ", lines[job->id()]));
-    }
-    if (job.ok() && o.rank &&
-        (job->time_evaluate().has_repeat() || job->time_evaluate().max_relative_stddev() != 0)) {
-      job = absl::InvalidArgumentError(
-          "with --rank the race sets each candidate's repeats: leave out \"repeat\" and "
-          "\"max_relative_stddev\"");
-    }
-    if (!job.ok()) {
-      const Json parsed = Json::parse(line, nullptr, false);
-      Json id =
-          parsed.is_object() && parsed.value("id", Json()).is_string() ? parsed["id"] : Json();
-      failure(std::move(id), number,
-              absl::Status(job.status().code(),
-                           absl::StrCat("line ", number, ": ", job.status().message())));
-      continue;
-    }
-    lines[job->id()] = number;
-    index_of[job->id()] = jobs.size();
-    const kprof::v1::FunctionCall& call = job->time_evaluate().call();
-    calls[job->id()] = {{"module", module},
-                        {"function", call.function()},
-                        {"args", std::vector<std::string>(call.args().begin(), call.args().end())}};
-    jobs.push_back(*std::move(job));
-  }
+  BatchRun run(o, format);
+  run.ReadJobs(o.jobs == "-" ? std::cin : file, resolve, default_check);
   if (o.rank) {
     KPROF_ASSIGN_OR_RETURN(const report::RankOptions options, RankOptionsFrom(o.race));
-    return RaceBatch(farm, options, o.race.budget, format, jobs, calls, refused, exit_code);
+    return RaceBatch(farm, options, o.race.budget, format, run.jobs(), run.calls(), run.refused(),
+                     exit_code);
   }
-  const bool bar = isatty(STDERR_FILENO) != 0;
-  std::set<std::string> running;  // over every daemon of the farm
-  const auto progress = [&] {
-    if (!bar) return;
-    const int64_t finished = done + failed;
-    const int width = 30;
-    const int filled =
-        total > 0 ? static_cast<int>(width * std::min(finished, total) / total) : width;
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld  running %lld  failed %lld ",
-                 std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(width - filled), '.').c_str(),
-                 static_cast<long long>(finished), static_cast<long long>(total),
-                 static_cast<long long>(running.size()), static_cast<long long>(failed));
-  };
-  std::set<std::string> answered;
-  absl::Status stream = absl::OkStatus();
-  if (!jobs.empty()) {
-    const auto on_update = [&](const kprof::v1::BatchUpdate& update) {
-      if (update.state() == kprof::v1::BatchUpdate::DONE ||
-          update.state() == kprof::v1::BatchUpdate::FAILED) {
-        if (!answered.insert(update.id()).second) return;
-      }
-      if (update.state() == kprof::v1::BatchUpdate::DONE && gbench) {
-        if (!gbench_environment) gbench_environment = update.time_evaluate().environment();
-        const kprof::v1::BatchJob& job = jobs[index_of[update.id()]];
-        for (auto& run : GbenchRuns(GbenchName(update.id(), job.time_evaluate().call()),
-                                    update.time_evaluate())) {
-          gbench_runs.push_back(std::move(run));
-        }
-        ++done;
-      } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
-        absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
-        if (!result.ok()) {
-          failure(update.id(), lines[update.id()], result.status());
-        } else {
-          Json line_result = {{"id", update.id()}, {"status", "OK"}};
-          line_result.update(calls[update.id()]);
-          line_result.update(*result);
-          emit(line_result);
-          ++done;
-        }
-      } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
-        failure(update.id(), lines[update.id()], client::StatusOf(update));
-      }
-      if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
-        running.insert(update.id());
-      } else {
-        running.erase(update.id());
-      }
-    };
-    const auto on_pause = [&] {
-      // The lines of the updates that came together go out together, before the farm waits.
-      std::fflush(stdout);
-      progress();
-    };
-    stream = o.interleave.has_value()
-                 ? MeasureInterleaved(farm, jobs, *o.interleave, on_update, on_pause)
-                 : farm.MeasureBatch(jobs, on_update, /*window=*/32, on_pause);
-  }
-  if (bar) std::fprintf(stderr, "\n");
-  // Every job line gets its result line, even when the batch itself broke off.
-  for (const kprof::v1::BatchJob& job : jobs) {
-    if (answered.count(job.id()) > 0) continue;
-    failure(job.id(), lines[job.id()],
-            stream.ok() ? absl::UnknownError("the daemons gave no answer for this job") : stream);
-  }
-  if (gbench) {
-    Print(
-        GbenchDocument(gbench_environment ? &*gbench_environment : nullptr, std::move(gbench_runs))
-            .dump(2) +
-        "\n");
-    std::fflush(stdout);
-  }
-  KPROF_RETURN_IF_ERROR(stream);
-  if (failed > 0) {
-    *exit_code = 3;  // the batch ran; some of its jobs failed
-    return absl::AbortedError(
-        absl::StrCat(failed, " of ", total, " jobs failed (see their lines)"));
-  }
-  return absl::OkStatus();
+  return run.Measure(farm, exit_code);
 }
 
 class BatchCommand final : public Command {
