@@ -230,6 +230,28 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
   EXPECT_FALSE(alice->Info()->devices(0).has_lease());
 }
 
+// A checked job's reference runs in a worker apart from the lease's: under a lease it is
+// refused, saying so, and runs again once the lease has ended.
+TEST_F(LeaseTest, ACheckedJobUnderALeaseIsRefusedSayingWhy) {
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  Held held = Ask(*alice, "cpu:0", 60);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED) << held.first.end_reason();
+  v1::TimeEvaluateRequest checked;
+  checked.mutable_call()->set_module_id("builtin");
+  checked.mutable_call()->set_function("copy");
+  checked.mutable_call()->add_args("float32[16]");
+  checked.mutable_call()->add_args("float32[16]:random");
+  checked.mutable_check()->mutable_reference()->set_module_id("builtin");
+  checked.mutable_check()->mutable_reference()->set_function("copy");
+  auto under = Connect("token-a", held.first.lease().lease_id());
+  EXPECT_THAT(under->TimeEvaluate(checked),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("a checked job does not run under a lease yet")));
+  Release(held);
+  EXPECT_THAT(alice->TimeEvaluate(checked), IsOk());
+}
+
 TEST_F(LeaseTest, ALeaseEndsWhenItsHolderGoesAwayAndWhenItExpires) {
   ASSERT_TRUE(Start());
   auto alice = Connect("token-a");
