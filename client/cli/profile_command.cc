@@ -6,6 +6,7 @@
 #include "base/read_file.h"
 #include "base/status_macros.h"
 #include "client/cli/call_spec.h"
+#include "client/cli/check_options.h"
 #include "client/cli/command.h"
 #include "client/cli/output.h"
 #include "proto/wire.h"
@@ -14,7 +15,8 @@ namespace kprof::client {
 namespace {
 
 // A sequence file: {"calls": [{"module": M, "function": F, "args": [SPEC...], "launch": {...}}
-// ...], "repeat": N, "warmup": N}; M as on the command line.
+// ...], "repeat": N, "warmup": N}; M as on the command line. A call may carry a check of its
+// own: "reference", "expect", "rtol", "atol", "outputs", as a batch line's.
 absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve,
                           kprof::v1::ProfileRequest* request) {
   KPROF_ASSIGN_OR_RETURN(std::string text, base::ReadFile(path, "sequence file"));
@@ -41,13 +43,22 @@ absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve
   for (size_t i = 0; i < json["calls"].size(); ++i) {
     Json call = json["calls"][i];
     if (!call.is_object()) return bad(absl::StrCat("calls[", i, "] is not an object"));
+    absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> check = CheckFromJson(call, resolve);
+    if (!check.ok()) return bad(absl::StrCat("calls[", i, "] ", check.status().message()));
+    for (const char* key : {"reference", "expect", "rtol", "atol", "outputs"}) call.erase(key);
+    // checks[i] checks calls[i]: an empty one leaves its call unchecked.
+    if (check->has_value()) {
+      while (request->checks_size() < static_cast<int>(i)) request->add_checks();
+      *request->add_checks() = **check;
+    }
     std::string module;
     absl::StatusOr<kprof::v1::FunctionCall> parsed = CallFromJson(call, &module);
     if (!parsed.ok()) return bad(absl::StrCat("calls[", i, "] ", parsed.status().message()));
     if (!call.empty()) {
       return bad(absl::StrCat("calls[", i, "] has an unknown key \"", call.begin().key(),
-                              "\" (a call has \"module\", \"function\", \"args\" and "
-                              "\"launch\")"));
+                              "\" (a call has \"module\", \"function\", \"args\", "
+                              "\"launch\" and a check's \"reference\", \"expect\", \"rtol\", "
+                              "\"atol\", \"outputs\")"));
     }
     KPROF_ASSIGN_OR_RETURN(std::string id, resolve(module));
     parsed->set_module_id(id);
@@ -78,6 +89,7 @@ class ProfileCommand final : public Command {
         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     AddPlacementOptions(c, placement_);
     AddPriorityOption(c, priority_);
+    AddCheckOptions(c, check_);
     AddTableFlags(c, table_);
   }
 
@@ -92,10 +104,16 @@ class ProfileCommand final : public Command {
     if (sequence_.empty() && repeat_option_->count() > 0) {
       return UsageError("--repeat is for --sequence: a single function's calls are --number");
     }
+    if (!sequence_.empty() && (!check_.reference.empty() || !check_.expect.empty())) {
+      return UsageError(
+          "--reference and --expect check one function; a sequence's calls name their checks "
+          "in FILE.json (\"reference\", \"expect\", ... in a call)");
+    }
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.ConnectFor(device_));
     const ModuleResolver resolve = UploadingTo(*client, call_.module_format);
     const absl::Duration timeout = globals.TimeoutOr(absl::Seconds(120));
     kprof::v1::Report report;
+    std::vector<kprof::v1::CheckVerdict> verdicts;
     if (!sequence_.empty()) {
       kprof::v1::ProfileRequest request;
       KPROF_RETURN_IF_ERROR(ReadSequence(sequence_, resolve, &request));
@@ -108,10 +126,14 @@ class ProfileCommand final : public Command {
       priority_.To(request);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client->Profile(request, timeout));
       report = r.report();
+      verdicts.assign(r.checks().begin(), r.checks().end());
     } else {
       kprof::v1::ProfileFunctionRequest request;
       KPROF_ASSIGN_OR_RETURN(*request.mutable_call(),
                              CallFromCommandLine(call_, module_, function_, resolve));
+      KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> check,
+                             check_.ToCheck(resolve));
+      if (check.has_value()) *request.mutable_check() = *check;
       request.set_device(device_);
       request.set_seed(seed_);
       request.set_warmup(warmup_);
@@ -122,9 +144,10 @@ class ProfileCommand final : public Command {
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileFunctionResponse r,
                              client->ProfileFunction(request, timeout));
       report = r.report();
+      if (r.has_check()) verdicts.push_back(r.check());
     }
     KPROF_ASSIGN_OR_RETURN(report::Report converted, wire::FromProto(report));
-    PrintReport(converted, format, table_.options());
+    PrintProfile(converted, verdicts, format);
     return absl::OkStatus();
   }
 
@@ -137,7 +160,31 @@ class ProfileCommand final : public Command {
   std::string device_ = "cpu:0";
   int64_t warmup_ = 0, number_ = 1, repeat_ = 1;
   std::vector<std::string> collectors_;
+  CheckFlags check_;
   TableFlags table_;
+
+  // The report, and with checks their verdicts: a line each under a table, "checks" in JSON
+  // (beside the report's keys, which readers of the report format pass over).
+  void PrintProfile(const report::Report& report,
+                    const std::vector<kprof::v1::CheckVerdict>& verdicts,
+                    const std::string& format) const {
+    if (format == "json" && !verdicts.empty()) {
+      Json json = Json::parse(report::AsJson(report));
+      json["checks"] = Json::array();
+      for (const kprof::v1::CheckVerdict& v : verdicts) {
+        json["checks"].push_back(VerdictJson(v));
+        if (!sequence_.empty()) json["checks"].back()["call"] = v.call();
+      }
+      Print(json.dump(2) + "\n");
+      return;
+    }
+    PrintReport(report, format, table_.options());
+    if (format != "table") return;
+    for (const kprof::v1::CheckVerdict& v : verdicts) {
+      Print((sequence_.empty() ? "" : absl::StrCat("call ", v.call(), ": ")) + VerdictLine(v) +
+            "\n");
+    }
+  }
   CLI::Option* warmup_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;
 };

@@ -384,6 +384,11 @@ absl::StatusOr<report::Report> LocalRunner::ProfileSequence(const SequenceJob& s
                           absl::StrCat("call ", i, " (", job.function,
                                        "): ", std::string(prepared.status().message())));
     }
+    // A checked call runs on its own data as initialised, before any call is timed.
+    if (absl::Status checked = CheckedCall(job, *prepared); !checked.ok()) {
+      return absl::Status(checked.code(), absl::StrCat("call ", i, " (", job.function,
+                                                       "), its checked call: ", checked.message()));
+    }
     // What it took, placement room included, is what the next calls may not.
     const uint64_t bytes = prepared->args->allocated_bytes();
     remaining.max_total_bytes -= std::min(bytes, remaining.max_total_bytes);

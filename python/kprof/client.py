@@ -8,9 +8,10 @@ import re
 import threading
 
 import grpc
-from google.protobuf import json_format
 
-from kprof.check import answer_check, take_check, verdict_of
+from kprof.check import answer_check, verdict_of
+from kprof.requests import (_batch_job, _time_request, profile_function_request,
+                            profile_request)
 from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
 from kprof.report import Report
 from kprof.v1 import kprof_pb2, kprof_pb2_grpc
@@ -22,17 +23,6 @@ _MODULE_ID = re.compile(r"^[0-9a-f]{64}$")
 UPLOAD_WITHOUT_ASKING_BYTES = 256 << 10
 MAX_REMEMBERED_BYTES = 256 << 20
 _CHUNK = 1 << 20
-
-
-def _launch(call, launch):
-    if launch is None:
-        return
-    if not isinstance(launch, dict) or "grid" not in launch or "block" not in launch:
-        raise ValueError('launch is {"grid": [x, y, z], "block": [x, y, z], '
-                         '"shared_bytes": n} (y, z and shared_bytes optional)')
-    call.launch.grid.extend(launch["grid"])
-    call.launch.block.extend(launch["block"])
-    call.launch.shared_bytes = launch.get("shared_bytes", 0)
 
 
 def _module_bytes(module, name=None):
@@ -52,48 +42,6 @@ def _module_bytes(module, name=None):
                              f"cannot read module file '{module}': {error.strerror}") from None
         name = name or os.path.basename(module)
     return data, name, hashlib.sha256(data).hexdigest()
-
-
-def _time_request(module_id, function, args, device, number, repeat, launch, options,
-                  resolve=None):
-    """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None), so that the
-    daemon's defaults hold otherwise — with max_relative_stddev, up to 10000 repeats. The check's
-    keys (reference, expect, rtol, atol, outputs) make its check, modules named through
-    `resolve`."""
-    options = dict(options or {})
-    check = take_check(options, resolve or (lambda module: module))
-    request = kprof_pb2.TimeEvaluateRequest(device=device)
-    if check is not None:
-        request.check.CopyFrom(check)
-    if number is not None:
-        request.number = number
-    if repeat is not None:
-        request.repeat = repeat
-    if options:
-        try:
-            json_format.ParseDict(options, request)
-        except json_format.ParseError as error:
-            raise ValueError(f"TimeEvaluate options: {error}") from None
-    request.call.module_id = module_id
-    request.call.function = function
-    request.call.args.extend(args)
-    _launch(request.call, launch)
-    return request
-
-
-def _batch_job(job, module_id):
-    """A BatchJob from a job dict (a `kprof batch` line), its module resolved by `module_id`."""
-    job = dict(job)
-    if not str(job.get("id", "")):
-        raise ValueError(f"a batch job without an 'id': {job!r}")
-    job_id = str(job.pop("id"))
-    module, function = job.pop("module"), job.pop("function")
-    args, launch = job.pop("args", ()), job.pop("launch", None)
-    device = job.pop("device", "cpu:0")
-    number, repeat = job.pop("number", None), job.pop("repeat", None)
-    request = _time_request(module_id(module), function, args, device, number, repeat, launch,
-                            job, module_id)
-    return kprof_pb2.BatchJob(id=job_id, time_evaluate=request)
 
 
 def _batch_result(update, job=None):
@@ -266,41 +214,32 @@ class Client:
                                                    timeout or self._timeout))
 
     def profile_function(self, module, function, args=(), device="cpu:0", warmup=0, number=1,
-                         collectors=(), launch=None, timeout=None, seed=0):
+                         collectors=(), launch=None, timeout=None, seed=0, **check):
         """Profiles `number` calls under `collectors` ("rusage", "perf:task-clock", ...); `seed`
-        chooses the random argument data, as in time_evaluate."""
-        request = kprof_pb2.ProfileFunctionRequest(device=device, warmup=warmup, number=number,
-                                                   seed=seed)
-        request.call.module_id = self._module_id(module)
-        request.call.function = function
-        request.call.args.extend(args)
-        _launch(request.call, launch)
-        for spec in collectors:
-            name, _, events = spec.partition(":")
-            request.collectors.add(name=name, options=[e for e in events.split(",") if e])
+        chooses the random argument data, as in time_evaluate. reference=, expect=, rtol=,
+        atol= and outputs= check the answer as time_evaluate's do: a wrong one raises
+        KprofError; a right one's report has `checks` (its verdict)."""
+        request = profile_function_request(self._module_id, module, function, args, device,
+                                           warmup, number, collectors, launch, seed, check)
         response = self._with_reupload(self._stub.ProfileFunction, request,
                                        timeout or self._timeout)
-        return Report.from_proto(response.report)
+        report = Report.from_proto(response.report)
+        report.checks = [response.check] if response.HasField("check") else []
+        return report
 
     def profile(self, calls, device="cpu:0", repeat=1, warmup=0, collectors=(), timeout=None,
                 seed=0):
         """Profiles a sequence of calls, each (module, function, args) or a dict with those keys
-        and optionally "launch"; call i's random data comes from `seed` + i."""
-        request = kprof_pb2.ProfileRequest(device=device, repeat=repeat, warmup=warmup, seed=seed)
-        for call in calls:
-            if isinstance(call, dict):
-                module, function = call["module"], call["function"]
-                args, launch = call.get("args", ()), call.get("launch")
-            else:
-                (module, function, args), launch = call, None
-            out = request.calls.add(module_id=self._module_id(module), function=function)
-            out.args.extend(args)
-            _launch(out, launch)
-        for spec in collectors:
-            name, _, events = spec.partition(":")
-            request.collectors.add(name=name, options=[e for e in events.split(",") if e])
+        and optionally "launch" and a check of its own ("reference", "expect", "rtol", "atol",
+        "outputs", as time_evaluate's keywords); call i's random data comes from `seed` + i. A
+        wrong call raises KprofError naming it; the report's `checks` are the passed verdicts,
+        each naming its call."""
+        request = profile_request(self._module_id, calls, device, repeat, warmup, collectors,
+                                  seed)
         response = self._with_reupload(self._stub.Profile, request, timeout or self._timeout)
-        return Report.from_proto(response.report)
+        report = Report.from_proto(response.report)
+        report.checks = list(response.checks)
+        return report
 
     def rank(self, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=300,
              budget=None):

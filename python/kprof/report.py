@@ -248,6 +248,8 @@ class Report:
         self.calls = list(calls or [])
         self.device_metrics = dict(device_metrics or {})
         self.configuration = dict(configuration or {})
+        # A checked profile's verdicts (kprof.v1.CheckVerdict), passed, one per checked call.
+        self.checks = []
 
     def __eq__(self, other):
         return (isinstance(other, Report) and self.calls == other.calls and

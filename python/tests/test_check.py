@@ -115,3 +115,25 @@ def test_one_check_for_a_whole_batch(client, three_daemons):
         farmed = list(farm.batch(jobs, reference=(ANSWERS, "add_ref")))
     assert sorted(r.id for r in farmed if r.ok) == [f"add_honest-{i}" for i in range(3)]
     assert all(r.verdict.outcome == r.verdict.WRONG for r in farmed if not r.ok)
+
+
+def test_profiles_are_checked_each_call_on_its_own(client):
+    report = client.profile_function(ANSWERS, "add_honest", ARGS,
+                                     reference=f"{ANSWERS}:add_ref")
+    assert [v.outcome for v in report.checks] == [report.checks[0].PASSED]
+    with pytest.raises(kprof.KprofError) as raised:
+        client.profile_function(ANSWERS, "add_minus", ARGS, reference=f"{ANSWERS}:add_ref")
+    assert raised.value.code.name == "ABORTED"
+    honest = {"module": ANSWERS, "function": "add_honest", "args": ARGS,
+              "reference": f"{ANSWERS}:add_ref"}
+    unchecked = ("builtin", "copy", ["float32[8]", "float32[8]:random"])
+    report = client.profile([unchecked, honest, dict(honest, function="add_ref")])
+    assert [v.call for v in report.checks] == [1, 2]
+    assert all(v.outcome == v.PASSED for v in report.checks)
+    assert len(report.calls) == 3
+    with pytest.raises(kprof.KprofError) as raised:
+        client.profile([honest, dict(honest, function="add_nothing")])
+    assert "call 1 (function 'add_nothing')" in raised.value.message
+    assert raised.value.verdict.call == 1
+    with pytest.raises(ValueError, match="unknown keys"):
+        client.profile([dict(honest, refrence="x")])

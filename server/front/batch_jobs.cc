@@ -227,7 +227,7 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
   if (!job.ok()) return job.status();
   const bool leased = lease_.has_value() && lease_->device == job->executor->device();
   KPROF_ASSIGN_OR_RETURN(std::shared_ptr<PendingCheck> check,
-                         service_->StartCheck(client_, *job, deadline_, leased));
+                         service_->StartCheck(client_, *job, deadline_));
   const uint64_t job_id = job->request.job_id();
   DeviceExecutor* executor = job->executor;
   const std::string id = waiting.id;
@@ -246,9 +246,10 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
           return;
         }
         check->Judge(std::move(*result), [this, job_id, id, time, timing](
-                                             absl::Status judged, kprof::v1::CheckVerdict verdict,
+                                             absl::Status judged,
+                                             std::vector<kprof::v1::CheckVerdict> verdicts,
                                              kprof::worker::v1::WorkerAnswer answer) {
-          if (judged.ok()) AppendVerdict(verdict, &answer);
+          if (judged.ok()) AppendVerdicts(verdicts, &answer);
           absl::StatusOr<kprof::worker::v1::WorkerAnswer> judged_result = std::move(answer);
           Finished(job_id, id, judged, judged_result, timing, time);
         });

@@ -22,60 +22,87 @@ absl::Status ReferenceError(const absl::Status& status, const kprof::v1::Functio
 
 }  // namespace
 
-const kprof::v1::AnswerCheck* ProfilerService::CheckOf(const kprof::worker::v1::WorkerRequest& r) {
-  if (r.has_time_evaluate() && r.time_evaluate().has_check()) return &r.time_evaluate().check();
-  if (r.has_profile_function() && r.profile_function().has_check()) {
-    return &r.profile_function().check();
+std::vector<ProfilerService::CheckedCall> ProfilerService::CheckedCallsOf(
+    const kprof::worker::v1::WorkerRequest& r) {
+  if (r.has_time_evaluate() && r.time_evaluate().has_check()) {
+    return {{&r.time_evaluate().check(), &r.time_evaluate().call(), r.time_evaluate().seed(), -1}};
   }
-  return nullptr;
+  if (r.has_profile_function() && r.profile_function().has_check()) {
+    return {{&r.profile_function().check(), &r.profile_function().call(),
+             r.profile_function().seed(), -1}};
+  }
+  std::vector<CheckedCall> calls;
+  if (!r.has_profile()) return calls;
+  for (int i = 0; i < r.profile().checks_size() && i < r.profile().calls_size(); ++i) {
+    // An empty check leaves its call unchecked; each call has its own data (seed + i).
+    if (r.profile().checks(i).ByteSizeLong() == 0) continue;
+    calls.push_back({&r.profile().checks(i), &r.profile().calls(i),
+                     r.profile().seed() + static_cast<uint64_t>(i), i});
+  }
+  return calls;
 }
 
 absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const std::string& client,
                                                                           PreparedJob& job,
-                                                                          absl::Time deadline,
-                                                                          bool leased) {
+                                                                          absl::Time deadline) {
   kprof::worker::v1::WorkerRequest& request = job.request;
-  const kprof::v1::AnswerCheck* check = CheckOf(request);
-  if (check == nullptr) return std::shared_ptr<PendingCheck>();
-  if (leased) {
-    return absl::FailedPreconditionError(
-        "a checked job does not run under a lease yet: its reference runs in a worker apart "
-        "from the lease's; send it without the lease id");
+  if (request.has_profile() && request.profile().checks_size() > request.profile().calls_size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        request.profile().checks_size(), " checks for ", request.profile().calls_size(),
+        " calls: checks[i] checks calls[i] (an empty one leaves its call unchecked)"));
   }
-  const kprof::v1::FunctionCall& call = request.has_time_evaluate()
-                                            ? request.time_evaluate().call()
-                                            : request.profile_function().call();
-  const uint64_t seed = request.has_time_evaluate() ? request.time_evaluate().seed()
-                                                    : request.profile_function().seed();
-  KPROF_ASSIGN_OR_RETURN(CheckPlan plan, CheckPlan::Make(*check, call));
-  kprof::worker::v1::WorkerRequest reference;
-  kprof::worker::v1::ReferenceJob* run = reference.mutable_reference();
-  *run->mutable_call() = plan.ReferenceRun(call);
-  run->set_device(base::DeviceSpec(job.executor->device()));
-  run->set_seed(seed);
-  if (const std::string& module = run->call().module_id();
-      !run->call().function().empty() && module != core::kBuiltinModuleName) {
-    // Outputs kept from an earlier run are the client's while it holds the reference's module,
-    // as a new run would be.
-    std::vector<StoredModule> held;
-    const auto holds = registry_->Acquire(client, {module}, &held, /*open_files=*/false);
-    if (!holds.ok()) return ReferenceError(holds.status(), run->call());
+  const std::vector<CheckedCall> calls = CheckedCallsOf(request);
+  if (calls.empty()) return std::shared_ptr<PendingCheck>();
+  // Every plan first: a bad check refuses the job before any reference runs.
+  std::vector<PendingCheck::Part> parts;
+  std::vector<kprof::worker::v1::WorkerRequest> references;
+  for (const CheckedCall& checked : calls) {
+    absl::StatusOr<CheckPlan> plan = CheckPlan::Make(*checked.check, *checked.call);
+    if (!plan.ok() && checked.index >= 0) {
+      return absl::Status(plan.status().code(),
+                          absl::StrCat("checks[", checked.index, "]: ", plan.status().message()));
+    }
+    if (!plan.ok()) return plan.status();
+    kprof::worker::v1::WorkerRequest& reference = references.emplace_back();
+    kprof::worker::v1::ReferenceJob* run = reference.mutable_reference();
+    *run->mutable_call() = plan->ReferenceRun(*checked.call);
+    run->set_device(base::DeviceSpec(job.executor->device()));
+    run->set_seed(checked.seed);
+    if (const std::string& module = run->call().module_id();
+        !run->call().function().empty() && module != core::kBuiltinModuleName) {
+      // Outputs kept from an earlier run are the client's while it holds the reference's
+      // module, as a new run would be.
+      std::vector<StoredModule> held;
+      const auto holds = registry_->Acquire(client, {module}, &held, /*open_files=*/false);
+      if (!holds.ok()) return ReferenceError(holds.status(), run->call());
+    }
+    std::string what = checked.index < 0 ? job.what
+                                         : absl::StrCat("call ", checked.index, " (function '",
+                                                        checked.call->function(), "')");
+    parts.push_back({*std::move(plan), std::move(what), checked.index});
   }
-  auto pending = std::make_shared<PendingCheck>(std::move(plan), job.what);
-  const std::string key = absl::StrCat(client, std::string(1, '\0'), run->SerializeAsString());
+  auto pending = std::make_shared<PendingCheck>(std::move(parts));
   // The candidate's worker gets none of it: expected data stay out of its reach.
   if (request.has_time_evaluate()) request.mutable_time_evaluate()->clear_check();
   if (request.has_profile_function()) request.mutable_profile_function()->clear_check();
-  request.set_check_outputs(true);
-  if (!references_.Await(key, [pending](const ReferenceCache::Result& result, bool reused) {
-        pending->SetReference(result, reused);
-      })) {
-    return pending;
+  request.set_check_outputs(!request.has_profile());
+  for (const CheckedCall& checked : calls) {
+    if (checked.index >= 0) request.add_checked_calls(static_cast<uint32_t>(checked.index));
   }
-  if (absl::Status started = RunReference(client, key, std::move(reference), deadline);
-      !started.ok()) {
-    references_.Finish(key, started);
-    return started;  // refused before the candidate runs, with the reference's own code
+  if (request.has_profile()) request.mutable_profile()->clear_checks();
+  for (size_t p = 0; p < references.size(); ++p) {
+    const std::string key =
+        absl::StrCat(client, std::string(1, '\0'), references[p].reference().SerializeAsString());
+    if (!references_.Await(key, [pending, p](const ReferenceCache::Result& result, bool reused) {
+          pending->SetReference(p, result, reused);
+        })) {
+      continue;
+    }
+    if (absl::Status started = RunReference(client, key, std::move(references[p]), deadline);
+        !started.ok()) {
+      references_.Finish(key, started);
+      return started;  // refused before the candidate runs, with the reference's own code
+    }
   }
   return pending;
 }
@@ -115,14 +142,19 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
       std::move(job.pin), [] {}, /*beyond_bound=*/true, std::move(job.module_fds));
 }
 
-void ProfilerService::AppendVerdict(const kprof::v1::CheckVerdict& verdict,
-                                    kprof::worker::v1::WorkerAnswer* answer) {
-  if (answer->has_time_evaluate()) {
-    AppendField(kprof::v1::TimeEvaluateResponse::kCheckFieldNumber, verdict,
-                answer->mutable_time_evaluate());
-  } else if (answer->has_profile_function()) {
-    AppendField(kprof::v1::ProfileFunctionResponse::kCheckFieldNumber, verdict,
-                answer->mutable_profile_function());
+void ProfilerService::AppendVerdicts(const std::vector<kprof::v1::CheckVerdict>& verdicts,
+                                     kprof::worker::v1::WorkerAnswer* answer) {
+  for (const kprof::v1::CheckVerdict& verdict : verdicts) {
+    if (answer->has_time_evaluate()) {
+      AppendField(kprof::v1::TimeEvaluateResponse::kCheckFieldNumber, verdict,
+                  answer->mutable_time_evaluate());
+    } else if (answer->has_profile_function()) {
+      AppendField(kprof::v1::ProfileFunctionResponse::kCheckFieldNumber, verdict,
+                  answer->mutable_profile_function());
+    } else if (answer->has_profile()) {
+      AppendField(kprof::v1::ProfileResponse::kChecksFieldNumber, verdict,
+                  answer->mutable_profile());
+    }
   }
 }
 

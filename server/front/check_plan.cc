@@ -208,14 +208,11 @@ core::Tolerance CheckPlan::ToleranceOf(const core::ArgSpec& spec) const {
   return t;
 }
 
-absl::Status CheckPlan::Judge(const ReferenceData& reference,
-                              const kprof::worker::v1::WorkerAnswer& answer,
+absl::Status CheckPlan::Judge(const ReferenceData& reference, SentArguments sent,
                               const std::string& what, kprof::v1::CheckVerdict* verdict) const {
   verdict->set_reference(reference_name_);
-  const auto& sizes = answer.arguments().sizes();
-  if (static_cast<size_t>(sizes.size()) != specs_.size() ||
-      reference.sizes.size() != specs_.size()) {
-    return absl::InternalError(absl::StrCat("the checked call sent ", sizes.size(),
+  if (sent.sizes.size() != specs_.size() || reference.sizes.size() != specs_.size()) {
+    return absl::InternalError(absl::StrCat("the checked call sent ", sent.sizes.size(),
                                             " arguments back for ", specs_.size()));
   }
   const std::vector<int> outputs = Outputs(reference);
@@ -228,14 +225,13 @@ absl::Status CheckPlan::Judge(const ReferenceData& reference,
   }
   for (int k : outputs) verdict->add_outputs(k);
   std::vector<std::string_view> got;
-  for (size_t k = 0, at = 0; k < specs_.size(); at += sizes[static_cast<int>(k)], ++k) {
-    if (sizes[static_cast<int>(k)] != specs_[k].num_bytes ||
-        at + specs_[k].num_bytes > answer.argument_bytes().size()) {
+  for (size_t k = 0, at = 0; k < specs_.size(); at += sent.sizes[k], ++k) {
+    if (sent.sizes[k] != specs_[k].num_bytes || at + specs_[k].num_bytes > sent.bytes.size()) {
       return absl::InternalError(absl::StrCat("the checked call sent argument ", k, " back as ",
-                                              sizes[static_cast<int>(k)], " bytes; '",
-                                              specs_[k].text, "' takes ", specs_[k].num_bytes));
+                                              sent.sizes[k], " bytes; '", specs_[k].text,
+                                              "' takes ", specs_[k].num_bytes));
     }
-    got.push_back(std::string_view(answer.argument_bytes()).substr(at, specs_[k].num_bytes));
+    got.push_back(sent.bytes.substr(at, specs_[k].num_bytes));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto k = static_cast<size_t>(outputs[i]);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/args/arg_spec.h"
 #include "core/check/answer_compare.h"
 #include "kprof/v1/kprof.pb.h"
@@ -39,6 +40,19 @@ struct ReferenceData {
   static ReferenceData FromAnswer(kprof::worker::v1::WorkerAnswer& answer);
 };
 
+// A candidate's arguments as its worker sent them out (ArgumentData): each one's size, and their
+// bytes back to back.
+struct SentArguments {
+  absl::Span<const uint64_t> sizes;
+  std::string_view bytes;
+
+  static SentArguments Of(const kprof::worker::v1::WorkerAnswer& answer) {
+    return {absl::MakeConstSpan(answer.arguments().sizes().data(),
+                                static_cast<size_t>(answer.arguments().sizes_size())),
+            answer.argument_bytes()};
+  }
+};
+
 class CheckPlan {
  public:
   // INVALID_ARGUMENT naming what is wrong: no reference and no expected data, both, a
@@ -59,8 +73,15 @@ class CheckPlan {
   // (verdict WRONG, also as the status's detail); FAILED_PRECONDITION when the reference
   // changed no argument and none is named an output; INTERNAL for sizes that do not fit the
   // arguments. `what` names the candidate ("function 'f'").
+  absl::Status Judge(const ReferenceData& reference, SentArguments got, const std::string& what,
+                     kprof::v1::CheckVerdict* verdict) const;
   absl::Status Judge(const ReferenceData& reference, const kprof::worker::v1::WorkerAnswer& answer,
-                     const std::string& what, kprof::v1::CheckVerdict* verdict) const;
+                     const std::string& what, kprof::v1::CheckVerdict* verdict) const {
+    return Judge(reference, SentArguments::Of(answer), what, verdict);
+  }
+
+  // How many arguments the checked call has.
+  size_t arguments() const { return specs_.size(); }
 
  private:
   std::vector<int> Outputs(const ReferenceData& reference) const;

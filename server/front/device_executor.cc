@@ -107,7 +107,7 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       return absl::InternalError(absl::StrCat("job id ", id, " is already queued on ",
                                               base::DeviceSpec(worker_options_.device)));
     }
-    if (absl::Status refused = LeaseRefusal(lease_id, deadline); !refused.ok()) {
+    if (absl::Status refused = LeaseRefusal(client, lease_id, deadline); !refused.ok()) {
       return refused;
     }
     // The bound is each client's: one client's flood never fills the queue for the others.
@@ -180,10 +180,12 @@ bool DeviceExecutor::QuickPathOpen(const std::string& client) const {
 }
 
 bool DeviceExecutor::Admitted(const std::string& client) const {
-  return !lease_.has_value() || (lease_->open && client == LeaseKey(lease_->holder));
+  return !lease_.has_value() || (lease_->open && (client == LeaseKey(lease_->holder) ||
+                                                  client == ReferenceKey(lease_->holder)));
 }
 
-absl::Status DeviceExecutor::LeaseRefusal(const std::string& lease_id, absl::Time deadline) const {
+absl::Status DeviceExecutor::LeaseRefusal(const std::string& client, const std::string& lease_id,
+                                          absl::Time deadline) const {
   if (!lease_id.empty()) {
     if (!lease_.has_value() || lease_->lease_id != lease_id || lease_->ending) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -194,7 +196,9 @@ absl::Status DeviceExecutor::LeaseRefusal(const std::string& lease_id, absl::Tim
     }
     return absl::OkStatus();
   }
-  if (!lease_.has_value() || deadline >= lease_->ends) return absl::OkStatus();
+  if (!lease_.has_value() || deadline >= lease_->ends || client == ReferenceKey(lease_->holder)) {
+    return absl::OkStatus();
+  }
   return absl::DeadlineExceededError(
       absl::StrCat(lease_->what, ", after this request's deadline: the job would wait past it"));
 }
@@ -211,7 +215,8 @@ void DeviceExecutor::SetLease(std::optional<LeaseGate> gate, std::function<void(
     // The jobs the gate now refuses: others' that would wait past their deadline, and a lease's
     // own once it ends.
     for (auto it = queued_jobs_.begin(); it != queued_jobs_.end();) {
-      absl::Status status = LeaseRefusal(it->second.lease_id, it->second.deadline);
+      absl::Status status =
+          LeaseRefusal(it->second.client, it->second.lease_id, it->second.deadline);
       if (status.ok()) {
         ++it;
         continue;
@@ -330,10 +335,15 @@ void DeviceExecutor::ParkLastServed(const std::string& next_client) {
 }
 
 DeviceExecutor::Job DeviceExecutor::TakeNext(const std::string& after) {
-  // Under a lease, the holder's jobs alone (a drain takes every one).
-  const std::optional<ClientTurns::Next> next = lease_.has_value() && !draining_
-                                                    ? turns_.TakeNextOf(LeaseKey(lease_->holder))
-                                                    : turns_.TakeNext(after);
+  // Under a lease, the holder's jobs alone, its reference runs first: its leased jobs' checks
+  // wait for them (a drain takes every one).
+  std::optional<ClientTurns::Next> next;
+  if (lease_.has_value() && !draining_) {
+    const std::string reference = ReferenceKey(lease_->holder);
+    next = turns_.TakeNextOf(turns_.HasJobs(reference) ? reference : LeaseKey(lease_->holder));
+  } else {
+    next = turns_.TakeNext(after);
+  }
   auto node = queued_jobs_.extract(next->job_id);
   return std::move(node.mapped());
 }
@@ -424,7 +434,7 @@ void DeviceExecutor::Requeue(Job job) {
   {
     absl::MutexLock lock(&mutex_);
     in_flight_ids_.erase(job.request.job_id());
-    refused = LeaseRefusal(job.lease_id, job.deadline);
+    refused = LeaseRefusal(job.client, job.lease_id, job.deadline);
     if (!draining_ && refused.ok()) {
       // In order: job ids grow with submission, so the taken-back job goes before the later ones.
       const uint64_t id = job.request.job_id();

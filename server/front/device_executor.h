@@ -249,13 +249,15 @@ class DeviceExecutor {
   // The next job, clients in turn; `after` (the client just served) goes last when others wait.
   // There must be one.
   Job TakeNext(const std::string& after) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Whether the lease gate lets the jobs queued as `client` run now (no gate: everyone's).
+  // Whether the lease gate lets the jobs queued as `client` run now (no gate: everyone's; under
+  // a lease, the holder's leased jobs and its reference runs).
   bool Admitted(const std::string& client) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Why a job carrying `lease_id` ("" for none), due by `deadline`, cannot wait under the gate:
-  // its lease is not the one held (FAILED_PRECONDITION), or the lease would keep it waiting past
-  // its deadline (DEADLINE_EXCEEDED). OK when it may wait (or run).
-  absl::Status LeaseRefusal(const std::string& lease_id, absl::Time deadline) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Why a job of `client` (its queue key) carrying `lease_id` ("" for none), due by `deadline`,
+  // cannot wait under the gate: its lease is not the one held (FAILED_PRECONDITION), or the
+  // lease would keep it waiting past its deadline (DEADLINE_EXCEEDED). OK when it may wait (or
+  // run): the holder's reference runs (the checks of its leased jobs) run under the lease.
+  absl::Status LeaseRefusal(const std::string& client, const std::string& lease_id,
+                            absl::Time deadline) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Runs the gate's `clear` once the device is clear of the jobs it keeps out.
   void CheckLeaseClear() ABSL_LOCKS_EXCLUDED(mutex_);
   // Takes a queued job out; its Done, or null when it is not queued.

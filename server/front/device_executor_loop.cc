@@ -177,9 +177,13 @@ PipelineView DeviceExecutor::View() const {
   view.leased_away = gated && view.has_worker && !Admitted(active_client_);
   view.own_queued =
       view.has_worker && !view.leased_away ? static_cast<size_t>(turns_.Queued(active_client_)) : 0;
-  view.others_queued = !gated && turns_.OthersWaiting(active_client_);
-  view.any_queued =
-      gated ? lease_->open && turns_.HasJobs(LeaseKey(lease_->holder)) : !turns_.empty();
+  // ... but for its reference runs, which its leased jobs' checks wait for.
+  view.others_queued = gated ? turns_.HasJobs(ReferenceKey(lease_->holder)) &&
+                                   active_client_ != ReferenceKey(lease_->holder)
+                             : turns_.OthersWaiting(active_client_);
+  view.any_queued = gated ? lease_->open && (turns_.HasJobs(LeaseKey(lease_->holder)) ||
+                                             turns_.HasJobs(ReferenceKey(lease_->holder)))
+                          : !turns_.empty();
   return view;
 }
 

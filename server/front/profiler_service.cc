@@ -367,8 +367,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     return reactor;
   }
   const bool leased = lease->has_value() && (*lease)->device == job->executor->device();
-  absl::StatusOr<std::shared_ptr<PendingCheck>> check =
-      StartCheck(client, *job, Deadline(context), leased);
+  absl::StatusOr<std::shared_ptr<PendingCheck>> check = StartCheck(client, *job, Deadline(context));
   if (!check.ok()) {
     reactor->Finish(ToGrpcStatus(check.status()));
     return reactor;
@@ -394,16 +393,17 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
         } else if (check == nullptr) {
           reply(*result, timing);
         } else {
-          check->Judge(std::move(*result), [reactor, reply, timing](
-                                               absl::Status judged, kprof::v1::CheckVerdict verdict,
-                                               kprof::worker::v1::WorkerAnswer answer) {
-            if (!judged.ok()) {
-              reactor->Finish(ToGrpcStatus(judged));
-              return;
-            }
-            AppendVerdict(verdict, &answer);
-            reply(answer, timing);
-          });
+          check->Judge(std::move(*result),
+                       [reactor, reply, timing](absl::Status judged,
+                                                std::vector<kprof::v1::CheckVerdict> verdicts,
+                                                kprof::worker::v1::WorkerAnswer answer) {
+                         if (!judged.ok()) {
+                           reactor->Finish(ToGrpcStatus(judged));
+                           return;
+                         }
+                         AppendVerdicts(verdicts, &answer);
+                         reply(answer, timing);
+                       });
         }
       },
       std::move(job->pin), nullptr, false, std::move(job->module_fds), leased ? (*lease)->id : "");

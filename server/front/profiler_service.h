@@ -178,22 +178,29 @@ class ProfilerService final : public ProfilerServiceBase {
                         kprof::v1::ListModulesResponse* response);
   static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
-  // Checked measurements (check_calls.cc). The request's check, or null.
-  static const kprof::v1::AnswerCheck* CheckOf(const kprof::worker::v1::WorkerRequest& request);
-  // For a job whose request has a check: makes its plan, takes the check out of the request
-  // (the candidate's worker never sees it) and asks for its arguments back, and queues the
-  // reference's run unless its data are held or running. A null pointer for a job without one.
-  // INVALID_ARGUMENT for a bad check; FAILED_PRECONDITION under a lease (`leased`).
+  // Checked measurements (check_calls.cc). A checked call of a request: its check, the call,
+  // its data's seed, and its index in a profile's calls (-1 for the job's one call).
+  struct CheckedCall {
+    const kprof::v1::AnswerCheck* check;
+    const kprof::v1::FunctionCall* call;
+    uint64_t seed;
+    int index;
+  };
+  // The request's checked calls, in call order (none for an unchecked job).
+  static std::vector<CheckedCall> CheckedCallsOf(const kprof::worker::v1::WorkerRequest& request);
+  // For a job whose request has checks: makes their plans, takes the checks out of the request
+  // (the candidate's worker never sees them) and asks for the checked calls' arguments back, and
+  // queues each reference's run unless its data are held or running. A null pointer for a job
+  // without one. INVALID_ARGUMENT for a bad check (or more checks than a profile's calls).
   absl::StatusOr<std::shared_ptr<PendingCheck>> StartCheck(const std::string& client,
-                                                           PreparedJob& job, absl::Time deadline,
-                                                           bool leased);
+                                                           PreparedJob& job, absl::Time deadline);
   // Queues a reference's run (a ReferenceJob) in a worker apart from the client's; its end
   // finishes `key` in references_.
   absl::Status RunReference(const std::string& client, const std::string& key,
                             kprof::worker::v1::WorkerRequest request, absl::Time deadline);
-  // Adds a passed verdict to the result the worker wrote (as a field appended to its bytes).
-  static void AppendVerdict(const kprof::v1::CheckVerdict& verdict,
-                            kprof::worker::v1::WorkerAnswer* answer);
+  // Adds the passed verdicts to the result the worker wrote (as fields appended to its bytes).
+  static void AppendVerdicts(const std::vector<kprof::v1::CheckVerdict>& verdicts,
+                             kprof::worker::v1::WorkerAnswer* answer);
 
   // Checks and queues one measurement; `fill` puts the worker's result into the response, false
   // when it is not a valid message of its type (answered INTERNAL).

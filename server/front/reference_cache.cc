@@ -1,5 +1,6 @@
 #include "server/front/reference_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -71,62 +72,94 @@ int64_t ReferenceCache::runs() {
   return runs_;
 }
 
-void PendingCheck::SetReference(const ReferenceCache::Result& result, bool reused) {
+PendingCheck::PendingCheck(std::vector<Part> parts)
+    : parts_(std::move(parts)), references_(parts_.size()), missing_(parts_.size()) {}
+
+void PendingCheck::SetReference(size_t part, const ReferenceCache::Result& result, bool reused) {
+  std::vector<Reference> references;
   std::optional<kprof::worker::v1::WorkerAnswer> answer;
   Done done;
   {
     absl::MutexLock lock(&mutex_);
-    if (!answer_.has_value()) {
-      reference_ = result;
-      reused_ = reused;
-      return;
-    }
+    references_[part] = {result, reused};
+    --missing_;
+    if (!Complete()) return;
+    references = std::move(references_);
     answer = std::move(answer_);
     done = std::move(done_);
   }
-  Decide(result, reused, std::move(*answer), done);
+  Decide(references, std::move(*answer), done);
 }
 
 void PendingCheck::Judge(kprof::worker::v1::WorkerAnswer answer, Done done) {
-  std::optional<ReferenceCache::Result> reference;
-  bool reused = false;
+  std::vector<Reference> references;
   {
     absl::MutexLock lock(&mutex_);
-    if (!reference_.has_value()) {
-      answer_ = std::move(answer);
-      done_ = std::move(done);
-      return;
-    }
-    reference = std::move(reference_);
-    reused = reused_;
+    answer_ = std::move(answer);
+    done_ = std::move(done);
+    if (!Complete()) return;
+    references = std::move(references_);
+    answer = *std::move(answer_);
+    done = std::move(done_);
   }
-  Decide(*reference, reused, std::move(answer), done);
+  Decide(references, std::move(answer), done);
 }
 
-void PendingCheck::Decide(const ReferenceCache::Result& reference, bool reused,
+namespace {
+
+// Part `part`'s verdict when its reference failed: FAILED_PRECONDITION, the verdict its detail.
+absl::Status ReferenceFailed(const PendingCheck::Part& part, const absl::Status& error,
+                             kprof::v1::CheckVerdict* verdict) {
+  verdict->set_outcome(kprof::v1::CheckVerdict::REFERENCE_FAILED);
+  verdict->set_reference_error(
+      absl::StrCat(absl::StatusCodeToString(error.code()), ": ", error.message()));
+  return absl::FailedPreconditionError(
+      absl::StrCat("the reference ", part.plan.reference_name(), " failed, so ", part.what,
+                   " was not judged: ", verdict->reference_error()));
+}
+
+}  // namespace
+
+void PendingCheck::Decide(const std::vector<Reference>& references,
                           kprof::worker::v1::WorkerAnswer answer, const Done& done) const {
-  kprof::v1::CheckVerdict verdict;
-  verdict.set_reference(plan_.reference_name());
-  verdict.set_reference_reused(reused);
-  if (!reference.ok()) {
-    verdict.set_outcome(kprof::v1::CheckVerdict::REFERENCE_FAILED);
-    verdict.set_reference_error(absl::StrCat(absl::StatusCodeToString(reference.status().code()),
-                                             ": ", reference.status().message()));
-    absl::Status failed = absl::FailedPreconditionError(
-        absl::StrCat("the reference ", plan_.reference_name(), " failed, so ", what_,
-                     " was not judged: ", verdict.reference_error()));
-    failed.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
-    done(std::move(failed), std::move(verdict), std::move(answer));
-    return;
+  const SentArguments sent = SentArguments::Of(answer);
+  std::vector<kprof::v1::CheckVerdict> verdicts(parts_.size());
+  absl::Status first = absl::OkStatus();
+  size_t argument = 0, at = 0;  // part p's first argument, and where its bytes begin
+  // The worker's cost of sending the arguments out, shared by the parts.
+  const double sending = answer.arguments().seconds() / static_cast<double>(parts_.size());
+  for (size_t p = 0; p < parts_.size(); ++p) {
+    const Part& part = parts_[p];
+    kprof::v1::CheckVerdict& verdict = verdicts[p];
+    verdict.set_reference(part.plan.reference_name());
+    verdict.set_reference_reused(references[p].reused);
+    if (part.call >= 0) verdict.set_call(static_cast<uint32_t>(part.call));
+    const size_t count = part.plan.arguments();
+    absl::Status judged;
+    if (!references[p].result.ok()) {
+      judged = ReferenceFailed(part, references[p].result.status(), &verdict);
+    } else if (argument + count > sent.sizes.size()) {
+      judged = absl::InternalError(absl::StrCat("the checked calls sent ", sent.sizes.size(),
+                                                " arguments back, fewer than they have"));
+    } else {
+      const absl::Span<const uint64_t> sizes = sent.sizes.subspan(argument, count);
+      uint64_t bytes = 0;
+      for (uint64_t size : sizes) bytes += size;
+      const absl::Time start = absl::Now();
+      judged =
+          part.plan.Judge(**references[p].result,
+                          SentArguments{sizes, sent.bytes.substr(std::min(at, sent.bytes.size()))},
+                          part.what, &verdict);
+      verdict.set_check_seconds(sending + absl::ToDoubleSeconds(absl::Now() - start));
+      at += bytes;
+    }
+    argument += count;
+    // The detail carries the verdict with its cost.
+    if (!judged.ok()) judged.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
+    if (first.ok()) first = judged;
   }
-  const absl::Time start = absl::Now();
-  absl::Status judged = plan_.Judge(**reference, answer, what_, &verdict);
-  verdict.set_check_seconds(answer.arguments().seconds() +
-                            absl::ToDoubleSeconds(absl::Now() - start));
-  // The detail carries the verdict with its cost.
-  if (!judged.ok()) judged.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
   answer.clear_argument_bytes();
-  done(std::move(judged), std::move(verdict), std::move(answer));
+  done(std::move(first), std::move(verdicts), std::move(answer));
 }
 
 }  // namespace kprof::server

@@ -57,29 +57,47 @@ class ReferenceCache {
 
 class PendingCheck {
  public:
-  // OK and the verdict (PASSED), or the candidate's failure: a wrong answer, the reference's.
-  using Done = std::function<void(absl::Status status, kprof::v1::CheckVerdict verdict,
-                                  kprof::worker::v1::WorkerAnswer answer)>;
+  // OK and the verdicts (PASSED, one per part), or the candidate's failure: its first wrong
+  // part, or a reference's failure.
+  using Done =
+      std::function<void(absl::Status status, std::vector<kprof::v1::CheckVerdict> verdicts,
+                         kprof::worker::v1::WorkerAnswer answer)>;
+  // One checked call: its plan, how it is named ("function 'f'", "call 1 (function 'f')") and,
+  // in a profile's sequence, its index (-1 for the job's one call). The parts of a job are in
+  // call order, as their arguments lie in the answer.
+  struct Part {
+    CheckPlan plan;
+    std::string what;
+    int call = -1;
+  };
 
-  PendingCheck(CheckPlan plan, std::string what) : plan_(std::move(plan)), what_(std::move(what)) {}
+  explicit PendingCheck(std::vector<Part> parts);
 
-  // The reference's data (ReferenceCache::Ready).
-  void SetReference(const ReferenceCache::Result& result, bool reused) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Judges the candidate's answer once the reference's data are there: `done` runs on the
-  // thread that brings the second of the two.
+  // Part `part`'s reference data (ReferenceCache::Ready).
+  void SetReference(size_t part, const ReferenceCache::Result& result, bool reused)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Judges the candidate's answer once every part's reference data are there: `done` runs on
+  // the thread that brings the last of them.
   void Judge(kprof::worker::v1::WorkerAnswer answer, Done done) ABSL_LOCKS_EXCLUDED(mutex_);
 
-  const CheckPlan& plan() const { return plan_; }
+  const std::vector<Part>& parts() const { return parts_; }
 
  private:
-  void Decide(const ReferenceCache::Result& reference, bool reused,
-              kprof::worker::v1::WorkerAnswer answer, const Done& done) const;
+  struct Reference {
+    ReferenceCache::Result result;
+    bool reused = false;
+  };
+  // With the lock held: whether everything is in; if so, moves it out for Decide.
+  bool Complete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return answer_.has_value() && missing_ == 0;
+  }
+  void Decide(const std::vector<Reference>& references, kprof::worker::v1::WorkerAnswer answer,
+              const Done& done) const;
 
-  const CheckPlan plan_;
-  const std::string what_;
+  const std::vector<Part> parts_;
   absl::Mutex mutex_;
-  std::optional<ReferenceCache::Result> reference_ ABSL_GUARDED_BY(mutex_);
-  bool reused_ ABSL_GUARDED_BY(mutex_) = false;
+  std::vector<Reference> references_ ABSL_GUARDED_BY(mutex_);
+  size_t missing_ ABSL_GUARDED_BY(mutex_);
   std::optional<kprof::worker::v1::WorkerAnswer> answer_ ABSL_GUARDED_BY(mutex_);
   Done done_ ABSL_GUARDED_BY(mutex_);
 };

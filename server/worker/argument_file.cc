@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -22,11 +23,20 @@ absl::Status FileError(const char* what, int fd) {
 
 }  // namespace
 
-absl::StatusOr<int> WriteArgumentFile(const core::Arguments& args,
-                                      kprof::worker::v1::ArgumentData* data,
-                                      const std::vector<std::string>* before) {
-  const int fd = memfd_create("kprof-arguments", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-  if (fd < 0) return FileError("make", -1);
+ArgumentFile::~ArgumentFile() { Discard(); }
+
+void ArgumentFile::Discard() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+absl::Status ArgumentFile::Append(const core::Arguments& args,
+                                  kprof::worker::v1::ArgumentData* data,
+                                  const std::vector<std::string>* before) {
+  if (fd_ < 0) {
+    fd_ = memfd_create("kprof-arguments", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd_ < 0) return FileError("make", -1);
+  }
   // write(2) from the tensors themselves: the kernel fills the file's pages as it takes them,
   // without the page faults (and zeroing) a mapping of the new file would cost.
   std::string staging;  // device memory goes through the host
@@ -36,10 +46,7 @@ absl::StatusOr<int> WriteArgumentFile(const core::Arguments& args,
     const char* from = static_cast<const char*>(args.HostData(k));
     if (from == nullptr) {
       staging.resize(bytes);
-      if (absl::Status read = args.ReadBack(k, staging.data()); !read.ok()) {
-        close(fd);
-        return read;
-      }
+      KPROF_RETURN_IF_ERROR(args.ReadBack(k, staging.data()));
       from = staging.data();
     }
     if (before != nullptr) {
@@ -47,12 +54,18 @@ absl::StatusOr<int> WriteArgumentFile(const core::Arguments& args,
                         std::memcmp((*before)[k].data(), from, bytes) != 0);
     }
     for (uint64_t done = 0; done < bytes;) {
-      const ssize_t n = write(fd, from + done, bytes - done);
+      const ssize_t n = write(fd_, from + done, bytes - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return FileError("write", fd);
+      if (n <= 0) return FileError("write", -1);
       done += static_cast<uint64_t>(n);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> ArgumentFile::Seal() {
+  const int fd = std::exchange(fd_, -1);
+  if (fd < 0) return -1;
   if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) != 0) {
     return FileError("seal", fd);
   }

@@ -15,7 +15,6 @@
 #include "kprof/config.h"
 #include "proto/status.h"
 #include "proto/wire.h"
-#include "server/worker/argument_file.h"
 #include "server/worker/host_description.h"
 #include "server/worker/job_options.h"
 
@@ -193,9 +192,7 @@ absl::Status WorkerJobs::RunReference(const WorkerRequest& request,
         return absl::OkStatus();
       },
       [&](const core::Arguments& args) -> absl::Status {
-        KPROF_ASSIGN_OR_RETURN(argument_fd_,
-                               WriteArgumentFile(args, response->mutable_arguments(), &before));
-        return absl::OkStatus();
+        return arguments_.Append(args, response->mutable_arguments(), &before);
       });
 }
 
@@ -208,8 +205,9 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
   core::ArgumentLimits limits;
   if (request.max_argument_bytes() > 0) limits.max_total_bytes = request.max_argument_bytes();
 
-  const auto make_job = [&](const kprof::v1::FunctionCall& call,
-                            uint64_t seed) -> absl::StatusOr<core::Job> {
+  // `checked`: whether the call sends its arguments out (check_outputs, checked_calls).
+  const auto make_job = [&](const kprof::v1::FunctionCall& call, uint64_t seed,
+                            bool checked) -> absl::StatusOr<core::Job> {
     core::Job job;
     KPROF_ASSIGN_OR_RETURN(job.module, ResolveModule(call.module_id(), request, module_fds));
     job.function = call.function();
@@ -220,12 +218,12 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
     if (call.has_launch()) {
       KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(call.launch()));
     }
-    if (request.check_outputs()) {
+    if (checked) {
       job.checked = [this, response](const core::Arguments& args) -> absl::Status {
         const absl::Time start = absl::Now();
-        KPROF_ASSIGN_OR_RETURN(argument_fd_,
-                               WriteArgumentFile(args, response->mutable_arguments()));
-        response->mutable_arguments()->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+        KPROF_RETURN_IF_ERROR(arguments_.Append(args, response->mutable_arguments()));
+        kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
+        data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
         return absl::OkStatus();
       };
     }
@@ -236,7 +234,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
     case WorkerRequest::kTimeEvaluate: {
       const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
       KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
-      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
+      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed(), request.check_outputs()));
       KPROF_ASSIGN_OR_RETURN(core::TimeJob time,
                              TimeJobFromRequest(r, device_, limits.max_total_bytes));
       time.host_environment_apart = true;  // the front attaches the host's part
@@ -251,7 +249,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
     case WorkerRequest::kProfileFunction: {
       const kprof::v1::ProfileFunctionRequest& r = request.profile_function();
       KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
-      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed()));
+      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed(), request.check_outputs()));
       core::ProfileJob profile;
       profile.warmup = r.warmup();
       if (r.has_number()) profile.number = r.number();
@@ -265,8 +263,11 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       const kprof::v1::ProfileRequest& r = request.profile();
       KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
       core::SequenceJob sequence;
-      for (const kprof::v1::FunctionCall& call : r.calls()) {
-        KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(call, r.seed()));
+      for (int i = 0; i < r.calls_size(); ++i) {
+        const bool checked =
+            std::find(request.checked_calls().begin(), request.checked_calls().end(),
+                      static_cast<uint32_t>(i)) != request.checked_calls().end();
+        KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.calls(i), r.seed(), checked));
         sequence.calls.push_back(std::move(job));
       }
       sequence.device = device_;
@@ -336,8 +337,13 @@ WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const in
     ReportClosed(request, &response);
     return response;
   }
-  const absl::Status status = RunJob(request, module_fds, &response);
-  if (!status.ok() && argument_fd_ >= 0) close(TakeArgumentFile());
+  absl::Status status = RunJob(request, module_fds, &response);
+  if (status.ok()) {
+    absl::StatusOr<int> sealed = arguments_.Seal();
+    if (sealed.ok()) argument_fd_ = *sealed;
+    status = sealed.status();
+  }
+  arguments_.Discard();
   if (!status.ok()) {
     response.Clear();
     response.set_job_id(request.job_id());

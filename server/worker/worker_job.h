@@ -14,6 +14,7 @@
 #include "base/device.h"
 #include "core/modules/module.h"
 #include "server/ipc/worker.pb.h"
+#include "server/worker/argument_file.h"
 
 namespace kprof::server {
 
@@ -80,6 +81,7 @@ class WorkerJobs {
   uint64_t jobs_ = 0;
   std::map<std::string, OpenModule> modules_;
   std::vector<std::string> closed_;  // since the last answer
+  ArgumentFile arguments_;           // the checked calls' arguments, while a job runs
   int argument_fd_ = -1;             // TakeArgumentFile
   // The generation of the host's part of the manifest (core::ReadEnvironment) the front has:
   // an answer carries it only when it changed.

@@ -3,9 +3,13 @@
 // against one reference against the same batch unchecked.
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "bench_sections.h"
 #include "bench_support.h"
@@ -14,6 +18,7 @@
 #include "kprof/v1/kprof.pb.h"
 #include "module_files.h"
 #include "report/statistics.h"
+#include "temp_dir.h"
 
 namespace kprof::bench {
 namespace {
@@ -66,6 +71,102 @@ double CandidateBatch(const std::string& target, const std::string& base,
   return seconds;
 }
 
+// The same 200 distinct candidates as files, one job line each: what `kprof batch` and the
+// Python farm are given.
+constexpr int kCandidates = 200;
+constexpr char kCandidateArgs[] =
+    R"(["float32[65536]:random", "float32[65536]:random", "float32[65536]"])";
+
+std::vector<std::string> CandidateFiles(const std::string& dir, const std::string& base) {
+  static int tag = 500000;
+  std::vector<std::string> paths;
+  for (int i = 0; i < kCandidates; ++i) {
+    paths.push_back(absl::StrFormat("%s/cand%d.so", dir, i));
+    std::ofstream(paths.back(), std::ios::binary) << Candidate(base, 50 * 1024, tag++);
+  }
+  return paths;
+}
+
+// `kprof batch` over the candidates' files, checked against `reference` (a file) or not: wall
+// seconds, the CLI's start included (as a user runs it).
+double CliCandidateBatch(const std::string& target, const std::string& base,
+                         const std::string& reference, bool checked) {
+  kprof::testing::TempDir dir;
+  const std::vector<std::string> paths = CandidateFiles(dir.path(), base);
+  const std::string jobs = dir.path() + "/jobs.jsonl";
+  {
+    std::ofstream out(jobs);
+    for (int i = 0; i < kCandidates; ++i) {
+      out << absl::StrFormat(
+          R"({"id": "c%d", "module": "%s", "function": "vadd", "args": %s, "repeat": 5, )"
+          R"("min_repeat_ms": 1})"
+          "\n",
+          i, paths[static_cast<size_t>(i)], kCandidateArgs);
+    }
+  }
+  const std::string results = dir.path() + "/results.jsonl";
+  const auto start = Clock::now();
+  Output(absl::StrFormat("%s --target %s batch %s %s > %s", KPROF_PATH, target, jobs,
+                         checked ? "--reference " + reference + ":vadd" : "", results));
+  const double seconds = Seconds(Clock::now() - start);
+  const std::string written = kprof::testing::ReadFileBytes(results);
+  int lines = 0, ok = 0;
+  std::istringstream in(written);
+  for (std::string line; std::getline(in, line); ++lines) {
+    ok +=
+        absl::StrContains(line, R"("status": "OK")") || absl::StrContains(line, R"("status":"OK")");
+  }
+  if (lines != kCandidates || ok != kCandidates) {
+    Fail(absl::StrFormat("kprof batch of %d candidates (checked %d): %d lines, %d OK:\n%s",
+                         kCandidates, checked, lines, ok, written.substr(0, 2000)));
+  }
+  return seconds;
+}
+
+// The Python farm over the candidates' files, checked or not: wall seconds from its first job
+// to its last result (the interpreter's start left out).
+double PythonCandidateBatch(const std::string& target, const std::string& base,
+                            const std::string& reference, bool checked) {
+  kprof::testing::TempDir dir;
+  const std::vector<std::string> paths = CandidateFiles(dir.path(), base);
+  const std::string script = absl::StrFormat(
+      "import sys, time; sys.path.insert(0, '%s/python'); import kprof\n"
+      "jobs = [{'id': 'c%%d' %% i, 'module': '%s/cand%%d.so' %% i, 'function': 'vadd', "
+      "'args': %s, 'repeat': 5, 'min_repeat_ms': 1} for i in range(%d)]\n"
+      "check = {'reference': '%s:vadd'} if %d else {}\n"
+      "with kprof.farm('%s') as farm:\n"
+      "    start = time.perf_counter()\n"
+      "    done = sum(1 for r in farm.batch(jobs, **check) if r.ok)\n"
+      "    print(done, time.perf_counter() - start)\n",
+      KPROF_BUILD_DIR, dir.path(), kCandidateArgs, kCandidates, reference, checked ? 1 : 0, target);
+  const std::string path = dir.path() + "/farm.py";
+  std::ofstream(path) << script;
+  std::istringstream out(Output("/usr/bin/python3 " + path));
+  int done = 0;
+  double seconds = 0;
+  out >> done >> seconds;
+  if (done != kCandidates) {
+    Fail(absl::StrFormat("Python farm: %d of %d candidates done (checked %d)", done, kCandidates,
+                         checked));
+  }
+  return seconds;
+}
+
+// One path's checked batch against its unchecked one: three rounds in turned order, medians.
+void CandidateRow(const std::string& figure, const std::function<double(bool checked)>& run) {
+  (void)run(true);  // workers started, the reference computed
+  std::vector<double> plain, checked;
+  for (int round = 0; round < 3; ++round) {
+    const bool first = round % 2 == 0;
+    const double a = run(!first), b = run(first);
+    plain.push_back(first ? b : a);
+    checked.push_back(first ? a : b);
+  }
+  const double with = report::Median(checked), without = report::Median(plain);
+  Add("checks", figure, Ms(with), "unchecked " + Ms(without), with / without,
+      "<= 1.1: " + Met(with / without <= 1.1));
+}
+
 }  // namespace
 
 void Checks(const std::string& target, kprof::client::Client& client, const std::string& base) {
@@ -102,16 +203,17 @@ void Checks(const std::string& target, kprof::client::Client& client, const std:
       absl::StrFormat("within %.1f%%: ", allowed * 100) + Met(std::fabs(ratio - 1) <= allowed));
 
   const std::string reference = Must(client.LoadModule(base, "vector_add.so"), "upload base").id();
-  (void)CandidateBatch(target, base, reference, true);  // workers started, reference computed
-  std::vector<double> batch_plain, batch_checked;
-  for (int round = 0; round < 3; ++round) {
-    batch_plain.push_back(CandidateBatch(target, base, reference, false));
-    batch_checked.push_back(CandidateBatch(target, base, reference, true));
-  }
-  const double b_with = report::Median(batch_checked), b_without = report::Median(batch_plain);
-  Add("checks", "200 distinct candidates, 5 x 1 ms, one reference", Ms(b_with),
-      "unchecked " + Ms(b_without), b_with / b_without,
-      "<= 1.1: " + Met(b_with / b_without <= 1.1));
+  CandidateRow("200 distinct candidates, 5 x 1 ms, one reference, C++ farm",
+               [&](bool checked) { return CandidateBatch(target, base, reference, checked); });
+  kprof::testing::TempDir dir;
+  const std::string reference_file = dir.path() + "/vector_add.so";
+  std::ofstream(reference_file, std::ios::binary) << base;
+  CandidateRow("  the same through kprof batch", [&](bool checked) {
+    return CliCandidateBatch(target, base, reference_file, checked);
+  });
+  CandidateRow("  the same through the Python farm", [&](bool checked) {
+    return PythonCandidateBatch(target, base, reference_file, checked);
+  });
 }
 
 }  // namespace kprof::bench

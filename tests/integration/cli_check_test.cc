@@ -88,6 +88,43 @@ TEST_F(CliCheckTest, AWrongAnswerFailsWithNoTime) {
               HasSubstr("wrong answer"));
 }
 
+// kprof profile: --reference on one function; a sequence file's calls with checks of their own.
+TEST_F(CliCheckTest, ProfileChecksAFunctionAndASequencesCalls) {
+  const std::string m = TestModulePath("answers");
+  const std::string args =
+      " --arg float32[1000] --arg float32[1000]:random --arg float32[1000]:random";
+  const Result one =
+      Kprof(absl::StrCat("profile ", m, " add_honest", args, " --reference ", m, ":add_ref"));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_THAT(one.out, HasSubstr("check: passed against "));
+  const Result wrong =
+      Kprof(absl::StrCat("profile ", m, " add_half", args, " --reference ", m, ":add_ref"));
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("wrong answer: function 'add_half'"));
+
+  const std::string call = absl::StrCat(
+      R"({"module": ")", m, R"(", "args": ["float32[100]", "float32[100]:random", )",
+      R"("float32[100]:random"], "reference": {"module": ")", m, R"(", "function": "add_ref"}, )");
+  const std::string sequence = dir_.path() + "/sequence.json";
+  std::ofstream(sequence) << R"({"calls": [{"module": "builtin", "function": "copy", "args": )"
+                          << R"(["float32[8]", "float32[8]:random"]}, )" << call
+                          << R"("function": "add_honest"}]})";
+  const Result json = Kprof("profile --sequence " + sequence + " --format json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  const auto document = nlohmann::json::parse(json.out);
+  ASSERT_EQ(document["checks"].size(), 1u);
+  EXPECT_EQ(document["checks"][0]["outcome"], "passed");
+  EXPECT_EQ(document["calls"].size(), 2u);
+  const Result table = Kprof("profile --sequence " + sequence);
+  EXPECT_THAT(table.out, HasSubstr("call 1: check: passed against "));
+  std::ofstream(sequence) << R"({"calls": [)" << call << R"("function": "add_nothing"}]})";
+  const Result bad = Kprof("profile --sequence " + sequence);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_THAT(bad.err, HasSubstr("wrong answer: call 0 (function 'add_nothing')"));
+  EXPECT_THAT(Kprof("profile --sequence " + sequence + " --reference builtin:copy").err,
+              HasSubstr("a sequence's calls name their checks in FILE.json"));
+}
+
 TEST_F(CliCheckTest, BatchReferenceChecksTheLinesWithoutOne) {
   const std::string m = TestModulePath("answers");
   std::ofstream jobs(dir_.path() + "/plain.jsonl");

@@ -230,9 +230,9 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
   EXPECT_FALSE(alice->Info()->devices(0).has_lease());
 }
 
-// A checked job's reference runs in a worker apart from the lease's: under a lease it is
-// refused, saying so, and runs again once the lease has ended.
-TEST_F(LeaseTest, ACheckedJobUnderALeaseIsRefusedSayingWhy) {
+// A checked job under a lease: its reference runs under the lease too (in the holder's
+// reference worker, apart from the lease's), and a wrong answer is named there as anywhere.
+TEST_F(LeaseTest, ACheckedJobUnderALeaseIsJudgedThere) {
   ASSERT_TRUE(Start());
   auto alice = Connect("token-a");
   Held held = Ask(*alice, "cpu:0", 60);
@@ -245,9 +245,25 @@ TEST_F(LeaseTest, ACheckedJobUnderALeaseIsRefusedSayingWhy) {
   checked.mutable_check()->mutable_reference()->set_module_id("builtin");
   checked.mutable_check()->mutable_reference()->set_function("copy");
   auto under = Connect("token-a", held.first.lease().lease_id());
-  EXPECT_THAT(under->TimeEvaluate(checked),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("a checked job does not run under a lease yet")));
+  absl::StatusOr<v1::TimeEvaluateResponse> passed = under->TimeEvaluate(checked);
+  ASSERT_THAT(passed, IsOk());
+  EXPECT_EQ(passed->check().outcome(), v1::CheckVerdict::PASSED);
+  EXPECT_FALSE(passed->check().reference_reused());  // run under the lease
+  EXPECT_GT(passed->statistics().median(), 0);
+  // Filled with 1 where 2 is expected: wrong, under the lease as anywhere.
+  v1::TimeEvaluateRequest wrong;
+  wrong.mutable_call()->set_module_id("builtin");
+  wrong.mutable_call()->set_function("fill");
+  wrong.mutable_call()->add_args("float32[16]");
+  wrong.mutable_call()->add_args("float64:1");
+  v1::ExpectedOutput* expected = wrong.mutable_check()->add_expected();
+  expected->set_dtype("float32");
+  expected->add_shape(16);
+  const std::vector<float> twos(16, 2.0f);
+  expected->set_data(std::string(reinterpret_cast<const char*>(twos.data()), 16 * sizeof(float)));
+  EXPECT_THAT(under->TimeEvaluate(wrong),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("wrong answer: function 'fill'")));
+  EXPECT_TRUE(alice->Info()->devices(0).has_lease());  // the lease holds throughout
   Release(held);
   EXPECT_THAT(alice->TimeEvaluate(checked), IsOk());
 }

@@ -351,5 +351,51 @@ TEST_F(CheckTest, ProfileFunctionIsCheckedToo) {
   EXPECT_EQ(passed->check().outcome(), v1::CheckVerdict::PASSED);
 }
 
+// A profile's calls are checked each on its own data (seed + i), unchecked calls between them;
+// one wrong call fails the profile, naming the call.
+TEST_F(CheckTest, AProfilesCallsAreCheckedEachOnItsOwnData) {
+  v1::ProfileRequest request;
+  request.set_seed(5);
+  *request.add_calls() = Add("add_honest").call();
+  *request.add_checks() = Add("add_honest").check();
+  v1::FunctionCall* copy = request.add_calls();
+  copy->set_module_id("builtin");
+  copy->set_function("copy");
+  copy->add_args("float32[64]");
+  copy->add_args("float32[64]:random");
+  request.add_checks();  // empty: unchecked
+  *request.add_calls() = Add("add_honest").call();
+  *request.add_checks() = Add("add_honest").check();
+  auto passed = client_->Profile(request);
+  ASSERT_THAT(passed, IsOk());
+  ASSERT_EQ(passed->checks_size(), 2);
+  EXPECT_EQ(passed->checks(0).call(), 0u);
+  EXPECT_EQ(passed->checks(1).call(), 2u);
+  for (const v1::CheckVerdict& verdict : passed->checks()) {
+    EXPECT_EQ(verdict.outcome(), v1::CheckVerdict::PASSED);
+    EXPECT_FALSE(verdict.reference_reused());  // calls 0 and 2 have data of their own
+  }
+  EXPECT_EQ(passed->report().calls_size(), 3);
+
+  request.mutable_calls(2)->set_function("add_half");
+  auto wrong = client_->Profile(request);
+  ASSERT_THAT(wrong.status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("wrong answer: call 2 (function 'add_half') against")));
+  const v1::CheckVerdict verdict = VerdictOf(wrong.status());
+  EXPECT_EQ(verdict.call(), 2u);
+  EXPECT_EQ(verdict.outcome(), v1::CheckVerdict::WRONG);
+  EXPECT_TRUE(verdict.reference_reused());  // the same data as the passed profile's call 2
+
+  request.add_checks();
+  request.add_checks();
+  EXPECT_THAT(client_->Profile(request).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("5 checks for 3 calls")));
+  request.mutable_checks()->DeleteSubrange(3, 2);
+  request.mutable_checks(1)->set_rtol(-1);
+  EXPECT_THAT(client_->Profile(request).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("checks[1]: ")));
+}
+
 }  // namespace
 }  // namespace kprof

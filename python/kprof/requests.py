@@ -1,0 +1,112 @@
+"""The requests the client sends, built from its arguments and from job dicts (a `kprof batch`
+line, a profile's call). Imports nothing of the package but the check's and the generated
+messages."""
+
+from google.protobuf import json_format
+
+from kprof.check import answer_check, take_check
+from kprof.v1 import kprof_pb2
+
+_CALL_KEYS = "module, function, args, launch and a check's reference, expect, rtol, atol, outputs"
+
+
+def _launch(call, launch):
+    if launch is None:
+        return
+    if not isinstance(launch, dict) or "grid" not in launch or "block" not in launch:
+        raise ValueError('launch is {"grid": [x, y, z], "block": [x, y, z], '
+                         '"shared_bytes": n} (y, z and shared_bytes optional)')
+    call.launch.grid.extend(launch["grid"])
+    call.launch.block.extend(launch["block"])
+    call.launch.shared_bytes = launch.get("shared_bytes", 0)
+
+
+def _collectors(request, collectors):
+    """Adds each "NAME[:EVENT,EVENT...]" to the request's collectors."""
+    for spec in collectors:
+        name, _, events = spec.partition(":")
+        request.collectors.add(name=name, options=[e for e in events.split(",") if e])
+
+
+def _time_request(module_id, function, args, device, number, repeat, launch, options,
+                  resolve=None):
+    """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None), so that the
+    daemon's defaults hold otherwise — with max_relative_stddev, up to 10000 repeats. The check's
+    keys (reference, expect, rtol, atol, outputs) make its check, modules named through
+    `resolve`."""
+    options = dict(options or {})
+    check = take_check(options, resolve or (lambda module: module))
+    request = kprof_pb2.TimeEvaluateRequest(device=device)
+    if check is not None:
+        request.check.CopyFrom(check)
+    if number is not None:
+        request.number = number
+    if repeat is not None:
+        request.repeat = repeat
+    if options:
+        try:
+            json_format.ParseDict(options, request)
+        except json_format.ParseError as error:
+            raise ValueError(f"TimeEvaluate options: {error}") from None
+    request.call.module_id = module_id
+    request.call.function = function
+    request.call.args.extend(args)
+    _launch(request.call, launch)
+    return request
+
+
+def _batch_job(job, module_id):
+    """A BatchJob from a job dict (a `kprof batch` line), its module resolved by `module_id`."""
+    job = dict(job)
+    if not str(job.get("id", "")):
+        raise ValueError(f"a batch job without an 'id': {job!r}")
+    job_id = str(job.pop("id"))
+    module, function = job.pop("module"), job.pop("function")
+    args, launch = job.pop("args", ()), job.pop("launch", None)
+    device = job.pop("device", "cpu:0")
+    number, repeat = job.pop("number", None), job.pop("repeat", None)
+    request = _time_request(module_id(module), function, args, device, number, repeat, launch,
+                            job, module_id)
+    return kprof_pb2.BatchJob(id=job_id, time_evaluate=request)
+
+
+def profile_function_request(module_id, module, function, args, device, warmup, number,
+                             collectors, launch, seed, check):
+    """A ProfileFunctionRequest; `check` the keywords of its check (reference=, expect=, ...)."""
+    request = kprof_pb2.ProfileFunctionRequest(device=device, warmup=warmup, number=number,
+                                               seed=seed)
+    request.call.module_id = module_id(module)
+    request.call.function = function
+    request.call.args.extend(args)
+    _launch(request.call, launch)
+    answer = answer_check(module_id, **check)
+    if answer is not None:
+        request.check.CopyFrom(answer)
+    _collectors(request, collectors)
+    return request
+
+
+def profile_request(module_id, calls, device, repeat, warmup, collectors, seed):
+    """A ProfileRequest of `calls`, each (module, function, args) or a dict with a check of its
+    own: checks[i] checks calls[i], an empty one leaving its call unchecked."""
+    request = kprof_pb2.ProfileRequest(device=device, repeat=repeat, warmup=warmup, seed=seed)
+    for i, call in enumerate(calls):
+        if isinstance(call, dict):
+            call = dict(call)
+            module, function = call.pop("module"), call.pop("function")
+            args, launch = call.pop("args", ()), call.pop("launch", None)
+            check = take_check(call, module_id)
+            if call:
+                raise ValueError(f"call {i} has unknown keys {sorted(call)} (a call has "
+                                 f"{_CALL_KEYS})")
+            if check is not None:
+                while len(request.checks) < i:
+                    request.checks.add()
+                request.checks.append(check)
+        else:
+            (module, function, args), launch = call, None
+        out = request.calls.add(module_id=module_id(module), function=function)
+        out.args.extend(args)
+        _launch(out, launch)
+    _collectors(request, collectors)
+    return request
