@@ -32,18 +32,36 @@ declare -A highest=([GLIBC]=0 [GLIBCXX]=0 [CXXABI]=0)
 for f in "${files[@]}"; do
   [ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
   checked=$((checked + 1))
-  while read -r symbol family version; do
-    [ -n "${limit[$family]:-}" ] || continue
-    if newer "$version" "${highest[$family]}"; then highest[$family]=$version; fi
-    if newer "$version" "${limit[$family]}"; then
-      echo "check-glibc: $f needs $symbol@${family}_$version, newer than ${limit[$family]}" >&2
-      bad=$((bad + 1))
-    fi
+  # One awk pass a file (a process per symbol made the test of three files take a minute):
+  # "need FAMILY VERSION" for each family's newest, "over SYMBOL FAMILY VERSION" past a limit.
+  while read -r kind a b c; do
+    case $kind in
+      need) if newer "$b" "${highest[$a]}"; then highest[$a]=$b; fi ;;
+      over)
+        echo "check-glibc: $f needs $a@${b}_$c, newer than ${limit[$b]}" >&2
+        bad=$((bad + 1))
+        ;;
+    esac
   done < <(readelf -W --dyn-syms "$f" 2>/dev/null |
-           awk '$7 == "UND" && $8 ~ /@(GLIBC|GLIBCXX|CXXABI)_[0-9.]+/ {
-                  split($8, p, "@"); v = p[2]; sub(/ .*/, "", v);
-                  family = v; sub(/_.*/, "", family); sub(/^[A-Z]+_/, "", v);
-                  print p[1], family, v }' | sort -u)
+           awk -v limits="GLIBC=${limit[GLIBC]} GLIBCXX=${limit[GLIBCXX]:-} CXXABI=${limit[CXXABI]:-}" '
+             # Whether dotted version a is above b (2.36 > 2.35, 3.4.30 > 3.4.9).
+             function above(a, b,   x, y, i, n) {
+               n = split(a, x, "."); split(b, y, ".")
+               for (i = 1; i <= n || i in y; i++) {
+                 if (x[i] + 0 != y[i] + 0) return x[i] + 0 > y[i] + 0
+               }
+               return 0
+             }
+             BEGIN { n = split(limits, l, " "); for (i = 1; i <= n; i++) {
+                       split(l[i], kv, "="); if (kv[2] != "") limit[kv[1]] = kv[2] } }
+             $7 == "UND" && $8 ~ /@(GLIBC|GLIBCXX|CXXABI)_[0-9.]+/ {
+               split($8, p, "@"); v = p[2]; sub(/ .*/, "", v)
+               family = v; sub(/_.*/, "", family); sub(/^[A-Z]+_/, "", v)
+               if (!(family in limit)) next
+               if (!(family in top) || above(v, top[family])) top[family] = v
+               if (above(v, limit[family]) && !seen[p[1] "@" v]++) print "over", p[1], family, v
+             }
+             END { for (family in top) print "need", family, top[family] }')
   # A version needed with no symbol: GLIBC_ABI_DT_RELR marks packed relocations, which only
   # glibc 2.36 and later understand.
   if readelf -W -V "$f" 2>/dev/null | grep -q "Name: GLIBC_ABI_DT_RELR" &&
