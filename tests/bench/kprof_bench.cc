@@ -98,14 +98,14 @@ constexpr char kFindings[] = R"md(
 
 - **checks** (a batch of 200 distinct candidates with one reference, goal 1.1): met in most
   runs, not in all: 1.00-1.07 from the C++ farm and `kprof batch`, 1.04-1.11 from the Python
-  farm, with A/A 0.95-1.01 beside them. What a check adds to a 7 ms candidate is about 0.4 ms
-  of the worker's (perf of the worker: the write of 768 KB into new shmem pages, charged to its
-  memory cgroup, about 0.2 ms; the checked call itself 21 us) and 0.35 ms of the front's on
-  the other CPU (reading the file 0.15 ms, the comparison 0.2 ms; mapping the file instead of
-  reading it cost twice as much here, in C: 300 against 148 us, page tables being dear in this
-  VM). Next: a file the front allocates ahead (fallocate) for the worker to fill, which in C
-  cuts the worker's write from 94 to 39 us.
-
+  farm, with A/A 0.95-1.01 beside them; 1.04-1.06 with the workers and the front on CPUs of
+  their own (`--pin-cpus`). What a check adds to a 7 ms candidate is the worker's write of its
+  768 KB into the file (perf of the worker: the copy and shmem's bookkeeping, about 0.25 ms;
+  the checked call itself 21 us) and 0.35 ms of the front's on the other CPU (reading the file
+  0.15 ms, the comparison 0.2 ms). Tried and left out: mapping the file in the front instead
+  of reading it (in C: 300 against 148 us, page tables being dear in this VM), and a file the
+  front allocates ahead for the worker to fill (in C the write fell from 94 to 39 us; in the
+  worker perf still showed shmem_write_end and the copy, and the batch did not get faster).
 - **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): met in some runs and
   not in others: 1.05-1.63 in one hour of this VM with the busy poll, against 2.2-2.6 without.
   Both figures swing with the host: the health check itself took 32 to 104 us, and a
