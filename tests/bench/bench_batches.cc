@@ -225,13 +225,7 @@ double PythonFarmSecondsPerJob(const std::string& target, int count) {
       "    done = sum(1 for r in farm.batch(jobs) if r.ok)\n"
       "    print(done, (time.perf_counter() - start) / len(jobs))\n",
       KPROF_BUILD_DIR, count, target);
-  kprof::testing::TempDir dir;
-  const std::string path = dir.path() + "/farm.py";
-  std::ofstream(path) << script;
-  std::istringstream out(Output("/usr/bin/python3 " + path));
-  int done = 0;
-  double seconds = 0;
-  out >> done >> seconds;
+  const auto [done, seconds] = PythonDoneAndSeconds(script);
   if (done != count) Fail(absl::StrFormat("Python farm: %d of %d jobs done", done, count));
   return seconds;
 }

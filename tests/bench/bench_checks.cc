@@ -150,12 +150,7 @@ double PythonCandidateBatch(const std::string& target, const std::string& base,
       "    print(done, time.perf_counter() - start)\n",
       KPROF_BUILD_DIR, dir.path(), kCandidateArgs, kNumber, kCandidates, reference, checked ? 1 : 0,
       target);
-  const std::string path = dir.path() + "/farm.py";
-  std::ofstream(path) << script;
-  std::istringstream out(Output("/usr/bin/python3 " + path));
-  int done = 0;
-  double seconds = 0;
-  out >> done >> seconds;
+  const auto [done, seconds] = PythonDoneAndSeconds(script);
   if (done != kCandidates) {
     Fail(absl::StrFormat("Python farm: %d of %d candidates done (checked %d)", done, kCandidates,
                          checked));

@@ -6,12 +6,15 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "report/statistics.h"
+#include "temp_dir.h"
 
 namespace kprof::bench {
 
@@ -115,6 +118,16 @@ std::string Output(const std::string& command) {
   while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
   if (pclose(pipe) != 0) Fail("failed: " + command);
   return out;
+}
+
+std::pair<int, double> PythonDoneAndSeconds(const std::string& script) {
+  kprof::testing::TempDir dir;
+  const std::string path = dir.path() + "/farm.py";
+  std::ofstream(path) << script;
+  std::istringstream out(Output("/usr/bin/python3 " + path));
+  std::pair<int, double> done_and_seconds{0, 0};
+  out >> done_and_seconds.first >> done_and_seconds.second;
+  return done_and_seconds;
 }
 
 }  // namespace kprof::bench
