@@ -104,10 +104,13 @@ class ProfileCommand final : public Command {
     if (sequence_.empty() && repeat_option_->count() > 0) {
       return UsageError("--repeat is for --sequence: a single function's calls are --number");
     }
-    if (!sequence_.empty() && (!check_.reference.empty() || !check_.expect.empty())) {
+    if (!sequence_.empty() &&
+        (!check_.reference.empty() || !check_.expect.empty() || !check_.outputs.empty() ||
+         check_.rtol_option->count() > 0 || check_.atol_option->count() > 0)) {
       return UsageError(
-          "--reference and --expect check one function; a sequence's calls name their checks "
-          "in FILE.json (\"reference\", \"expect\", ... in a call)");
+          "--reference, --expect, --rtol, --atol and --outputs check one function; a "
+          "sequence's calls name their checks in FILE.json (\"reference\", \"expect\", "
+          "\"rtol\", ... in a call)");
     }
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Client> client, globals.ConnectFor(device_));
     const ModuleResolver resolve = UploadingTo(*client, call_.module_format);

@@ -208,7 +208,22 @@ class DeviceExecutor {
   // it and another client's worker is about to run a job.
   void ParkLastServed(const std::string& next_client);
 
+  // The executor's thread: hands jobs on, reads answers, stops what overruns, until drained.
   void Loop();
+  // The loop's steps. Runs what answers deferred (Defer), if any: whether there was any.
+  bool RunDeferred();
+  // When the loop must wake by itself: the front job's limit, a handed-on job's deadline, or
+  // (idle) the next check for idle workers.
+  absl::Time WakeAt(absl::Time idle_check, absl::Time now) const;
+  // Whether nothing came meanwhile that the loop must do first; if so, it is marked asleep
+  // (and the quick path opened where the last client's worker polls).
+  bool ReadyToSleep() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Sleeps until `until`, an answer, or a wake-up; what woke it (a quick path's handover is
+  // taken on here).
+  enum class Woken { kHandedOver, kAnswer, kOther };
+  Woken Sleep(absl::Time until, absl::Time now) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Stops the front job when it ran past its limit without answering (DEADLINE_EXCEEDED).
+  void StopOverdueFront(absl::Time after);
   // Hands jobs to the active worker (choosing the next client when it has none), or takes
   // jobs back when another client waits: the steps NextPipelineStep gives, until it says wait.
   void Refill();

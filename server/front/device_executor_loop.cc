@@ -338,6 +338,94 @@ absl::Time DeviceExecutor::FrontLimit() const {
   return std::min(front.deadline, front_since_ + job_timeout_);
 }
 
+bool DeviceExecutor::RunDeferred() {
+  if (deferred_.empty()) return false;
+  std::vector<std::function<void()>> deferred;
+  deferred.swap(deferred_);
+  for (auto& fn : deferred) fn();
+  return true;
+}
+
+absl::Time DeviceExecutor::WakeAt(absl::Time idle_check, absl::Time now) const {
+  if (active_ == nullptr || in_flight_.empty()) return std::max(idle_check, now);
+  absl::Time until = FrontLimit();
+  for (size_t i = 1; i < in_flight_.size(); ++i) {
+    if (!in_flight_[i].cancelled) until = std::min(until, in_flight_[i].deadline);
+  }
+  return until;
+}
+
+bool DeviceExecutor::ReadyToSleep() {
+  absl::MutexLock lock(&mutex_);
+  if (!cancels_.empty() || (draining_ && turns_.empty() && in_flight_.empty())) return false;
+  // Work that came while Refill ran: a job to hand on, or another client's that the jobs handed
+  // on beyond the next must make way for.
+  if (NextPipelineStep(View()).kind != PipelineStep::kWait) return false;
+  // A lease gate set meanwhile whose device is clear already: its `clear` runs first.
+  if (lease_clear_ && (in_flight_.empty() || Admitted(active_client_))) return false;
+  sleeping_ = true;
+  if (in_flight_.empty() && worker_options_.busy_poll > absl::ZeroDuration()) {
+    const auto last = workers_.find(active_client_);
+    if (last != workers_.end() && last->second.process->alive()) {
+      quick_worker_ = &last->second;
+      quick_client_ = active_client_;
+    }
+  }
+  return true;
+}
+
+DeviceExecutor::Woken DeviceExecutor::Sleep(absl::Time until, absl::Time now) {
+  pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}};
+  if (active_ != nullptr && !in_flight_.empty()) fds[1].fd = active_->fd();
+  const absl::Duration left = until - now;
+  const int ms =
+      wake_fd_ < 0 ? 10
+      : left <= absl::ZeroDuration()
+          ? 0
+          : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
+  const int ready = poll(fds, 2, ms);
+  std::optional<Handover> handover;
+  {
+    // A job on the quick path has the workers until it is answered or handed over.
+    mutex_.LockWhen(absl::Condition(
+        +[](bool* busy) { return !*busy; }, &quick_busy_));
+    sleeping_ = false;
+    quick_worker_ = nullptr;
+    handover.swap(handover_);
+    mutex_.Unlock();
+  }
+  if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
+    uint64_t count = 0;
+    (void)!read(wake_fd_, &count, sizeof count);
+  }
+  if (handover.has_value()) {
+    Adopt(*std::move(handover));
+    return Woken::kHandedOver;
+  }
+  if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) return Woken::kAnswer;
+  return Woken::kOther;
+}
+
+void DeviceExecutor::StopOverdueFront(absl::Time after) {
+  const Job& front = in_flight_.front();
+  if (after < FrontLimit() || active_->HasAnswer()) return;
+  const bool by_job_timeout = front_since_ + job_timeout_ <= front.deadline;
+  const absl::Duration ran = after - front_since_;
+  active_->Kill();
+  const absl::Status stopped = absl::DeadlineExceededError(
+      absl::StrCat("the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
+                   by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
+                   " and was stopped; its worker was restarted"));
+  base::Log(base::LogSeverity::kWarning,
+            absl::StrCat(base::DeviceSpec(worker_options_.device), ": job ", front.request.job_id(),
+                         " of ", active_client_, ": ", stopped.message()),
+            {{"JOB_ID", absl::StrCat(front.request.job_id())},
+             {"DEVICE", base::DeviceSpec(worker_options_.device)},
+             {"CLIENT", KeyName(active_client_)},
+             {"CODE", "DEADLINE_EXCEEDED"}});
+  LoseWorker(&stopped, "timeout");
+}
+
 void DeviceExecutor::Loop() {
   absl::Time idle_check = absl::Now();
   while (true) {
@@ -355,93 +443,21 @@ void DeviceExecutor::Loop() {
       continue;
     }
     // Nothing more to do at once: what the answers so far asked to run after them.
-    if (!deferred_.empty()) {
-      std::vector<std::function<void()>> deferred;
-      deferred.swap(deferred_);
-      for (auto& fn : deferred) fn();
-      continue;
-    }
+    if (RunDeferred()) continue;
     // Wait for an answer, new work, a cancel, the front job's time to run out, or (idle) the
     // time to end the workers whose clients have gone quiet.
     const absl::Time now = absl::Now();
-    absl::Time until = std::max(idle_check, now);
-    if (active_ != nullptr && !in_flight_.empty()) {
-      until = FrontLimit();
-      for (size_t i = 1; i < in_flight_.size(); ++i) {
-        if (!in_flight_[i].cancelled) until = std::min(until, in_flight_[i].deadline);
-      }
-    }
-    {
-      absl::MutexLock lock(&mutex_);
-      if (!cancels_.empty() || (draining_ && turns_.empty() && in_flight_.empty())) continue;
-      // Work that came while Refill ran: a job to hand on, or another client's that the jobs
-      // handed on beyond the next must make way for.
-      if (NextPipelineStep(View()).kind != PipelineStep::kWait) continue;
-      // A lease gate set meanwhile whose device is clear already: its `clear` runs first.
-      if (lease_clear_ && (in_flight_.empty() || Admitted(active_client_))) continue;
-      sleeping_ = true;
-      if (in_flight_.empty() && worker_options_.busy_poll > absl::ZeroDuration()) {
-        const auto last = workers_.find(active_client_);
-        if (last != workers_.end() && last->second.process->alive()) {
-          quick_worker_ = &last->second;
-          quick_client_ = active_client_;
-        }
-      }
-    }
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, POLLIN, 0}};
-    if (active_ != nullptr && !in_flight_.empty()) fds[1].fd = active_->fd();
-    const absl::Duration left = until - now;
-    const int ms =
-        wake_fd_ < 0 ? 10
-        : left <= absl::ZeroDuration()
-            ? 0
-            : static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1 << 30));
-    const int ready = poll(fds, 2, ms);
-    std::optional<Handover> handover;
-    {
-      // A job on the quick path has the workers until it is answered or handed over.
-      mutex_.LockWhen(absl::Condition(
-          +[](bool* busy) { return !*busy; }, &quick_busy_));
-      sleeping_ = false;
-      quick_worker_ = nullptr;
-      handover.swap(handover_);
-      mutex_.Unlock();
-    }
-    if (ready > 0 && (fds[0].revents & POLLIN) != 0) {
-      uint64_t count = 0;
-      (void)!read(wake_fd_, &count, sizeof count);
-    }
-    if (handover.has_value()) {
-      Adopt(*std::move(handover));
-      continue;
-    }
-    if (ready > 0 && (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+    if (!ReadyToSleep()) continue;
+    const Woken woken = Sleep(WakeAt(idle_check, now), now);
+    if (woken == Woken::kHandedOver) continue;
+    if (woken == Woken::kAnswer) {
       Answer(active_->Receive());
       continue;
     }
     const absl::Time after = absl::Now();
     if (active_ != nullptr && !in_flight_.empty()) ExpireHandedOn(after);
     if (active_ != nullptr && !in_flight_.empty()) {
-      const Job& front = in_flight_.front();
-      const absl::Time limit = FrontLimit();
-      if (after >= limit && !active_->HasAnswer()) {
-        const bool by_job_timeout = front_since_ + job_timeout_ <= front.deadline;
-        const absl::Duration ran = after - front_since_;
-        active_->Kill();
-        const absl::Status stopped = absl::DeadlineExceededError(absl::StrCat(
-            "the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
-            by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
-            " and was stopped; its worker was restarted"));
-        base::Log(
-            base::LogSeverity::kWarning,
-            absl::StrCat(base::DeviceSpec(worker_options_.device), ": job ", front.request.job_id(),
-                         " of ", active_client_, ": ", stopped.message()),
-            {{"JOB_ID", absl::StrCat(front.request.job_id())},
-             {"DEVICE", base::DeviceSpec(worker_options_.device)},
-             {"CLIENT", KeyName(active_client_)},
-             {"CODE", "DEADLINE_EXCEEDED"}});
-        LoseWorker(&stopped, "timeout");
-      }
+      StopOverdueFront(after);
     } else if (after >= idle_check) {
       RetireIdleWorkers();
       idle_check = after + std::min(pool_.idle_timeout, absl::Seconds(10));
@@ -450,10 +466,7 @@ void DeviceExecutor::Loop() {
   in_flight_.clear();
   active_ = nullptr;
   workers_.clear();
-  while (!deferred_.empty()) {
-    std::vector<std::function<void()>> deferred;
-    deferred.swap(deferred_);
-    for (auto& fn : deferred) fn();
+  while (RunDeferred()) {
   }
   absl::MutexLock lock(&mutex_);
   workers_running_ = 0;

@@ -135,25 +135,29 @@ void PendingCheck::Decide(const std::vector<Reference>& references,
     verdict.set_reference_reused(references[p].reused);
     if (part.call >= 0) verdict.set_call(static_cast<uint32_t>(part.call));
     const size_t count = part.plan.arguments();
+    // This part's arguments and their bytes, whether it is judged or not: the next part's
+    // begin after them.
+    const absl::Span<const uint64_t> sizes =
+        sent.sizes.subspan(std::min(argument, sent.sizes.size()), count);
+    uint64_t bytes = 0;
+    for (uint64_t size : sizes) bytes += size;
     absl::Status judged;
     if (!references[p].result.ok()) {
       judged = ReferenceFailed(part, references[p].result.status(), &verdict);
-    } else if (argument + count > sent.sizes.size()) {
+    } else if (sizes.size() != count) {
       judged = absl::InternalError(absl::StrCat("the checked calls sent ", sent.sizes.size(),
-                                                " arguments back, fewer than they have"));
+                                                " arguments back, where ", part.what, " needs ",
+                                                count, " from argument ", argument, " on"));
     } else {
-      const absl::Span<const uint64_t> sizes = sent.sizes.subspan(argument, count);
-      uint64_t bytes = 0;
-      for (uint64_t size : sizes) bytes += size;
       const absl::Time start = absl::Now();
       judged =
           part.plan.Judge(**references[p].result,
                           SentArguments{sizes, sent.bytes.substr(std::min(at, sent.bytes.size()))},
                           part.what, &verdict);
       verdict.set_check_seconds(sending + absl::ToDoubleSeconds(absl::Now() - start));
-      at += bytes;
     }
     argument += count;
+    at += bytes;
     // The detail carries the verdict with its cost.
     if (!judged.ok()) judged.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
     if (first.ok()) first = judged;

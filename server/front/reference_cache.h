@@ -87,7 +87,8 @@ class PendingCheck {
     ReferenceCache::Result result;
     bool reused = false;
   };
-  // With the lock held: whether everything is in; if so, moves it out for Decide.
+  // With the lock held: whether the answer and every part's reference are in (the caller then
+  // moves them out for Decide).
   bool Complete() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return answer_.has_value() && missing_ == 0;
   }

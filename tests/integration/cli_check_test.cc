@@ -121,8 +121,12 @@ TEST_F(CliCheckTest, ProfileChecksAFunctionAndASequencesCalls) {
   const Result bad = Kprof("profile --sequence " + sequence);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_THAT(bad.err, HasSubstr("wrong answer: call 0 (function 'add_nothing')"));
-  EXPECT_THAT(Kprof("profile --sequence " + sequence + " --reference builtin:copy").err,
-              HasSubstr("a sequence's calls name their checks in FILE.json"));
+  for (const std::string flags : {"--reference builtin:copy", "--rtol 0.1", "--outputs 2"}) {
+    const Result refused = Kprof("profile --sequence " + sequence + " " + flags);
+    EXPECT_EQ(refused.exit_code, 2) << flags;
+    EXPECT_THAT(refused.err, HasSubstr("a sequence's calls name their checks in FILE.json"))
+        << flags;
+  }
 }
 
 TEST_F(CliCheckTest, BatchReferenceChecksTheLinesWithoutOne) {

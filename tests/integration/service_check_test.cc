@@ -392,9 +392,10 @@ TEST_F(CheckTest, AProfilesCallsAreCheckedEachOnItsOwnData) {
   EXPECT_THAT(client_->Profile(request).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("5 checks for 3 calls")));
   request.mutable_checks()->DeleteSubrange(3, 2);
-  request.mutable_checks(1)->set_rtol(-1);
+  request.mutable_checks(2)->set_rtol(-1);
   EXPECT_THAT(client_->Profile(request).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("checks[1]: ")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("checks[2]: "), HasSubstr("rtol"))));
 }
 
 }  // namespace
