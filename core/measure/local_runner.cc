@@ -157,6 +157,7 @@ absl::StatusOr<Prepared> Prepare(const Job& job, const PlacementOptions& placeme
 // before anything is timed.
 absl::Status CheckedCall(const Job& job, Prepared& prepared) {
   if (!job.checked) return absl::OkStatus();
+  if (job.before_checked) KPROF_RETURN_IF_ERROR(job.before_checked(*prepared.args));
   KPROF_RETURN_IF_ERROR(prepared.Call());
   KPROF_RETURN_IF_ERROR(Finish(job.device));
   return job.checked(*prepared.args);

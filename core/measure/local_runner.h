@@ -51,6 +51,9 @@ struct Job {
   // initialised, outside any timing, synchronise the device, and hand the arguments to
   // `checked`, which reads them out for a check of the answer.
   std::function<absl::Status(const Arguments&)> checked;
+  // With `checked`: called with the arguments as initialised just before the checked call, so
+  // that `checked` can tell what the call changed.
+  std::function<absl::Status(const Arguments&)> before_checked;
 };
 
 struct TimeJob {

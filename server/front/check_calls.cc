@@ -1,5 +1,7 @@
 // The checked measurement's part of the service: the plan, the reference's run in a worker of
 // its own (never the candidate's), and the verdict joined to the candidate's result.
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "core/modules/builtin_module.h"
@@ -130,6 +132,10 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
         absl::Status status = ResultStatus(result, what);
         if (status.ok() && !result->has_arguments()) {
           status = absl::InternalError("the reference's run sent no arguments back");
+        }
+        if (status.ok() && std::count(result->arguments().unsent().begin(),
+                                      result->arguments().unsent().end(), true) > 0) {
+          status = absl::InternalError("the reference's run left arguments out of its file");
         }
         if (!status.ok()) {
           references_.Finish(key, status);

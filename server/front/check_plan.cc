@@ -116,6 +116,11 @@ ReferenceData ReferenceData::FromAnswer(kprof::worker::v1::WorkerAnswer& answer)
   }
   data.changed.assign(answer.arguments().changed().begin(), answer.arguments().changed().end());
   data.changed.resize(data.sizes.size(), false);
+  data.initial_offsets.assign(data.sizes.size(), -1);
+  for (uint32_t k : answer.arguments().initial()) {  // in range: ReadArgumentFile checked
+    data.initial_offsets[k] = static_cast<int64_t>(offset);
+    offset += data.sizes[k];
+  }
   return data;
 }
 
@@ -225,13 +230,25 @@ absl::Status CheckPlan::Judge(const ReferenceData& reference, SentArguments sent
   }
   for (int k : outputs) verdict->add_outputs(k);
   std::vector<std::string_view> got;
-  for (size_t k = 0, at = 0; k < specs_.size(); at += sent.sizes[k], ++k) {
+  for (size_t k = 0, at = 0; k < specs_.size(); ++k) {
+    if (sent.Unsent(k)) {
+      // Left as it was: the initial data, which are the reference's before its call.
+      const std::optional<std::string_view> initial = reference.Initial(k);
+      if (!initial.has_value() || initial->size() != specs_[k].num_bytes) {
+        return absl::InternalError(absl::StrCat("argument ", k,
+                                                " came back as it was, and the "
+                                                "reference's run kept no initial data of it"));
+      }
+      got.push_back(*initial);
+      continue;
+    }
     if (sent.sizes[k] != specs_[k].num_bytes || at + specs_[k].num_bytes > sent.bytes.size()) {
       return absl::InternalError(absl::StrCat("the checked call sent argument ", k, " back as ",
                                               sent.sizes[k], " bytes; '", specs_[k].text,
                                               "' takes ", specs_[k].num_bytes));
     }
     got.push_back(sent.bytes.substr(at, specs_[k].num_bytes));
+    at += specs_[k].num_bytes;
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     const auto k = static_cast<size_t>(outputs[i]);
@@ -248,8 +265,9 @@ absl::Status CheckPlan::Judge(const ReferenceData& reference, SentArguments sent
   for (size_t k = 0; k < specs_.size(); ++k) {
     // An input must come back as it went in; one the reference itself changed without being
     // named an output is its workspace, and not compared.
+    // One left out came back as it was.
     if (std::find(outputs.begin(), outputs.end(), static_cast<int>(k)) != outputs.end() ||
-        reference.changed[k]) {
+        reference.changed[k] || sent.Unsent(k)) {
       continue;
     }
     Record(static_cast<int>(k), true,

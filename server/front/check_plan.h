@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,30 +27,42 @@ namespace kprof::server {
 inline constexpr char kCheckVerdictType[] = "type.googleapis.com/kprof.v1.CheckVerdict";
 
 // A reference's run: every argument's bytes after it, in order, and which it changed (all false
-// for a run of no function: the initial data).
+// for a run of no function: the initial data); and the initial bytes of those it changed.
 struct ReferenceData {
   std::string bytes;
   std::vector<uint64_t> offsets;
   std::vector<uint64_t> sizes;
   std::vector<bool> changed;
+  std::vector<int64_t> initial_offsets;  // -1: not sent
 
   std::string_view Argument(size_t k) const {
     return std::string_view(bytes).substr(offsets[k], sizes[k]);
+  }
+  // Argument k as it was before the reference's call (the data every worker starts from), or
+  // none where the run did not send it.
+  std::optional<std::string_view> Initial(size_t k) const {
+    if (!changed[k]) return Argument(k);
+    if (initial_offsets[k] < 0) return std::nullopt;
+    return std::string_view(bytes).substr(static_cast<size_t>(initial_offsets[k]), sizes[k]);
   }
   // From a reference job's answer (its argument bytes are moved out).
   static ReferenceData FromAnswer(kprof::worker::v1::WorkerAnswer& answer);
 };
 
-// A candidate's arguments as its worker sent them out (ArgumentData): each one's size, and their
-// bytes back to back.
+// A candidate's arguments as its worker sent them out (ArgumentData): each one's size, their
+// bytes back to back, and which it left out (unchanged: their bytes are the initial data).
 struct SentArguments {
   absl::Span<const uint64_t> sizes;
   std::string_view bytes;
+  absl::Span<const bool> unsent;
+
+  bool Unsent(size_t k) const { return k < unsent.size() && unsent[k]; }
 
   static SentArguments Of(const kprof::worker::v1::WorkerAnswer& answer) {
-    return {absl::MakeConstSpan(answer.arguments().sizes().data(),
-                                static_cast<size_t>(answer.arguments().sizes_size())),
-            answer.argument_bytes()};
+    const kprof::worker::v1::ArgumentData& data = answer.arguments();
+    return {absl::MakeConstSpan(data.sizes().data(), static_cast<size_t>(data.sizes_size())),
+            answer.argument_bytes(),
+            absl::MakeConstSpan(data.unsent().data(), static_cast<size_t>(data.unsent_size()))};
   }
 };
 

@@ -139,8 +139,12 @@ void PendingCheck::Decide(const std::vector<Reference>& references,
     // begin after them.
     const absl::Span<const uint64_t> sizes =
         sent.sizes.subspan(std::min(argument, sent.sizes.size()), count);
-    uint64_t bytes = 0;
-    for (uint64_t size : sizes) bytes += size;
+    const absl::Span<const bool> unsent =
+        sent.unsent.subspan(std::min(argument, sent.unsent.size()), count);
+    uint64_t bytes = 0;  // in the file: the arguments sent
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (k >= unsent.size() || !unsent[k]) bytes += sizes[k];
+    }
     absl::Status judged;
     if (!references[p].result.ok()) {
       judged = ReferenceFailed(part, references[p].result.status(), &verdict);
@@ -150,10 +154,10 @@ void PendingCheck::Decide(const std::vector<Reference>& references,
                                                 count, " from argument ", argument, " on"));
     } else {
       const absl::Time start = absl::Now();
-      judged =
-          part.plan.Judge(**references[p].result,
-                          SentArguments{sizes, sent.bytes.substr(std::min(at, sent.bytes.size()))},
-                          part.what, &verdict);
+      judged = part.plan.Judge(
+          **references[p].result,
+          SentArguments{sizes, sent.bytes.substr(std::min(at, sent.bytes.size())), unsent},
+          part.what, &verdict);
       verdict.set_check_seconds(sending + absl::ToDoubleSeconds(absl::Now() - start));
     }
     argument += count;

@@ -11,7 +11,7 @@ namespace kprof::server {
 
 // Reads the file `fd` (not closed) that came with `answer` into answer->argument_bytes. The file
 // must be sealed against writing and resizing, and hold exactly the sizes `answer->arguments()`
-// gives: DATA_LOSS otherwise.
+// gives (the arguments not `unsent`, then those `initial` names): DATA_LOSS otherwise.
 absl::Status ReadArgumentFile(int fd, kprof::worker::v1::WorkerAnswer* answer);
 
 }  // namespace kprof::server

@@ -21,9 +21,15 @@ class ArgumentFile {
   ArgumentFile& operator=(const ArgumentFile&) = delete;
   ~ArgumentFile();
 
+  // Keeps the host arguments' bytes as they are before a checked call (in buffers reused from
+  // call to call; not past kRememberedBytes in all), for the next Append to leave out those the
+  // call did not change.
+  absl::Status Remember(const core::Arguments& args);
   // Appends every argument's bytes as they are now (a new memfd, close-on-exec, at the first),
-  // and their sizes to `data`; with `before` (each argument's bytes before the call), whether
-  // the call changed each. RESOURCE_EXHAUSTED when the file cannot be made or written.
+  // and their sizes to `data`, leaving out (`unsent`) those Remember kept that came back as
+  // they were. With `before` (a reference's run: each argument's bytes before the call):
+  // whether the call changed each, and the initial bytes of those it changed after all the
+  // arguments (`initial`). RESOURCE_EXHAUSTED when the file cannot be made or written.
   absl::Status Append(const core::Arguments& args, kprof::worker::v1::ArgumentData* data,
                       const std::vector<std::string>* before = nullptr);
   // Seals what was appended against any change and hands the file over (the caller's to
@@ -32,8 +38,17 @@ class ArgumentFile {
   // Drops what was appended (a job that failed).
   void Discard();
 
+  // The most a checked call's host arguments may hold for Remember to keep them: beyond it,
+  // every argument is sent (a copy would double the worker's memory).
+  static constexpr uint64_t kRememberedBytes = uint64_t{64} << 20;
+
  private:
+  absl::Status Write(const char* from, uint64_t bytes);
+
   int fd_ = -1;
+  // Remember's: each argument's bytes before the call, and whether they were kept.
+  std::vector<std::string> before_;
+  std::vector<bool> remembered_;
 };
 
 // Each argument's bytes as they are now, copied to host memory.

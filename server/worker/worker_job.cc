@@ -219,6 +219,14 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(call.launch()));
     }
     if (checked) {
+      // The time both take is the check's (ArgumentData.seconds).
+      job.before_checked = [this, response](const core::Arguments& args) -> absl::Status {
+        const absl::Time start = absl::Now();
+        KPROF_RETURN_IF_ERROR(arguments_.Remember(args));
+        kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
+        data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
+        return absl::OkStatus();
+      };
       job.checked = [this, response](const core::Arguments& args) -> absl::Status {
         const absl::Time start = absl::Now();
         KPROF_RETURN_IF_ERROR(arguments_.Append(args, response->mutable_arguments()));

@@ -89,6 +89,50 @@ TEST(CheckPlan, OutputsAreWhatTheReferenceChanged) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("changed none")));
 }
 
+// Arguments a candidate's call left as they were come back unsent: their bytes are the initial
+// data, taken from the reference's run (its initial bytes of what it changed).
+TEST(CheckPlan, UnsentArgumentsAreJudgedAsTheirInitialData) {
+  auto plan = CheckPlan::Make(Against("g"), Call());
+  ASSERT_THAT(plan, IsOk());
+  worker::v1::WorkerAnswer run = Answer({Floats({3, 4}), Floats({1, 2})});
+  run.mutable_arguments()->add_changed(true);
+  run.mutable_arguments()->add_changed(false);
+  run.mutable_arguments()->add_initial(0);
+  *run.mutable_argument_bytes() += Floats({0, 0});
+  const ReferenceData ref = ReferenceData::FromAnswer(run);
+  ASSERT_TRUE(ref.Initial(0).has_value());
+  EXPECT_EQ(*ref.Initial(0), Floats({0, 0}));
+  EXPECT_EQ(*ref.Initial(1), Floats({1, 2}));
+
+  // The output sent, the input left out: passed.
+  worker::v1::WorkerAnswer right = Answer({Floats({3, 4})});
+  right.mutable_arguments()->add_sizes(8);
+  right.mutable_arguments()->add_unsent(false);
+  right.mutable_arguments()->add_unsent(true);
+  v1::CheckVerdict passed;
+  EXPECT_THAT(plan->Judge(ref, right, "function 'f'", &passed), IsOk());
+  EXPECT_EQ(passed.outcome(), v1::CheckVerdict::PASSED);
+
+  // Nothing written: both left out, the output judged as its initial zeros, element by element.
+  worker::v1::WorkerAnswer idle;
+  idle.mutable_arguments()->add_sizes(8);
+  idle.mutable_arguments()->add_sizes(8);
+  idle.mutable_arguments()->add_unsent(true);
+  idle.mutable_arguments()->add_unsent(true);
+  v1::CheckVerdict wrong;
+  EXPECT_THAT(plan->Judge(ref, idle, "function 'f'", &wrong),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("argument 0: 2 of 2 elements differ beyond rtol 0.0001, atol "
+                                 "1e-05; first at index 0: got 0, expected 3")));
+
+  // A reference's run that kept no initial data of what it changed cannot stand in.
+  const ReferenceData bare = Reference({Floats({3, 4}), Floats({1, 2})}, {true, false});
+  EXPECT_FALSE(bare.Initial(0).has_value());
+  v1::CheckVerdict internal;
+  EXPECT_THAT(plan->Judge(bare, idle, "function 'f'", &internal),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("argument 0 came back as it was")));
+}
+
 TEST(CheckPlan, ExpectedDataTakeTheUninitialisedTensorsAsOutputs) {
   v1::AnswerCheck check;
   v1::ExpectedOutput* e = check.add_expected();
