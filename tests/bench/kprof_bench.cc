@@ -93,19 +93,21 @@ constexpr char kFindings[] = R"md(
 | A checked candidate's worker wrote its arguments into a mapping of a new memfd | a 768 KB copy into a fresh memfd, in C: the mapping's page faults and zeroing against write(2) | check_seconds 1.1 ms per candidate (three float32[65536]) | 0.5 ms: write(2) from the tensors, the kernel filling the file's pages as it takes them |
 | The comparison kept its largest errors in the verdict's fields, a load and a store per element | perf record of the daemon over a checked `kprof batch`: CompareOutput half of the front's CPU, annotate: the store-to-load chain through max_abs_error | 7.6 ns per float32 element (0.5 ms per candidate) | about 3 ns: the largest errors live in locals while the elements match |
 | The checked batch rows compared adaptive jobs (min_repeat_ms 1) | the jobs' numbers: a repeat that falls just short of 1 ms grows number 1.6x, so 6% of unchecked and 19% of checked jobs ran 1.6x the calls; A/A up to 1.09 | checked/unchecked 0.92 to 1.20 from run to run | a fixed number (48 calls, about 1 ms): A/A mostly within 1%, checked/unchecked 1.00-1.11 |
+| A checked call wrote all its arguments out, inputs included, and the front read and compared them all | perf of the candidate's worker, checked against unchecked: the write of 768 KB into the memfd about 0.25 ms per candidate; the front's read 0.15 ms | check_seconds 0.33-0.42 ms; the batch rows 1.00-1.11 | 0.28-0.40 ms; 1.02-1.05: what came back unchanged is left out (256 KB of 768 KB for c = a + b), its bytes the initial data the reference's run has |
 
 ## Goals still missed, and why
 
-- **checks** (a batch of 200 distinct candidates with one reference, goal 1.1): met in most
-  runs, not in all: 1.00-1.07 from the C++ farm and `kprof batch`, 1.04-1.11 from the Python
-  farm, with A/A 0.95-1.01 beside them; 1.04-1.06 with the workers and the front on CPUs of
-  their own (`--pin-cpus`). What a check adds to a 7 ms candidate is the worker's write of its
-  768 KB into the file (perf of the worker: the copy and shmem's bookkeeping, about 0.25 ms;
-  the checked call itself 21 us) and 0.35 ms of the front's on the other CPU (reading the file
-  0.15 ms, the comparison 0.2 ms). Tried and left out: mapping the file in the front instead
-  of reading it (in C: 300 against 148 us, page tables being dear in this VM), and a file the
-  front allocates ahead for the worker to fill (in C the write fell from 94 to 39 us; in the
-  worker perf still showed shmem_write_end and the copy, and the batch did not get faster).
+- **checks** (a batch of 200 distinct candidates with one reference, goal 1.1): met in every
+  run since a checked call sends out only what it changed (1.02-1.05, A/A 0.99-1.02 where the
+  host held still); before that, met in most runs but not all (1.00-1.07 from the C++ farm and
+  `kprof batch`, 1.04-1.11 from the Python farm). On this VM the host's own swings (A/A as far
+  as 0.64 and 1.37 in a busy hour) can still carry a row past the goal. What a check adds to a
+  7 ms candidate: the worker's copy of its arguments before the call and its write of what
+  the call changed (perf: the copy into shmem and its bookkeeping), and the front's read and
+  comparison on the other CPU. Tried and left out: mapping the file in the front instead of
+  reading it (in C: 300 against 148 us per 768 KB, page tables being dear in this VM), and a
+  file the front allocates ahead for the worker to fill (in C the write fell from 94 to 39 us;
+  in the worker perf still showed shmem_write_end and the copy, and the batch was no faster).
 - **overhead** (TimeEvaluate of `nop` against a health Check, goal 1.3): met in some runs and
   not in others: 1.05-1.63 in one hour of this VM with the busy poll, against 2.2-2.6 without.
   Both figures swing with the host: the health check itself took 32 to 104 us, and a
