@@ -244,14 +244,20 @@ TEST_F(PlacementTest, ColdIsSlowerForACachedKernelAndItsFlushIsNotTimed) {
     r.set_cold(cold);
     return r;
   };
-  auto hot = client_->TimeEvaluate(copy(false));
-  auto cold = client_->TimeEvaluate(copy(true));
-  ASSERT_THAT(hot, IsOk());
-  ASSERT_THAT(cold, IsOk());
-  EXPECT_EQ(hot->mode(), "hot");
-  EXPECT_EQ(cold->mode(), "cold");
-  EXPECT_GT(cold->statistics().median(), 1.2 * hot->statistics().median())
-      << "hot " << hot->statistics().median() << " s, cold " << cold->statistics().median();
+  // A neighbour's memory traffic (tests beside this one on a busy machine) can slow one hot
+  // copy to the cold one's speed: the difference must show in one of three pairs.
+  double hot_median = 0, cold_median = 0;
+  for (int pair = 0; pair < 3 && !(cold_median > 1.2 * hot_median); ++pair) {
+    auto hot = client_->TimeEvaluate(copy(false));
+    auto cold = client_->TimeEvaluate(copy(true));
+    ASSERT_THAT(hot, IsOk());
+    ASSERT_THAT(cold, IsOk());
+    EXPECT_EQ(hot->mode(), "hot");
+    EXPECT_EQ(cold->mode(), "cold");
+    hot_median = hot->statistics().median();
+    cold_median = cold->statistics().median();
+  }
+  EXPECT_GT(cold_median, 1.2 * hot_median) << "hot " << hot_median << " s, cold " << cold_median;
 
   // The flush copies at least a megabyte before every call, some hundreds of microseconds; a
   // nop measured cold takes none of it.
