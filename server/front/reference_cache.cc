@@ -137,27 +137,22 @@ void PendingCheck::Decide(const std::vector<Reference>& references,
     const size_t count = part.plan.arguments();
     // This part's arguments and their bytes, whether it is judged or not: the next part's
     // begin after them.
-    const absl::Span<const uint64_t> sizes =
-        sent.sizes.subspan(std::min(argument, sent.sizes.size()), count);
-    const absl::Span<const bool> unsent =
-        sent.unsent.subspan(std::min(argument, sent.unsent.size()), count);
-    uint64_t bytes = 0;  // in the file: the arguments sent
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      if (k >= unsent.size() || !unsent[k]) bytes += sizes[k];
-    }
+    // This part's arguments as sent (its bytes from `at` on), and their bytes in the file.
+    const SentArguments mine{sent.sizes.subspan(std::min(argument, sent.sizes.size()), count),
+                             sent.bytes.substr(std::min(at, sent.bytes.size())),
+                             sent.unsent.subspan(std::min(argument, sent.unsent.size()), count)};
+    uint64_t bytes = 0;
+    for (size_t k = 0; k < mine.sizes.size(); ++k) bytes += mine.Unsent(k) ? 0 : mine.sizes[k];
     absl::Status judged;
     if (!references[p].result.ok()) {
       judged = ReferenceFailed(part, references[p].result.status(), &verdict);
-    } else if (sizes.size() != count) {
+    } else if (mine.sizes.size() != count) {
       judged = absl::InternalError(absl::StrCat("the checked calls sent ", sent.sizes.size(),
                                                 " arguments back, where ", part.what, " needs ",
                                                 count, " from argument ", argument, " on"));
     } else {
       const absl::Time start = absl::Now();
-      judged = part.plan.Judge(
-          **references[p].result,
-          SentArguments{sizes, sent.bytes.substr(std::min(at, sent.bytes.size())), unsent},
-          part.what, &verdict);
+      judged = part.plan.Judge(**references[p].result, mine, part.what, &verdict);
       verdict.set_check_seconds(sending + absl::ToDoubleSeconds(absl::Now() - start));
     }
     argument += count;
