@@ -74,9 +74,9 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
   json.erase("id");
   kprof::v1::TimeEvaluateRequest* request = job.mutable_time_evaluate();
   KPROF_ASSIGN_OR_RETURN(*request->mutable_call(), CallFromJson(json, module));
-  KPROF_ASSIGN_OR_RETURN(std::optional<kprof::v1::AnswerCheck> check, CheckFromJson(json, resolve));
-  if (!check.has_value()) check = default_check;
-  for (const char* key : {"reference", "expect", "rtol", "atol", "outputs"}) json.erase(key);
+  KPROF_ASSIGN_OR_RETURN(std::optional<kprof::v1::AnswerCheck> check,
+                         CheckFromJson(json, resolve, default_check));
+  for (const char* key : kCheckKeys) json.erase(key);
   // The rest are TimeEvaluateRequest's own fields, read as protobuf reads JSON.
   kprof::v1::FunctionCall call = std::move(*request->mutable_call());
   // "priority" as on the command line ("batch", "interactive") or by its enum name.

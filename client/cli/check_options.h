@@ -19,8 +19,13 @@ class Option;
 
 namespace kprof::client {
 
+// A batch line's (and a sequence file's call's) keys of a check.
+inline constexpr const char* kCheckKeys[] = {"reference", "expect", "rtol",
+                                             "atol",      "outputs", "checks"};
+
 struct CheckFlags {
   std::string reference;            // MODULE:FUNCTION
+  std::string checks;               // "basic" (the default) or "strict"
   std::vector<std::string> expect;  // .npy files
   std::string outputs;              // "0,2"
   double rtol = 0, atol = 0;
@@ -39,13 +44,17 @@ void AddCheckOptions(CLI::App& command, CheckFlags& flags);
 // ReferenceCall, its module resolved.
 absl::StatusOr<kprof::v1::ReferenceCall> ParseReference(const std::string& text,
                                                         const ModuleResolver& resolve);
+// "basic" or "strict" as a check's level.
+absl::StatusOr<kprof::v1::AnswerCheck::Level> ParseCheckLevel(const std::string& text);
 // "0,2" as output indices.
 absl::StatusOr<std::vector<int>> ParseOutputs(const std::string& text);
 
 // A batch line's check: keys reference ({"module", "function"} or "MODULE:FUNCTION"), expect
-// (.npy paths), rtol, atol, outputs ([0, 2]); none when the line has neither reference nor
-// expect.
-absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(const nlohmann::json& line,
-                                                                    const ModuleResolver& resolve);
+// (.npy paths), rtol, atol, outputs ([0, 2]), checks ("basic" or "strict"); `fallback` (the
+// batch's check) shaped by the line's other keys when it has neither reference nor expect;
+// none when neither it nor a fallback names one.
+absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
+    const nlohmann::json& line, const ModuleResolver& resolve,
+    const std::optional<kprof::v1::AnswerCheck>& fallback = std::nullopt);
 
 }  // namespace kprof::client

@@ -261,15 +261,28 @@ Json VerdictJson(const kprof::v1::CheckVerdict& v) {
                {"reference_reused", v.reference_reused()},
                {"mismatches", mismatches}};
   if (!v.reference_error().empty()) json["reference_error"] = v.reference_error();
+  if (v.level() == kprof::v1::AnswerCheck::STRICT) {
+    json["checks"] = "strict";
+    json["checked_repeats"] =
+        std::vector<int64_t>(v.checked_repeats().begin(), v.checked_repeats().end());
+    json["fresh_inputs"] = v.fresh_inputs();
+  }
   return json;
 }
 
 std::string VerdictLine(const kprof::v1::CheckVerdict& v) {
+  // Strict: which repeats were checked (1-based, as the failures name them).
+  std::string strict;
+  if (v.level() == kprof::v1::AnswerCheck::STRICT) {
+    std::vector<int64_t> repeats;
+    for (const int64_t r : v.checked_repeats()) repeats.push_back(r + 1);
+    strict = absl::StrFormat("; strict: repeats %s checked, %d on fresh inputs",
+                             absl::StrJoin(repeats, ","), v.fresh_inputs());
+  }
   return absl::StrFormat(
-      "check: %s against %s (outputs %s; largest errors abs %.3g, rel %.3g; "
-      "%.3f ms)",
+      "check: %s against %s (outputs %s; largest errors abs %.3g, rel %.3g%s; %.3f ms)",
       OutcomeName(v.outcome()), v.reference(), absl::StrJoin(v.outputs(), ","), v.max_abs_error(),
-      v.max_rel_error(), v.check_seconds() * 1e3);
+      v.max_rel_error(), strict, v.check_seconds() * 1e3);
 }
 
 std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status) {

@@ -16,7 +16,7 @@ namespace {
 
 // A sequence file: {"calls": [{"module": M, "function": F, "args": [SPEC...], "launch": {...}}
 // ...], "repeat": N, "warmup": N}; M as on the command line. A call may carry a check of its
-// own: "reference", "expect", "rtol", "atol", "outputs", as a batch line's.
+// own: kCheckKeys, as a batch line's.
 absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve,
                           kprof::v1::ProfileRequest* request) {
   KPROF_ASSIGN_OR_RETURN(std::string text, base::ReadFile(path, "sequence file"));
@@ -45,7 +45,7 @@ absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve
     if (!call.is_object()) return bad(absl::StrCat("calls[", i, "] is not an object"));
     absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> check = CheckFromJson(call, resolve);
     if (!check.ok()) return bad(absl::StrCat("calls[", i, "] ", check.status().message()));
-    for (const char* key : {"reference", "expect", "rtol", "atol", "outputs"}) call.erase(key);
+    for (const char* key : kCheckKeys) call.erase(key);
     // checks[i] checks calls[i]: an empty one leaves its call unchecked.
     if (check->has_value()) {
       while (request->checks_size() < static_cast<int>(i)) request->add_checks();

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <string_view>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
@@ -140,21 +143,52 @@ absl::StatusOr<std::unique_ptr<Arguments>> Arguments::Allocate(const std::vector
   std::vector<unsigned char> staging;  // host copy for devices whose memory the host cannot write
   for (size_t k = 0; k < args->specs_.size(); ++k) {
     KPROF_RETURN_IF_ERROR(args->Place(k, placement));  // owned from here: freed on any error
-    const ArgSpec& spec = args->specs_[k];
-    const DLTensor& tensor = args->tensors_[k];
     // Every byte is written here, so no first-touch fault is left for a timed call.
-    if (OnHost(tensor)) {
-      InitializeHostBytes(spec, seed, k, tensor.data);
-    } else if (spec.init == ArgInit::kZeros) {
-      KPROF_RETURN_IF_ERROR(api->Memset(device, tensor.data, 0, spec.num_bytes));
-    } else {
-      staging.resize(spec.num_bytes);
-      InitializeHostBytes(spec, seed, k, staging.data());
-      KPROF_RETURN_IF_ERROR(
-          api->Copy(device, tensor.data, staging.data(), spec.num_bytes, CopyKind::kHostToDevice));
-    }
+    KPROF_RETURN_IF_ERROR(args->Initialize(k, seed, staging));
   }
   return args;
+}
+
+absl::Status Arguments::Initialize(size_t k, uint64_t seed, std::vector<unsigned char>& staging) {
+  const ArgSpec& spec = specs_[k];
+  const DLTensor& tensor = tensors_[k];
+  if (OnHost(tensor)) {
+    InitializeHostBytes(spec, seed, k, tensor.data);
+    return absl::OkStatus();
+  }
+  if (spec.init == ArgInit::kZeros) return api_->Memset(device_, tensor.data, 0, spec.num_bytes);
+  staging.resize(spec.num_bytes);
+  InitializeHostBytes(spec, seed, k, staging.data());
+  return api_->Copy(device_, tensor.data, staging.data(), spec.num_bytes, CopyKind::kHostToDevice);
+}
+
+absl::Status Arguments::Refill(uint64_t seed) {
+  std::vector<unsigned char> staging;
+  for (size_t k = 0; k < tensors_.size(); ++k) {
+    KPROF_RETURN_IF_ERROR(Initialize(k, seed, staging));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Arguments::Poison(size_t k) {
+  const ArgSpec& spec = specs_.at(k);
+  // All ones is a NaN in every floating-point format (its exponent all ones, its mantissa not 0).
+  const int pattern = IsFloat(spec.dtype) ? 0xff : kPoisonByte;
+  if (OnHost(tensors_[k])) {
+    std::memset(tensors_[k].data, pattern, spec.num_bytes);
+    return absl::OkStatus();
+  }
+  return api_->Memset(device_, tensors_[k].data, pattern, spec.num_bytes);
+}
+
+absl::StatusOr<uint64_t> Arguments::Fingerprint(size_t k) const {
+  const ArgSpec& spec = specs_.at(k);
+  if (OnHost(tensors_[k])) {
+    return absl::HashOf(std::string_view(static_cast<const char*>(tensors_[k].data), spec.num_bytes));
+  }
+  std::string host(spec.num_bytes, '\0');
+  KPROF_RETURN_IF_ERROR(ReadBack(k, host.data()));
+  return absl::HashOf(host);
 }
 
 absl::Status Arguments::Place(size_t k, const PlacementOptions& placement) {

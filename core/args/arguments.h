@@ -22,6 +22,9 @@
 
 namespace kprof::core {
 
+// The byte that Arguments::Poison writes over an integer or bool tensor.
+inline constexpr uint8_t kPoisonByte = 0xa5;
+
 struct ArgumentLimits {
   // All tensors of one job together; checked before anything is allocated.
   uint64_t max_total_bytes = uint64_t{4} << 30;
@@ -59,6 +62,16 @@ class Arguments {
     return OnHost(tensors_.at(index)) ? tensors_[index].data : nullptr;
   }
 
+  // Writes every tensor afresh, in place, as Allocate would have with `seed`: the same buffers
+  // at the same addresses hold another seed's data (a strict check's fresh inputs).
+  absl::Status Refill(uint64_t seed);
+  // Overwrites tensor `index` with poison: NaN in every element of a floating-point tensor,
+  // kPoisonByte in every byte of any other. A function that does not write it leaves it so.
+  absl::Status Poison(size_t index);
+  // A hash of tensor `index`'s bytes as they are now (within this process: for telling whether
+  // they changed).
+  absl::StatusOr<uint64_t> Fingerprint(size_t index) const;
+
   // Evicts the tensors from index `first` on from the device's caches.
   absl::Status FlushFromCaches(size_t first);
 
@@ -78,6 +91,8 @@ class Arguments {
   Arguments(std::vector<ArgSpec> specs, base::Device device, DeviceApi* api, DeviceApi* host_api);
   static bool OnHost(const DLTensor& t) { return t.device.device_type == kDLCPU; }
   absl::Status Place(size_t index, const PlacementOptions& placement);
+  // Writes tensor `index`'s initial values for `seed` (through `staging` on a device).
+  absl::Status Initialize(size_t index, uint64_t seed, std::vector<unsigned char>& staging);
   // The bytes allocated for `spec`'s data so that it can lie at any offset within a page past a
   // `boundary` (huge: in whole 2 MiB pages); 0 when that overflows.
   static uint64_t Span(const ArgSpec& spec, uint64_t boundary, bool huge);

@@ -17,10 +17,35 @@ absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
       std::string(name), " = ", value, " is out of range (accepted: ", minimum, " or more)"));
 }
 
+// Strict checks time every call as a repeat of its own, so that no call rides on the work of
+// the one before it: number 1, and no option that makes a repeat more than one call.
+absl::Status CheckStrict(const TimeJob& time) {
+  if (!time.strict) return absl::OkStatus();
+  const auto refused = [](std::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strict checks time every call as a repeat of its own; ", std::string(what),
+        " (ask for more repeats instead)"));
+  };
+  if (time.options.number != 1) {
+    return refused(absl::StrCat("number = ", time.options.number, " is not accepted (only 1)"));
+  }
+  if (time.options.min_repeat > absl::ZeroDuration()) {
+    return refused("min_repeat_ms would grow number past 1");
+  }
+  if (time.cuda_graph > 0) return refused("cuda_graph replays many launches in one call");
+  if (time.strict->checks < 1 || time.strict->fresh < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strict checks = ", time.strict->checks, ", fresh = ", time.strict->fresh,
+                     " (accepted: 1 or more of each)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckTimeJob(const TimeJob& time, base::Device device) {
   KPROF_RETURN_IF_ERROR(ValidateOptions(time.options));
+  KPROF_RETURN_IF_ERROR(CheckStrict(time));
   if (!time.preprocess.empty() && time.preprocess != kCacheFlushCpuNonFirstArg) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown pre-processing step '", time.preprocess,

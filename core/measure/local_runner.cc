@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -229,70 +230,27 @@ std::vector<Layout> KeptLayouts(std::vector<Layout> given, const std::vector<dou
   return layouts;
 }
 
-}  // namespace
-
-absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time) {
+// The evaluator's options for `time` on `device`: the flush sized to the device's caches.
+absl::StatusOr<TimeEvaluatorOptions> EvaluatorOptions(const TimeJob& time, base::Device device) {
   TimeEvaluatorOptions options = time.options;
-  KPROF_RETURN_IF_ERROR(CheckTimeJob(time, job.device));
   if (time.flush_l2) {
-    KPROF_ASSIGN_OR_RETURN(const int64_t l2_bytes, CudaL2Bytes(job.device.id));
+    KPROF_ASSIGN_OR_RETURN(const int64_t l2_bytes, CudaL2Bytes(device.id));
     options.cache_flush_bytes = std::max(options.cache_flush_bytes, l2_bytes);
   }
   if (time.cold) {
-    KPROF_ASSIGN_OR_RETURN(const int64_t cache_bytes, CacheBytes(job.device));
+    KPROF_ASSIGN_OR_RETURN(const int64_t cache_bytes, CacheBytes(device));
     options.cache_flush_bytes = std::max(options.cache_flush_bytes, cache_bytes);
     options.cold = true;
   }
-  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job, time.placement));
-  KPROF_RETURN_IF_ERROR(CheckedCall(job, prepared));
-  if (!time.preprocess.empty()) {
-    options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
-  }
-  if (time.cuda_graph > 0) {
-    if (!prepared.is_kernel()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cuda_graph captures kernel launches; '", job.function,
-                       "' is a host function (it launches its own work, if any)"));
-    }
-    KPROF_ASSIGN_OR_RETURN(prepared.launch,
-                           CaptureCudaGraph(job.device.id, prepared.launch, time.cuda_graph));
-  }
-  TimeResult result;
-  result.placement = prepared.args->Placement();
-  result.huge_pages = prepared.args->huge_pages();
-  ClockWatch throttle(job, time);
-  result.throttle_check = throttle.Unavailable();
-  options.before_repeat = [&](int64_t repeat) {
-    if (time.placement.randomize) {
-      KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));
-      if (repeat == 0) result.placement = prepared.args->Placement();
-    }
-    throttle.Before();
-    return absl::OkStatus();
-  };
-  options.after_repeat = [&](int64_t) {
-    throttle.After();
-    return absl::OkStatus();
-  };
-  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
-  TimerRegistry* timers = TimersFor(prepared, job.device);
-  TimeEvaluator evaluator(
-      job.device, api, [timers](base::Device d) { return timers->Create(d); }, Clock::Steady());
+  // A strict repeat is one call: a zero reading is taken as it is, not tried again.
+  if (time.strict) options.limit_zero_time_iterations = 0;
+  return options;
+}
 
-  const SystemSample before = SampleSystem();
-  // The loop calls one kind of function or the other, never a branch between them per call.
-  KPROF_ASSIGN_OR_RETURN(
-      result.evaluation,
-      prepared.is_kernel()
-          ? evaluator.Evaluate([&prepared] { return prepared.launch(); }, options)
-          : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
-  KPROF_RETURN_IF_ERROR(Finish(job.device));
-  result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
-  if (result.huge_pages) {
-    if (const std::string why = HugePagesUnavailable(); !why.empty()) {
-      result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));
-    }
-  }
+// What follows the timed repeats: per launch under a CUDA graph, the repeats dropped as
+// throttled, the layouts, summaries, environment, shapes and checksums.
+absl::Status Complete(const Job& job, const TimeJob& time, const TimeEvaluatorOptions& options,
+                      const ClockWatch& throttle, const Prepared& prepared, TimeResult& result) {
   if (time.cuda_graph > 0) {
     // Each timed call replayed the graph: per launch, divide by the launches it holds.
     TimeEvaluation& e = result.evaluation;
@@ -322,6 +280,88 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& job, const TimeJob& time
   if (time.checksums) {
     KPROF_ASSIGN_OR_RETURN(result.checksums, prepared.args->Sha256());
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<TimeResult> LocalRunner::Time(const Job& given, const TimeJob& time) {
+  KPROF_RETURN_IF_ERROR(CheckTimeJob(time, given.device));
+  KPROF_ASSIGN_OR_RETURN(TimeEvaluatorOptions options, EvaluatorOptions(time, given.device));
+  // A strict job's data come from a seed of its own that no one else knows.
+  Job strict_job;
+  if (time.strict) {
+    strict_job = given;
+    strict_job.seed = StrictChecks::DrawSeed();
+  }
+  const Job& job = time.strict ? strict_job : given;
+  KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job, time.placement));
+  std::optional<StrictChecks> strict;
+  if (time.strict) {
+    strict.emplace(*time.strict, options.repeat, job.device);
+    KPROF_RETURN_IF_ERROR(
+        strict->Probe(job.seed, *prepared.args, [&prepared] { return prepared.Call(); }));
+  } else {
+    KPROF_RETURN_IF_ERROR(CheckedCall(job, prepared));
+  }
+  if (!time.preprocess.empty()) {
+    options.preprocess = [&prepared] { return prepared.args->FlushFromCaches(1); };
+  }
+  if (time.cuda_graph > 0) {
+    if (!prepared.is_kernel()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda_graph captures kernel launches; '", job.function,
+                       "' is a host function (it launches its own work, if any)"));
+    }
+    KPROF_ASSIGN_OR_RETURN(prepared.launch,
+                           CaptureCudaGraph(job.device.id, prepared.launch, time.cuda_graph));
+  }
+  TimeResult result;
+  result.placement = prepared.args->Placement();
+  result.huge_pages = prepared.args->huge_pages();
+  ClockWatch throttle(job, time);
+  result.throttle_check = throttle.Unavailable();
+  options.before_repeat = [&](int64_t repeat) {
+    if (time.placement.randomize) {
+      KPROF_RETURN_IF_ERROR(PlaceAfresh(job, time.placement, repeat, prepared, result.layouts));
+      if (repeat == 0) result.placement = prepared.args->Placement();
+    }
+    if (strict) KPROF_RETURN_IF_ERROR(strict->BeforeRepeat(repeat, *prepared.args));
+    throttle.Before();
+    return absl::OkStatus();
+  };
+  options.after_repeat = [&](int64_t repeat, double seconds) {
+    throttle.After();
+    return strict ? strict->AfterRepeat(repeat, seconds, *prepared.args) : absl::OkStatus();
+  };
+  KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(job.device.type));
+  TimerRegistry* timers = TimersFor(prepared, job.device);
+  TimeEvaluator evaluator(
+      job.device, api, [timers](base::Device d) { return timers->Create(d); }, Clock::Steady());
+
+  const SystemSample before = SampleSystem();
+  // The loop calls one kind of function or the other, never a branch between them per call.
+  KPROF_ASSIGN_OR_RETURN(
+      result.evaluation,
+      prepared.is_kernel()
+          ? evaluator.Evaluate([&prepared] { return prepared.launch(); }, options)
+          : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
+  KPROF_RETURN_IF_ERROR(Finish(job.device));
+  if (strict) {
+    KPROF_RETURN_IF_ERROR(
+        strict->Finish(static_cast<int64_t>(result.evaluation.seconds_per_call.size()),
+                       *prepared.args, [&prepared] { return prepared.Call(); }));
+    if (const std::string finding = strict->Finding(); !finding.empty() && time.strict->finding) {
+      time.strict->finding(finding);
+    }
+  }
+  result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
+  if (result.huge_pages) {
+    if (const std::string why = HugePagesUnavailable(); !why.empty()) {
+      result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));
+    }
+  }
+  KPROF_RETURN_IF_ERROR(Complete(job, time, options, throttle, prepared, result));
   return result;
 }
 
@@ -361,6 +401,13 @@ absl::Status LocalRunner::RunOnce(const Job& job, const ArgumentsVisitor& before
     return after(*args);
   }
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
+  for (const uint32_t k : job.poisoned) {
+    if (k >= static_cast<uint32_t>(prepared.args->size())) {
+      return absl::InvalidArgumentError(absl::StrCat("poisoned argument ", k, " of ",
+                                                     prepared.args->size()));
+    }
+    KPROF_RETURN_IF_ERROR(prepared.args->Poison(k));
+  }
   KPROF_RETURN_IF_ERROR(before(*prepared.args));
   KPROF_RETURN_IF_ERROR(prepared.Call());
   KPROF_RETURN_IF_ERROR(Finish(job.device));

@@ -24,6 +24,7 @@
 #include "base/device.h"
 #include "core/args/arguments.h"
 #include "core/host/throttle.h"
+#include "core/measure/strict_checks.h"
 #include "core/measure/time_evaluator.h"
 #include "core/modules/module.h"
 #include "report/report.h"
@@ -54,6 +55,9 @@ struct Job {
   // With `checked`: called with the arguments as initialised just before the checked call, so
   // that `checked` can tell what the call changed.
   std::function<absl::Status(const Arguments&)> before_checked;
+  // A reference's run for a strict check (RunOnce): arguments poisoned after they are
+  // initialised, as the candidate's were before its checked call.
+  std::vector<uint32_t> poisoned;
 };
 
 struct TimeJob {
@@ -78,6 +82,9 @@ struct TimeJob {
   // `host_environment` the host's (ReadEnvironment): for a process that sends the host's part
   // once (a worker).
   bool host_environment_apart = false;
+  // Strict checks among the timed repeats (StrictChecks): the job's seed is drawn afresh and its
+  // `checked` hooks are not used; `send` takes the checked calls' arguments.
+  std::optional<StrictOptions> strict;
 };
 
 // One placement of the arguments under randomize: the offset of each, the repeats it held

@@ -234,7 +234,9 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
     }
     result.seconds_per_call.push_back(elapsed_ms / 1e3 / static_cast<double>(number));
     result.numbers.push_back(number);
-    if (options.after_repeat) KPROF_RETURN_IF_ERROR(options.after_repeat(i));
+    if (options.after_repeat) {
+      KPROF_RETURN_IF_ERROR(options.after_repeat(i, result.seconds_per_call.back()));
+    }
 
     const int64_t done = i + 1;
     if (converging && done >= options.min_repeats && done >= next_check) {

@@ -76,8 +76,9 @@ struct TimeEvaluatorOptions {
   // Runs before each repeat, before `preprocess`, untimed, given the repeat's index (from 0):
   // e.g. place the arguments afresh.
   std::function<absl::Status(int64_t repeat)> before_repeat;
-  // Runs after each repeat is timed, untimed, given its index (e.g. read the CPU's clock).
-  std::function<absl::Status(int64_t repeat)> after_repeat;
+  // Runs after each repeat is timed, untimed, given its index and its seconds per call (e.g.
+  // read the CPU's clock).
+  std::function<absl::Status(int64_t repeat, double seconds_per_call)> after_repeat;
   // Cold: the caches flushed (cache_flush_bytes, > 0) before every call, each call timed alone;
   // `number` grows until an attempt lasts min_repeat with its flushes.
   bool cold = false;

@@ -206,8 +206,9 @@ class Client:
         cache_flush_bytes, outlier_filter, seed... `number` and `repeat` default to the
         daemon's: 1 and 1, or with max_relative_stddev up to 10000 repeats. reference=
         ("MODULE:FUNCTION") or expect= (NumPy arrays or .npy paths, one per output), with rtol=,
-        atol= and outputs=, check the answer: a wrong one raises KprofError (its `verdict`
-        says why), a right one's result has `check`."""
+        atol=, outputs= and checks= ("strict" for candidates no one reviewed), check the
+        answer: a wrong one raises KprofError (its `verdict` says why), a right one's result
+        has `check`."""
         request = self._time_request(module, function, args, device, number, repeat, launch,
                                      options)
         return BenchmarkResult(self._with_reupload(self._stub.TimeEvaluate, request,
@@ -261,8 +262,9 @@ class Client:
         "function", "args", "launch", and TimeEvaluateRequest fields by name. `progress`, when
         given, is called with each update's BatchProgress. A job whose module the daemon
         evicted before the job arrived is sent again after the module is, up to three times.
-        reference=, expect=, rtol=, atol= and outputs= check every job that names no check of
-        its own (the stream's check: the reference runs once for them all)."""
+        reference=, expect=, rtol=, atol=, outputs= and checks= check every job that names no
+        check of its own (the stream's check: the reference runs once for them all, but for
+        strict checks, whose inputs each job draws)."""
         requests = [_batch_job(job, self._module_id) for job in jobs]
         by_id = {request.id: request for request in requests}
         outbox = queue.Queue()

@@ -12,6 +12,7 @@ import kprof
 from conftest import KPROF, MODULES
 
 ANSWERS = os.path.join(MODULES, "answers.so")
+CHEATS = os.path.join(MODULES, "cheats.so")
 ARGS = ["float32[1000]", "float32[1000]:random", "float32[1000]:random"]
 
 
@@ -41,7 +42,7 @@ def test_expected_data_as_numpy_arrays(client):
     with pytest.raises(kprof.KprofError) as raised:
         client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], expect=wrong)
     assert raised.value.verdict.mismatches[0].first_index == 1
-    with pytest.raises(ValueError, match="rtol, atol and outputs shape a check"):
+    with pytest.raises(ValueError, match="rtol, atol, outputs and checks shape a check"):
         client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], rtol=0.1)
 
 
@@ -137,3 +138,36 @@ def test_profiles_are_checked_each_call_on_its_own(client):
     assert raised.value.verdict.call == 1
     with pytest.raises(ValueError, match="unknown keys"):
         client.profile([dict(honest, refrence="x")])
+
+
+def test_strict_checks_refuse_what_basic_ones_pass(client):
+    honest = client.time_evaluate(ANSWERS, "add_honest", ARGS, repeat=20,
+                                  reference=f"{ANSWERS}:add_ref", checks="strict")
+    assert honest.check.level == honest.check.STRICT
+    assert len(honest.check.checked_repeats) == 4 and 19 in honest.check.checked_repeats
+    assert honest.check.fresh_inputs == 2
+    client.time_evaluate(CHEATS, "add_remembers", ARGS, repeat=20,
+                         reference=f"{ANSWERS}:add_ref", checks="basic")
+    with pytest.raises(kprof.KprofError) as raised:
+        client.time_evaluate(CHEATS, "add_remembers", ARGS, repeat=20,
+                             reference=f"{ANSWERS}:add_ref", checks="strict")
+    assert raised.value.code.name == "ABORTED"
+    assert "wrong answer: function 'add_remembers', checked repeat" in raised.value.message
+    with pytest.raises(ValueError, match="checks='paranoid' is not a level of checking"):
+        client.time_evaluate(ANSWERS, "add_honest", ARGS, reference=f"{ANSWERS}:add_ref",
+                             checks="paranoid")
+
+
+def test_a_strict_batch_names_each_cheat_and_keeps_the_honest(client):
+    jobs = [{"id": "honest", "module": ANSWERS, "function": "add_honest", "args": ARGS,
+             "repeat": 8}]
+    jobs += [{"id": f, "module": CHEATS, "function": f, "args": ARGS, "repeat": 8}
+             for f in ("add_remembers", "add_first_calls", "add_in_thread")]
+    results = {r.id: r for r in client.batch(jobs, reference=f"{ANSWERS}:add_ref",
+                                             checks="strict")}
+    assert results["honest"].ok
+    assert results["honest"].verdict.level == results["honest"].verdict.STRICT
+    assert "checked repeat" in results["add_remembers"].message
+    assert "checked repeat" in results["add_first_calls"].message
+    assert "still running when it returned" in results["add_in_thread"].message
+    assert not any(results[f].ok for f in ("add_remembers", "add_first_calls", "add_in_thread"))

@@ -44,6 +44,33 @@ std::vector<ProfilerService::CheckedCall> ProfilerService::CheckedCallsOf(
   return calls;
 }
 
+absl::Status ProfilerService::RequiredChecks(const kprof::worker::v1::WorkerRequest& request,
+                                             const std::vector<CheckedCall>& calls) const {
+  const kprof::v1::AnswerCheck::Level required = limits_.require_checks;
+  if (required == kprof::v1::AnswerCheck::LEVEL_UNSPECIFIED) return absl::OkStatus();
+  const bool strict = required == kprof::v1::AnswerCheck::STRICT;
+  const auto refused = [strict](absl::string_view why) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this daemon measures only calls checked ", strict ? "strictly" : "against a reference",
+        " (--require-checks ", strict ? "strict" : "basic", "): ", why));
+  };
+  const int count = request.has_profile() ? request.profile().calls_size() : 1;
+  if (static_cast<int>(calls.size()) < count) {
+    return refused(strict ? "give the job a reference function with checks strict (--reference "
+                            "MODULE:FUNCTION --checks strict)"
+                          : "give every call a reference function or expected data");
+  }
+  if (!strict) return absl::OkStatus();
+  if (!request.has_time_evaluate()) {
+    return refused("strict checks are made among a time evaluation's repeats, and a profile "
+                   "cannot have them");
+  }
+  if (calls.front().check->level() != kprof::v1::AnswerCheck::STRICT) {
+    return refused("the job's check is basic: ask for checks strict");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const std::string& client,
                                                                           PreparedJob& job,
                                                                           absl::Time deadline) {
@@ -54,6 +81,7 @@ absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const 
         " calls: checks[i] checks calls[i] (an empty one leaves its call unchecked)"));
   }
   const std::vector<CheckedCall> calls = CheckedCallsOf(request);
+  KPROF_RETURN_IF_ERROR(RequiredChecks(request, calls));
   if (calls.empty()) return std::shared_ptr<PendingCheck>();
   // Every plan first: a bad check refuses the job before any reference runs.
   std::vector<PendingCheck::Part> parts;
@@ -83,6 +111,17 @@ absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const 
                                                         checked.call->function(), "')");
     parts.push_back({*std::move(plan), std::move(what), checked.index});
   }
+  if (parts.size() == 1 && parts.front().plan.strict()) {
+    return StartStrictCheck(client, std::move(parts.front()),
+                            std::move(*references.front().mutable_reference()), job, deadline);
+  }
+  for (const PendingCheck::Part& part : parts) {
+    if (part.plan.strict()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checks[", part.call, "]: strict checks are made among a time evaluation's repeats "
+          "(TimeEvaluate, a batch's jobs); a profile's calls take basic checks"));
+    }
+  }
   auto pending = std::make_shared<PendingCheck>(std::move(parts));
   // The candidate's worker gets none of it: expected data stay out of its reach.
   if (request.has_time_evaluate()) request.mutable_time_evaluate()->clear_check();
@@ -109,9 +148,40 @@ absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const 
   return pending;
 }
 
+absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartStrictCheck(
+    const std::string& client, PendingCheck::Part part, kprof::worker::v1::ReferenceJob reference,
+    PreparedJob& job, absl::Time deadline) {
+  kprof::worker::v1::WorkerRequest& request = job.request;
+  if (!request.has_time_evaluate()) {
+    return absl::InvalidArgumentError(
+        "strict checks are made among a time evaluation's repeats (TimeEvaluate, a batch's "
+        "jobs); a profile takes basic checks");
+  }
+  request.mutable_time_evaluate()->clear_check();
+  request.set_check_outputs(true);
+  request.set_strict(true);
+  // Each checked call's reference runs once its seed is known (the candidate's answer names
+  // it), on those data: never kept, as no other job draws the seed.
+  auto start = [this, client, reference = std::move(reference), deadline](
+                   uint64_t seed, std::vector<uint32_t> poisoned, ReferenceCache::Ready ready) {
+    kprof::worker::v1::WorkerRequest run;
+    *run.mutable_reference() = reference;
+    run.mutable_reference()->set_seed(seed);
+    for (const uint32_t k : poisoned) run.mutable_reference()->add_poisoned(k);
+    const std::string key =
+        absl::StrCat(client, std::string(1, '\0'), run.reference().SerializeAsString());
+    if (!references_.Await(key, std::move(ready))) return;
+    if (absl::Status started = RunReference(client, key, std::move(run), deadline, false);
+        !started.ok()) {
+      references_.Finish(key, started);
+    }
+  };
+  return std::make_shared<PendingCheck>(std::move(part), std::move(start));
+}
+
 absl::Status ProfilerService::RunReference(const std::string& client, const std::string& key,
                                            kprof::worker::v1::WorkerRequest request,
-                                           absl::Time deadline) {
+                                           absl::Time deadline, bool keep) {
   const kprof::v1::FunctionCall call = request.reference().call();
   const std::string device = request.reference().device();
   PreparedJob job;
@@ -128,7 +198,7 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
   const std::string what = absl::StrCat("reference '", call.function(), "'");
   return job.executor->Submit(
       std::move(job.request), DeviceExecutor::ReferenceKey(client), deadline,
-      [this, key, what](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming) {
+      [this, key, what, keep](absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming) {
         absl::Status status = ResultStatus(result, what);
         if (status.ok() && !result->has_arguments()) {
           status = absl::InternalError("the reference's run sent no arguments back");
@@ -142,7 +212,7 @@ absl::Status ProfilerService::RunReference(const std::string& client, const std:
           return;
         }
         references_.Finish(
-            key, std::make_shared<const ReferenceData>(ReferenceData::FromAnswer(*result)));
+            key, std::make_shared<const ReferenceData>(ReferenceData::FromAnswer(*result)), keep);
       },
       // `started` keeps it off the quick path: a batch stream asks while it holds its lock.
       std::move(job.pin), [] {}, /*beyond_bound=*/true, std::move(job.module_fds));

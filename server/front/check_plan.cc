@@ -139,6 +139,15 @@ absl::StatusOr<CheckPlan> CheckPlan::Make(const kprof::v1::AnswerCheck& check,
     return absl::InvalidArgumentError(
         "the reference names no module (a module id the client holds, or \"builtin\")");
   }
+  if (check.level() == kprof::v1::AnswerCheck::STRICT && !has_reference) {
+    return absl::InvalidArgumentError(
+        "strict checks need a reference function: they draw inputs of their own, and expected "
+        "data answer one set of inputs");
+  }
+  if (!kprof::v1::AnswerCheck::Level_IsValid(check.level())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "check level ", check.level(), " is not known (accepted: BASIC, STRICT)"));
+  }
   KPROF_RETURN_IF_ERROR(CheckTolerance("rtol", check.has_rtol(), check.rtol()));
   KPROF_RETURN_IF_ERROR(CheckTolerance("atol", check.has_atol(), check.atol()));
   for (const std::string& text : call.args()) {
@@ -211,6 +220,30 @@ core::Tolerance CheckPlan::ToleranceOf(const core::ArgSpec& spec) const {
   if (check_.has_rtol()) t.rtol = check_.rtol();
   if (check_.has_atol()) t.atol = check_.atol();
   return t;
+}
+
+absl::Status CheckPlan::CheckWritten(const ReferenceData& reference,
+                                     absl::Span<const uint32_t> written, const std::string& what,
+                                     kprof::v1::CheckVerdict* verdict) const {
+  const std::vector<int> outputs = Outputs(reference);
+  for (const uint32_t k : written) {
+    if (k >= specs_.size() ||
+        std::find(outputs.begin(), outputs.end(), static_cast<int>(k)) != outputs.end() ||
+        (k < reference.changed.size() && reference.changed[k])) {
+      continue;
+    }
+    verdict->set_outcome(kprof::v1::CheckVerdict::WRONG);
+    kprof::v1::ArgumentCheck* input = verdict->add_mismatches();
+    input->set_argument(static_cast<int32_t>(k));
+    input->set_input(true);
+    input->set_elements(specs_[k].num_elements);
+    absl::Status wrong = absl::AbortedError(
+        absl::StrCat("wrong answer: ", what, " wrote its input argument ", k,
+                     " (the reference leaves it as it is) on its first call"));
+    wrong.SetPayload(kCheckVerdictType, absl::Cord(verdict->SerializeAsString()));
+    return wrong;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckPlan::Judge(const ReferenceData& reference, SentArguments sent,

@@ -93,6 +93,13 @@ class CheckPlan {
     return Judge(reference, SentArguments::Of(answer), what, verdict);
   }
 
+  // A strict job's probe wrote `written` (argument indices): OK when each is an output; ABORTED
+  // (verdict WRONG) naming the first that is an input the reference leaves as it is.
+  absl::Status CheckWritten(const ReferenceData& reference, absl::Span<const uint32_t> written,
+                            const std::string& what, kprof::v1::CheckVerdict* verdict) const;
+
+  bool strict() const { return check_.level() == kprof::v1::AnswerCheck::STRICT; }
+
   // How many arguments the checked call has.
   size_t arguments() const { return specs_.size(); }
 

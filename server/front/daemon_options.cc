@@ -115,6 +115,10 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddFlag("require-isolation", &f.require_isolation,
              "refuse to start unless workers get both their Landlock rules and their syscall "
              "filter (by default a kernel without them is logged and served anyway)");
+  cl.AddString("require-checks", &f.require_checks, "LEVEL",
+               "refuse a measurement without a check of at least this level: none (the "
+               "default), basic (a reference or expected data) or strict (a reference, checked "
+               "strictly: for a farm of candidates no one reviewed)");
   cl.AddFlag("insecure-allow-unauthenticated", &f.insecure_allow_unauthenticated,
              "allow listening beyond loopback without TLS and authentication (dangerous: "
              "whoever reaches the port runs code here)");
@@ -298,6 +302,11 @@ absl::Status CheckLimits(const DaemonFlags& flags) {
     return absl::InvalidArgumentError(
         absl::StrCat("--log-format '", flags.log_format,
                      "': auto (the journal under systemd), journal or plain"));
+  }
+  if (flags.require_checks != "none" && flags.require_checks != "basic" &&
+      flags.require_checks != "strict") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--require-checks '", flags.require_checks, "': none, basic or strict"));
   }
   if (flags.max_lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max-lease wants a positive duration");

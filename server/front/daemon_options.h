@@ -51,6 +51,7 @@ struct DaemonFlags {
   std::string pin_cpus, worker_priority;
   bool insecure_allow_unauthenticated = false;
   bool require_isolation = false;
+  std::string require_checks = "none";  // none, basic or strict
   std::string token_file, tls_cert, tls_key, tls_client_ca;
   bool detach = false;
   bool check_config = false;

@@ -256,6 +256,8 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   limits.job_timeout = flags.job_timeout;
   limits.upload_idle_timeout = flags.upload_idle_timeout;
   limits.busy_poll = worker.busy_poll;
+  if (flags.require_checks == "basic") limits.require_checks = kprof::v1::AnswerCheck::BASIC;
+  if (flags.require_checks == "strict") limits.require_checks = kprof::v1::AnswerCheck::STRICT;
   // Leases: who may take one, and where the clocks a lease changes are journalled. What a lease
   // of an earlier run left changed (the daemon was killed) is put back before serving.
   LeaseOptions lease_options;

@@ -18,6 +18,7 @@
 #include "kprof/v1/kprof.grpc.pb.h"
 #include "server/front/device_executor.h"
 #include "server/front/module_registry.h"
+#include "server/front/pending_check.h"
 #include "server/front/reference_cache.h"
 #include "server/front/token_auth.h"
 #include "server/front/worker_process.h"
@@ -36,6 +37,9 @@ struct ServiceLimits {
   absl::Duration job_timeout = absl::Seconds(60);
   absl::Duration upload_idle_timeout = absl::Seconds(30);  // an upload sending nothing is ended
   absl::Duration busy_poll = absl::ZeroDuration();         // WorkerOptions::busy_poll, for GetInfo
+  // Measurements without a check of this level are refused (--require-checks); UNSPECIFIED:
+  // none is required.
+  kprof::v1::AnswerCheck::Level require_checks = kprof::v1::AnswerCheck::LEVEL_UNSPECIFIED;
 };
 
 // The callback service, but for MeasureBatch, whose messages the service parses itself: a
@@ -192,12 +196,21 @@ class ProfilerService final : public ProfilerServiceBase {
   // (the candidate's worker never sees them) and asks for the checked calls' arguments back, and
   // queues each reference's run unless its data are held or running. A null pointer for a job
   // without one. INVALID_ARGUMENT for a bad check (or more checks than a profile's calls).
+  // FAILED_PRECONDITION for a job whose checks are short of --require-checks.
+  absl::Status RequiredChecks(const kprof::worker::v1::WorkerRequest& request,
+                              const std::vector<CheckedCall>& calls) const;
   absl::StatusOr<std::shared_ptr<PendingCheck>> StartCheck(const std::string& client,
                                                            PreparedJob& job, absl::Time deadline);
   // Queues a reference's run (a ReferenceJob) in a worker apart from the client's; its end
   // finishes `key` in references_.
   absl::Status RunReference(const std::string& client, const std::string& key,
-                            kprof::worker::v1::WorkerRequest request, absl::Time deadline);
+                            kprof::worker::v1::WorkerRequest request, absl::Time deadline,
+                            bool keep = true);
+  // StartCheck's for a strict check (`part`, whose reference runs as `reference` on each
+  // checked call's seed): the candidate's worker asked for strict checks.
+  absl::StatusOr<std::shared_ptr<PendingCheck>> StartStrictCheck(
+      const std::string& client, PendingCheck::Part part,
+      kprof::worker::v1::ReferenceJob reference, PreparedJob& job, absl::Time deadline);
   // Adds the passed verdicts to the result the worker wrote (as fields appended to its bytes).
   static void AppendVerdicts(const std::vector<kprof::v1::CheckVerdict>& verdicts,
                              kprof::worker::v1::WorkerAnswer* answer);

@@ -29,6 +29,7 @@ void ArgumentFile::Discard() {
   if (fd_ >= 0) close(fd_);
   fd_ = -1;
   remembered_.clear();
+  left_out_.clear();
 }
 
 absl::Status ArgumentFile::Remember(const core::Arguments& args) {
@@ -71,6 +72,10 @@ absl::Status ArgumentFile::Append(const core::Arguments& args,
   for (size_t k = 0; k < args.specs().size(); ++k) {
     const uint64_t bytes = args.specs()[k].num_bytes;
     data->add_sizes(bytes);
+    if (k < left_out_.size() && left_out_[k] && before == nullptr) {
+      data->add_unsent(true);
+      continue;
+    }
     const char* from = static_cast<const char*>(args.HostData(k));
     if (from == nullptr) {
       staging.resize(bytes);
@@ -88,6 +93,7 @@ absl::Status ArgumentFile::Append(const core::Arguments& args,
     if (!unsent) KPROF_RETURN_IF_ERROR(Write(from, bytes));
   }
   remembered_.clear();
+  left_out_.clear();
   for (std::string& kept : before_) {
     if (kept.capacity() > (uint64_t{8} << 20)) std::string().swap(kept);  // not held for long
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -25,6 +26,9 @@ class ArgumentFile {
   // call to call; not past kRememberedBytes in all), for the next Append to leave out those the
   // call did not change.
   absl::Status Remember(const core::Arguments& args);
+  // For the next Append: the arguments known to be as they were before the call (a strict
+  // check fingerprinted them), left out of the file as Remember's would be.
+  void LeaveOut(std::vector<bool> unchanged) { left_out_ = std::move(unchanged); }
   // Appends every argument's bytes as they are now (a new memfd, close-on-exec, at the first),
   // and their sizes to `data`, leaving out (`unsent`) those Remember kept that came back as
   // they were. With `before` (a reference's run: each argument's bytes before the call):
@@ -49,6 +53,7 @@ class ArgumentFile {
   // Remember's: each argument's bytes before the call, and whether they were kept.
   std::vector<std::string> before_;
   std::vector<bool> remembered_;
+  std::vector<bool> left_out_;  // LeaveOut's
 };
 
 // Each argument's bytes as they are now, copied to host memory.

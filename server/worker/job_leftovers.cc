@@ -7,6 +7,7 @@
 #include <sys/statfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -70,7 +71,11 @@ int CountThreads(bool skip_cuda) {
       return static_cast<int>(now.st_nlink) - own_links;
     }
   }
-  int threads = 0;
+  return static_cast<int>(ThreadIds(skip_cuda).size());
+}
+
+std::vector<int> ThreadIds(bool skip_cuda) {
+  std::vector<int> ids;
   if (DIR* tasks = opendir("/proc/self/task")) {
     while (dirent* entry = readdir(tasks)) {
       if (entry->d_name[0] == '.') continue;
@@ -79,11 +84,12 @@ int CountThreads(bool skip_cuda) {
             base::ReadSmallFile(std::string("/proc/self/task/") + entry->d_name + "/comm");
         if (comm && comm->rfind("cuda", 0) == 0) continue;
       }
-      ++threads;
+      ids.push_back(std::atoi(entry->d_name));
     }
     closedir(tasks);
   }
-  return threads;
+  std::sort(ids.begin(), ids.end());
+  return ids;
 }
 
 FileIdentity IdentityOf(int fd) {

@@ -8,12 +8,15 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace kprof::server {
 
 // The process's threads, less the CUDA driver's own when `skip_cuda` (it starts them as it sees
 // fit — "cuda-EvtHandlr", "cuda00001400006" — and they are not a job's leftovers).
 int CountThreads(bool skip_cuda);
+// Their ids, sorted.
+std::vector<int> ThreadIds(bool skip_cuda);
 
 // The file a descriptor is open on: a job that puts another file on a descriptor the worker
 // relies on (dup2 over the job socket) changes it.

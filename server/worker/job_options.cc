@@ -117,6 +117,8 @@ absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRe
   time.checksums = r.checksums();
   KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
   KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
+  // The front sees the check (its options are checked there); the worker gets the level alone.
+  if (r.check().level() == kprof::v1::AnswerCheck::STRICT) time.strict.emplace();
   KPROF_RETURN_IF_ERROR(core::CheckTimeJob(time, device));
   return time;
 }

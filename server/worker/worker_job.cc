@@ -16,6 +16,7 @@
 #include "proto/status.h"
 #include "proto/wire.h"
 #include "server/worker/host_description.h"
+#include "server/worker/job_leftovers.h"
 #include "server/worker/job_options.h"
 
 namespace kprof::server {
@@ -166,6 +167,35 @@ void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
   }
 }
 
+core::StrictOptions WorkerJobs::StrictHooks(WorkerResponse* response) {
+  core::StrictOptions strict;
+  const bool skip_cuda = device_.type == base::DeviceType::kCuda;
+  strict.threads = [skip_cuda] { return ThreadIds(skip_cuda); };
+  strict.send = [this, response](const core::Arguments& args,
+                                 const core::CheckedRepeat& checked) -> absl::Status {
+    const absl::Time start = absl::Now();
+    kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
+    if (data->checked_size() == 0) {
+      for (size_t k = 0; k < checked.written.size(); ++k) {
+        if (checked.written[k]) data->add_written(static_cast<uint32_t>(k));
+      }
+    }
+    kprof::worker::v1::CheckedRepeat* sent = data->add_checked();
+    sent->set_repeat(checked.repeat);
+    sent->set_repeats(checked.repeats);
+    sent->set_seed(checked.seed);
+    sent->set_fresh(checked.fresh);
+    arguments_.LeaveOut(checked.unchanged);
+    KPROF_RETURN_IF_ERROR(arguments_.Append(args, data));
+    data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
+    return absl::OkStatus();
+  };
+  strict.finding = [response](const std::string& finding) {
+    response->mutable_arguments()->set_finding(finding);
+  };
+  return strict;
+}
+
 absl::Status WorkerJobs::RunReference(const WorkerRequest& request,
                                       absl::Span<const int> module_fds, WorkerResponse* response) {
   const kprof::worker::v1::ReferenceJob& r = request.reference();
@@ -179,6 +209,7 @@ absl::Status WorkerJobs::RunReference(const WorkerRequest& request,
   job.device = device_;
   job.arg_specs.assign(r.call().args().begin(), r.call().args().end());
   job.seed = r.seed();
+  job.poisoned.assign(r.poisoned().begin(), r.poisoned().end());
   if (request.max_argument_bytes() > 0) job.limits.max_total_bytes = request.max_argument_bytes();
   if (r.call().has_launch()) {
     KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(r.call().launch()));
@@ -242,10 +273,13 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
     case WorkerRequest::kTimeEvaluate: {
       const kprof::v1::TimeEvaluateRequest& r = request.time_evaluate();
       KPROF_RETURN_IF_ERROR(CheckDevice(r.device(), device_));
-      KPROF_ASSIGN_OR_RETURN(core::Job job, make_job(r.call(), r.seed(), request.check_outputs()));
+      const bool strict = request.check_outputs() && request.strict();
+      KPROF_ASSIGN_OR_RETURN(core::Job job,
+                             make_job(r.call(), r.seed(), request.check_outputs() && !strict));
       KPROF_ASSIGN_OR_RETURN(core::TimeJob time,
                              TimeJobFromRequest(r, device_, limits.max_total_bytes));
       time.host_environment_apart = true;  // the front attaches the host's part
+      if (strict) time.strict = StrictHooks(response);
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
       ToProto(result, time, device_, response->mutable_time_evaluate());
       if (result.host_environment != nullptr && result.host_generation != sent_host_generation_) {

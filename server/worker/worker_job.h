@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "base/device.h"
+#include "core/measure/strict_checks.h"
 #include "core/modules/module.h"
 #include "server/ipc/worker.pb.h"
 #include "server/worker/argument_file.h"
@@ -55,6 +56,9 @@ class WorkerJobs {
                                                     const kprof::worker::v1::WorkerRequest& request,
                                                     absl::Span<const int> module_fds);
   // A reference's run (ReferenceJob): its arguments after the call, and which it changed.
+  // A strict job's options: threads counted without the CUDA driver's, each checked call's
+  // arguments appended to the job's file with what it was (ArgumentData.checked).
+  core::StrictOptions StrictHooks(kprof::worker::v1::WorkerResponse* response);
   absl::Status RunReference(const kprof::worker::v1::WorkerRequest& request,
                             absl::Span<const int> module_fds,
                             kprof::worker::v1::WorkerResponse* response);

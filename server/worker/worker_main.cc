@@ -344,11 +344,15 @@ int main(int argc, char** argv) {
     } else if (const std::string why =
                    kprof::server::Disturbance(baseline_threads, skip_cuda, scratch);
                !why.empty()) {
+      // A job that failed on its own keeps its error (a strict check's is the finding), and
+      // says what it left too.
+      std::string message = response.code() != 0 ? response.message() + "; it also " + why
+                                                 : kprof::server::WorkerJobs::Describe(request) +
+                                                       " " + why;
       response.Clear();
       response.set_job_id(request.job_id());
       response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
-      response.set_message(kprof::server::WorkerJobs::Describe(request) + " " + why +
-                           "; its worker was replaced");
+      response.set_message(message + "; its worker was replaced");
       response.set_recycle(true);
     }
     const bool with_arguments = argument_fd >= 0 && response.has_arguments();

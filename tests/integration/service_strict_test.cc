@@ -1,0 +1,283 @@
+// kprofd end to end: strict checks. Each cheating kernel of tests/modules/cheats.c is refused
+// through a real daemon, naming the check it failed; honest kernels of several element types
+// and sizes, hot and cold, pass every strict run; strict options that cannot hold are refused;
+// a daemon that requires strict checks refuses the rest; a strict batch of 200 candidates, some
+// cheating, beside another client's honest ones.
+#include <atomic>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "client/kprof_client.h"
+#include "daemon.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "module_files.h"
+#include "service_fixture.h"
+#include "status_matchers.h"
+
+namespace kprof {
+namespace {
+
+using ::kprof::testing::IsOk;
+using ::kprof::testing::ReadFileBytes;
+using ::kprof::testing::ServiceTest;
+using ::kprof::testing::StatusIs;
+using ::kprof::testing::TestModulePath;
+using ::testing::AnyOfArray;
+using ::testing::Contains;
+using ::testing::Each;
+using ::testing::HasSubstr;
+
+class StrictCheckTest : public ServiceTest {
+ protected:
+  void SetUp() override {
+    ServiceTest::SetUp();
+    Load(*client_);
+  }
+  void Load(client::Client& client) {
+    auto cheats = client.LoadModule(ReadFileBytes(TestModulePath("cheats")), "cheats.so");
+    ASSERT_THAT(cheats, IsOk());
+    cheats_ = cheats->id();
+    auto answers = client.LoadModule(ReadFileBytes(TestModulePath("answers")), "answers.so");
+    ASSERT_THAT(answers, IsOk());
+    answers_ = answers->id();
+  }
+
+  // c = a + b (or heavy_*'s f) over float32[n], strictly checked against its reference.
+  v1::TimeEvaluateRequest Strict(const std::string& function, int n = 4096, int repeat = 20) {
+    const std::string vec = absl::StrCat("float32[", n, "]");
+    v1::TimeEvaluateRequest request =
+        Time(cheats_, function, {vec, vec + ":random", vec + ":random"});
+    request.set_repeat(repeat);
+    v1::AnswerCheck* check = request.mutable_check();
+    const bool heavy = function.rfind("heavy_", 0) == 0;
+    check->mutable_reference()->set_module_id(heavy ? cheats_ : answers_);
+    check->mutable_reference()->set_function(heavy ? "heavy_ref" : "add_ref");
+    check->set_level(v1::AnswerCheck::STRICT);
+    return request;
+  }
+
+  std::string cheats_, answers_;
+};
+
+TEST_F(StrictCheckTest, AnHonestKernelPassesWithTheRepeatsThatWereChecked) {
+  v1::TimeEvaluateRequest request = Strict("add_ref");
+  request.mutable_call()->set_module_id(answers_);
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->seconds_per_call_size(), 20);
+  EXPECT_THAT(result->numbers(), Each(1));
+  const v1::CheckVerdict& verdict = result->check();
+  EXPECT_EQ(verdict.outcome(), v1::CheckVerdict::PASSED);
+  EXPECT_EQ(verdict.level(), v1::AnswerCheck::STRICT);
+  EXPECT_EQ(verdict.checked_repeats_size(), 4);
+  EXPECT_THAT(verdict.checked_repeats(), Contains(19));  // always the last
+  EXPECT_EQ(verdict.fresh_inputs(), 2);
+  EXPECT_EQ(verdict.max_abs_error(), 0);
+  EXPECT_FALSE(verdict.reference_reused());  // its seeds are its own
+}
+
+TEST_F(StrictCheckTest, EveryCheatingKernelIsRefusedNamingItsCheck) {
+  struct Case {
+    const char* function;
+    const char* why;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"add_remembers", "wrong answer: function 'add_remembers', checked repeat"},
+           {"add_skips_familiar", "wrong answer: function 'add_skips_familiar', checked repeat"},
+           {"add_first_calls", "wrong answer: function 'add_first_calls', checked repeat"},
+           {"add_when_changed", "wrong answer: function 'add_when_changed', checked repeat"},
+           {"add_in_thread", "thread(s) still running when it returned"},
+           // Its kept thread finishes each call's work after the return; when the work of
+           // the call before a check lands after the poison, the check sees a right answer,
+           // and the thread the job leaves running fails it.
+           {"add_in_pool", "changed after the call returned|left 1 thread(s) running"},
+           {"add_reads_stale", "wrong answer: function 'add_reads_stale', checked repeat"},
+           {"add_zeroes_inputs", "wrote its input argument 1 (the reference leaves it as it is)"},
+           {"heavy_remembers", "seeing the same inputs again"}}) {
+    SCOPED_TRACE(c.function);
+    auto result = client_->TimeEvaluate(Strict(c.function));
+    std::vector<::testing::Matcher<std::string>> whys;
+    for (absl::string_view why : absl::StrSplit(c.why, '|')) whys.push_back(HasSubstr(why));
+    ASSERT_THAT(result.status(), StatusIs(absl::StatusCode::kAborted, AnyOfArray(whys)));
+  }
+}
+
+TEST_F(StrictCheckTest, TheSameKernelsPassABasicCheck) {
+  // What strict checks add: each of these passes the first call's check on its own data.
+  for (const char* function : {"add_remembers", "add_skips_familiar", "add_first_calls",
+                               "add_when_changed", "add_reads_stale", "heavy_remembers"}) {
+    SCOPED_TRACE(function);
+    v1::TimeEvaluateRequest request = Strict(function, 4096, 5);
+    request.mutable_check()->clear_level();
+    EXPECT_THAT(client_->TimeEvaluate(request), IsOk());
+  }
+}
+
+TEST_F(StrictCheckTest, HonestKernelsAreNeverRefusedOverManyStrictRuns) {
+  // 6 kernels and sizes, hot and cold, 10 runs each: 120 strict runs of 20 repeats.
+  std::vector<v1::TimeEvaluateRequest> honest;
+  for (int n : {1, 1000, 65536}) {
+    v1::TimeEvaluateRequest add = Strict("add_honest", n);
+    add.mutable_call()->set_module_id(answers_);
+    honest.push_back(add);
+  }
+  honest.push_back(Strict("heavy_honest", 512));
+  for (const char* type : {"int8", "float16", "float64", "uint64"}) {
+    v1::TimeEvaluateRequest copy = Time(
+        answers_, "copy_honest", {absl::StrCat(type, "[777]"), absl::StrCat(type, "[777]:random")});
+    copy.set_repeat(20);
+    copy.mutable_check()->mutable_reference()->set_module_id("builtin");
+    copy.mutable_check()->mutable_reference()->set_function("copy");
+    copy.mutable_check()->set_level(v1::AnswerCheck::STRICT);
+    honest.push_back(copy);
+  }
+  for (bool cold : {false, true}) {
+    for (v1::TimeEvaluateRequest request : honest) {
+      request.set_cold(cold);
+      SCOPED_TRACE(absl::StrCat(request.call().function(), " ", request.call().args(0),
+                                cold ? " cold" : " hot"));
+      for (int run = 0; run < 10; ++run) {
+        auto result = client_->TimeEvaluate(request);
+        ASSERT_THAT(result, IsOk()) << "run " << run;
+        EXPECT_EQ(result->check().outcome(), v1::CheckVerdict::PASSED);
+      }
+    }
+  }
+}
+
+TEST_F(StrictCheckTest, ARunThatStopsEarlyChecksACallAfterItsLastRepeat) {
+  v1::TimeEvaluateRequest honest = Strict("heavy_honest", 512, 200);
+  honest.set_max_relative_stddev(1.0);  // converged at the third repeat
+  auto passed = client_->TimeEvaluate(honest);
+  ASSERT_THAT(passed, IsOk());
+  EXPECT_LT(passed->seconds_per_call_size(), 200);
+  EXPECT_THAT(passed->check().checked_repeats(), Contains(200));
+  v1::TimeEvaluateRequest idle = Strict("add_first_calls", 4096, 200);
+  idle.set_max_relative_stddev(1.0);
+  EXPECT_THAT(client_->TimeEvaluate(idle).status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("wrong answer: function 'add_first_calls'")));
+}
+
+TEST_F(StrictCheckTest, OptionsThatStrictChecksCannotHoldAreRefused) {
+  v1::TimeEvaluateRequest numbered = Strict("add_remembers");
+  numbered.set_number(10);
+  EXPECT_THAT(client_->TimeEvaluate(numbered).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("strict checks time every call as a repeat of its own")));
+  v1::TimeEvaluateRequest growing = Strict("add_remembers");
+  growing.set_min_repeat_ms(5);
+  EXPECT_THAT(client_->TimeEvaluate(growing).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_repeat_ms")));
+  v1::TimeEvaluateRequest expected = Strict("add_remembers", 2);
+  expected.mutable_check()->clear_reference();
+  v1::ExpectedOutput* out = expected.mutable_check()->add_expected();
+  out->set_dtype("float32");
+  out->add_shape(2);
+  out->set_data(std::string(8, '\0'));
+  EXPECT_THAT(client_->TimeEvaluate(expected).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("strict checks need a reference function")));
+  v1::ProfileFunctionRequest profile;
+  *profile.mutable_call() = Strict("add_remembers").call();
+  *profile.mutable_check() = Strict("add_remembers").check();
+  EXPECT_THAT(client_->ProfileFunction(profile).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("strict checks are made among a time evaluation's repeats")));
+}
+
+TEST(StrictDaemonTest, ADaemonThatRequiresStrictChecksRefusesTheRest) {
+  testing::TempDir cache;
+  testing::Daemon daemon;
+  ASSERT_TRUE(daemon.Start(cache.path() + "/cache", {"--require-checks", "strict"}));
+  auto client = client::Client::Connect(daemon.target());
+  ASSERT_THAT(client, IsOk());
+  auto answers = (*client)->LoadModule(ReadFileBytes(TestModulePath("answers")), "answers.so");
+  ASSERT_THAT(answers, IsOk());
+  v1::TimeEvaluateRequest request;
+  request.mutable_call()->set_module_id(answers->id());
+  request.mutable_call()->set_function("add_honest");
+  for (const char* spec : {"float32[64]", "float32[64]:random", "float32[64]:random"}) {
+    request.mutable_call()->add_args(spec);
+  }
+  request.set_repeat(5);
+  EXPECT_THAT((*client)->TimeEvaluate(request).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("--require-checks strict")));
+  request.mutable_check()->mutable_reference()->set_module_id(answers->id());
+  request.mutable_check()->mutable_reference()->set_function("add_ref");
+  EXPECT_THAT((*client)->TimeEvaluate(request).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("the job's check is basic")));
+  v1::ProfileFunctionRequest profile;
+  *profile.mutable_call() = request.call();
+  *profile.mutable_check() = request.check();
+  EXPECT_THAT((*client)->ProfileFunction(profile).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("a profile")));
+  request.mutable_check()->set_level(v1::AnswerCheck::STRICT);
+  auto strict = (*client)->TimeEvaluate(request);
+  ASSERT_THAT(strict, IsOk());
+  EXPECT_EQ(strict->check().level(), v1::AnswerCheck::STRICT);
+}
+
+TEST_F(StrictCheckTest, AStrictBatchOfTwoHundredBesideAnotherClientsHonestJobs) {
+  // One client's 200 candidates, one in five cheating, while a second client's honest jobs run.
+  const std::vector<std::string> cheaters = {"add_remembers", "add_skips_familiar",
+                                             "add_first_calls", "add_when_changed"};
+  std::vector<v1::BatchJob> jobs;
+  std::map<std::string, std::string> expected;  // id -> "" (honest) or the cheater
+  for (int i = 0; i < 200; ++i) {
+    v1::BatchJob job;
+    job.set_id(absl::StrCat("candidate-", i));
+    const bool cheat = i % 5 == 2;
+    const std::string function =
+        cheat ? cheaters[static_cast<size_t>(i / 5) % cheaters.size()] : "add_honest";
+    *job.mutable_time_evaluate() = Strict(function, 1024 + 16 * (i % 7), 5);
+    if (!cheat) job.mutable_time_evaluate()->mutable_call()->set_module_id(answers_);
+    expected[job.id()] = cheat ? function : "";
+    jobs.push_back(job);
+  }
+  std::atomic<bool> done{false};
+  std::atomic<int> other_passed{0}, other_failed{0};
+  auto other = client::Client::Connect(daemon_.target());
+  ASSERT_THAT(other, IsOk());
+  std::thread neighbour([&] {
+    v1::TimeEvaluateRequest honest = Strict("add_honest", 2048, 5);
+    honest.mutable_call()->set_module_id(answers_);
+    auto loaded = (*other)->LoadModule(ReadFileBytes(TestModulePath("answers")), "answers.so");
+    if (!loaded.ok()) return;
+    while (!done.load()) {
+      auto result = (*other)->TimeEvaluate(honest);
+      ++(result.ok() ? other_passed : other_failed);
+    }
+  });
+  std::map<std::string, absl::Status> results;
+  const absl::Status stream = client_->MeasureBatch(jobs, [&](const v1::BatchUpdate& update) {
+    if (update.state() == v1::BatchUpdate::DONE || update.state() == v1::BatchUpdate::FAILED) {
+      results[update.id()] = client::StatusOf(update);
+    }
+  });
+  done = true;
+  neighbour.join();
+  ASSERT_THAT(stream, IsOk());
+  ASSERT_EQ(results.size(), 200u);
+  for (const auto& [id, status] : results) {
+    SCOPED_TRACE(id);
+    if (expected[id].empty()) {
+      EXPECT_THAT(status, IsOk());
+    } else {
+      EXPECT_THAT(status, StatusIs(absl::StatusCode::kAborted,
+                                   HasSubstr(absl::StrCat("wrong answer: function '",
+                                                          expected[id], "', checked repeat"))));
+    }
+  }
+  EXPECT_GT(other_passed.load(), 0);
+  EXPECT_EQ(other_failed.load(), 0);
+}
+
+}  // namespace
+}  // namespace kprof
