@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "client/cli/command.h"
 #include "client/cli/npy_file.h"
 #include "nlohmann/json.hpp"
 
@@ -67,7 +68,7 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFlags::ToCheck(
                      !checks.empty();
   if (reference.empty() && expect.empty()) {
     if (tuned) {
-      return absl::InvalidArgumentError(
+      return UsageError(
           "--rtol, --atol, --outputs and --checks shape a check: give --reference "
           "MODULE:FUNCTION or --expect FILE.npy with them");
     }
@@ -75,8 +76,9 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFlags::ToCheck(
   }
   kprof::v1::AnswerCheck check;
   if (!checks.empty()) {
-    KPROF_ASSIGN_OR_RETURN(const kprof::v1::AnswerCheck::Level level, ParseCheckLevel(checks));
-    check.set_level(level);
+    const absl::StatusOr<kprof::v1::AnswerCheck::Level> level = ParseCheckLevel(checks);
+    if (!level.ok()) return UsageError(level.status().message());
+    check.set_level(*level);
   }
   if (!reference.empty()) {
     KPROF_ASSIGN_OR_RETURN(*check.mutable_reference(), ParseReference(reference, resolve));

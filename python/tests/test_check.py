@@ -9,6 +9,7 @@ import numpy
 import pytest
 
 import kprof
+from kprof.v1 import check_pb2
 from conftest import KPROF, MODULES
 
 ANSWERS = os.path.join(MODULES, "answers.so")
@@ -143,7 +144,7 @@ def test_profiles_are_checked_each_call_on_its_own(client):
 def test_strict_checks_refuse_what_basic_ones_pass(client):
     honest = client.time_evaluate(ANSWERS, "add_honest", ARGS, repeat=20,
                                   reference=f"{ANSWERS}:add_ref", checks="strict")
-    assert honest.check.level == honest.check.STRICT
+    assert honest.check.level == check_pb2.AnswerCheck.STRICT
     assert len(honest.check.checked_repeats) == 4 and 19 in honest.check.checked_repeats
     assert honest.check.fresh_inputs == 2
     client.time_evaluate(CHEATS, "add_remembers", ARGS, repeat=20,
@@ -166,7 +167,7 @@ def test_a_strict_batch_names_each_cheat_and_keeps_the_honest(client):
     results = {r.id: r for r in client.batch(jobs, reference=f"{ANSWERS}:add_ref",
                                              checks="strict")}
     assert results["honest"].ok
-    assert results["honest"].verdict.level == results["honest"].verdict.STRICT
+    assert results["honest"].verdict.level == check_pb2.AnswerCheck.STRICT
     assert "checked repeat" in results["add_remembers"].message
     assert "checked repeat" in results["add_first_calls"].message
     assert "still running when it returned" in results["add_in_thread"].message

@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "cli.h"
@@ -77,8 +78,14 @@ TEST_F(CliStrictTest, BatchLinesAskForStrictChecksOfTheBatchsReference) {
         std::tuple{"remembers-basic", "add_remembers", "basic"}}) {
     const std::string module = TestModulePath(std::string(function) == "add_honest" ? "answers"
                                                                                       : "cheats");
-    jobs << nlohmann::json{{"id", id},         {"module", module}, {"function", function},
-                           {"args", args},     {"repeat", 8},      {"checks", checks}}
+    // Another size for the basic line: the worker keeps the module, and add_remembers its
+    // answer of the strict line's size.
+    const bool basic = std::string(checks) == "basic";
+    const nlohmann::json sized = basic ? nlohmann::json{"float32[600]", "float32[600]:random",
+                                                        "float32[600]:random"}
+                                       : args;
+    jobs << nlohmann::json{{"id", id},      {"module", module}, {"function", function},
+                           {"args", sized}, {"repeat", 8},      {"checks", checks}}
                 .dump()
          << "\n";
   }
