@@ -242,8 +242,12 @@ absl::StatusOr<TimeEvaluatorOptions> EvaluatorOptions(const TimeJob& time, base:
     options.cache_flush_bytes = std::max(options.cache_flush_bytes, cache_bytes);
     options.cold = true;
   }
-  // A strict repeat is one call: a zero reading is taken as it is, not tried again.
-  if (time.strict) options.limit_zero_time_iterations = 0;
+  // A strict repeat is one call: a zero reading is taken as it is, not tried again. Its probe
+  // is the untimed first call.
+  if (time.strict) {
+    options.limit_zero_time_iterations = 0;
+    options.called = true;
+  }
   return options;
 }
 

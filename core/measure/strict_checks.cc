@@ -106,7 +106,9 @@ absl::Status StrictChecks::BeforeRepeat(int64_t repeat, Arguments& args) {
     checked_ = Chance(checks_left_ - 1, repeats_ - 1 - repeat);
   }
   if (!checked_) return absl::OkStatus();
-  fresh_ = fresh_left_ > 0 && Chance(fresh_left_, checks_left_);
+  // The first check writes fresh inputs: no check judges the job's first data, which then need
+  // no reference run of their own.
+  fresh_ = fresh_made_ == 0 || (fresh_left_ > 0 && Chance(fresh_left_, checks_left_));
   --checks_left_;
   return Prepare(fresh_, args);
 }
@@ -129,12 +131,12 @@ absl::Status StrictChecks::Judge(int64_t repeat, Arguments& args) {
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device_.type));
   KPROF_RETURN_IF_ERROR(api->Sync(device_));  // the whole device: every stream's work
   if (repeat >= repeats_ - 1) {
-    // The last check waits a while (a call's time, 1 to 10 ms): work that a thread the
+    // The last check waits a while (half a call's time, 0.2 to 5 ms): work that a thread the
     // function keeps goes on with after the return shows.
     const double median = unchecked_seconds_.empty() ? 0 : report::Median(unchecked_seconds_);
     std::this_thread::sleep_until(
         returned + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                       std::chrono::duration<double>(std::clamp(median, 1e-3, 10e-3))));
+                       std::chrono::duration<double>(std::clamp(median / 2, 2e-4, 5e-3))));
   }
   // What the function must have left as it was, meanwhile.
   KPROF_RETURN_IF_ERROR(Fingerprints(args, Which::kOthers, others));

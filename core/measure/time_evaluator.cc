@@ -159,7 +159,7 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
   const bool converging = options.max_relative_stddev > 0;
 
   // The first call is not timed: it pays for lazy initialisation and first-touch faults.
-  KPROF_RETURN_IF_ERROR(function());
+  if (!options.called) KPROF_RETURN_IF_ERROR(function());
   if (options.warmup > absl::ZeroDuration()) {
     const int64_t warm_until = clock_->NowNanos() + absl::ToInt64Nanoseconds(options.warmup);
     do {

@@ -65,6 +65,8 @@ struct TimeEvaluatorOptions {
   int64_t repeats_to_cooldown = 1;               // >= 1
   int64_t cache_flush_bytes = 0;                 // >= 0
   absl::Duration warmup = absl::ZeroDuration();  // untimed calls for this long, >= 0
+  // The caller called the function already (a strict check's probe): no untimed first call.
+  bool called = false;
   // Convergence: off at 0, else in (0, 1]. Then min_repeats (2 to `repeat`) repeats at least,
   // and no new repeat once max_time (> 0) has passed since the evaluation began.
   double max_relative_stddev = 0;

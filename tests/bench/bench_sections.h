@@ -51,5 +51,8 @@ void TimerFloor(kprof::client::Client& client);
 // 8: what checking answers costs: an honest kernel's median and a candidate batch, with a
 // reference against without.
 void Checks(const std::string& target, kprof::client::Client& client, const std::string& base);
+// ... and strict checks: an honest kernel's median, and a strict batch of 200 one-millisecond
+// candidates against the same batch unchecked.
+void StrictChecks(const std::string& target, kprof::client::Client& client);
 
 }  // namespace kprof::bench

@@ -24,7 +24,7 @@
 // --only footprint runs section 6 alone, --only batch the batch rows, and --only batch-cpu times
 // 2000-job nop batches over and over with the CPU each process spends per job, --only unary-cpu
 // the same for unary TimeEvaluate(nop) calls and health checks (for profiling), --only accuracy
-// the accuracy rows.
+// the accuracy rows, --only checks the checking rows and --only strict the strict ones.
 // It fails nothing: a missed goal is reported as such.
 // The sections are declared in bench_sections.h; what they share is in bench_support.h.
 #include <benchmark/benchmark.h>
@@ -261,6 +261,7 @@ using kprof::bench::Accuracy;
 using kprof::bench::BatchCpu;
 using kprof::bench::Batches;
 using kprof::bench::Checks;
+using kprof::bench::StrictChecks;
 using kprof::bench::Fail;
 using kprof::bench::Footprint;
 using kprof::bench::Isolation;
@@ -310,10 +311,10 @@ int main(int argc, char** argv) {
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
       only != "unary-cpu" && only != "overhead" && only != "upload" && only != "accuracy" &&
-      only != "checks") {
+      only != "checks" && only != "strict") {
     Fail(
         "--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead', 'upload', "
-        "'accuracy' or 'checks'");
+        "'accuracy', 'checks' or 'strict'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -333,7 +334,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "overhead" ||
-      only == "upload" || only == "checks") {
+      only == "upload" || only == "checks" || only == "strict") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
@@ -347,6 +348,11 @@ int main(int argc, char** argv) {
     }
     if (only == "checks") {
       Checks(daemon.target(), *client, base);
+      StrictChecks(daemon.target(), *client);
+      return 0;
+    }
+    if (only == "strict") {
+      StrictChecks(daemon.target(), *client);
       return 0;
     }
     if (only == "batch-cpu") {
@@ -375,6 +381,7 @@ int main(int argc, char** argv) {
     Upload(daemon.target(), *client, base);
     TimerFloor(*client);
     Checks(daemon.target(), *client, base);
+    StrictChecks(daemon.target(), *client);
   }
   {
     // Client, daemon and worker on one CPU: the daemon inherits this process's affinity. The
