@@ -131,6 +131,16 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
     json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
   }
   if (r.has_check()) json["check"] = VerdictJson(r.check());
+  if (r.has_throughput()) {
+    const kprof::v1::Throughput& t = r.throughput();
+    json["throughput"] = {{"bytes_per_call", t.bytes_per_call()},
+                          {"bytes_per_second", t.bytes_per_second()},
+                          {"peak_bytes_per_second", t.peak_bytes_per_second()},
+                          {"fraction_of_peak", t.fraction_of_peak()},
+                          {"peak", t.peak()},
+                          {"items_per_second", t.items_per_second()},
+                          {"flop_per_second", t.flop_per_second()}};
+  }
   json["mode"] = r.mode().empty() ? "hot" : r.mode();
   Json placement = Json::array();
   for (const kprof::v1::TensorPlacement& p : r.placement()) {
@@ -283,6 +293,21 @@ std::string VerdictLine(const kprof::v1::CheckVerdict& v) {
       "check: %s against %s (outputs %s; largest errors abs %.3g, rel %.3g%s; %.3f ms)",
       OutcomeName(v.outcome()), v.reference(), absl::StrJoin(v.outputs(), ","), v.max_abs_error(),
       v.max_rel_error(), strict, v.check_seconds() * 1e3);
+}
+
+std::string ThroughputLine(const kprof::v1::Throughput& t) {
+  std::string line =
+      absl::StrFormat("throughput: %.4g GB/s of %d bytes a call", t.bytes_per_second() / 1e9,
+                      t.bytes_per_call());
+  if (t.peak_bytes_per_second() > 0) {
+    absl::StrAppendFormat(&line, " (%.1f%% of the device's %s peak, %.4g GB/s)",
+                          t.fraction_of_peak() * 100, t.peak(), t.peak_bytes_per_second() / 1e9);
+  }
+  if (t.items_per_second() > 0) absl::StrAppendFormat(&line, "; %.4g items/s", t.items_per_second());
+  if (t.flop_per_second() > 0) {
+    absl::StrAppendFormat(&line, "; %.4g GFLOP/s", t.flop_per_second() / 1e9);
+  }
+  return line;
 }
 
 std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status) {

@@ -39,6 +39,8 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r);
 // passed against builtin:add (outputs 0; largest errors abs 0, rel 0; 1.204 ms)").
 Json VerdictJson(const kprof::v1::CheckVerdict& verdict);
 std::string VerdictLine(const kprof::v1::CheckVerdict& verdict);
+// "throughput: 12.3 GB/s of 12000 bytes a call (3.2% of the device's cache peak, 384 GB/s)".
+std::string ThroughputLine(const kprof::v1::Throughput& throughput);
 // The verdict a failed call's status carries (a wrong answer, a reference's failure), if any.
 std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status);
 

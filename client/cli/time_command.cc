@@ -46,6 +46,7 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
         f.std() * 1e6, f.cv() * 100);
   }
   Print("  " + PlacementLine(r) + "\n");
+  if (r.has_throughput()) Print("  " + ThroughputLine(r.throughput()) + "\n");
   if (r.has_check()) Print("  " + VerdictLine(r.check()) + "\n");
   for (int i = 0; i < r.checksums_size(); ++i) {
     std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());

@@ -45,6 +45,8 @@ class BenchmarkResult:
         self.std = stats.std
         # With a check: its verdict (passed; a wrong answer comes back as an error).
         self.check = response.check if response.HasField("check") else None
+        # Bytes (and items, FLOP) per second at the median call, against the device's peak.
+        self.throughput = response.throughput if response.HasField("throughput") else None
 
     def __repr__(self):
         return (f"BenchmarkResult(min={self.min:.6g}, mean={self.mean:.6g}, "

@@ -147,6 +147,9 @@ def test_strict_checks_refuse_what_basic_ones_pass(client):
     assert honest.check.level == check_pb2.AnswerCheck.STRICT
     assert len(honest.check.checked_repeats) == 4 and 19 in honest.check.checked_repeats
     assert honest.check.fresh_inputs == 2
+    assert honest.throughput.bytes_per_call == 3 * 1000 * 4
+    assert honest.throughput.bytes_per_second == pytest.approx(12000 / honest.median)
+    assert honest.throughput.fraction_of_peak > 0
     client.time_evaluate(CHEATS, "add_remembers", ARGS, repeat=20,
                          reference=f"{ANSWERS}:add_ref", checks="basic")
     with pytest.raises(kprof.KprofError) as raised:

@@ -279,6 +279,12 @@ absl::StatusOr<ProfilerService::PreparedJob> ProfilerService::PrepareJob(
   for (const kprof::v1::FunctionCall* call : calls) KPROF_RETURN_IF_ERROR(CheckCall(*call));
   // The options as the worker will read them: a bad request is refused before it waits.
   request.set_max_argument_bytes(limits_.max_argument_bytes);
+  // The device's peaks, for a time evaluation's throughput (set once, before serving).
+  if (const auto it = devices_.find(base::DeviceSpec(device));
+      request.has_time_evaluate() && it != devices_.end()) {
+    request.set_memory_bandwidth(it->second.peak_bandwidth_gbps() * 1e9);
+    request.set_cache_bandwidth(it->second.cache_bandwidth_gbps() * 1e9);
+  }
   if (!options_checked) KPROF_RETURN_IF_ERROR(CheckJobOptions(request, device));
 
   std::vector<std::string> ids;

@@ -1,5 +1,8 @@
 #include "server/worker/host_description.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -119,6 +122,24 @@ void AddCollectors(base::Device device, bool nvml, DeviceInfo* info) {
   }
 }
 
+// One thread's copy bandwidth, bytes read and written a second (1e9 a second): the fastest of
+// `rounds` rounds of `copies` copies between two buffers of `bytes`, touched first.
+double CopyGbps(size_t bytes, int copies, int rounds) {
+  std::vector<char> from(bytes, 1), to(bytes, 0);
+  double best = 0;
+  for (int round = 0; round < rounds; ++round) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int c = 0; c < copies; ++c) {
+      std::memcpy(to.data(), from.data(), bytes);
+      from[static_cast<size_t>(c) % bytes] = to[0];  // each copy depends on the one before it
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (seconds > 0) best = std::max(best, 2.0 * static_cast<double>(bytes) * copies / seconds);
+  }
+  return best / 1e9;
+}
+
 }  // namespace
 
 HostDescription DescribeCpu() {
@@ -130,6 +151,10 @@ HostDescription DescribeCpu() {
   info->set_cpu_model(CpuModel());
   info->set_cpus(core::AvailableCpus());
   AddCollectors(cpu, /*nvml=*/false, info);
+  // The peaks a strict job's speed is held to: through memory (buffers past any last-level
+  // cache) and within the caches (16 KiB, in a core's first level: the most lenient).
+  info->set_peak_bandwidth_gbps(CopyGbps(size_t{64} << 20, 2, 3));
+  info->set_cache_bandwidth_gbps(CopyGbps(size_t{16} << 10, 2000, 5));
   return host;
 }
 

@@ -18,6 +18,7 @@
 #include "server/worker/host_description.h"
 #include "server/worker/job_leftovers.h"
 #include "server/worker/job_options.h"
+#include "server/worker/throughput.h"
 
 namespace kprof::server {
 namespace {
@@ -167,6 +168,48 @@ void WorkerJobs::CloseIdleModules(const WorkerRequest& request) {
   }
 }
 
+void WorkerJobs::AddCheckedHooks(core::Job& job, WorkerResponse* response) {
+  // The time both take is the check's (ArgumentData.seconds).
+  job.before_checked = [this, response](const core::Arguments& args) -> absl::Status {
+    const absl::Time start = absl::Now();
+    KPROF_RETURN_IF_ERROR(arguments_.Remember(args));
+    kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
+    data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
+    return absl::OkStatus();
+  };
+  job.checked = [this, response](const core::Arguments& args) -> absl::Status {
+    const absl::Time start = absl::Now();
+    KPROF_RETURN_IF_ERROR(arguments_.Append(args, response->mutable_arguments()));
+    kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
+    data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
+    return absl::OkStatus();
+  };
+}
+
+absl::Status WorkerJobs::SetThroughput(const WorkerRequest& request, const core::Job& job,
+                                       double median, bool strict,
+                                       WorkerResponse* response) const {
+  kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
+  std::vector<core::ArgSpec> specs;
+  for (const std::string& text : job.arg_specs) {
+    KPROF_ASSIGN_OR_RETURN(core::ArgSpec spec, core::ParseArgSpec(text));
+    specs.push_back(std::move(spec));
+  }
+  *out->mutable_throughput() =
+      ThroughputOf(specs, request.time_evaluate().counts(), median,
+                   PeaksOf(request.memory_bandwidth(), request.cache_bandwidth(), device_));
+  if (!strict) return absl::OkStatus();
+  // A finding, as the times' is: a wrong answer is the plainer one, and the daemon judges the
+  // answers first.
+  if (const absl::Status possible = CheckPossible(out->throughput(), device_); !possible.ok()) {
+    kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
+    data->set_finding(data->finding().empty()
+                          ? std::string(possible.message())
+                          : absl::StrCat(data->finding(), "; ", possible.message()));
+  }
+  return absl::OkStatus();
+}
+
 core::StrictOptions WorkerJobs::StrictHooks(WorkerResponse* response) {
   core::StrictOptions strict;
   const bool skip_cuda = device_.type == base::DeviceType::kCuda;
@@ -249,23 +292,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
     if (call.has_launch()) {
       KPROF_ASSIGN_OR_RETURN(job.launch, LaunchFromProto(call.launch()));
     }
-    if (checked) {
-      // The time both take is the check's (ArgumentData.seconds).
-      job.before_checked = [this, response](const core::Arguments& args) -> absl::Status {
-        const absl::Time start = absl::Now();
-        KPROF_RETURN_IF_ERROR(arguments_.Remember(args));
-        kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
-        data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
-        return absl::OkStatus();
-      };
-      job.checked = [this, response](const core::Arguments& args) -> absl::Status {
-        const absl::Time start = absl::Now();
-        KPROF_RETURN_IF_ERROR(arguments_.Append(args, response->mutable_arguments()));
-        kprof::worker::v1::ArgumentData* data = response->mutable_arguments();
-        data->set_seconds(data->seconds() + absl::ToDoubleSeconds(absl::Now() - start));
-        return absl::OkStatus();
-      };
-    }
+    if (checked) AddCheckedHooks(job, response);
     return job;
   };
 
@@ -282,6 +309,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       if (strict) time.strict = StrictHooks(response);
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));
       ToProto(result, time, device_, response->mutable_time_evaluate());
+      KPROF_RETURN_IF_ERROR(SetThroughput(request, job, result.summary.median, strict, response));
       if (result.host_environment != nullptr && result.host_generation != sent_host_generation_) {
         wire::ToProto(*result.host_environment, response->mutable_host_environment());
         sent_host_generation_ = result.host_generation;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "base/device.h"
+#include "core/measure/local_runner.h"
 #include "core/measure/strict_checks.h"
 #include "core/modules/module.h"
 #include "server/ipc/worker.pb.h"
@@ -56,6 +57,13 @@ class WorkerJobs {
                                                     const kprof::worker::v1::WorkerRequest& request,
                                                     absl::Span<const int> module_fds);
   // A reference's run (ReferenceJob): its arguments after the call, and which it changed.
+  // A checked call's hooks (Job::before_checked, Job::checked): its arguments into the file.
+  void AddCheckedHooks(core::Job& job, kprof::worker::v1::WorkerResponse* response);
+  // The time evaluation's throughput at its `median` call, into the response; a strict job's
+  // that is impossible is a finding (ArgumentData.finding) that fails it once its answers pass.
+  absl::Status SetThroughput(const kprof::worker::v1::WorkerRequest& request, const core::Job& job,
+                             double median, bool strict,
+                             kprof::worker::v1::WorkerResponse* response) const;
   // A strict job's options: threads counted without the CUDA driver's, each checked call's
   // arguments appended to the job's file with what it was (ArgumentData.checked).
   core::StrictOptions StrictHooks(kprof::worker::v1::WorkerResponse* response);

@@ -191,6 +191,42 @@ TEST_F(StrictCheckTest, OptionsThatStrictChecksCannotHoldAreRefused) {
                        HasSubstr("strict checks are made among a time evaluation's repeats")));
 }
 
+TEST_F(StrictCheckTest, EveryResultHasItsThroughputAndAnImpossibleStrictOneFails) {
+  auto info = client_->Info();
+  ASSERT_THAT(info, IsOk());
+  ASSERT_GE(info->devices_size(), 1);
+  EXPECT_GT(info->devices(0).peak_bandwidth_gbps(), 0);   // a copy through memory, at start
+  EXPECT_GT(info->devices(0).cache_bandwidth_gbps(), 0);  // and within the caches
+  v1::TimeEvaluateRequest plain = Strict("add_honest");
+  plain.mutable_call()->set_module_id(answers_);
+  plain.clear_check();
+  plain.mutable_counts()->set_items(4096);
+  plain.mutable_counts()->set_flop(4096);
+  auto result = client_->TimeEvaluate(plain);
+  ASSERT_THAT(result, IsOk());
+  const v1::Throughput& t = result->throughput();
+  const double median = result->statistics().median();
+  EXPECT_EQ(t.bytes_per_call(), 3 * 4096 * 4);
+  EXPECT_DOUBLE_EQ(t.bytes_per_second(), 3 * 4096 * 4 / median);
+  EXPECT_DOUBLE_EQ(t.items_per_second(), 4096 / median);
+  EXPECT_DOUBLE_EQ(t.flop_per_second(), 4096 / median);
+  EXPECT_EQ(t.peak(), "cache");
+  EXPECT_GT(t.peak_bytes_per_second(), 0);
+  EXPECT_DOUBLE_EQ(t.fraction_of_peak(), t.bytes_per_second() / t.peak_bytes_per_second());
+  // A petabyte a call is past any peak: reported when unchecked, refused when strict.
+  plain.mutable_counts()->set_bytes(int64_t{1} << 50);
+  auto reported = client_->TimeEvaluate(plain);
+  ASSERT_THAT(reported, IsOk());
+  EXPECT_GT(reported->throughput().fraction_of_peak(), 2);
+  EXPECT_EQ(reported->throughput().peak(), "memory");
+  v1::TimeEvaluateRequest strict = Strict("add_honest");
+  strict.mutable_call()->set_module_id(answers_);
+  *strict.mutable_counts() = plain.counts();
+  EXPECT_THAT(client_->TimeEvaluate(strict).status(),
+              StatusIs(absl::StatusCode::kAborted, HasSubstr("impossible speed: 1125899906842624 "
+                                                             "bytes a call")));
+}
+
 TEST(StrictDaemonTest, ADaemonThatRequiresStrictChecksRefusesTheRest) {
   testing::TempDir cache;
   testing::Daemon daemon;
