@@ -27,6 +27,8 @@ void AddCheckOptions(CLI::App& command, CheckFlags& flags) {
                      "basic (the default: the first call, on the call's data) or strict (for "
                      "candidates no one reviewed: secret inputs, checks among the timed repeats; "
                      "with --reference)");
+  command.add_flag("--bitwise", flags.bitwise,
+                   "with --checks strict: checked calls on the same inputs must agree bit for bit");
 }
 
 absl::StatusOr<kprof::v1::AnswerCheck::Level> ParseCheckLevel(const std::string& text) {
@@ -65,11 +67,11 @@ absl::StatusOr<std::vector<int>> ParseOutputs(const std::string& text) {
 absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFlags::ToCheck(
     const ModuleResolver& resolve) const {
   const bool tuned = rtol_option->count() > 0 || atol_option->count() > 0 || !outputs.empty() ||
-                     !checks.empty();
+                     !checks.empty() || bitwise;
   if (reference.empty() && expect.empty()) {
     if (tuned) {
       return UsageError(
-          "--rtol, --atol, --outputs and --checks shape a check: give --reference "
+          "--rtol, --atol, --outputs, --checks and --bitwise shape a check: give --reference "
           "MODULE:FUNCTION or --expect FILE.npy with them");
     }
     return std::nullopt;
@@ -80,6 +82,7 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFlags::ToCheck(
     if (!level.ok()) return UsageError(level.status().message());
     check.set_level(*level);
   }
+  check.set_bitwise(bitwise);
   if (!reference.empty()) {
     KPROF_ASSIGN_OR_RETURN(*check.mutable_reference(), ParseReference(reference, resolve));
   }
@@ -134,6 +137,7 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
       check.clear_outputs();
       for (const auto& k : line.at("outputs")) check.add_outputs(k.get<int>());
     }
+    if (line.contains("bitwise")) check.set_bitwise(line.at("bitwise").get<bool>());
     if (line.contains("checks")) {
       KPROF_ASSIGN_OR_RETURN(const kprof::v1::AnswerCheck::Level level,
                              ParseCheckLevel(line.at("checks").get<std::string>()));
@@ -141,7 +145,8 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the check's keys (reference, expect, rtol, atol, outputs, checks): ", e.what()));
+        "the check's keys (reference, expect, rtol, atol, outputs, checks, bitwise): ",
+        e.what()));
   }
   return check;
 }

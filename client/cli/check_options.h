@@ -20,12 +20,13 @@ class Option;
 namespace kprof::client {
 
 // A batch line's (and a sequence file's call's) keys of a check.
-inline constexpr const char* kCheckKeys[] = {"reference", "expect", "rtol",
-                                             "atol",      "outputs", "checks"};
+inline constexpr const char* kCheckKeys[] = {"reference", "expect", "rtol",   "atol",
+                                             "outputs",   "checks", "bitwise"};
 
 struct CheckFlags {
   std::string reference;            // MODULE:FUNCTION
   std::string checks;               // "basic" (the default) or "strict"
+  bool bitwise = false;
   std::vector<std::string> expect;  // .npy files
   std::string outputs;              // "0,2"
   double rtol = 0, atol = 0;

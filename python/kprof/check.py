@@ -5,7 +5,7 @@ import sys
 
 from kprof.v1 import check_pb2, kprof_pb2
 
-CHECK_KEYS = ("reference", "expect", "rtol", "atol", "outputs", "checks")
+CHECK_KEYS = ("reference", "expect", "rtol", "atol", "outputs", "checks", "bitwise")
 _LEVELS = {"basic": check_pb2.AnswerCheck.BASIC, "strict": check_pb2.AnswerCheck.STRICT}
 VERDICT_TYPE = "type.googleapis.com/kprof.v1.CheckVerdict"
 
@@ -44,15 +44,16 @@ def _reference(reference, module_id):
 
 
 def answer_check(module_id, reference=None, expect=None, rtol=None, atol=None, outputs=None,
-                 checks=None):
+                 checks=None, bitwise=None):
     """The AnswerCheck these name, or None without a reference or expected data. `module_id`
     turns a module (a path, bytes, an id, "builtin") into the id the daemon knows. `checks`:
     "basic" (the default) or "strict" (for candidates no one reviewed: secret inputs, checks
-    among the timed repeats; with a reference)."""
+    among the timed repeats; with a reference); bitwise=True with it: checked calls on the same
+    inputs must agree bit for bit."""
     if reference is None and expect is None:
-        if rtol is not None or atol is not None or outputs is not None or checks is not None:
-            raise ValueError("rtol, atol, outputs and checks shape a check: give reference= or "
-                             "expect= with them")
+        if any(v is not None for v in (rtol, atol, outputs, checks, bitwise)):
+            raise ValueError("rtol, atol, outputs, checks and bitwise shape a check: give "
+                             "reference= or expect= with them")
         return None
     check = check_pb2.AnswerCheck()
     if checks is not None:
@@ -60,6 +61,8 @@ def answer_check(module_id, reference=None, expect=None, rtol=None, atol=None, o
             raise ValueError(f"checks={checks!r} is not a level of checking (accepted: "
                              "'basic', 'strict')")
         check.level = _LEVELS[checks]
+    if bitwise is not None:
+        check.bitwise = bool(bitwise)
     if reference is not None:
         check.reference.CopyFrom(_reference(reference, module_id))
     if expect is not None:

@@ -43,7 +43,7 @@ def test_expected_data_as_numpy_arrays(client):
     with pytest.raises(kprof.KprofError) as raised:
         client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], expect=wrong)
     assert raised.value.verdict.mismatches[0].first_index == 1
-    with pytest.raises(ValueError, match="rtol, atol, outputs and checks shape a check"):
+    with pytest.raises(ValueError, match="rtol, atol, outputs, checks and bitwise shape a check"):
         client.time_evaluate("builtin", "fill", ["float32[4]", "float64:2.5"], rtol=0.1)
 
 

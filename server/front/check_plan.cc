@@ -144,6 +144,11 @@ absl::StatusOr<CheckPlan> CheckPlan::Make(const kprof::v1::AnswerCheck& check,
         "strict checks need a reference function: they draw inputs of their own, and expected "
         "data answer one set of inputs");
   }
+  if (check.bitwise() && check.level() != kprof::v1::AnswerCheck::STRICT) {
+    return absl::InvalidArgumentError(
+        "bitwise compares the checked calls on the same inputs, which strict checks make: ask "
+        "for checks strict with it");
+  }
   if (!kprof::v1::AnswerCheck::Level_IsValid(check.level())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "check level ", check.level(), " is not known (accepted: BASIC, STRICT)"));

@@ -99,6 +99,7 @@ class CheckPlan {
                             const std::string& what, kprof::v1::CheckVerdict* verdict) const;
 
   bool strict() const { return check_.level() == kprof::v1::AnswerCheck::STRICT; }
+  bool bitwise() const { return check_.bitwise(); }
 
   // How many arguments the checked call has.
   size_t arguments() const { return specs_.size(); }

@@ -1,6 +1,8 @@
 #include "server/front/pending_check.h"
 
 #include <algorithm>
+#include <map>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -99,6 +101,38 @@ void PendingCheck::JudgeStrict(kprof::worker::v1::WorkerAnswer answer, Done done
   }
 }
 
+absl::Status PendingCheck::SameBits(const SentArguments& sent,
+                                    const kprof::worker::v1::ArgumentData& data,
+                                    const std::vector<kprof::v1::CheckVerdict>& verdicts) const {
+  // Each checked call's outputs as sent, by the seed of its inputs: the first call on a seed
+  // is what the others on it must repeat.
+  std::map<uint64_t, std::pair<size_t, std::vector<std::string_view>>> first_of_seed;
+  size_t argument = 0, at = 0;
+  for (size_t p = 0; p < parts_.size() && p < static_cast<size_t>(data.checked_size()); ++p) {
+    std::vector<std::string_view> outputs;
+    for (size_t k = 0; k < parts_[p].plan.arguments(); ++k, ++argument) {
+      if (sent.Unsent(argument)) continue;
+      const uint64_t bytes = sent.sizes[argument];
+      const bool output = std::find(verdicts[p].outputs().begin(), verdicts[p].outputs().end(),
+                                    static_cast<int>(k)) != verdicts[p].outputs().end();
+      if (output) outputs.push_back(sent.bytes.substr(at, bytes));
+      at += bytes;
+    }
+    const auto [it, first] = first_of_seed.try_emplace(data.checked(static_cast<int>(p)).seed(),
+                                                        p, outputs);
+    if (first || it->second.second == outputs) continue;
+    kprof::v1::CheckVerdict verdict = verdicts[p];
+    verdict.set_outcome(kprof::v1::CheckVerdict::WRONG);
+    absl::Status differ = absl::AbortedError(absl::StrCat(
+        "wrong answer: ", parts_[p].what, " differs bit for bit from ",
+        CheckedName(data.checked(static_cast<int>(it->second.first))),
+        " on the same inputs (bitwise checks)"));
+    differ.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
+    return differ;
+  }
+  return absl::OkStatus();
+}
+
 kprof::v1::CheckVerdict PendingCheck::Merged(const std::vector<kprof::v1::CheckVerdict>& verdicts,
                                              const kprof::worker::v1::ArgumentData& data) const {
   kprof::v1::CheckVerdict merged = verdicts.front();
@@ -165,6 +199,9 @@ void PendingCheck::Decide(const std::vector<Reference>& references,
     // The detail carries the verdict with its cost.
     if (!judged.ok()) judged.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
     if (first.ok()) first = judged;
+  }
+  if (strict_.has_value() && first.ok() && strict_->plan.bitwise()) {
+    first = SameBits(sent, answer.arguments(), verdicts);
   }
   if (strict_.has_value() && first.ok()) {
     verdicts = {Merged(verdicts, answer.arguments())};

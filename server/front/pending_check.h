@@ -64,6 +64,10 @@ class PendingCheck : public std::enable_shared_from_this<PendingCheck> {
   void JudgeStrict(kprof::worker::v1::WorkerAnswer answer, Done done) ABSL_LOCKS_EXCLUDED(mutex_);
   void Decide(const std::vector<Reference>& references, kprof::worker::v1::WorkerAnswer answer,
               const Done& done) const;
+  // A bitwise strict job's checked calls on the same seed against the first on it: ABORTED
+  // (verdict WRONG) naming the first that differs in its outputs' bits.
+  absl::Status SameBits(const SentArguments& sent, const kprof::worker::v1::ArgumentData& data,
+                        const std::vector<kprof::v1::CheckVerdict>& verdicts) const;
   // A strict job's verdict: its parts' in one, with the repeats that were checked.
   kprof::v1::CheckVerdict Merged(const std::vector<kprof::v1::CheckVerdict>& verdicts,
                                  const kprof::worker::v1::ArgumentData& data) const;

@@ -63,7 +63,7 @@ TEST_F(CliStrictTest, ALevelThatIsNotOneOrChecksWithoutAReferenceAreUsageErrors)
                                      "basic, strict)"));
   const Result alone = Kprof("time builtin nop --checks strict");
   EXPECT_EQ(alone.exit_code, 2);
-  EXPECT_THAT(alone.err, HasSubstr("--checks shape a check: give --reference"));
+  EXPECT_THAT(alone.err, HasSubstr("--checks and --bitwise shape a check: give --reference"));
   const Result numbered = Kprof(Add("add_honest", " --checks strict --number 5"));
   EXPECT_EQ(numbered.exit_code, 1);
   EXPECT_THAT(numbered.err, HasSubstr("strict checks time every call as a repeat of its own"));

@@ -164,6 +164,22 @@ TEST_F(StrictCheckTest, ARunThatStopsEarlyChecksACallAfterItsLastRepeat) {
                        HasSubstr("wrong answer: function 'add_first_calls'")));
 }
 
+TEST_F(StrictCheckTest, BitwiseChecksHoldCallsOnTheSameInputsToTheSameBits) {
+  // Four checks, two of them on fresh inputs: at least two share their inputs.
+  v1::TimeEvaluateRequest jitters = Strict("add_jitters");
+  EXPECT_THAT(client_->TimeEvaluate(jitters), IsOk());  // within the tolerances every time
+  jitters.mutable_check()->set_bitwise(true);
+  EXPECT_THAT(client_->TimeEvaluate(jitters).status(),
+              StatusIs(absl::StatusCode::kAborted,
+                       HasSubstr("differs bit for bit from checked repeat")));
+  v1::TimeEvaluateRequest honest = Strict("heavy_honest", 512);
+  honest.mutable_check()->set_bitwise(true);
+  EXPECT_THAT(client_->TimeEvaluate(honest), IsOk());
+  honest.mutable_check()->clear_level();
+  EXPECT_THAT(client_->TimeEvaluate(honest).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("ask for checks strict")));
+}
+
 TEST_F(StrictCheckTest, OptionsThatStrictChecksCannotHoldAreRefused) {
   v1::TimeEvaluateRequest numbered = Strict("add_remembers");
   numbered.set_number(10);

@@ -13,6 +13,8 @@
  *   add_reads_stale     reads memory it was not given (its own leftovers): right once
  *   add_zeroes_inputs   zeroes its inputs and outputs (0 = 0 + 0), then does nothing
  *   heavy_remembers     computes on new inputs, copies its kept answer on inputs seen before
+ *   add_jitters         right within any tolerance, but never the same bits twice: each call
+ *                       moves another element by one unit in the last place
  */
 #include <kprof/module_abi.h>
 #include <math.h>
@@ -230,5 +232,19 @@ KPROF_EXPORT int32_t heavy_remembers(DLTensor* args, int32_t num_args) {
   memcpy(seen_b, b, bytes);
   memcpy(answer, c, bytes);
   have = n;
+  return 0;
+}
+
+KPROF_EXPORT int32_t add_jitters(DLTensor* args, int32_t num_args) {
+  ADD_ARGS
+  static int64_t calls = 0;
+  add(c, a, b, n);
+  if (n > 0) {
+    const int64_t i = calls++ % n;
+    uint32_t bits;
+    memcpy(&bits, &c[i], sizeof bits);
+    bits ^= 1u; /* the last place of the mantissa */
+    memcpy(&c[i], &bits, sizeof bits);
+  }
   return 0;
 }
