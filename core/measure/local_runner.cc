@@ -109,6 +109,20 @@ absl::Status Finish(base::Device device) {
   return api->Sync(device);
 }
 
+// `evaluated`, or Finish's error.
+absl::StatusOr<TimeEvaluation> Finished(absl::StatusOr<TimeEvaluation> evaluated,
+                                        base::Device device) {
+  if (absl::Status finished = Finish(device); !finished.ok()) return finished;
+  return evaluated;
+}
+
+// Arguments a function's stray work may still write into: never freed (a worker ends after
+// such a job), and reachable, not leaked.
+void KeepForever(std::unique_ptr<Arguments> args) {
+  static auto* const kept = new std::vector<std::unique_ptr<Arguments>>();
+  kept->push_back(std::move(args));
+}
+
 // The size of the two buffers whose copy evicts `device`'s caches (read one, write the other):
 // CPU, its last-level cache (32 MiB when sysfs does not say); CUDA, its L2.
 absl::StatusOr<int64_t> CacheBytes(base::Device device) {
@@ -345,16 +359,24 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& given, const TimeJob& ti
 
   const SystemSample before = SampleSystem();
   // The loop calls one kind of function or the other, never a branch between them per call.
-  KPROF_ASSIGN_OR_RETURN(
-      result.evaluation,
+  absl::StatusOr<TimeEvaluation> evaluated =
       prepared.is_kernel()
           ? evaluator.Evaluate([&prepared] { return prepared.launch(); }, options)
-          : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options));
-  KPROF_RETURN_IF_ERROR(Finish(job.device));
+          : evaluator.Evaluate([&prepared] { return prepared.CallHost(); }, options);
+  if (evaluated.ok()) evaluated = Finished(std::move(evaluated), job.device);
+  if (evaluated.ok() && strict) {
+    const absl::Status finished =
+        strict->Finish(static_cast<int64_t>(evaluated->seconds_per_call.size()), *prepared.args,
+                       [&prepared] { return prepared.Call(); });
+    if (!finished.ok()) evaluated = finished;
+  }
+  if (!evaluated.ok()) {
+    // Work of the function's that goes on may still write into its arguments.
+    if (strict && strict->work_outlived()) KeepForever(std::move(prepared.args));
+    return evaluated.status();
+  }
+  result.evaluation = *std::move(evaluated);
   if (strict) {
-    KPROF_RETURN_IF_ERROR(
-        strict->Finish(static_cast<int64_t>(result.evaluation.seconds_per_call.size()),
-                       *prepared.args, [&prepared] { return prepared.Call(); }));
     if (const std::string finding = strict->Finding(); !finding.empty() && time.strict->finding) {
       time.strict->finding(finding);
     }

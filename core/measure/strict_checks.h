@@ -12,8 +12,8 @@
 // arguments are fingerprinted at return and again after the device is synchronised (a change
 // in between fails it), and the arguments are handed to `send`, whose receiver judges them
 // against a reference run on the same seed and poison. Calls on fresh inputs that are far
-// slower than the others fail the job too: the function's time depends on seeing its inputs
-// again.
+// slower than the others (and three more to confirm it) are a finding that fails a job whose
+// answers are right: the function's time depends on seeing its inputs again.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +75,8 @@ class StrictChecks {
   // and arguments.
   absl::Status AfterRepeat(int64_t repeat, double seconds, Arguments& args);
   // After the run, `done` repeats in all: when it stopped before the repeats it planned, one
-  // more checked call.
+  // more checked call; and when the calls on fresh inputs were far slower than the others, three
+  // more on fresh inputs to confirm it (Finding).
   absl::Status Finish(int64_t done, Arguments& args, absl::FunctionRef<absl::Status()> call);
   // What the times say, or "": calls on fresh inputs far slower than the unchecked ones. The
   // receiver of the checked calls fails the job with it when the answers were right (a wrong
@@ -84,12 +85,19 @@ class StrictChecks {
 
   // The arguments the probe saw written (poisoned before each checked call).
   const std::vector<bool>& written() const { return written_; }
+  // Whether a check found work going on after a call returned: the function may still write
+  // into its arguments, which must then outlive the job.
+  bool work_outlived() const { return work_outlived_; }
 
  private:
   // "checked repeat 7 of 20" (1-based) or "the checked call after the last repeat".
   std::string Name(int64_t repeat) const;
   absl::Status Prepare(bool fresh, Arguments& args);
   absl::Status Judge(int64_t repeat, Arguments& args);
+  // Whether every call of `fresh` took fresh_slowdown times the unchecked median, and more.
+  bool Slower(const std::vector<double>& fresh) const;
+  // When the calls on fresh inputs were slower: whether three more, timed here, are too.
+  absl::Status Confirm(Arguments& args, absl::FunctionRef<absl::Status()> call);
   // The threads now that were not there before the checked call.
   std::vector<int> NewThreads() const;
   enum class Which { kAll, kWritten, kOthers };
@@ -107,6 +115,8 @@ class StrictChecks {
   bool checked_ = false;  // the current repeat
   bool fresh_ = false;
   std::vector<int> threads_before_;
+  bool work_outlived_ = false;
+  bool suspected_ = false;  // Confirm's
   std::vector<uint64_t> others_before_;  // of the arguments not written, before a checked call
   std::vector<double> fresh_seconds_;
   std::vector<double> unchecked_seconds_;
