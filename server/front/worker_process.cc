@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -256,7 +257,12 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
       if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
         continue;
       }
-      if (kill(pid, 0) != 0 && errno == ESRCH) RemoveTree(path);
+      // Its daemon holds a lock on it while it runs: a process id says nothing across PID
+      // namespaces (a daemon in a container, or one the host sees under another number).
+      const int held = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+      if (held < 0) continue;
+      if (flock(held, LOCK_EX | LOCK_NB) == 0) RemoveTree(path);
+      close(held);
     }
     closedir(dir);
   }
@@ -266,12 +272,23 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
         absl::StrCat("cannot make a scratch directory in '", base,
                      "' (--scratch-dir sets where): ", std::strerror(errno)));
   }
+  const int lock = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (lock >= 0) close(lock);
+    RemoveTree(path);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot lock the scratch directory '", path, "': ", std::strerror(error)));
+  }
   // Workers of another user reach their own directories through it; none may list it.
   if (user.has_value()) chmod(path.c_str(), 0711);
-  return std::unique_ptr<ScratchRoot>(new ScratchRoot(std::move(path)));
+  return std::unique_ptr<ScratchRoot>(new ScratchRoot(std::move(path), lock));
 }
 
-ScratchRoot::~ScratchRoot() { RemoveTree(path_); }
+ScratchRoot::~ScratchRoot() {
+  RemoveTree(path_);
+  close(lock_);
+}
 
 bool RemoveTree(const std::string& path) {
   struct stat st {};

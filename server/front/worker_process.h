@@ -143,8 +143,9 @@ class ScratchRoot {
   const std::string& path() const { return path_; }
 
  private:
-  explicit ScratchRoot(std::string path) : path_(std::move(path)) {}
+  ScratchRoot(std::string path, int lock) : path_(std::move(path)), lock_(lock) {}
   std::string path_;
+  int lock_;  // an exclusive flock on the root, held while the daemon runs
 };
 
 // Removes `path` and everything beneath it, not following symbolic links; false if something

@@ -1,7 +1,9 @@
 // A worker per client: state one client leaves is never seen by another, scratch directories
 // of their own, workers bounded and retired, clients served in turn, each seeing only its modules.
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -115,8 +117,17 @@ TEST_F(ClientWorkersTest, EachWorkerHasAScratchDirectoryOfItsOwnRemovedWithIt) {
   // What a daemon killed before it could clean up left: removed by the next one.
   const std::string stale = base + "/kprofd.999999999.abcdef";
   ASSERT_EQ(mkdir(stale.c_str(), 0700), 0);
+  // A running daemon's root is locked, whatever its number says (another PID namespace's).
+  const std::string live = base + "/kprofd.999999998.ghijkl";
+  ASSERT_EQ(mkdir(live.c_str(), 0700), 0);
+  const int lock = open(live.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(lock, 0);
+  ASSERT_EQ(flock(lock, LOCK_EX), 0);
   Start(2, {"--scratch-dir", base});
   EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(live));
+  close(lock);
+  std::filesystem::remove(live);
   ASSERT_THAT(Run(0, "writes_its_scratch"), IsOk());
   ASSERT_THAT(Run(1, "writes_its_scratch"), IsOk());
   // One root, one directory per live worker (the host's describer is gone), all empty.
