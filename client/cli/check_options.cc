@@ -145,8 +145,7 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
     }
   } catch (const nlohmann::json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the check's keys (reference, expect, rtol, atol, outputs, checks, bitwise): ",
-        e.what()));
+        "the check's keys (reference, expect, rtol, atol, outputs, checks, bitwise): ", e.what()));
   }
   return check;
 }

@@ -24,8 +24,8 @@ inline constexpr const char* kCheckKeys[] = {"reference", "expect", "rtol",   "a
                                              "outputs",   "checks", "bitwise"};
 
 struct CheckFlags {
-  std::string reference;            // MODULE:FUNCTION
-  std::string checks;               // "basic" (the default) or "strict"
+  std::string reference;  // MODULE:FUNCTION
+  std::string checks;     // "basic" (the default) or "strict"
   bool bitwise = false;
   std::vector<std::string> expect;  // .npy files
   std::string outputs;              // "0,2"

@@ -296,14 +296,14 @@ std::string VerdictLine(const kprof::v1::CheckVerdict& v) {
 }
 
 std::string ThroughputLine(const kprof::v1::Throughput& t) {
-  std::string line =
-      absl::StrFormat("throughput: %.4g GB/s of %d bytes a call", t.bytes_per_second() / 1e9,
-                      t.bytes_per_call());
+  std::string line = absl::StrFormat("throughput: %.4g GB/s of %d bytes a call",
+                                     t.bytes_per_second() / 1e9, t.bytes_per_call());
   if (t.peak_bytes_per_second() > 0) {
     absl::StrAppendFormat(&line, " (%.1f%% of the device's %s peak, %.4g GB/s)",
                           t.fraction_of_peak() * 100, t.peak(), t.peak_bytes_per_second() / 1e9);
   }
-  if (t.items_per_second() > 0) absl::StrAppendFormat(&line, "; %.4g items/s", t.items_per_second());
+  if (t.items_per_second() > 0)
+    absl::StrAppendFormat(&line, "; %.4g items/s", t.items_per_second());
   if (t.flop_per_second() > 0) {
     absl::StrAppendFormat(&line, "; %.4g GFLOP/s", t.flop_per_second() / 1e9);
   }

@@ -184,7 +184,8 @@ absl::Status Arguments::Poison(size_t k) {
 absl::StatusOr<uint64_t> Arguments::Fingerprint(size_t k) const {
   const ArgSpec& spec = specs_.at(k);
   if (OnHost(tensors_[k])) {
-    return absl::HashOf(std::string_view(static_cast<const char*>(tensors_[k].data), spec.num_bytes));
+    return absl::HashOf(
+        std::string_view(static_cast<const char*>(tensors_[k].data), spec.num_bytes));
   }
   std::string host(spec.num_bytes, '\0');
   KPROF_RETURN_IF_ERROR(ReadBack(k, host.data()));

@@ -22,9 +22,9 @@ absl::Status CheckCount(std::string_view name, int64_t value, int64_t minimum) {
 absl::Status CheckStrict(const TimeJob& time) {
   if (!time.strict) return absl::OkStatus();
   const auto refused = [](std::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strict checks time every call as a repeat of its own; ", std::string(what),
-        " (ask for more repeats instead)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("strict checks time every call as a repeat of its own; ", std::string(what),
+                     " (ask for more repeats instead)"));
   };
   if (time.options.number != 1) {
     return refused(absl::StrCat("number = ", time.options.number, " is not accepted (only 1)"));
@@ -34,9 +34,9 @@ absl::Status CheckStrict(const TimeJob& time) {
   }
   if (time.cuda_graph > 0) return refused("cuda_graph replays many launches in one call");
   if (time.strict->checks < 1 || time.strict->fresh < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("strict checks = ", time.strict->checks, ", fresh = ", time.strict->fresh,
-                     " (accepted: 1 or more of each)"));
+    return absl::InvalidArgumentError(absl::StrCat("strict checks = ", time.strict->checks,
+                                                   ", fresh = ", time.strict->fresh,
+                                                   " (accepted: 1 or more of each)"));
   }
   return absl::OkStatus();
 }

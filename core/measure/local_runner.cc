@@ -16,6 +16,7 @@
 #include "core/host/environment.h"
 #include "core/host/interference.h"
 #include "core/measure/clock_watch.h"
+#include "core/measure/kept_layouts.h"
 #include "core/measure/profiler.h"
 
 namespace kprof::core {
@@ -207,43 +208,6 @@ absl::Status PlaceAfresh(const Job& job, const PlacementOptions& placement, int6
   return absl::OkStatus();
 }
 
-// The layouts of a randomized placement with the repeats each kept (those not dropped as
-// throttled), renumbered as the result's repeats, and their medians; a layout whose every repeat
-// was dropped leaves. `all_seconds`: the repeats before any was dropped.
-std::vector<Layout> KeptLayouts(std::vector<Layout> given, const std::vector<double>& all_seconds,
-                                const ClockWatch& throttle, const TimeJob& time,
-                                const TimeResult& result) {
-  std::vector<bool> dropped(all_seconds.size(), false);
-  if (result.discarded_throttled > 0) {
-    const std::vector<bool> throttled = throttle.Throttled();
-    for (size_t i = 0; i < throttled.size() && i < dropped.size(); ++i) dropped[i] = throttled[i];
-  }
-  int64_t kept_before = 0;  // the index in the result of the layout's first kept repeat
-  std::vector<Layout> layouts;
-  for (size_t l = 0; l < given.size(); ++l) {
-    Layout& layout = given[l];
-    // Up to the next layout's first repeat: a job continuing a measurement's layouts may begin
-    // in the middle of one.
-    const auto first = static_cast<size_t>(layout.first_repeat);
-    const size_t end =
-        l + 1 < given.size()
-            ? static_cast<size_t>(given[l + 1].first_repeat)
-            : std::min(all_seconds.size(),
-                       first + static_cast<size_t>(time.placement.repeats_per_layout));
-    std::vector<double> kept;
-    for (size_t i = first; i < end; ++i) {
-      if (!dropped[i]) kept.push_back(all_seconds[i]);
-    }
-    layout.first_repeat = kept_before;
-    layout.repeats = static_cast<int64_t>(kept.size());
-    kept_before += layout.repeats;
-    if (kept.empty()) continue;  // every repeat it held for was dropped
-    layout.median = report::Median(kept);
-    layouts.push_back(std::move(layout));
-  }
-  return layouts;
-}
-
 // The evaluator's options for `time` on `device`: the flush sized to the device's caches.
 absl::StatusOr<TimeEvaluatorOptions> EvaluatorOptions(const TimeJob& time, base::Device device) {
   TimeEvaluatorOptions options = time.options;
@@ -429,8 +393,8 @@ absl::Status LocalRunner::RunOnce(const Job& job, const ArgumentsVisitor& before
   KPROF_ASSIGN_OR_RETURN(Prepared prepared, Prepare(job));
   for (const uint32_t k : job.poisoned) {
     if (k >= static_cast<uint32_t>(prepared.args->size())) {
-      return absl::InvalidArgumentError(absl::StrCat("poisoned argument ", k, " of ",
-                                                     prepared.args->size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("poisoned argument ", k, " of ", prepared.args->size()));
     }
     KPROF_RETURN_IF_ERROR(prepared.args->Poison(k));
   }

@@ -145,9 +145,9 @@ absl::Status StrictChecks::Judge(int64_t repeat, Arguments& args) {
   for (size_t k = 0; k < later.size(); ++k) {
     if (later[k] == at_return[k]) continue;
     work_outlived_ = true;
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                                returned)
-                          .count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - returned)
+            .count();
     return absl::AbortedError(absl::StrFormat(
         "%s: argument %d changed after the call returned (its bytes at the return and %.2f ms "
         "later differ): work went on after the call",
@@ -214,8 +214,7 @@ absl::Status StrictChecks::Confirm(Arguments& args, absl::FunctionRef<absl::Stat
     const auto start = std::chrono::steady_clock::now();
     KPROF_RETURN_IF_ERROR(call());
     KPROF_RETURN_IF_ERROR(api->Sync(device_));
-    more.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    more.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   suspected_ = Slower(more);
   return absl::OkStatus();

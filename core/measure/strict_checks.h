@@ -32,9 +32,9 @@ struct CheckedRepeat {
   // The timed repeat (from 0); `repeats` for a call after the last repeat of a run that
   // stopped before the repeats it planned.
   int64_t repeat = 0;
-  int64_t repeats = 0;  // the repeats the run planned
-  uint64_t seed = 0;    // the data's, before the poison
-  bool fresh = false;   // every argument was written afresh (from `seed`) before the call
+  int64_t repeats = 0;          // the repeats the run planned
+  uint64_t seed = 0;            // the data's, before the poison
+  bool fresh = false;           // every argument was written afresh (from `seed`) before the call
   std::vector<bool> written;    // the arguments the probe saw written (poisoned before the call)
   std::vector<bool> unchanged;  // the others that the call left as they were (not sent)
 };
@@ -116,7 +116,7 @@ class StrictChecks {
   bool fresh_ = false;
   std::vector<int> threads_before_;
   bool work_outlived_ = false;
-  bool suspected_ = false;  // Confirm's
+  bool suspected_ = false;               // Confirm's
   std::vector<uint64_t> others_before_;  // of the arguments not written, before a checked call
   std::vector<double> fresh_seconds_;
   std::vector<double> unchecked_seconds_;

@@ -62,8 +62,9 @@ absl::Status ProfilerService::RequiredChecks(const kprof::worker::v1::WorkerRequ
   }
   if (!strict) return absl::OkStatus();
   if (!request.has_time_evaluate()) {
-    return refused("strict checks are made among a time evaluation's repeats, and a profile "
-                   "cannot have them");
+    return refused(
+        "strict checks are made among a time evaluation's repeats, and a profile "
+        "cannot have them");
   }
   if (calls.front().check->level() != kprof::v1::AnswerCheck::STRICT) {
     return refused("the job's check is basic: ask for checks strict");
@@ -117,9 +118,10 @@ absl::StatusOr<std::shared_ptr<PendingCheck>> ProfilerService::StartCheck(const 
   }
   for (const PendingCheck::Part& part : parts) {
     if (part.plan.strict()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checks[", part.call, "]: strict checks are made among a time evaluation's repeats "
-          "(TimeEvaluate, a batch's jobs); a profile's calls take basic checks"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checks[", part.call,
+                       "]: strict checks are made among a time evaluation's repeats "
+                       "(TimeEvaluate, a batch's jobs); a profile's calls take basic checks"));
     }
   }
   auto pending = std::make_shared<PendingCheck>(std::move(parts));

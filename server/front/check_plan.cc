@@ -150,8 +150,8 @@ absl::StatusOr<CheckPlan> CheckPlan::Make(const kprof::v1::AnswerCheck& check,
         "for checks strict with it");
   }
   if (!kprof::v1::AnswerCheck::Level_IsValid(check.level())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "check level ", check.level(), " is not known (accepted: BASIC, STRICT)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("check level ", check.level(), " is not known (accepted: BASIC, STRICT)"));
   }
   KPROF_RETURN_IF_ERROR(CheckTolerance("rtol", check.has_rtol(), check.rtol()));
   KPROF_RETURN_IF_ERROR(CheckTolerance("atol", check.has_atol(), check.atol()));
@@ -242,9 +242,9 @@ absl::Status CheckPlan::CheckWritten(const ReferenceData& reference,
     input->set_argument(static_cast<int32_t>(k));
     input->set_input(true);
     input->set_elements(specs_[k].num_elements);
-    absl::Status wrong = absl::AbortedError(
-        absl::StrCat("wrong answer: ", what, " wrote its input argument ", k,
-                     " (the reference leaves it as it is) on its first call"));
+    absl::Status wrong =
+        absl::AbortedError(absl::StrCat("wrong answer: ", what, " wrote its input argument ", k,
+                                        " (the reference leaves it as it is) on its first call"));
     wrong.SetPayload(kCheckVerdictType, absl::Cord(verdict->SerializeAsString()));
     return wrong;
   }

@@ -84,7 +84,8 @@ void PendingCheck::JudgeStrict(kprof::worker::v1::WorkerAnswer answer, Done done
     absl::MutexLock lock(&mutex_);
     for (const kprof::worker::v1::CheckedRepeat& checked : data.checked()) {
       starts.emplace_back(checked.seed(), parts_.size());
-      parts_.push_back({strict_->plan, absl::StrCat(strict_->what, ", ", CheckedName(checked)), -1});
+      parts_.push_back(
+          {strict_->plan, absl::StrCat(strict_->what, ", ", CheckedName(checked)), -1});
     }
     references_.resize(parts_.size());
     missing_ = parts_.size();
@@ -118,15 +119,15 @@ absl::Status PendingCheck::SameBits(const SentArguments& sent,
       if (output) outputs.push_back(sent.bytes.substr(at, bytes));
       at += bytes;
     }
-    const auto [it, first] = first_of_seed.try_emplace(data.checked(static_cast<int>(p)).seed(),
-                                                        p, outputs);
+    const auto [it, first] =
+        first_of_seed.try_emplace(data.checked(static_cast<int>(p)).seed(), p, outputs);
     if (first || it->second.second == outputs) continue;
     kprof::v1::CheckVerdict verdict = verdicts[p];
     verdict.set_outcome(kprof::v1::CheckVerdict::WRONG);
-    absl::Status differ = absl::AbortedError(absl::StrCat(
-        "wrong answer: ", parts_[p].what, " differs bit for bit from ",
-        CheckedName(data.checked(static_cast<int>(it->second.first))),
-        " on the same inputs (bitwise checks)"));
+    absl::Status differ = absl::AbortedError(
+        absl::StrCat("wrong answer: ", parts_[p].what, " differs bit for bit from ",
+                     CheckedName(data.checked(static_cast<int>(it->second.first))),
+                     " on the same inputs (bitwise checks)"));
     differ.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
     return differ;
   }

@@ -58,8 +58,11 @@ Peaks PeaksOf(double memory_bandwidth, double cache_bandwidth, base::Device devi
   peaks.memory = memory_bandwidth;
   peaks.cache = cache_bandwidth;
   if (device.type == base::DeviceType::kCpu) {
-    peaks.parallel = std::max(core::AvailableCpus(), 1);
-    peaks.cache_bytes = static_cast<uint64_t>(core::LastLevelCacheBytes().value_or(0));
+    // Read once: a worker's CPUs and caches do not change, and every time evaluation asks.
+    static const int cpus = std::max(core::AvailableCpus(), 1);
+    static const auto last_level = static_cast<uint64_t>(core::LastLevelCacheBytes().value_or(0));
+    peaks.parallel = cpus;
+    peaks.cache_bytes = last_level;
   } else if (const absl::StatusOr<int64_t> l2 = core::CudaL2Bytes(device.id); l2.ok()) {
     // The driver tells no L2 bandwidth: data that fit the L2 are held to four times the
     // memory's (an L2's is two to three times it on the GPUs of the last generations).

@@ -21,10 +21,10 @@ inline constexpr double kImpossibleMargin = 2.0;
 inline constexpr double kL2OverMemory = 4.0;
 
 struct Peaks {
-  double memory = 0;   // bytes a second through memory (DeviceInfo.peak_bandwidth_gbps)
-  double cache = 0;    // within the caches (cpu), 0 when unknown
+  double memory = 0;         // bytes a second through memory (DeviceInfo.peak_bandwidth_gbps)
+  double cache = 0;          // within the caches (cpu), 0 when unknown
   uint64_t cache_bytes = 0;  // the largest data the cache peak applies to (last level, or L2)
-  int parallel = 1;    // CPUs a worker may use (each has its caches and its share of memory)
+  int parallel = 1;          // CPUs a worker may use (each has its caches and its share of memory)
 };
 
 // The throughput of calls of `median` seconds on arguments `specs`, with the request's counts.

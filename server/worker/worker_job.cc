@@ -187,8 +187,7 @@ void WorkerJobs::AddCheckedHooks(core::Job& job, WorkerResponse* response) {
 }
 
 absl::Status WorkerJobs::SetThroughput(const WorkerRequest& request, const core::Job& job,
-                                       double median, bool strict,
-                                       WorkerResponse* response) const {
+                                       double median, bool strict, WorkerResponse* response) const {
   kprof::v1::TimeEvaluateResponse* out = response->mutable_time_evaluate();
   std::vector<core::ArgSpec> specs;
   for (const std::string& text : job.arg_specs) {

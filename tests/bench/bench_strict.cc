@@ -23,8 +23,8 @@ constexpr int kRepeats = 20;  // each candidate's timed calls, one a repeat as s
 
 // cheats.so's honest compute-bound kernel (about 200 operations per element) over n floats,
 // checked strictly against heavy_ref or not at all.
-kprof::v1::TimeEvaluateRequest Heavy(const std::string& module, const std::string& reference,
-                                     int n, bool strict) {
+kprof::v1::TimeEvaluateRequest Heavy(const std::string& module, const std::string& reference, int n,
+                                     bool strict) {
   const std::string vec = absl::StrFormat("float32[%d]", n);
   kprof::v1::TimeEvaluateRequest request =
       TimeRequest(module, "heavy_honest", {vec, vec + ":random", vec + ":random"});

@@ -73,17 +73,16 @@ TEST_F(CliStrictTest, BatchLinesAskForStrictChecksOfTheBatchsReference) {
   std::ofstream jobs(dir_.path() + "/jobs.jsonl");
   const nlohmann::json args = {"float32[500]", "float32[500]:random", "float32[500]:random"};
   for (const auto& [id, function, checks] :
-       {std::tuple{"honest", "add_honest", "strict"}, std::tuple{"remembers", "add_remembers",
-                                                                 "strict"},
+       {std::tuple{"honest", "add_honest", "strict"},
+        std::tuple{"remembers", "add_remembers", "strict"},
         std::tuple{"remembers-basic", "add_remembers", "basic"}}) {
-    const std::string module = TestModulePath(std::string(function) == "add_honest" ? "answers"
-                                                                                      : "cheats");
+    const std::string module =
+        TestModulePath(std::string(function) == "add_honest" ? "answers" : "cheats");
     // Another size for the basic line: the worker keeps the module, and add_remembers its
     // answer of the strict line's size.
     const bool basic = std::string(checks) == "basic";
-    const nlohmann::json sized = basic ? nlohmann::json{"float32[600]", "float32[600]:random",
-                                                        "float32[600]:random"}
-                                       : args;
+    const nlohmann::json sized =
+        basic ? nlohmann::json{"float32[600]", "float32[600]:random", "float32[600]:random"} : args;
     jobs << nlohmann::json{{"id", id},      {"module", module}, {"function", function},
                            {"args", sized}, {"repeat", 8},      {"checks", checks}}
                 .dump()

@@ -159,9 +159,9 @@ TEST_F(StrictCheckTest, ARunThatStopsEarlyChecksACallAfterItsLastRepeat) {
   EXPECT_THAT(passed->check().checked_repeats(), Contains(200));
   v1::TimeEvaluateRequest idle = Strict("add_first_calls", 4096, 200);
   idle.set_max_relative_stddev(1.0);
-  EXPECT_THAT(client_->TimeEvaluate(idle).status(),
-              StatusIs(absl::StatusCode::kAborted,
-                       HasSubstr("wrong answer: function 'add_first_calls'")));
+  EXPECT_THAT(
+      client_->TimeEvaluate(idle).status(),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("wrong answer: function 'add_first_calls'")));
 }
 
 TEST_F(StrictCheckTest, BitwiseChecksHoldCallsOnTheSameInputsToTheSameBits) {
@@ -169,9 +169,9 @@ TEST_F(StrictCheckTest, BitwiseChecksHoldCallsOnTheSameInputsToTheSameBits) {
   v1::TimeEvaluateRequest jitters = Strict("add_jitters");
   EXPECT_THAT(client_->TimeEvaluate(jitters), IsOk());  // within the tolerances every time
   jitters.mutable_check()->set_bitwise(true);
-  EXPECT_THAT(client_->TimeEvaluate(jitters).status(),
-              StatusIs(absl::StatusCode::kAborted,
-                       HasSubstr("differs bit for bit from checked repeat")));
+  EXPECT_THAT(
+      client_->TimeEvaluate(jitters).status(),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("differs bit for bit from checked repeat")));
   v1::TimeEvaluateRequest honest = Strict("heavy_honest", 512);
   honest.mutable_check()->set_bitwise(true);
   EXPECT_THAT(client_->TimeEvaluate(honest), IsOk());
@@ -258,13 +258,14 @@ TEST(StrictDaemonTest, ADaemonThatRequiresStrictChecksRefusesTheRest) {
     request.mutable_call()->add_args(spec);
   }
   request.set_repeat(5);
-  EXPECT_THAT((*client)->TimeEvaluate(request).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("--require-checks strict")));
+  EXPECT_THAT(
+      (*client)->TimeEvaluate(request).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("--require-checks strict")));
   request.mutable_check()->mutable_reference()->set_module_id(answers->id());
   request.mutable_check()->mutable_reference()->set_function("add_ref");
-  EXPECT_THAT((*client)->TimeEvaluate(request).status(),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("the job's check is basic")));
+  EXPECT_THAT(
+      (*client)->TimeEvaluate(request).status(),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("the job's check is basic")));
   v1::ProfileFunctionRequest profile;
   *profile.mutable_call() = request.call();
   *profile.mutable_check() = request.check();
@@ -323,8 +324,8 @@ TEST_F(StrictCheckTest, AStrictBatchOfTwoHundredBesideAnotherClientsHonestJobs) 
       EXPECT_THAT(status, IsOk());
     } else {
       EXPECT_THAT(status, StatusIs(absl::StatusCode::kAborted,
-                                   HasSubstr(absl::StrCat("wrong answer: function '",
-                                                          expected[id], "', checked repeat"))));
+                                   HasSubstr(absl::StrCat("wrong answer: function '", expected[id],
+                                                          "', checked repeat"))));
     }
   }
   EXPECT_GT(other_passed.load(), 0);

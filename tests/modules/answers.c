@@ -9,13 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#define ADD_ARGS                                          \
-  if (num_args != 3) return 1;                            \
-  float* c = (float*)args[0].data;                        \
-  float* a = (float*)args[1].data;                        \
-  float* b = (float*)args[2].data;                        \
-  const int64_t n = kprof_num_elements(&args[0]);         \
-  if (kprof_num_elements(&args[1]) != n || kprof_num_elements(&args[2]) != n) return 2;
+#include "add_args.h"
 
 KPROF_EXPORT int32_t add_ref(DLTensor* args, int32_t num_args) {
   ADD_ARGS

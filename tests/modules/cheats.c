@@ -24,13 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#define ADD_ARGS                                          \
-  if (num_args != 3) return 1;                            \
-  float* c = (float*)args[0].data;                        \
-  float* a = (float*)args[1].data;                        \
-  float* b = (float*)args[2].data;                        \
-  const int64_t n = kprof_num_elements(&args[0]);         \
-  if (kprof_num_elements(&args[1]) != n || kprof_num_elements(&args[2]) != n) return 2;
+#include "add_args.h"
 
 static void add(float* c, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];

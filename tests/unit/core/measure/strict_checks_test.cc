@@ -127,18 +127,17 @@ TEST_F(StrictChecksTest, AWriterThatSkipsLeavesThePoison) {
   ASSERT_THAT(Run("add_skips_familiar", 12, &sent), IsOk());  // the runner does not judge
   bool poisoned = false;
   for (const Sent& s : sent) {
-    if (!s.checked.fresh) poisoned |= std::all_of(s.out.begin(), s.out.end(), [](float v) {
-      return std::isnan(v);
-    });
+    if (!s.checked.fresh)
+      poisoned |= std::all_of(s.out.begin(), s.out.end(), [](float v) { return std::isnan(v); });
   }
   EXPECT_TRUE(poisoned) << "a check that keeps the inputs finds the output poisoned";
 }
 
 TEST_F(StrictChecksTest, AThreadLeftRunningOrATimeThatDependsOnTheInputsFailsIt) {
   std::vector<Sent> sent;
-  EXPECT_THAT(Run("add_in_thread", 10, &sent).status(),
-              StatusIs(absl::StatusCode::kAborted,
-                       HasSubstr("thread(s) still running when it returned")));
+  EXPECT_THAT(
+      Run("add_in_thread", 10, &sent).status(),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("thread(s) still running when it returned")));
   std::string finding;
   sent.clear();
   ASSERT_THAT(Run("heavy_remembers", 20, &sent, &finding, 2048), IsOk());
