@@ -106,11 +106,15 @@ TEST_F(StrictChecksTest, FourChecksTheLastAlwaysTheFirstAndOneMoreOnFreshInputs)
     for (size_t i = 0; i < sent.size(); ++i) {
       const CheckedRepeat& c = sent[i].checked;
       EXPECT_EQ(c.repeats, 10);
-      if (i > 0) EXPECT_GT(c.repeat, sent[i - 1].checked.repeat);
+      if (i > 0) {
+        EXPECT_GT(c.repeat, sent[i - 1].checked.repeat);
+      }
       fresh += c.fresh;
       if (c.fresh) seeds.insert(c.seed);
       // A check that keeps the inputs has the data of the fresh one before it.
-      if (!c.fresh) EXPECT_EQ(c.seed, sent[i - 1].checked.seed);
+      if (!c.fresh) {
+        EXPECT_EQ(c.seed, sent[i - 1].checked.seed);
+      }
       EXPECT_EQ(c.written, (std::vector<bool>{true, false, false}));
       EXPECT_EQ(c.unchanged, (std::vector<bool>{false, true, true}));
       checked_ever.insert(c.repeat);
