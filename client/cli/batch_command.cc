@@ -302,7 +302,7 @@ absl::Status Batch(Farm& farm, const BatchFlags& o, const std::string& format, i
   std::map<std::string, absl::StatusOr<std::string>> uploaded;
   const ModuleResolver resolve = FarmResolver(farm, o.module_format, uploaded);
   KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> default_check,
-                         o.check.ToCheck(resolve));
+                         o.check.ToCheck(resolve, /*level_alone=*/true));
   std::ifstream file;
   if (o.jobs != "-") {
     file.open(o.jobs);

@@ -26,7 +26,7 @@ void AddCheckOptions(CLI::App& command, CheckFlags& flags) {
   command.add_option("--checks", flags.checks,
                      "basic (the default: the first call, on the call's data) or strict (for "
                      "candidates no one reviewed: secret inputs, checks among the timed repeats; "
-                     "with --reference)");
+                     "with --reference, or a batch's lines' own)");
   command.add_flag("--bitwise", flags.bitwise,
                    "with --checks strict: checked calls on the same inputs must agree bit for bit");
 }
@@ -65,18 +65,16 @@ absl::StatusOr<std::vector<int>> ParseOutputs(const std::string& text) {
 }
 
 absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFlags::ToCheck(
-    const ModuleResolver& resolve) const {
-  const bool tuned = rtol_option->count() > 0 || atol_option->count() > 0 || !outputs.empty() ||
-                     !checks.empty() || bitwise;
-  if (reference.empty() && expect.empty()) {
-    if (tuned) {
-      return UsageError(
-          "--rtol, --atol, --outputs, --checks and --bitwise shape a check: give --reference "
-          "MODULE:FUNCTION or --expect FILE.npy with them");
-    }
-    return std::nullopt;
+    const ModuleResolver& resolve, bool level_alone) const {
+  const bool shaped = rtol_option->count() > 0 || atol_option->count() > 0 || !outputs.empty();
+  const bool leveled = !checks.empty() || bitwise;
+  if (reference.empty() && expect.empty() && (shaped || (leveled && !level_alone))) {
+    return UsageError(
+        "--rtol, --atol, --outputs, --checks and --bitwise shape a check: give --reference "
+        "MODULE:FUNCTION or --expect FILE.npy with them");
   }
-  kprof::v1::AnswerCheck check;
+  if (reference.empty() && expect.empty() && !leveled) return std::nullopt;
+  kprof::v1::AnswerCheck check;  // with a level alone, a batch's for the lines' own references
   if (!checks.empty()) {
     const absl::StatusOr<kprof::v1::AnswerCheck::Level> level = ParseCheckLevel(checks);
     if (!level.ok()) return UsageError(level.status().message());
@@ -100,6 +98,13 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
     const nlohmann::json& line, const ModuleResolver& resolve,
     const std::optional<kprof::v1::AnswerCheck>& fallback) {
   const bool has_reference = line.contains("reference"), has_expect = line.contains("expect");
+  const bool fallback_checks =
+      fallback.has_value() && (fallback->has_reference() || fallback->expected_size() > 0);
+  if (!has_reference && !has_expect && fallback.has_value() && !fallback_checks) {
+    return absl::InvalidArgumentError(
+        "the batch's --checks and --bitwise are for lines with a 'reference' of their own: give "
+        "this line one, or give the batch --reference");
+  }
   if (!has_reference && !has_expect && !fallback.has_value()) {
     for (const char* key : kCheckKeys) {
       if (line.contains(key)) {
@@ -111,6 +116,11 @@ absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
   }
   // A line without a reference of its own shapes the batch's check.
   kprof::v1::AnswerCheck check = has_reference || has_expect ? kprof::v1::AnswerCheck() : *fallback;
+  if ((has_reference || has_expect) && fallback.has_value()) {
+    // How hard the batch checks holds for a line's own reference too.
+    check.set_level(fallback->level());
+    check.set_bitwise(fallback->bitwise());
+  }
   try {
     if (has_reference) {
       const nlohmann::json& r = line.at("reference");

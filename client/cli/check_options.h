@@ -34,9 +34,11 @@ struct CheckFlags {
   CLI::Option* atol_option = nullptr;
 
   // The check the options ask for (none without --reference or --expect); a usage error for
-  // --rtol, --atol or --outputs alone, or for a reference that is not MODULE:FUNCTION.
-  absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> ToCheck(
-      const ModuleResolver& resolve) const;
+  // --rtol, --atol, --outputs, --checks or --bitwise alone, or for a reference that is not
+  // MODULE:FUNCTION. `level_alone` (a batch's): --checks and --bitwise alone give a check with
+  // no reference, the level for the lines that name their own.
+  absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> ToCheck(const ModuleResolver& resolve,
+                                                                bool level_alone = false) const;
 };
 
 void AddCheckOptions(CLI::App& command, CheckFlags& flags);
@@ -52,8 +54,9 @@ absl::StatusOr<std::vector<int>> ParseOutputs(const std::string& text);
 
 // A batch line's check: keys reference ({"module", "function"} or "MODULE:FUNCTION"), expect
 // (.npy paths), rtol, atol, outputs ([0, 2]), checks ("basic" or "strict"); `fallback` (the
-// batch's check) shaped by the line's other keys when it has neither reference nor expect;
-// none when neither it nor a fallback names one.
+// batch's check) shaped by the line's other keys when it has neither reference nor expect, and
+// its level and bitwise kept when the line has its own; none when neither it nor a fallback
+// names one. A fallback with a level alone (no reference) and a line without one: an error.
 absl::StatusOr<std::optional<kprof::v1::AnswerCheck>> CheckFromJson(
     const nlohmann::json& line, const ModuleResolver& resolve,
     const std::optional<kprof::v1::AnswerCheck>& fallback = std::nullopt);

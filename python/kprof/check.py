@@ -77,6 +77,26 @@ def answer_check(module_id, reference=None, expect=None, rtol=None, atol=None, o
     return check
 
 
+def batch_check(jobs, check):
+    """A batch's check keywords (reference=, checks=, ...) split between the jobs and the
+    stream: returns the jobs, each that names a reference or expected data of its own given the
+    batch's checks= and bitwise= where it names none, and the keywords left for the jobs that
+    name no check (none when the batch names no reference: then every job must name one, or
+    ValueError)."""
+    levels = {k: check[k] for k in ("checks", "bitwise") if k in check}
+    own = list(jobs)
+    if levels:
+        own = [{**levels, **job} if "reference" in job or "expect" in job else job for job in jobs]
+    if "reference" in check or "expect" in check or not levels:
+        return own, check
+    for job in own:
+        if "reference" not in job and "expect" not in job:
+            raise ValueError(f"job {job.get('id')!r} names no reference: the batch's checks= "
+                             "and bitwise= are for jobs with a 'reference' of their own, or give "
+                             "the batch reference=")
+    return own, {}
+
+
 def take_check(options, module_id):
     """Takes the check's keys (CHECK_KEYS) out of `options`, a dict, and returns its check."""
     return answer_check(module_id, **{k: options.pop(k) for k in CHECK_KEYS if k in options})

@@ -9,7 +9,7 @@ import threading
 
 import grpc
 
-from kprof.check import answer_check, verdict_of
+from kprof.check import answer_check, batch_check, verdict_of
 from kprof.requests import (_batch_job, _time_request, profile_function_request,
                             profile_request)
 from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
@@ -264,7 +264,9 @@ class Client:
         evicted before the job arrived is sent again after the module is, up to three times.
         reference=, expect=, rtol=, atol=, outputs= and checks= check every job that names no
         check of its own (the stream's check: the reference runs once for them all, but for
-        strict checks, whose inputs each job draws)."""
+        strict checks, whose inputs each job draws); checks= and bitwise= hold for the jobs'
+        own references too."""
+        jobs, check = batch_check(list(jobs), check)
         requests = [_batch_job(job, self._module_id) for job in jobs]
         by_id = {request.id: request for request in requests}
         outbox = queue.Queue()

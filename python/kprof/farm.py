@@ -22,6 +22,7 @@ import grpc
 from kprof.client import (_MAX_RESENDS, _MODULE_ID, UPDATES_PER_MESSAGE, BatchResult, Client,
                           KprofError, _batch_job, _batch_result, _module_bytes,
                           _unknown_module, _updates, default_target, default_token)
+from kprof.check import batch_check
 from kprof.targets import resolve_target
 from kprof.v1 import kprof_pb2
 
@@ -175,10 +176,11 @@ class Farm:
         """Runs TimeEvaluate jobs (dicts, as for Client.batch) over the daemons and yields a
         BatchResult per job as each finishes. `progress`, when given, is called after each
         with a BatchProgress of the whole farm (queued, done, failed); reference=, expect=,
-        rtol=, atol=, outputs= check the jobs that name no check of their own. KprofError
-        UNAVAILABLE when no daemon answers GetInfo."""
+        rtol=, atol=, outputs= check the jobs that name no check of their own, checks= and
+        bitwise= the rest too. KprofError UNAVAILABLE when no daemon answers GetInfo."""
+        jobs, check = batch_check(list(jobs), check)
         if check:
-            jobs = [job if "reference" in job or "expect" in job else {**job, **check}
+            jobs = [job if "reference" in job or "expect" in job else {**check, **job}
                     for job in jobs]
         daemons, unreachable = [], []
         for address, client in zip(self.addresses, self._clients):

@@ -162,16 +162,47 @@ def test_strict_checks_refuse_what_basic_ones_pass(client):
                              checks="paranoid")
 
 
+# The kit of tests/modules/cheats.c and what refuses each under strict checks (any of the
+# alternatives), as tests/support/cheat_kit.h has it for the C++ tests.
+CHEAT_KIT = {
+    "add_remembers": ["wrong answer: function 'add_remembers', checked repeat"],
+    "add_skips_familiar": ["wrong answer: function 'add_skips_familiar', checked repeat"],
+    "add_first_calls": ["wrong answer: function 'add_first_calls', checked repeat"],
+    "add_when_changed": ["wrong answer: function 'add_when_changed', checked repeat"],
+    "add_in_thread": ["thread(s) still running when it returned"],
+    "add_in_pool": ["changed after the call returned", "left 1 thread(s) running"],
+    "add_reads_stale": ["wrong answer: function 'add_reads_stale', checked repeat"],
+    "add_zeroes_inputs": ["wrote its input argument 1 (the reference leaves it as it is)"],
+    "heavy_remembers": ["seeing the same inputs again"],
+}
+
+
 def test_a_strict_batch_names_each_cheat_and_keeps_the_honest(client):
-    jobs = [{"id": "honest", "module": ANSWERS, "function": "add_honest", "args": ARGS,
-             "repeat": 8}]
-    jobs += [{"id": f, "module": CHEATS, "function": f, "args": ARGS, "repeat": 8}
-             for f in ("add_remembers", "add_first_calls", "add_in_thread")]
+    """Every cheat of the kit in one batch: the heavy ones name a reference of their own and
+    still get the batch's strict checks."""
+    def job(job_id, module, function):
+        line = {"id": job_id, "module": module, "function": function, "args": ARGS, "repeat": 8}
+        if function.startswith("heavy_"):
+            line["reference"] = f"{CHEATS}:heavy_ref"
+        return line
+    jobs = [job("honest", ANSWERS, "add_honest"), job("heavy_honest", CHEATS, "heavy_honest")]
+    jobs += [job(f, CHEATS, f) for f in CHEAT_KIT]
     results = {r.id: r for r in client.batch(jobs, reference=f"{ANSWERS}:add_ref",
                                              checks="strict")}
-    assert results["honest"].ok
-    assert results["honest"].verdict.level == check_pb2.AnswerCheck.STRICT
-    assert "checked repeat" in results["add_remembers"].message
-    assert "checked repeat" in results["add_first_calls"].message
-    assert "still running when it returned" in results["add_in_thread"].message
-    assert not any(results[f].ok for f in ("add_remembers", "add_first_calls", "add_in_thread"))
+    for honest in ("honest", "heavy_honest"):
+        assert results[honest].ok, results[honest].message
+        assert results[honest].verdict.level == check_pb2.AnswerCheck.STRICT
+    for function, whys in CHEAT_KIT.items():
+        assert not results[function].ok, function
+        assert any(why in results[function].message for why in whys), \
+            (function, results[function].message)
+
+
+def test_a_batchs_level_alone_holds_for_the_jobs_own_references(client):
+    jobs = [{"id": "honest", "module": ANSWERS, "function": "add_honest", "args": ARGS,
+             "repeat": 8, "reference": f"{ANSWERS}:add_ref"}]
+    [result] = client.batch(jobs, checks="strict")
+    assert result.ok and result.verdict.level == check_pb2.AnswerCheck.STRICT
+    jobs.append({"id": "bare", "module": ANSWERS, "function": "add_honest", "args": ARGS})
+    with pytest.raises(ValueError, match="job 'bare' names no reference"):
+        list(client.batch(jobs, checks="strict"))

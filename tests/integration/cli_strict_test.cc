@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "cheat_kit.h"
 #include "cli.h"
 #include "cli_fixture.h"
 #include "gmock/gmock.h"
@@ -18,6 +19,8 @@
 namespace kprof {
 namespace {
 
+using ::kprof::testing::CheatKit;
+using ::kprof::testing::Refuses;
 using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
 
@@ -103,6 +106,82 @@ TEST_F(CliStrictTest, BatchLinesAskForStrictChecksOfTheBatchsReference) {
   EXPECT_EQ(lines["remembers"]["status"], "ABORTED");
   EXPECT_THAT(lines["remembers"]["error"].get<std::string>(),
               HasSubstr("wrong answer: function 'add_remembers', checked repeat "));
+}
+
+// Every cheat of the kit, as lines of one batch checked strictly from the command line, beside
+// honest ones: each cheat's line names its check, the honest lines are timed.
+TEST_F(CliStrictTest, EveryCheatInAStrictBatchIsRefusedNamingItsCheck) {
+  std::ofstream jobs(dir_.path() + "/kit.jsonl");
+  const auto line = [&](const std::string& id, const std::string& module,
+                        const std::string& function) {
+    const bool heavy = function.rfind("heavy_", 0) == 0;
+    const nlohmann::json args = {"float32[512]", "float32[512]:random", "float32[512]:random"};
+    nlohmann::json job = {{"id", id},
+                          {"module", TestModulePath(module)},
+                          {"function", function},
+                          {"args", args},
+                          {"repeat", 12}};
+    if (heavy) job["reference"] = TestModulePath("cheats") + ":heavy_ref";
+    jobs << job.dump() << "\n";
+  };
+  line("honest-add", "answers", "add_honest");
+  for (const auto& cheat : CheatKit()) line(cheat.function, "cheats", cheat.function);
+  line("honest-heavy", "cheats", "heavy_honest");
+  jobs.close();
+  const Result batch = Kprof("batch " + dir_.path() + "/kit.jsonl --checks strict --reference " +
+                             TestModulePath("answers") + ":add_ref");
+  EXPECT_EQ(batch.exit_code, 3) << batch.err;
+  std::map<std::string, nlohmann::json> lines;
+  std::istringstream out(batch.out);
+  for (std::string text; std::getline(out, text);) {
+    const auto result = nlohmann::json::parse(text);
+    lines[result["id"]] = result;
+  }
+  ASSERT_EQ(lines.size(), CheatKit().size() + 2) << batch.out;
+  EXPECT_EQ(lines["honest-add"]["status"], "OK") << lines["honest-add"];
+  EXPECT_EQ(lines["honest-heavy"]["status"], "OK") << lines["honest-heavy"];
+  for (const auto& cheat : CheatKit()) {
+    SCOPED_TRACE(cheat.function);
+    const nlohmann::json& result = lines[cheat.function];
+    EXPECT_EQ(result["status"], "ABORTED") << result;
+    EXPECT_THAT(result.value("error", ""), Refuses(cheat));
+  }
+}
+
+// --checks strict with no --reference: the level of every line's own reference; a line with
+// none is refused, naming what to give.
+TEST_F(CliStrictTest, ABatchsLevelAloneHoldsForTheLinesOwnReferences) {
+  std::ofstream jobs(dir_.path() + "/own.jsonl");
+  const nlohmann::json args = {"float32[256]", "float32[256]:random", "float32[256]:random"};
+  jobs << nlohmann::json{{"id", "own"},
+                         {"module", TestModulePath("answers")},
+                         {"function", "add_honest"},
+                         {"args", args},
+                         {"repeat", 8},
+                         {"reference", TestModulePath("answers") + ":add_ref"}}
+              .dump()
+       << "\n"
+       << nlohmann::json{{"id", "bare"},
+                         {"module", TestModulePath("answers")},
+                         {"function", "add_honest"},
+                         {"args", args}}
+              .dump()
+       << "\n";
+  jobs.close();
+  const Result batch = Kprof("batch " + dir_.path() + "/own.jsonl --checks strict");
+  EXPECT_EQ(batch.exit_code, 3) << batch.err;
+  std::map<std::string, nlohmann::json> lines;
+  std::istringstream out(batch.out);
+  for (std::string text; std::getline(out, text);) {
+    const auto result = nlohmann::json::parse(text);
+    lines[result["id"]] = result;
+  }
+  EXPECT_EQ(lines["own"]["status"], "OK") << lines["own"];
+  EXPECT_EQ(lines["own"]["check"]["checks"], "strict") << lines["own"];
+  EXPECT_EQ(lines["bare"]["status"], "INVALID_ARGUMENT") << lines["bare"];
+  EXPECT_THAT(lines["bare"].value("error", ""),
+              HasSubstr("the batch's --checks and --bitwise are for lines with a 'reference' of "
+                        "their own"));
 }
 
 }  // namespace
