@@ -26,6 +26,13 @@ uint64_t Draw() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
+// ABORTED with `message`, marked as a failure of the checks (kStrictCheckFailed).
+absl::Status Failed(std::string message) {
+  absl::Status status = absl::AbortedError(std::move(message));
+  status.SetPayload(kStrictCheckFailed, absl::Cord("1"));
+  return status;
+}
+
 // True with probability `k` / `n` (0 < n).
 bool Chance(int64_t k, int64_t n) {
   return static_cast<int64_t>(Draw() % static_cast<uint64_t>(n)) < k;
@@ -115,15 +122,17 @@ absl::Status StrictChecks::BeforeRepeat(int64_t repeat, Arguments& args) {
 
 absl::Status StrictChecks::Judge(int64_t repeat, Arguments& args) {
   const auto returned = std::chrono::steady_clock::now();
-  const std::vector<int> new_threads = NewThreads();
+  // The outputs first: on a GPU, work the call left on a stream of its own may be done soon
+  // after the return, and the copy back does not wait for it.
   std::vector<uint64_t> at_return, later, others;
   KPROF_RETURN_IF_ERROR(Fingerprints(args, Which::kWritten, at_return));
+  const std::vector<int> new_threads = NewThreads();
   if (!new_threads.empty()) {
     // A thread that is only ending (joined, its exit not yet complete) is gone a moment later.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (const std::vector<int> still = NewThreads(); !still.empty()) {
       work_outlived_ = true;
-      return absl::AbortedError(absl::StrCat(
+      return Failed(absl::StrCat(
           Name(repeat), ": the call started ", still.size(),
           " thread(s) still running when it returned (and 1 ms later): work went on after "
           "the call"));
@@ -148,7 +157,7 @@ absl::Status StrictChecks::Judge(int64_t repeat, Arguments& args) {
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - returned)
             .count();
-    return absl::AbortedError(absl::StrFormat(
+    return Failed(absl::StrFormat(
         "%s: argument %d changed after the call returned (its bytes at the return and %.2f ms "
         "later differ): work went on after the call",
         Name(repeat), k, ms));

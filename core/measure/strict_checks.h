@@ -27,6 +27,14 @@
 
 namespace kprof::core {
 
+// The payload (absl::Status::SetPayload) that marks a failure of the checks themselves (a
+// thread left running, outputs written after the return), not of the function's call.
+inline constexpr char kStrictCheckFailed[] = "kprof.strict_check_failed";
+// Whether `status` is such a failure.
+inline bool StrictCheckFailed(const absl::Status& status) {
+  return status.GetPayload(kStrictCheckFailed).has_value();
+}
+
 // One checked call of a strict job, as sent out with its arguments.
 struct CheckedRepeat {
   // The timed repeat (from 0); `repeats` for a call after the last repeat of a run that

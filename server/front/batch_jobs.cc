@@ -240,7 +240,10 @@ absl::Status ProfilerService::BatchReactor::Submit(const std::string& device, Wa
       [this, job_id, id, what, time, held, check](
           absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming timing) {
         timing.queue_wait += held;
-        const absl::Status status = ResultStatus(result, what);
+        absl::Status status = ResultStatus(result, what);
+        if (!status.ok() && check != nullptr && result.ok()) {
+          status = check->Failed(std::move(status), *result);
+        }
         if (!status.ok() || check == nullptr) {
           Finished(job_id, id, status, result, timing, time);
           return;

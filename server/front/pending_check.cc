@@ -102,6 +102,17 @@ void PendingCheck::JudgeStrict(kprof::worker::v1::WorkerAnswer answer, Done done
   }
 }
 
+absl::Status PendingCheck::Failed(absl::Status status,
+                                  const kprof::worker::v1::WorkerAnswer& answer) const {
+  if (!strict_.has_value() || !answer.check_failed() || status.ok()) return status;
+  kprof::v1::CheckVerdict verdict;
+  verdict.set_outcome(kprof::v1::CheckVerdict::WRONG);
+  verdict.set_reference(strict_->plan.reference_name());
+  verdict.set_level(kprof::v1::AnswerCheck::STRICT);
+  status.SetPayload(kCheckVerdictType, absl::Cord(verdict.SerializeAsString()));
+  return status;
+}
+
 absl::Status PendingCheck::SameBits(const SentArguments& sent,
                                     const kprof::worker::v1::ArgumentData& data,
                                     const std::vector<kprof::v1::CheckVerdict>& verdicts) const {

@@ -49,6 +49,9 @@ class PendingCheck : public std::enable_shared_from_this<PendingCheck> {
   // Judges the candidate's answer once every part's reference data are there: `done` runs on
   // the thread that brings the last of them.
   void Judge(kprof::worker::v1::WorkerAnswer answer, Done done) ABSL_LOCKS_EXCLUDED(mutex_);
+  // A failed job's status, with a strict job's verdict (WRONG) as its detail when the worker's
+  // own checks failed it (`answer.check_failed`): a wrong answer to every reader of verdicts.
+  absl::Status Failed(absl::Status status, const kprof::worker::v1::WorkerAnswer& answer) const;
 
  private:
   struct Reference {

@@ -281,7 +281,10 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
       std::move(job->request), client, Deadline(context),
       [reactor, reply, check = *std::move(check), what = job->what](
           absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming timing) {
-        const absl::Status status = ResultStatus(result, what);
+        absl::Status status = ResultStatus(result, what);
+        if (!status.ok() && check != nullptr && result.ok()) {
+          status = check->Failed(std::move(status), *result);
+        }
         if (!status.ok()) {
           reactor->Finish(ToGrpcStatus(status));
         } else if (check == nullptr) {

@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "core/cuda/cuda_backend.h"
 #include "core/measure/local_runner.h"
+#include "core/measure/strict_checks.h"
 #include "core/modules/builtin_module.h"
 #include "core/modules/module_format.h"
 #include "core/modules/shared_library.h"
@@ -211,8 +212,10 @@ absl::Status WorkerJobs::SetThroughput(const WorkerRequest& request, const core:
 
 core::StrictOptions WorkerJobs::StrictHooks(WorkerResponse* response) {
   core::StrictOptions strict;
-  const bool skip_cuda = device_.type == base::DeviceType::kCuda;
-  strict.threads = [skip_cuda] { return ThreadIds(skip_cuda); };
+  // Every thread, named as the driver names its own or not: those that were there before a
+  // checked call are no finding, and a name is anyone's to choose ("cuda-..." hides nothing here,
+  // unlike at a job's end, where the driver's lazily started threads are no job's leftovers).
+  strict.threads = [] { return ThreadIds(/*skip_cuda=*/false); };
   strict.send = [this, response](const core::Arguments& args,
                                  const core::CheckedRepeat& checked) -> absl::Status {
     const absl::Time start = absl::Now();
@@ -418,6 +421,7 @@ WorkerResponse WorkerJobs::Run(const WorkerRequest& request, absl::Span<const in
     response.set_job_id(request.job_id());
     response.set_code(wire::ToWireCode(status.code()));
     response.set_message(std::string(status.message()));
+    response.set_check_failed(core::StrictCheckFailed(status));
   }
   ReportClosed(request, &response);
   return response;

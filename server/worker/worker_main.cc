@@ -346,14 +346,16 @@ int main(int argc, char** argv) {
                !why.empty()) {
       // A job that failed on its own keeps its error (a strict check's is the finding), and
       // says what it left too.
-      std::string message = response.code() != 0 ? response.message() + "; it also " + why
-                                                 : kprof::server::WorkerJobs::Describe(request) +
-                                                       " " + why;
+      std::string message = response.code() != 0
+                                ? response.message() + "; it also " + why
+                                : kprof::server::WorkerJobs::Describe(request) + " " + why;
       response.Clear();
       response.set_job_id(request.job_id());
       response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
       response.set_message(message + "; its worker was replaced");
       response.set_recycle(true);
+      // A strict job's work that goes on after it is a failed check, whatever else it did.
+      response.set_check_failed(request.strict());
     }
     const bool with_arguments = argument_fd >= 0 && response.has_arguments();
     const absl::Status written =

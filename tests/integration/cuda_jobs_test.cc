@@ -434,6 +434,43 @@ TEST_F(CudaJobsTest, HostLibrariesGetDevicePointers) {
   EXPECT_THAT(client_->TimeEvaluate(request), IsOk());
 }
 
+// Host functions on a GPU that hand their work elsewhere (tests/modules/cuda_cheats.c). On a
+// stream of their own: no gain, since a host function's time ends with the whole device
+// synchronised, so its median is its honest twin's. To a thread named as the driver names its
+// own: the call returns at once, and strict checks refuse it for the thread it left running.
+TEST_F(CudaJobsTest, HostFunctionsThatHandTheirWorkElsewhereGainNothingOrAreRefused) {
+  auto module = client_->LoadModuleFile(TestModulePath("cuda_cheats"));
+  ASSERT_THAT(module, IsOk());
+  const std::string reference = Load("ptx");
+  const auto request = [&](const std::string& function) {
+    v1::TimeEvaluateRequest r = Vadd(module->id());
+    r.mutable_call()->set_function(function);
+    r.mutable_call()->clear_launch();
+    r.set_repeat(10);
+    v1::ReferenceCall* call = r.mutable_check()->mutable_reference();
+    call->set_module_id(reference);
+    call->set_function("vadd");
+    call->add_grid(kN / 256);
+    call->add_block(256);
+    r.mutable_check()->set_level(v1::AnswerCheck::STRICT);
+    return r;
+  };
+  auto honest = client_->TimeEvaluate(request("vadd_default_stream"));
+  if (!honest.ok() && TooNewForTheDriver(honest.status())) GTEST_SKIP() << honest.status();
+  ASSERT_THAT(honest, IsOk());
+  EXPECT_EQ(honest->check().outcome(), v1::CheckVerdict::PASSED);
+  auto other = client_->TimeEvaluate(request("vadd_other_stream"));
+  ASSERT_THAT(other, IsOk());
+  EXPECT_EQ(other->check().outcome(), v1::CheckVerdict::PASSED);
+  // Its 16 launches are in its time: not a launch's cost alone (a small fraction of them).
+  EXPECT_GT(other->statistics().median(), 0.3 * honest->statistics().median())
+      << "vadd_other_stream " << other->statistics().median() << " s, vadd_default_stream "
+      << honest->statistics().median() << " s";
+  EXPECT_THAT(
+      client_->TimeEvaluate(request("vadd_in_driver_thread")),
+      StatusIs(absl::StatusCode::kAborted, HasSubstr("thread(s) still running when it returned")));
+}
+
 // The CLI's kernel options: --grid and --block (x,y,z), --flush-l2; info shows the GPU.
 TEST_F(CudaJobsTest, TheCliLaunchesKernels) {
   const std::string scratch = cache_.path();

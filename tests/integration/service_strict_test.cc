@@ -4,13 +4,15 @@
 // a daemon that requires strict checks refuses the rest; a strict batch of 200 candidates, some
 // cheating, beside another client's honest ones.
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "cheat_kit.h"
 #include "client/kprof_client.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -22,12 +24,15 @@
 namespace kprof {
 namespace {
 
+using ::kprof::testing::Cheat;
+using ::kprof::testing::CheatKit;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::ReadFileBytes;
+using ::kprof::testing::Refuses;
 using ::kprof::testing::ServiceTest;
 using ::kprof::testing::StatusIs;
 using ::kprof::testing::TestModulePath;
-using ::testing::AnyOfArray;
+using ::kprof::testing::VerdictOf;
 using ::testing::Contains;
 using ::testing::Each;
 using ::testing::HasSubstr;
@@ -82,28 +87,16 @@ TEST_F(StrictCheckTest, AnHonestKernelPassesWithTheRepeatsThatWereChecked) {
 }
 
 TEST_F(StrictCheckTest, EveryCheatingKernelIsRefusedNamingItsCheck) {
-  struct Case {
-    const char* function;
-    const char* why;
-  };
-  for (const Case& c : std::vector<Case>{
-           {"add_remembers", "wrong answer: function 'add_remembers', checked repeat"},
-           {"add_skips_familiar", "wrong answer: function 'add_skips_familiar', checked repeat"},
-           {"add_first_calls", "wrong answer: function 'add_first_calls', checked repeat"},
-           {"add_when_changed", "wrong answer: function 'add_when_changed', checked repeat"},
-           {"add_in_thread", "thread(s) still running when it returned"},
-           // Its kept thread finishes each call's work after the return; when the work of
-           // the call before a check lands after the poison, the check sees a right answer,
-           // and the thread the job leaves running fails it.
-           {"add_in_pool", "changed after the call returned|left 1 thread(s) running"},
-           {"add_reads_stale", "wrong answer: function 'add_reads_stale', checked repeat"},
-           {"add_zeroes_inputs", "wrote its input argument 1 (the reference leaves it as it is)"},
-           {"heavy_remembers", "seeing the same inputs again"}}) {
-    SCOPED_TRACE(c.function);
-    auto result = client_->TimeEvaluate(Strict(c.function));
-    std::vector<::testing::Matcher<std::string>> whys;
-    for (absl::string_view why : absl::StrSplit(c.why, '|')) whys.push_back(HasSubstr(why));
-    ASSERT_THAT(result.status(), StatusIs(absl::StatusCode::kAborted, AnyOfArray(whys)));
+  for (const Cheat& cheat : CheatKit()) {
+    SCOPED_TRACE(cheat.function);
+    const absl::Status refused = client_->TimeEvaluate(Strict(cheat.function)).status();
+    ASSERT_THAT(refused, StatusIs(absl::StatusCode::kAborted, Refuses(cheat)));
+    // A wrong answer to every reader: the worker's own checks' failures too.
+    const std::optional<v1::CheckVerdict> verdict = VerdictOf(refused);
+    ASSERT_TRUE(verdict.has_value()) << refused;
+    EXPECT_EQ(verdict->outcome(), v1::CheckVerdict::WRONG);
+    EXPECT_EQ(verdict->level(), v1::AnswerCheck::STRICT);
+    EXPECT_THAT(verdict->reference(), HasSubstr("_ref"));
   }
 }
 
@@ -275,6 +268,16 @@ TEST(StrictDaemonTest, ADaemonThatRequiresStrictChecksRefusesTheRest) {
   auto strict = (*client)->TimeEvaluate(request);
   ASSERT_THAT(strict, IsOk());
   EXPECT_EQ(strict->check().level(), v1::AnswerCheck::STRICT);
+}
+
+TEST(StrictDaemonTest, ALevelThatIsNotOneIsRefusedAtStartSayingWhichAre) {
+  testing::TempDir dir;
+  testing::Daemon daemon;
+  daemon.set_stderr(dir.path() + "/kprofd.log");
+  EXPECT_FALSE(daemon.Start(dir.path() + "/cache", {"--require-checks", "paranoid"}));
+  std::ifstream log(dir.path() + "/kprofd.log");
+  const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("--require-checks 'paranoid': none, basic or strict"));
 }
 
 TEST_F(StrictCheckTest, AStrictBatchOfTwoHundredBesideAnotherClientsHonestJobs) {

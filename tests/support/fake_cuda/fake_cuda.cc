@@ -6,12 +6,16 @@
 // run on the host: vadd adds, spin_ns waits, fault poisons the context the way an illegal
 // address does (every later call fails with CUDA_ERROR_ILLEGAL_ADDRESS). Launches on a capturing
 // stream are recorded into a graph, which cuGraphLaunch runs again. PTX containing the word
-// "bogus" fails to "compile", with a log. Entry points are handed out only through
+// "bogus" fails to "compile", with a log. A stream created non-blocking keeps its launches
+// until something waits for the whole device or that stream (cuCtxSynchronize,
+// cuStreamSynchronize, cuMemFree): a copy back on the default stream does not wait for them, as
+// on a GPU, where they run some time after the launch. Entry points are handed out only through
 // cuGetProcAddress_v2, as kprofd asks for them.
 #include <cuda.h>
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -205,14 +209,54 @@ CUresult DevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
   return CUDA_SUCCESS;
 }
 CUresult DevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
-CUresult CtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
-CUresult CtxSynchronize() { return Sticky(); }
-CUresult StreamCreate(CUstream* stream, unsigned) {
-  static int streams;
-  *stream = reinterpret_cast<CUstream>(&streams);
+thread_local CUcontext current_context = nullptr;
+CUresult CtxSetCurrent(CUcontext context) {
+  current_context = context;
+  return CUDA_SUCCESS;
+}
+CUresult CtxGetCurrent(CUcontext* context) {
+  *context = current_context;
+  return CUDA_SUCCESS;
+}
+// The launches on non-blocking streams not yet run, and those streams.
+std::mutex side_mutex;
+std::vector<std::function<void()>> side_launches;
+std::vector<CUstream> side_streams;
+
+bool IsSideStream(CUstream stream) {
+  const std::lock_guard<std::mutex> lock(side_mutex);
+  return std::find(side_streams.begin(), side_streams.end(), stream) != side_streams.end();
+}
+
+// Runs what non-blocking streams hold: their work is done once something waits for it.
+void RunSideLaunches() {
+  std::vector<std::function<void()>> launches;
+  {
+    const std::lock_guard<std::mutex> lock(side_mutex);
+    launches.swap(side_launches);
+  }
+  for (const auto& launch : launches) launch();
+}
+
+CUresult CtxSynchronize() {
+  RunSideLaunches();
   return Sticky();
 }
-CUresult StreamSynchronize(CUstream) { return Sticky(); }
+CUresult StreamCreate(CUstream* stream, unsigned flags) {
+  static int streams;
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0) {
+    *stream = reinterpret_cast<CUstream>(&streams);
+    return Sticky();
+  }
+  *stream = reinterpret_cast<CUstream>(new int());  // lives as long as the process
+  const std::lock_guard<std::mutex> lock(side_mutex);
+  side_streams.push_back(*stream);
+  return Sticky();
+}
+CUresult StreamSynchronize(CUstream stream) {
+  if (IsSideStream(stream)) RunSideLaunches();
+  return Sticky();
+}
 CUresult MemAlloc(CUdeviceptr* ptr, size_t bytes) {
   if (Sticky() != CUDA_SUCCESS) return Sticky();
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -223,6 +267,7 @@ CUresult MemAlloc(CUdeviceptr* ptr, size_t bytes) {
   return CUDA_SUCCESS;
 }
 CUresult MemFree(CUdeviceptr ptr) {
+  RunSideLaunches();  // cuMemFree waits for the device
   std::free(reinterpret_cast<void*>(ptr));
   return CUDA_SUCCESS;
 }
@@ -331,7 +376,7 @@ std::mutex graph_mutex;
 Graph* capturing = nullptr;  // the graph a stream is capturing into (one stream per worker)
 
 CUresult LaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                      unsigned by, unsigned bz, unsigned, CUstream, void** params, void**) {
+                      unsigned by, unsigned bz, unsigned, CUstream stream, void** params, void**) {
   if (Sticky() != CUDA_SUCCESS) return Sticky();
   if (gx * gy * gz == 0 || bx * by * bz == 0 || bx * by * bz > 1024) {
     return CUDA_ERROR_INVALID_VALUE;
@@ -364,6 +409,11 @@ CUresult LaunchKernel(CUfunction function, unsigned gx, unsigned gy, unsigned gz
       capturing->launches.push_back(std::move(run));  // recorded, not run
       return CUDA_SUCCESS;
     }
+  }
+  if (IsSideStream(stream)) {
+    const std::lock_guard<std::mutex> lock(side_mutex);
+    side_launches.push_back(std::move(run));  // run when something waits for it
+    return CUDA_SUCCESS;
   }
   run();
   return CUDA_SUCCESS;
@@ -418,6 +468,7 @@ const std::map<std::string_view, void*>& EntryPoints() {
       {"cuDevicePrimaryCtxRetain", reinterpret_cast<void*>(&DevicePrimaryCtxRetain)},
       {"cuDevicePrimaryCtxRelease", reinterpret_cast<void*>(&DevicePrimaryCtxRelease)},
       {"cuCtxSetCurrent", reinterpret_cast<void*>(&CtxSetCurrent)},
+      {"cuCtxGetCurrent", reinterpret_cast<void*>(&CtxGetCurrent)},
       {"cuCtxSynchronize", reinterpret_cast<void*>(&CtxSynchronize)},
       {"cuStreamCreate", reinterpret_cast<void*>(&StreamCreate)},
       {"cuStreamSynchronize", reinterpret_cast<void*>(&StreamSynchronize)},
