@@ -4,9 +4,12 @@
 #include <chrono>
 #include <limits>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/device.h"
+#include "base/log.h"
 #include "proto/status.h"
 
 namespace kprof::client {
@@ -91,6 +94,7 @@ absl::Status Farm::Batch::Meet() {
       continue;
     }
     for (const auto& device : info->devices()) d.devices.insert(device.device());
+    d.job_timeout = info->limits().job_timeout_seconds();
     d.alive = true;
   }
   if (unreachable_.size() == daemons_.size()) {
@@ -140,6 +144,7 @@ void Farm::Batch::Lose(size_t i, const std::string& why) {
   d.alive = false;
   if (d.batch != nullptr) d.batch->context.TryCancel();
   for (size_t j : d.holding) {
+    running_.erase(j);
     if (finished_.count(jobs_[j].id()) == 0) pending_.push_front(j);
   }
   d.holding.clear();
@@ -258,9 +263,11 @@ void Farm::Batch::Place() {
       for (const Daemon& d : daemons_) {
         if (d.alive) have.insert(d.devices.begin(), d.devices.end());
       }
-      Deliver(Failed(job.id(), absl::UnavailableError(
-                                   absl::StrCat("no live daemon has ", device,
-                                                " (they have: ", absl::StrJoin(have, ", "), ")"))));
+      Deliver(
+          Failed(job.id(),
+                 absl::UnavailableError(absl::StrCat(
+                     "no live daemon has ", device, " (they have: ", absl::StrJoin(have, ", "), ")",
+                     unreachable_.empty() ? "" : "; lost: ", absl::StrJoin(unreachable_, "; ")))));
       continue;
     }
     const size_t best = LeastLoaded(device, window_);
@@ -348,13 +355,45 @@ Farm::Batch::ModuleSent Farm::Batch::SendModule(size_t j, size_t best, const std
 }
 
 void Farm::Batch::Receive() {
+  SteadyTime until = SteadyTime::max();
+  for (const auto& [j, running] : running_) until = std::min(until, DeadlineOf(running));
   std::deque<Event> arrived;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return !events_.empty(); });
+    const auto ready = [&] { return !events_.empty(); };
+    if (until == SteadyTime::max()) {
+      wake_.wait(lock, ready);
+    } else {
+      wake_.wait_until(lock, until, ready);
+    }
     arrived.swap(events_);
   }
   for (Event& e : arrived) Handle(e);
+  LoseTheSilent();
+}
+
+Farm::Batch::SteadyTime Farm::Batch::DeadlineOf(const Running& running) const {
+  const double limit = daemons_[running.daemon].job_timeout;
+  if (limit <= 0) return SteadyTime::max();
+  return running.since + std::chrono::duration_cast<SteadyTime::duration>(
+                             std::chrono::duration<double>(6 * limit + 2));
+}
+
+void Farm::Batch::LoseTheSilent() {
+  const SteadyTime now = std::chrono::steady_clock::now();
+  for (auto it = running_.begin(); it != running_.end();) {
+    const auto [j, running] = *it++;
+    if (DeadlineOf(running) > now) continue;
+    const Daemon& d = daemons_[running.daemon];
+    // Lose erases the daemon's entries, this one's too: the loop goes on from the next.
+    Lose(
+        running.daemon,
+        absl::StrFormat("it said job '%s' was running %.1f s ago and has not answered since "
+                        "(its jobs may run %.1f s)",
+                        absl::CHexEscape(jobs_[j].id().substr(0, 64)),
+                        std::chrono::duration<double>(now - running.since).count(), d.job_timeout));
+    it = running_.upper_bound(j);
+  }
 }
 
 void Farm::Batch::Handle(Event& e) {
@@ -364,17 +403,30 @@ void Farm::Batch::Handle(Event& e) {
     return;
   }
   const BatchUpdate& u = e.update;
-  const bool final = u.state() == BatchUpdate::DONE || u.state() == BatchUpdate::FAILED;
-  size_t j = jobs_.size();
-  if (const auto found = index_of_.find(u.id());
-      found != index_of_.end() && d.holding.count(found->second) > 0) {
-    j = found->second;
+  const auto found = index_of_.find(u.id());
+  if (found == index_of_.end()) {
+    // No job of this batch: never handed on (nor counted as one answered). Said once a daemon.
+    if (d.strays++ == 0) {
+      base::Log(
+          base::LogSeverity::kWarning,
+          absl::StrCat(d.address, " sent an update for '", absl::CHexEscape(u.id().substr(0, 64)),
+                       "', which is no job of this batch: ignored (and any more like it)"));
+    }
+    return;
   }
+  const bool final = u.state() == BatchUpdate::DONE || u.state() == BatchUpdate::FAILED;
+  const size_t j = d.holding.count(found->second) > 0 ? found->second : jobs_.size();
   if (!final) {
+    if (j < jobs_.size() && u.state() == BatchUpdate::RUNNING) {
+      running_[j] = Running{e.daemon, std::chrono::steady_clock::now()};
+    }
     if (j < jobs_.size() && finished_.count(u.id()) == 0) on_update_(u);
     return;
   }
-  if (j < jobs_.size()) d.holding.erase(j);
+  if (j < jobs_.size()) {
+    d.holding.erase(j);
+    running_.erase(j);
+  }
   if (u.state() == BatchUpdate::FAILED) {
     // From a daemon already given up on: the job was sent elsewhere.
     if (j == jobs_.size()) return;

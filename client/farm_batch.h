@@ -2,10 +2,14 @@
 // least loaded live daemon with its device (at most `window` jobs a daemon), sends a module
 // with its first job there (small ones on the stream, large ones by LoadModule, started ahead
 // of the jobs that need them), reads every daemon's updates on a thread of that daemon's, and
-// hands a lost or draining daemon's unfinished jobs to the others. All placement runs on the
-// caller's thread; the readers only queue what they read.
+// hands a lost or draining daemon's unfinished jobs to the others. A daemon that stops answering
+// is lost: its channel's keepalive pings go unanswered (a frozen process), or a job it said was
+// running has no answer long after the daemon's own limit for a job. Updates for ids that are no
+// job of the batch are ignored. All placement runs on the caller's thread; the readers only
+// queue what they read.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -52,7 +56,15 @@ class Farm::Batch {
     std::set<size_t> holding;  // jobs sent, not yet finished
     bool alive = false;
     bool closing = false;
-    bool draining = false;  // it refused a job as shutting down: no new ones
+    bool draining = false;   // it refused a job as shutting down: no new ones
+    double job_timeout = 0;  // seconds its jobs may run (GetInfo's limits); 0: not said
+    size_t strays = 0;       // updates it sent for ids that are no job of the batch
+  };
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  // A job a daemon said was running, and since when.
+  struct Running {
+    size_t daemon = 0;
+    SteadyTime since;
   };
   // What reader threads hand to the placing thread.
   struct Event {
@@ -95,9 +107,15 @@ class Farm::Batch {
   // stream or by an upload, where it lacks them.
   ModuleSent SendModules(size_t j, size_t best);
   ModuleSent SendModule(size_t j, size_t best, const std::string& module);
-  // Waits for the next updates and takes them in.
+  // Waits for the next updates (or the next job's deadline) and takes them in.
   void Receive();
   void Handle(Event& event);
+  // When a job a daemon said was running must have its answer: the daemon's limit for a job
+  // six times over (a strict job's references run after it, in jobs of their own) and 2 s;
+  // SteadyTime::max() for a daemon that names no limit.
+  SteadyTime DeadlineOf(const Running& running) const;
+  // Loses each daemon with a running job past its deadline: its jobs go to the others.
+  void LoseTheSilent();
   // Every job has its answer: closes the streams and waits for their readers.
   void Close();
 
@@ -116,6 +134,7 @@ class Farm::Batch {
 
   std::deque<size_t> pending_;                             // jobs to place, the next first
   std::map<size_t, int> reuploads_;                        // by job
+  std::map<size_t, Running> running_;                      // by job
   std::set<std::string> finished_;                         // ids answered
   size_t unique_ = 0;                                      // jobs to answer
   std::unordered_map<std::string_view, size_t> index_of_;  // by id, of the jobs that run

@@ -72,6 +72,12 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& targe
   }
   grpc::ChannelArguments arguments;
   arguments.SetMaxReceiveMessageSize(64 << 20);
+  if (options.keepalive > absl::ZeroDuration()) {
+    const int ms = static_cast<int>(absl::ToInt64Milliseconds(options.keepalive));
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms);
+    arguments.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms);
+    arguments.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a long job sends nothing
+  }
   if (options.health_check) {
     // gRPC's client-side health checking (the daemon's grpc.health.v1 service, watched): a
     // daemon that says NOT_SERVING (draining) takes no new calls from this channel. It needs a

@@ -42,6 +42,10 @@ struct ClientOptions {
   // Watch the daemon's health service and send nothing while it is not serving (a farm's
   // channels do).
   bool health_check = false;
+  // While a call is open, a ping after this long without traffic, and the channel given up
+  // when its answer takes as long again: a frozen daemon (stopped, its host gone) fails the
+  // calls it holds as UNAVAILABLE instead of leaving them waiting. Zero: no pings.
+  absl::Duration keepalive = absl::Seconds(20);
   // Sent as "authorization: Bearer <token>" on every call when not empty.
   std::string bearer_token;
   // A lease this client's calls are made under (sent as metadata "kprof-lease"): the daemon

@@ -56,11 +56,12 @@ def _batch_result(update, job=None):
 
 class Client:
     """A client of the kprofd at `target` ("host:port"). TLS when `tls_ca` (PEM bytes or a
-    path) is given; a bearer token on every call when `token` is."""
+    path) is given; a bearer token on every call when `token` is; `keepalive` seconds between
+    pings of an open call that carries nothing (0: none), which find a frozen daemon."""
 
     def __init__(self, target, token=None, tls_ca=None, tls_cert=None, tls_key=None,
                  timeout=60.0, upload_without_asking_bytes=UPLOAD_WITHOUT_ASKING_BYTES,
-                 max_remembered_bytes=MAX_REMEMBERED_BYTES):
+                 max_remembered_bytes=MAX_REMEMBERED_BYTES, keepalive=20.0):
         def pem(value):
             if value is None or isinstance(value, bytes):
                 return value
@@ -68,6 +69,13 @@ class Client:
                 return f.read()
         options = [("grpc.max_receive_message_length", 64 << 20),
                    ("grpc.max_send_message_length", 16 << 20)]
+        if keepalive:
+            # While a call is open, a ping after `keepalive` seconds without traffic, and the
+            # channel given up when its answer takes as long again: a frozen daemon fails the
+            # calls it holds as UNAVAILABLE instead of leaving them waiting.
+            options += [("grpc.keepalive_time_ms", int(keepalive * 1000)),
+                        ("grpc.keepalive_timeout_ms", int(keepalive * 1000)),
+                        ("grpc.http2.max_pings_without_data", 0)]
         if tls_ca is not None or tls_cert is not None:
             credentials = grpc.ssl_channel_credentials(pem(tls_ca), pem(tls_key), pem(tls_cert))
             self._channel = grpc.secure_channel(target, credentials, options)

@@ -13,7 +13,9 @@ shuts down) has its unfinished jobs sent to the others; no job is lost or answer
 import contextlib
 import itertools
 import queue
+import sys
 import threading
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -36,6 +38,13 @@ _INLINE_BYTES_PER_MESSAGE = 8 << 20
 # How far ahead of the next job to place the uploads ahead look.
 _LOOK_AHEAD = 256
 _FINAL = (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED)
+# The updates the farm acts on: answers, and that a job runs (from then on its answer is due).
+_WATCHED = _FINAL + (kprof_pb2.BatchUpdate.RUNNING,)
+
+
+def _escaped(text):
+    """The first 64 characters of `text`, control characters escaped (\\x1b)."""
+    return text[:64].encode("unicode_escape").decode("ascii")
 
 
 def _device_spec(device):
@@ -50,10 +59,12 @@ def _device_spec(device):
 class _Daemon:
     """One daemon during a batch: its stream, the jobs it holds and the thread reading it."""
 
-    def __init__(self, address, client, devices):
+    def __init__(self, address, client, devices, job_timeout=0.0):
         self.address = address
         self.client = client
         self.devices = devices
+        self.job_timeout = job_timeout  # seconds its jobs may run (GetInfo); 0: not said
+        self.strays = 0        # updates it sent for ids that are no job of the batch
         self.uploaded = set()  # module ids it holds (asked, or uploaded, in this batch)
         self.refused = {}      # module id -> the KprofError of its refused upload
         self.holding = set()   # indices of jobs sent, not yet answered
@@ -79,7 +90,7 @@ class _Daemon:
             error = None
             try:
                 for update in _updates(self.stream):
-                    if update.state in _FINAL:  # the farm acts on answers alone
+                    if update.state in _WATCHED:
                         events.put((index, update, None))
             except grpc.RpcError as failed:
                 error = failed.details() or failed.code().name
@@ -189,7 +200,8 @@ class Farm:
             except KprofError as error:
                 unreachable.append(f"{address}: {error.message}")
                 continue
-            daemons.append(_Daemon(address, client, {d.device for d in info.devices}))
+            daemons.append(_Daemon(address, client, {d.device for d in info.devices},
+                                   info.limits.job_timeout_seconds))
         if not daemons:
             raise KprofError(grpc.StatusCode.UNAVAILABLE,
                              "no daemon answered: " + "; ".join(unreachable))
@@ -232,6 +244,7 @@ class Farm:
                 daemon.stream.cancel()
             daemon.close()
             for j in daemon.holding:
+                running.pop(j, None)
                 if prepared[j].id not in finished:
                     pending.appendleft(j)
             daemon.holding.clear()
@@ -396,8 +409,20 @@ class Farm:
                 lose(daemon, error)
                 return
             j = index_of.get(update.id)
+            if j is None:  # no job of this batch: never answered with, said once a daemon
+                if daemon.strays == 0:
+                    print(f"kprof: {daemon.address} sent an update for '{_escaped(update.id)}', "
+                          "which is no job of this batch: ignored (and any more like it)",
+                          file=sys.stderr)
+                daemon.strays += 1
+                return
             held = j in daemon.holding
+            if update.state == kprof_pb2.BatchUpdate.RUNNING:
+                if held:
+                    running[j] = (daemon, time.monotonic())
+                return
             daemon.holding.discard(j)
+            running.pop(j, None)
             if update.state == kprof_pb2.BatchUpdate.FAILED:
                 if not held:
                     return  # from a daemon already given up on: the job went elsewhere
@@ -417,7 +442,33 @@ class Farm:
                     return
             deliver(_batch_result(update, prepared[j] if j is not None else None))
 
+        def deadline(j):
+            """When job j, which its daemon said runs, must have its answer: the daemon's limit
+            for a job six times over (a strict job's references run after it) and 2 s."""
+            daemon, since = running[j]
+            return since + 6 * daemon.job_timeout + 2 if daemon.job_timeout > 0 else None
+
+        def lose_the_silent():
+            """Loses each daemon with a running job past its deadline: its jobs go elsewhere."""
+            now = time.monotonic()
+            for j in list(running):
+                if j not in running or deadline(j) is None or deadline(j) > now:
+                    continue
+                daemon, since = running[j]
+                lose(daemon, f"it said job '{_escaped(prepared[j].id)}' was running "
+                             f"{now - since:.1f} s ago and has not answered since (its jobs may "
+                             f"run {daemon.job_timeout:.1f} s)")
+
+        def next_event():
+            """The next event, or None once a running job's deadline passes first."""
+            due = [d for d in map(deadline, running) if d is not None]
+            try:
+                return events.get(timeout=max(0.0, min(due) - time.monotonic()) if due else None)
+            except queue.Empty:
+                return None
+
         events = queue.Queue()
+        running = {}  # job -> (daemon, when it said the job runs)
         pending = deque(range(len(prepared)))
         reuploads = {}  # job -> times sent again after its daemon lost its module
         try:
@@ -434,12 +485,15 @@ class Farm:
                     yield result
                 if len(finished) >= len(prepared):
                     return
-                handle(*events.get())
+                event = next_event()
+                if event is not None:
+                    handle(*event)
                 while True:  # and the others that have come meanwhile, before placing more
                     try:
                         handle(*events.get_nowait())
                     except queue.Empty:
                         break
+                lose_the_silent()
         finally:
             # Uploads not begun are not wanted; one under way ends on its own, without this
             # generator waiting for it.
