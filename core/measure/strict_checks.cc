@@ -140,16 +140,25 @@ absl::Status StrictChecks::Judge(int64_t repeat, Arguments& args) {
   }
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device_.type));
   KPROF_RETURN_IF_ERROR(api->Sync(device_));  // the whole device: every stream's work
+  // What the function must have left as it was, meanwhile; and the arguments sent out, while
+  // the last check waits.
+  KPROF_RETURN_IF_ERROR(Fingerprints(args, Which::kOthers, others));
+  if (options_.send) {
+    CheckedRepeat checked{repeat, repeats_, seed_, fresh_, written_, {}};
+    checked.unchanged.resize(others.size());
+    for (size_t k = 0; k < others.size(); ++k) {
+      checked.unchanged[k] = !written_[k] && others[k] == others_before_[k];
+    }
+    KPROF_RETURN_IF_ERROR(options_.send(args, checked));
+  }
   if (repeat >= repeats_ - 1) {
-    // The last check waits a while (half a call's time, 0.2 to 5 ms): work that a thread the
-    // function keeps goes on with after the return shows.
+    // The last check waits a while (a quarter of a call's time, 0.1 to 5 ms, from the return):
+    // work that a thread the function keeps goes on with after the return shows.
     const double median = unchecked_seconds_.empty() ? 0 : report::Median(unchecked_seconds_);
     std::this_thread::sleep_until(
         returned + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                       std::chrono::duration<double>(std::clamp(median / 2, 2e-4, 5e-3))));
+                       std::chrono::duration<double>(std::clamp(median / 4, 1e-4, 5e-3))));
   }
-  // What the function must have left as it was, meanwhile.
-  KPROF_RETURN_IF_ERROR(Fingerprints(args, Which::kOthers, others));
   KPROF_RETURN_IF_ERROR(Fingerprints(args, Which::kWritten, later));
   for (size_t k = 0; k < later.size(); ++k) {
     if (later[k] == at_return[k]) continue;
@@ -162,13 +171,7 @@ absl::Status StrictChecks::Judge(int64_t repeat, Arguments& args) {
         "later differ): work went on after the call",
         Name(repeat), k, ms));
   }
-  if (!options_.send) return absl::OkStatus();
-  CheckedRepeat checked{repeat, repeats_, seed_, fresh_, written_, {}};
-  checked.unchanged.resize(others.size());
-  for (size_t k = 0; k < others.size(); ++k) {
-    checked.unchanged[k] = !written_[k] && others[k] == others_before_[k];
-  }
-  return options_.send(args, checked);
+  return absl::OkStatus();
 }
 
 std::vector<int> StrictChecks::NewThreads() const {
