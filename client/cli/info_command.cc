@@ -59,11 +59,14 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
     }
     if (d.has_lease()) {
       const kprof::v1::LeaseInfo& lease = d.lease();
-      std::printf("  leased to %s until %s (lease %s)%s\n", lease.holder().c_str(),
-                  absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                                   absl::FromUnixMillis(lease.ends_unix_ms()), absl::UTCTimeZone())
-                      .c_str(),
-                  lease.lease_id().c_str(), lease.clocks_locked() ? ", clocks locked" : "");
+      // The lease's id is shown to its holder alone (under the lease): none for the others.
+      std::printf(
+          "  leased to %s until %s%s%s\n", lease.holder().c_str(),
+          absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(lease.ends_unix_ms()),
+                           absl::UTCTimeZone())
+              .c_str(),
+          lease.lease_id().empty() ? "" : absl::StrCat(" (lease ", lease.lease_id(), ")").c_str(),
+          lease.clocks_locked() ? ", clocks locked" : "");
     }
     if (d.busy() || d.queued_size() > 0) {
       std::string queue;

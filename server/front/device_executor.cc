@@ -159,17 +159,14 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
 }
 
 std::string DeviceExecutor::KeyName(const std::string& key) {
-  const std::string owner = OwnerOf(key);
-  return owner.size() == key.size() ? key : owner + " (reference)";
+  const size_t nul = key.find('\0');
+  return nul == std::string::npos
+             ? key
+             : absl::StrCat(key.substr(0, nul), " (", key.substr(nul + 1), ")");
 }
 
 std::string DeviceExecutor::OwnerOf(const std::string& key) {
-  const std::string suffix(kReferenceSuffix, sizeof kReferenceSuffix - 1);
-  if (key.size() >= suffix.size() &&
-      key.compare(key.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return key.substr(0, key.size() - suffix.size());
-  }
-  return key;
+  return key.substr(0, key.find('\0'));
 }
 
 bool DeviceExecutor::QuickPathOpen(const std::string& client) const {

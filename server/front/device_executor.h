@@ -63,7 +63,10 @@ struct WorkerPool {
 
 class DeviceExecutor {
  public:
+  // What sets a client's reference runs and its lease's jobs apart from its own queue: no label
+  // or subject holds the NUL byte that begins them, so none can spell another's.
   static constexpr char kReferenceSuffix[] = "\0reference";
+  static constexpr char kLeaseSuffix[] = "\0lease";
   // The result of a job (a worker response whose code may be an error, or a failure of the
   // worker itself) and how long it waited and ran. Called on the executor's thread, or, for a
   // job answered on the quick path, on the thread that called Submit, before Submit returns; for
@@ -144,11 +147,13 @@ class DeviceExecutor {
     std::string what;
   };
   // Whom a lease's jobs are queued (and run) as: `client`'s, in a worker of their own.
-  static std::string LeaseKey(const std::string& client) { return client + " [lease]"; }
+  static std::string LeaseKey(const std::string& client) {
+    return client + std::string(kLeaseSuffix, sizeof kLeaseSuffix - 1);
+  }
   // The key of a client's reference runs (answer checks): a worker apart from the client's own,
   // so that a reference's outputs never enter the candidate's process. No label holds the NUL
-  // byte that sets it apart. KeyName is a key as logs and GetInfo show it ("alice (reference)"),
-  // OwnerOf the client whose jobs they are (metrics count them as its own).
+  // byte that sets it apart. KeyName is a key as logs and GetInfo show it ("alice (reference)",
+  // "alice (lease)"), OwnerOf the client whose jobs they are (metrics count them as its own).
   static std::string ReferenceKey(const std::string& client) {
     return client + std::string(kReferenceSuffix, sizeof kReferenceSuffix - 1);
   }

@@ -78,7 +78,15 @@ absl::StatusOr<std::string> ProfilerService::Authenticate(
       auth != nullptr && auth->IsPeerAuthenticated()) {
     for (const grpc::string_ref& subject :
          auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME)) {
-      if (subject.size() > 0) return std::string(subject.data(), subject.size());
+      if (subject.size() == 0) continue;
+      // A client's name is its queue's key, which a control character (NUL above all) could
+      // make another's (DeviceExecutor::LeaseKey): none is taken.
+      if (std::any_of(subject.begin(), subject.end(),
+                      [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+        return absl::UnauthenticatedError(
+            "the client certificate's subject holds control characters; it names no client");
+      }
+      return std::string(subject.data(), subject.size());
     }
     return absl::UnauthenticatedError("the client certificate has no subject to name it by");
   }

@@ -230,6 +230,33 @@ TEST_F(LeaseTest, TheHolderHasTheDeviceAloneAndItsClocksAreLockedThenPutBack) {
   EXPECT_FALSE(alice->Info()->devices(0).has_lease());
 }
 
+// A label cannot spell a lease's queue: "alice [lease]" is a client of its own, whose jobs wait
+// out alice's lease like anyone's, and GetInfo names the lease's queue as alice's.
+TEST_F(LeaseTest, ALabelThatSpellsALeasesQueueIsAClientOfItsOwn) {
+  std::ofstream(dir_.path() + "/tokens") << "token-a alice\ntoken-m alice [lease]\n";
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  auto mallory = Connect("token-m");
+  Held held = Ask(*alice, "cpu:0", 60);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED) << held.first.end_reason();
+  auto under_lease = Connect("token-a", held.first.lease().lease_id());
+  ASSERT_THAT(under_lease->TimeEvaluate(Sleep(1)), IsOk());  // the lease's worker is up
+  EXPECT_THAT(mallory->TimeEvaluate(Sleep(1), absl::Seconds(5)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("leased to alice")));
+  // While a leased job runs, the queue it runs from is alice's lease, as GetInfo says it.
+  std::thread running([&] { EXPECT_THAT(under_lease->TimeEvaluate(Sleep(300000)), IsOk()); });
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {
+    auto info = mallory->Info();
+    ASSERT_THAT(info, IsOk());
+    seen = info->devices(0).running_client() == "alice (lease)";
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  running.join();
+  EXPECT_TRUE(seen) << "no job ran as alice (lease)";
+  EXPECT_EQ(Release(held).state(), v1::LeaseUpdate::ENDED);
+}
+
 // A checked job under a lease: its reference runs under the lease too (in the holder's
 // reference worker, apart from the lease's), and a wrong answer is named there as anywhere.
 TEST_F(LeaseTest, ACheckedJobUnderALeaseIsJudgedThere) {
