@@ -55,6 +55,18 @@
 namespace kprof::server {
 namespace {
 
+// How long a drain lets running jobs finish before it kills them (the README's promise).
+constexpr absl::Duration kDrainGrace = absl::Seconds(10);
+
+// The signals that stop kprofd, each by a drain (jobs answered, clocks put back): TERM and INT,
+// and HUP, QUIT, USR1 and USR2, whose default would end it with a lease's clocks still set.
+sigset_t StopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&signals, s);
+  return signals;
+}
+
 using base::Log;
 using base::LogSeverity;
 
@@ -101,10 +113,7 @@ int Detach(int* ready_fd) {
   close(ready[1]);
   // The waiting parent ends on Ctrl-C as any command does (main blocked the signals for the
   // daemon's sigwait); the child, a session of its own, starts on.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
+  const sigset_t signals = StopSignals();
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   std::string line;
   char buffer[256];
@@ -370,10 +379,7 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
     });
   }
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
+  const sigset_t signals = StopSignals();
   int signal_number = 0;
   sigwait(&signals, &signal_number);
 
@@ -383,11 +389,15 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   health->SetServingStatus("", false);
   health->SetServingStatus("kprof.v1.Profiler", false);
   service.StartDraining();
+  // One bound for the whole drain: running jobs, a leased one too, finish within it or are
+  // killed; the clocks a lease set go back after, when nothing runs on them any more.
+  const absl::Time give_up = absl::Now() + kDrainGrace;
+  const auto left = [&] { return std::max(give_up - absl::Now(), absl::ZeroDuration()); };
+  for (auto& [device, executor] : executors) executor->Drain(left());
   leases.Stop();
-  for (auto& [device, executor] : executors) executor->Drain(absl::Seconds(10));
   if (metrics != nullptr) metrics->Stop();
-  if (!service.WaitForUploads(absl::Seconds(10))) {
-    Log(LogSeverity::kWarning, "uploads still running after 10 s are cut off");
+  if (!service.WaitForUploads(left())) {
+    Log(LogSeverity::kWarning, "uploads still running at the end of the drain are cut off");
   }
   // Jobs and uploads are over; what remains are instant calls and idle connections, which
   // gRPC would otherwise wait on until the deadline.
@@ -404,10 +414,7 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
 int main(int argc, char** argv) {
   // Signals are taken by sigwait in the main thread; every thread started later inherits the
   // block, and workers get an empty mask at spawn.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
+  const sigset_t signals = kprof::server::StopSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   // Abseil's Mutex keeps a graph of lock order to report cycles, at a cost on every lock of

@@ -3,6 +3,8 @@
 // release, disconnect or expiry, its clocks are locked on a fake sysfs tree and a stand-in NVML
 // and put back — at its end, and after the daemon is killed, at its next start. `kprof lease`
 // runs a command under the lease and exits with its status.
+#include <signal.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -458,6 +460,58 @@ TEST_F(LeaseTest, AStoppingDaemonEndsTheLeaseAndPutsItsClocksBack) {
   stopping.join();
   sysfs_.ExpectAsFound();
   EXPECT_EQ(Journals(), 0);
+}
+
+// Every signal that stops kprofd drains it (HUP, QUIT, USR1 and USR2 as TERM): a leased job
+// that runs then finishes before the clocks go back, and kprofd exits 0.
+TEST_F(LeaseTest, EveryStoppingSignalDrainsAndTheClocksGoBackAfterTheLeasedJob) {
+  for (int sig : {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) {
+    SCOPED_TRACE(sigabbrev_np(sig));
+    ASSERT_TRUE(Start());
+    auto alice = Connect("token-a");
+    Held held = Ask(*alice, "cpu:0", 600, /*lock=*/true);
+    ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED);
+    auto under_lease = Connect("token-a", held.first.lease().lease_id());
+    ASSERT_THAT(under_lease->TimeEvaluate(Sleep(1)), IsOk());  // the lease's worker is up
+    std::thread job([&] { EXPECT_THAT(under_lease->TimeEvaluate(Sleep(500000)), IsOk()); });
+    absl::SleepFor(absl::Milliseconds(200));  // it runs: two calls of 0.5 s
+    const absl::Time signalled = absl::Now();
+    ASSERT_EQ(kill(daemon_.pid(), sig), 0);
+    v1::LeaseUpdate update;
+    ASSERT_TRUE(held.lease->stream->Read(&update));
+    EXPECT_EQ(update.state(), v1::LeaseUpdate::ENDED);
+    EXPECT_THAT(update.clocks_restored(), HasSubstr("back to"));
+    EXPECT_GE(absl::Now() - signalled, absl::Milliseconds(500))
+        << "the clocks went back while the leased job ran";
+    job.join();
+    EXPECT_EQ(daemon_.Stop(), 0);
+    sysfs_.ExpectAsFound();
+  }
+}
+
+// A leased job longer than the drain's bound is killed at its end (10 s), and only then do
+// the clocks go back: kprofd is gone well within systemd's 30 s.
+TEST_F(LeaseTest, TheDrainEndsWithinItsBoundAndTheClocksGoBackAfterTheJobItKilled) {
+  ASSERT_TRUE(Start());
+  auto alice = Connect("token-a");
+  Held held = Ask(*alice, "cpu:0", 600, /*lock=*/true);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED);
+  auto under_lease = Connect("token-a", held.first.lease().lease_id());
+  std::thread job([&] {
+    const auto killed = under_lease->TimeEvaluate(Sleep(30000000), absl::Seconds(120));
+    EXPECT_FALSE(killed.ok()) << "a 30 s job outlived a 10 s drain";
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Time signalled = absl::Now();
+  ASSERT_EQ(kill(daemon_.pid(), SIGTERM), 0);
+  v1::LeaseUpdate update;
+  ASSERT_TRUE(held.lease->stream->Read(&update));
+  EXPECT_THAT(update.clocks_restored(), HasSubstr("back to"));
+  EXPECT_GE(absl::Now() - signalled, absl::Seconds(9));  // after the job, killed at 10 s
+  job.join();
+  EXPECT_EQ(daemon_.Stop(), 0);
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(20));
+  sysfs_.ExpectAsFound();
 }
 
 TEST_F(LeaseTest, ClocksALeaseChangedAreBackAfterTheDaemonIsKilled) {
