@@ -70,10 +70,10 @@ void AddPlacementOptions(CLI::App& command, PlacementFlags& flags) {
 void AddPriorityOption(CLI::App& command, PriorityFlag& flag, bool batch) {
   command
       .add_option("--priority", flag.priority,
-                  batch ? "interactive or batch (default): how the jobs queue; interactive ones go "
-                          "ahead of batch ones"
-                        : "interactive (default) or batch: batch jobs make way for interactive "
-                          "ones")
+                  batch ? "interactive or batch (default): how the jobs queue among this "
+                          "client's own; interactive ones go ahead of batch ones"
+                        : "interactive (default) or batch: how the job queues among this client's "
+                          "own; batch jobs make way for interactive ones")
       ->check(CLI::IsMember({"interactive", "batch"}));
 }
 

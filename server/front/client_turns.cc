@@ -9,66 +9,55 @@ uint64_t ClientTurns::StrideOf(const std::string& client) const {
   return kStride / static_cast<uint64_t>(weight);
 }
 
-bool ClientTurns::HasClass(const std::string& client, bool interactive) const {
-  const auto q = queues_.find(client);
-  return q != queues_.end() &&
-         std::any_of(q->second.begin(), q->second.end(),
-                     [interactive](const Entry& e) { return e.interactive == interactive; });
+std::deque<ClientTurns::Entry>::iterator ClientTurns::NextOf(std::deque<Entry>& queue, int streak) {
+  const auto interactive =
+      std::find_if(queue.begin(), queue.end(), [](const Entry& e) { return e.interactive; });
+  if (interactive == queue.end()) return queue.begin();
+  const auto batch =
+      std::find_if(queue.begin(), queue.end(), [](const Entry& e) { return !e.interactive; });
+  return batch != queue.end() && streak >= kInteractiveStreak ? batch : interactive;
 }
 
 void ClientTurns::Add(const std::string& client, uint64_t job_id, bool bounded, bool interactive) {
-  if (!HasClass(client, interactive)) {
-    // Idle time earns nothing: it joins where the clients of its class served last are.
-    uint64_t& pass = pass_[interactive][client];
-    pass = std::max(pass, virtual_time_[interactive]);
-  }
   std::deque<Entry>& queue = queues_[client];
-  if (queue.empty()) turns_.push_back(client);
+  if (queue.empty()) {
+    // Idle time earns nothing: it joins where the clients served last are.
+    uint64_t& pass = pass_[client];
+    pass = std::max(pass, virtual_time_);
+    turns_.push_back(client);
+  }
   const auto at = std::find_if(queue.begin(), queue.end(),
                                [job_id](const Entry& queued) { return queued.job_id > job_id; });
   queue.insert(at, Entry{job_id, bounded, interactive});
-  interactive_ += interactive ? 1 : 0;
   ++size_;
 }
 
 std::optional<ClientTurns::Next> ClientTurns::TakeNext(const std::string& after) {
   if (size_ == 0) return std::nullopt;
-  // The class served: interactive first, unless batch jobs have waited through a streak.
-  const bool batch_waiting = interactive_ < size_;
-  const bool interactive = interactive_ > 0 && (!batch_waiting || streak_ < kInteractiveStreak);
-  // The client of the lowest pass with a job of that class; on a tie the earlier in turn, the
-  // client just served last.
-  std::map<std::string, uint64_t>& passes = pass_[interactive];
-  auto chosen = turns_.end();
-  for (auto it = turns_.begin(); it != turns_.end(); ++it) {
-    if (!HasClass(*it, interactive)) continue;
-    if (chosen == turns_.end()) {
-      chosen = it;
-      continue;
-    }
-    const uint64_t mine = passes[*it], best = passes[*chosen];
+  // The client of the lowest pass; on a tie the earlier in turn, the client just served last.
+  auto chosen = turns_.begin();
+  for (auto it = std::next(turns_.begin()); it != turns_.end(); ++it) {
+    const uint64_t mine = pass_[*it], best = pass_[*chosen];
     if (mine < best || (mine == best && *chosen == after && *it != after)) chosen = it;
   }
   Next next{*chosen, 0};
   turns_.erase(chosen);
   std::deque<Entry>& queue = queues_.at(next.client);
-  const auto entry = std::find_if(queue.begin(), queue.end(), [interactive](const Entry& e) {
-    return e.interactive == interactive;
-  });
+  int& streak = streak_[next.client];
+  const auto entry = NextOf(queue, streak);
+  const bool batch_waited =
+      entry->interactive &&
+      std::any_of(queue.begin(), queue.end(), [](const Entry& e) { return !e.interactive; });
+  streak = batch_waited ? streak + 1 : 0;
   next.job_id = entry->job_id;
   queue.erase(entry);
   --size_;
-  if (interactive) {
-    --interactive_;
-    streak_ = batch_waiting ? streak_ + 1 : 0;
-  } else {
-    streak_ = 0;
-  }
-  uint64_t& pass = passes[next.client];
-  virtual_time_[interactive] = pass;
+  uint64_t& pass = pass_[next.client];
+  virtual_time_ = pass;
   pass += StrideOf(next.client);
   if (queue.empty()) {
     queues_.erase(next.client);
+    streak_.erase(next.client);
   } else {
     turns_.push_back(next.client);  // after the others, on a tie
   }
@@ -94,12 +83,12 @@ std::optional<std::string> ClientTurns::Remove(uint64_t job_id) {
                                  [job_id](const Entry& entry) { return entry.job_id == job_id; });
     if (it == queue.end()) continue;
     std::string client = q->first;
-    interactive_ -= it->interactive ? 1 : 0;
     queue.erase(it);
     --size_;
     if (queue.empty()) {
       turns_.erase(std::find(turns_.begin(), turns_.end(), client));
       queues_.erase(q);
+      streak_.erase(client);
     }
     return client;
   }

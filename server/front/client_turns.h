@@ -8,8 +8,10 @@
 // clients waiting: time idle earns no credit. Equal passes go in turn, the client just served
 // after the others.
 //
-// Interactive jobs go ahead of batch ones — but never more than kInteractiveStreak in a row
-// while a batch job waits, so that batch jobs are never starved.
+// A job's priority orders its client's own jobs, never one client's against another's (a
+// client cannot buy a larger share by calling its jobs interactive): within a client,
+// interactive jobs go ahead of batch ones, but never more than kInteractiveStreak in a row while
+// one of its batch jobs waits, so that its batch jobs are never starved.
 //
 // Jobs are known by id; ids grow with submission, and a client's jobs of one priority are served
 // in id order, so a job taken back from a worker goes before its client's later ones. A job
@@ -30,7 +32,7 @@ namespace kprof::server {
 
 class ClientTurns {
  public:
-  // Interactive jobs served in a row at most while a batch job waits.
+  // A client's interactive jobs served in a row at most while one of its batch jobs waits.
   static constexpr int kInteractiveStreak = 4;
 
   struct Next {
@@ -86,17 +88,16 @@ class ClientTurns {
   static constexpr uint64_t kStride = 720720;
 
   uint64_t StrideOf(const std::string& client) const;
-
-  bool HasClass(const std::string& client, bool interactive) const;
+  // The job of `queue` (a client's, not empty) to serve next: its first interactive one,
+  // unless `streak` of them went in a row while a batch one waited.
+  static std::deque<Entry>::iterator NextOf(std::deque<Entry>& queue, int streak);
 
   std::map<std::string, std::deque<Entry>> queues_;  // by client, in id order
   std::deque<std::string> turns_;                    // clients with jobs
-  // Per class (0 batch, 1 interactive), each share kept apart: a class served less often (batch
-  // behind interactive) must not set the pace newcomers of the other class join at.
-  std::map<std::string, uint64_t> pass_[2];  // of clients seen (kept while idle)
-  uint64_t virtual_time_[2] = {0, 0};        // the pass of the class's last job served
-  int interactive_ = 0;                      // interactive jobs queued
-  int streak_ = 0;  // interactive jobs served in a row while a batch one waited
+  std::map<std::string, uint64_t> pass_;             // of clients seen (kept while idle)
+  uint64_t virtual_time_ = 0;                        // the pass of the last job served
+  // By client with jobs: its interactive jobs served in a row while a batch one of it waited.
+  std::map<std::string, int> streak_;
   int size_ = 0;
   std::function<int(const std::string&)> weight_of_;
 };

@@ -166,50 +166,51 @@ TEST(TopOfAFarm, EachDaemonHasItsRowsAndOneThatDoesNotAnswerSaysSo) {
   EXPECT_TRUE(unreachable) << out.out;
 }
 
-TEST(Priority, InteractiveJobsGoAheadOfBatchOnes) {
-  // Three clients: one keeps the device busy; a batch job of a second and then an interactive
-  // one of a third wait behind it. Without priorities the second, first in turn, would go
-  // first; the interactive one does, and ends 300 ms before the other.
-  TempDir dir;
-  chmod(dir.path().c_str(), 0755);
-  std::ofstream(dir.path() + "/tokens") << "token-x busy\ntoken-y tuner\ntoken-z person\n";
-  std::ofstream(dir.path() + "/y") << "token-y\n";
-  std::ofstream(dir.path() + "/z") << "token-z\n";
-  for (const char* f : {"/tokens", "/y", "/z"}) chmod((dir.path() + f).c_str(), 0644);
-  Daemon daemon;
-  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
-  auto busy_client = ConnectWithToken(daemon.target(), "token-x");
-  ASSERT_THAT(busy_client, IsOk());
-  std::filesystem::create_directories(dir.path() + "/b");
-  std::filesystem::create_directories(dir.path() + "/i");
+// The order two `kprof time` jobs queued behind a busy device end in: `first` (ARGS of token
+// file FIRST) is queued, then `second`; returns true when `second` ends first.
+bool SecondEndsFirst(const Daemon& daemon, client::Client& busy, const std::string& dir,
+                     const std::string& first, const std::string& second) {
   // Long enough for both kprof processes to start and queue on a loaded machine.
-  std::thread busy([&] { EXPECT_THAT((*busy_client)->TimeEvaluate(Spin(2'500'000)), IsOk()); });
+  std::thread occupy([&] { EXPECT_THAT(busy.TimeEvaluate(Spin(2'500'000)), IsOk()); });
   absl::SleepFor(absl::Milliseconds(150));
   std::atomic<int> order{0};
-  int batch_place = 0, interactive_place = 0;
-  std::thread batch([&] {
-    const auto r = RunKprof(daemon.target(),
-                            "--token-file " + dir.path() +
-                                "/y time builtin spin_us --arg float64:300000 --repeat 1 "
-                                "--priority batch",
-                            dir.path() + "/b");
+  int first_place = 0, second_place = 0;
+  const auto run = [&](const std::string& args, const std::string& scratch, int* place) {
+    std::filesystem::create_directories(scratch);
+    const auto r = RunKprof(daemon.target(), "--token-file " + dir + args, scratch);
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    batch_place = ++order;
-  });
+    *place = ++order;
+  };
+  std::thread a([&] { run(first, dir + "/a", &first_place); });
   absl::SleepFor(absl::Milliseconds(250));
-  std::thread interactive([&] {
-    const auto r = RunKprof(daemon.target(),
-                            "--token-file " + dir.path() +
-                                "/z time builtin spin_us --arg float64:300000 --repeat 1 "
-                                "--priority interactive",
-                            dir.path() + "/i");
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    interactive_place = ++order;
-  });
-  busy.join();
-  batch.join();
-  interactive.join();
-  EXPECT_LT(interactive_place, batch_place);
+  std::thread b([&] { run(second, dir + "/b", &second_place); });
+  occupy.join();
+  a.join();
+  b.join();
+  return second_place < first_place;
+}
+
+TEST(Priority, InteractiveJobsGoAheadOfTheirClientsBatchOnesNotOfOtherClients) {
+  // One client keeps the device busy while two jobs queue behind it. A client's interactive
+  // job goes ahead of its own batch job; another client's interactive job waits its turn behind
+  // the first client's batch one.
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  std::ofstream(dir.path() + "/tokens")
+      << "token-x busy\ntoken-y tuner\ntoken-w farm\ntoken-z person\n";
+  for (const char* t : {"y", "w", "z"})
+    std::ofstream(dir.path() + "/" + t) << "token-" << t << "\n";
+  for (const char* f : {"/tokens", "/y", "/w", "/z"}) chmod((dir.path() + f).c_str(), 0644);
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
+  auto busy = ConnectWithToken(daemon.target(), "token-x");
+  ASSERT_THAT(busy, IsOk());
+  const std::string spin = " time builtin spin_us --arg float64:300000 --repeat 1 --priority ";
+  EXPECT_TRUE(SecondEndsFirst(daemon, **busy, dir.path(), "/y" + spin + "batch",
+                              "/y" + spin + "interactive"));
+  // Two clients new to the device (neither has had a turn): the first queued goes first.
+  EXPECT_FALSE(SecondEndsFirst(daemon, **busy, dir.path(), "/w" + spin + "batch",
+                               "/z" + spin + "interactive"));
   const auto bad = RunKprof(
       daemon.target(),
       "--token-file " + dir.path() + "/y time builtin spin_us --arg float64:1 --priority urgent",

@@ -174,40 +174,48 @@ TEST(ClientTurnsTest, IdleTimeEarnsNoCreditAndJobsTakenBackDoNotJumpTheNewcomer)
                                       "tuner:7", "tuner:8"}));
 }
 
-TEST(ClientTurnsTest, InteractiveJobsGoFirstButNeverStarveBatchOnes) {
+TEST(ClientTurnsTest, PriorityOrdersAClientsOwnJobsAndNeverStarvesItsBatchOnes) {
   ClientTurns turns;
-  for (uint64_t id = 1; id <= 3; ++id) turns.Add("tuner", id, true, /*interactive=*/false);
-  for (uint64_t id = 10; id <= 19; ++id) turns.Add("user", id, true, /*interactive=*/true);
+  for (uint64_t id = 1; id <= 3; ++id) turns.Add("a", id, true, /*interactive=*/false);
+  for (uint64_t id = 10; id <= 19; ++id) turns.Add("a", id, true, /*interactive=*/true);
   // Four interactive ones, then a batch one, while both wait.
   EXPECT_EQ(Drain(turns),
-            (std::vector<std::string>{"user:10", "user:11", "user:12", "user:13", "tuner:1",
-                                      "user:14", "user:15", "user:16", "user:17", "tuner:2",
-                                      "user:18", "user:19", "tuner:3"}));
-  // Each class keeps its own pace: batch jobs served one in five do not make an interactive
-  // newcomer join far behind the interactive clients, nor take every slot to catch up.
-  ClientTurns mixed;
-  uint64_t id = 100;
-  for (int i = 0; i < 300; ++i) mixed.Add("steady", ++id, true, /*interactive=*/true);
-  for (int i = 0; i < 300; ++i) mixed.Add("batch", ++id, true, /*interactive=*/false);
-  for (int i = 0; i < 200; ++i) (void)mixed.TakeNext("");
-  for (int i = 0; i < 100; ++i) mixed.Add("newcomer", ++id, true, /*interactive=*/true);
+            (std::vector<std::string>{"a:10", "a:11", "a:12", "a:13", "a:1", "a:14", "a:15", "a:16",
+                                      "a:17", "a:2", "a:18", "a:19", "a:3"}));
+  EXPECT_EQ(turns.size(), 0);
+}
+
+TEST(ClientTurnsTest, AClientCannotBuyAShareByCallingItsJobsInteractive) {
+  // One client marks every job interactive, the other none: they still take turns, and at 1000
+  // to 1 by weight the heavier client still gets its share.
+  ClientTurns turns;
+  uint64_t id = 0;
+  for (int i = 0; i < 60; ++i) turns.Add("greedy", ++id, true, /*interactive=*/true);
+  for (int i = 0; i < 60; ++i) turns.Add("tuner", ++id, true, /*interactive=*/false);
   std::map<std::string, int> served;
   std::string after;
-  for (int i = 0; i < 50; ++i) {
-    const std::optional<ClientTurns::Next> next = mixed.TakeNext(after);
+  for (int i = 0; i < 60; ++i) {
+    const std::optional<ClientTurns::Next> next = turns.TakeNext(after);
     ASSERT_TRUE(next.has_value());
     ++served[next->client];
     after = next->client;
   }
-  EXPECT_EQ(served["batch"], 10);  // one in five
-  EXPECT_EQ(served["steady"], 20);
-  EXPECT_EQ(served["newcomer"], 20);
+  EXPECT_EQ(served["greedy"], 30);
+  EXPECT_EQ(served["tuner"], 30);
 
-  // Within one client, its interactive job goes ahead of its own batch ones.
-  turns.Add("a", 30, true, false);
-  turns.Add("a", 31, true, true);
-  EXPECT_EQ(Drain(turns), (std::vector<std::string>{"a:31", "a:30"}));
-  EXPECT_EQ(turns.size(), 0);
+  ClientTurns weighted;
+  weighted.SetWeights([](const std::string& client) { return client == "heavy" ? 1000 : 1; });
+  for (int i = 0; i < 60; ++i) weighted.Add("greedy", ++id, true, /*interactive=*/true);
+  for (int i = 0; i < 60; ++i) weighted.Add("heavy", ++id, true, /*interactive=*/false);
+  served.clear();
+  after.clear();
+  for (int i = 0; i < 60; ++i) {
+    const std::optional<ClientTurns::Next> next = weighted.TakeNext(after);
+    ASSERT_TRUE(next.has_value());
+    ++served[next->client];
+    after = next->client;
+  }
+  EXPECT_GE(served["heavy"], 59);
 }
 
 }  // namespace
