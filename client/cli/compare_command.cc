@@ -66,6 +66,15 @@ std::string CallOf(const Json& result) {
   return absl::StrJoin(words, " ");
 }
 
+// OK for a time a measurement can have: positive, finite and normal (zero, negative, infinite
+// and subnormal ones make ratios of inf or 0 and a test of nothing).
+absl::Status CheckTime(double seconds, const std::string& where) {
+  if (seconds > 0 && std::isnormal(seconds)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, ": a time of ", report::ShortestDecimal(seconds),
+      " s, where a measurement's times are positive, finite, normal numbers of seconds"));
+}
+
 // A `kprof time --format json` result, or an OK line of `kprof batch`.
 absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& name,
                                        const std::string& where) {
@@ -88,6 +97,7 @@ absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& na
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": \"results\" holds ", seconds.dump(), ", not seconds per call"));
     }
+    KPROF_RETURN_IF_ERROR(CheckTime(seconds.get<double>(), where));
     m.seconds.push_back(seconds.get<double>());
   }
   return m;
@@ -119,7 +129,9 @@ absl::StatusOr<std::vector<Measurement>> FromGoogleBenchmark(const Json& json,
       return NotResults(
           path, absl::StrCat("has a run of '", name, "' without a real_time in ns, us, ms or s"));
     }
-    m.seconds.push_back(run["real_time"].get<double>() * factor->second);
+    const double seconds = run["real_time"].get<double>() * factor->second;
+    KPROF_RETURN_IF_ERROR(CheckTime(seconds, absl::StrCat(path, ": '", name, "'")));
+    m.seconds.push_back(seconds);
   }
   return measurements;
 }

@@ -499,6 +499,16 @@ TEST_F(CompareTest, WrongFilesAndOptionsAreRefusedSayingWhy) {
       {dir_.path() + "/missing.json " + good, "missing.json"},
       {two + " " + other, "no measurement of"},
   };
+  for (const char* time : {"0", "-1e-06", "1e-320"}) {
+    const std::string odd = Write("odd.json", absl::StrCat(R"({"results": [1e-6, )", time, "]}"));
+    for (const char* command : {"compare ", "rank "}) {
+      const Result r = Kprof(command + odd + " " + good);
+      EXPECT_EQ(r.exit_code, 1) << command << time << ": " << r.err;
+      EXPECT_THAT(r.err, HasSubstr("where a measurement's times are positive, finite, normal "
+                                   "numbers of seconds"))
+          << command << time;
+    }
+  }
   for (const auto& [args, message] : cases) {
     const Result r = Kprof("compare " + args);
     EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
