@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -217,14 +218,20 @@ std::optional<int64_t> Number(const fs::path& path) {
   return static_cast<int64_t>(*value);
 }
 
-// "cpu0-3" for a policy over CPUs 0 1 2 3, "cpu0,2" otherwise, the policy's name without the list.
-std::string PolicyName(const fs::path& policy) {
+// The CPUs a cpufreq policy runs.
+std::vector<int> AffectedCpus(const fs::path& policy) {
   std::vector<int> cpus;
   for (absl::string_view word :
        absl::StrSplit(Attribute(policy / "affected_cpus"), ' ', absl::SkipEmpty())) {
     int cpu = 0;
     if (absl::SimpleAtoi(word, &cpu)) cpus.push_back(cpu);
   }
+  return cpus;
+}
+
+// "cpu0-3" for a policy over CPUs 0 1 2 3, "cpu0,2" otherwise, the policy's name without the list.
+std::string PolicyName(const fs::path& policy) {
+  const std::vector<int> cpus = AffectedCpus(policy);
   if (cpus.empty()) return policy.filename().string();
   bool contiguous = true;
   for (size_t i = 1; i < cpus.size(); ++i) contiguous &= cpus[i] == cpus[i - 1] + 1;
@@ -233,11 +240,28 @@ std::string PolicyName(const fs::path& policy) {
   return absl::StrCat("cpu", absl::StrJoin(cpus, ","));
 }
 
+// Whether the policy's clock is this lease's to set (`cpus`, sorted; empty: every CPU's), and
+// when it also runs other CPUs a note saying it is left as it is.
+bool Ours(const fs::path& policy, const std::vector<int>& cpus, ClockLockOutcome* outcome) {
+  if (cpus.empty()) return true;
+  const std::vector<int> affected = AffectedCpus(policy);
+  const auto mine = [&cpus](int cpu) { return std::binary_search(cpus.begin(), cpus.end(), cpu); };
+  if (std::none_of(affected.begin(), affected.end(), mine)) return false;
+  if (std::all_of(affected.begin(), affected.end(), mine)) return true;
+  absl::StrAppend(&outcome->note, outcome->note.empty() ? "" : "; ", PolicyName(policy),
+                  "'s clock left as it is: it also runs CPUs kprofd does not measure on "
+                  "(--pin-cpus)");
+  return false;
+}
+
 // The CPUs' cpufreq policies: the steps that fix each at one frequency (`mhz`; 0: the base
 // frequency, or the maximum where there is no base), and their settings now.
-absl::Status PlanCpus(const std::string& root, int64_t mhz, std::vector<Step>* steps,
+absl::Status PlanCpus(const ClockLockOptions& options, std::vector<Step>* steps,
                       ClockLockOutcome* outcome) {
-  const fs::path cpu = fs::path(root) / "sys/devices/system/cpu";
+  const fs::path cpu = fs::path(options.sysfs_root) / "sys/devices/system/cpu";
+  const int64_t mhz = options.mhz;
+  std::vector<int> cpus = options.cpus;
+  std::sort(cpus.begin(), cpus.end());
   const std::vector<fs::path> policies = base::DirectoryEntries(cpu / "cpufreq", "policy");
   if (policies.empty()) {
     outcome->note =
@@ -247,6 +271,7 @@ absl::Status PlanCpus(const std::string& root, int64_t mhz, std::vector<Step>* s
     return absl::OkStatus();
   }
   for (const fs::path& policy : policies) {
+    if (!Ours(policy, cpus, outcome)) continue;
     const std::string name = PolicyName(policy);
     const std::string governor = Attribute(policy / "scaling_governor");
     const std::optional<int64_t> low = Number(policy / "scaling_min_freq");
@@ -262,6 +287,13 @@ absl::Status PlanCpus(const std::string& root, int64_t mhz, std::vector<Step>* s
       return absl::InvalidArgumentError(absl::StrCat("clock_mhz ", mhz, " is outside ", name,
                                                      "'s range, ", floor.value_or(0) / 1000, " to ",
                                                      ceiling.value_or(0) / 1000, " MHz"));
+    }
+    // No lease holds a clock below the floor: the operator's, else the base clock.
+    const int64_t lowest = options.floor_mhz > 0 ? options.floor_mhz * 1000 : base.value_or(0);
+    if (mhz > 0 && khz < lowest) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("clock_mhz ", mhz, " is below ", name, "'s floor, ", lowest / 1000, " MHz (",
+                       options.floor_mhz > 0 ? "kprofd --lock-floor-mhz" : "its base clock", ")"));
     }
     const std::string available = Attribute(policy / "scaling_available_governors");
     const bool performance =
@@ -284,7 +316,9 @@ absl::Status PlanCpus(const std::string& root, int64_t mhz, std::vector<Step>* s
       outcome->settings[outcome->settings.size() - 2].during = "performance";
     }
   }
-  // Turbo above the fixed frequency would undo it: off for the lease.
+  // Turbo above the fixed frequency would undo it: off for the lease — but it is the whole
+  // host's switch, left as it is when the lease has some CPUs only (their maximum holds them).
+  if (!cpus.empty()) return absl::OkStatus();
   for (const auto& [file, value, name] :
        {std::tuple{"intel_pstate/no_turbo", "1", "turbo disabled (intel_pstate no_turbo)"},
         std::tuple{"cpufreq/boost", "0", "boost (cpufreq)"}}) {
@@ -430,7 +464,7 @@ absl::StatusOr<ClockLockOutcome> LockClocks(const ClockLockOptions& options) {
   if (options.lock) KPROF_RETURN_IF_ERROR(journal.Load());
   std::vector<Step> steps;
   if (options.device.type == base::DeviceType::kCpu) {
-    KPROF_RETURN_IF_ERROR(PlanCpus(options.sysfs_root, options.mhz, &steps, &outcome));
+    KPROF_RETURN_IF_ERROR(PlanCpus(options, &steps, &outcome));
   } else if (const std::string node = TegraGpuDevfreq(options.sysfs_root); !node.empty()) {
     // The GPU's DVFS alone: the CPUs' clocks are a cpu:0 lease's, which may be held beside it.
     KPROF_RETURN_IF_ERROR(PlanTegraGpu(node, options.mhz, &steps, &outcome));

@@ -2,7 +2,8 @@
 // and everything changed put back after it — at its end, when the daemon stops, or, after a
 // crash, at the daemon's next start. A GPU's SM clock is locked through NVML; a Tegra GPU's DVFS
 // floor is raised to its ceiling, as jetson_clocks does; CPUs (a cpu:0 lease's) get the
-// performance governor, one frequency (their base frequency, else their maximum) and no turbo.
+// performance governor, one frequency (their base frequency, else their maximum) and no turbo —
+// only the CPUs the daemon measures on, and never below a floor.
 //
 // Every change is written to a state file (the journal, atomically replaced and synced) before
 // it is made, with the value it replaces, so that a daemon killed mid-lease finds at its next
@@ -31,6 +32,12 @@ struct ClockLockOptions {
   base::Device device;
   bool lock = false;  // false: only record the clocks
   int64_t mhz = 0;    // the frequency to lock at; 0: base, else maximum
+  // CPUs: the ones whose clocks may be set (the daemon's --pin-cpus); a cpufreq policy that
+  // also runs others is left as it is, and so are the host-wide turbo switches. Empty: all.
+  std::vector<int> cpus;
+  // The lowest frequency `mhz` may ask for; 0: each policy's base frequency (its minimum where
+  // it names none).
+  int64_t floor_mhz = 0;
   std::string sysfs_root = "/";
   std::string state_file;  // the journal; required to lock
   std::string nvml_library = "libnvidia-ml.so.1";

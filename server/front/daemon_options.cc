@@ -55,6 +55,8 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
                "the clients that may lease a device (token labels or certificate subjects; * for "
                "anyone; default: anyone on a loopback-only daemon, no one otherwise)");
   cl.AddDuration("max-lease", &f.max_lease, "DURATION", "longest lease granted (default 30m)");
+  cl.AddInt("lock-floor-mhz", &f.lock_floor_mhz, "MHZ",
+            "the lowest CPU clock a lease may lock (default: each CPU's base clock)");
   cl.AddString("log-format", &f.log_format, "FORMAT",
                "journal (structured fields: JOB_ID, DEVICE, CLIENT, CODE, LEASE_ID), plain, or "
                "auto: the journal when stderr is systemd's journal (default auto)");
@@ -305,8 +307,11 @@ absl::Status CheckLimits(const DaemonFlags& flags) {
   }
   if (flags.require_checks != "none" && flags.require_checks != "basic" &&
       flags.require_checks != "strict") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--require-checks '", flags.require_checks, "': none, basic or strict"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--require-checks '", flags.require_checks, "': none, basic or strict"));
+  }
+  if (flags.lock_floor_mhz < 0) {
+    return absl::InvalidArgumentError("--lock-floor-mhz wants a frequency in MHz, 0 or more");
   }
   if (flags.max_lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max-lease wants a positive duration");

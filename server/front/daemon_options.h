@@ -31,6 +31,7 @@ struct DaemonFlags {
   std::string scratch_dir;
   std::string lease_clients;  // "": anyone on a loopback-only daemon, no one otherwise; "*": anyone
   absl::Duration max_lease = absl::Minutes(30);
+  int64_t lock_floor_mhz = 0;  // 0: each CPU's base clock
   std::string sysfs_root = "/";
   std::string log_format = "auto";  // journal under systemd, else plain
   std::string worker_user;

@@ -273,6 +273,8 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   lease_options.max_lease = flags.max_lease;
   lease_options.helper = worker.executable;
   lease_options.sysfs_root = flags.sysfs_root;
+  lease_options.cpus = worker.placement.cpus;
+  lease_options.floor_mhz = flags.lock_floor_mhz;
   lease_options.state_dir = state_dir;
   if (flags.lease_clients == "*" ||
       (flags.lease_clients.empty() && base::IsLoopbackAddress(flags.listen))) {

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
+#include "core/host/placement.h"
 #include "nlohmann/json.hpp"
 
 extern char** environ;
@@ -286,6 +287,14 @@ void LeaseManager::Grant(uint64_t ticket) {
   if (copy.clock_mhz > 0) {
     args.push_back("--mhz");
     args.push_back(absl::StrCat(copy.clock_mhz));
+  }
+  if (!options_.cpus.empty()) {
+    args.push_back("--cpus");
+    args.push_back(core::FormatCpuList(options_.cpus));
+  }
+  if (options_.floor_mhz > 0) {
+    args.push_back("--floor-mhz");
+    args.push_back(absl::StrCat(options_.floor_mhz));
   }
   const absl::StatusOr<std::string> answer = RunHelper(options_, std::move(args));
   kprof::v1::LeaseInfo info = copy.info;

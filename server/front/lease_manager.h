@@ -38,6 +38,8 @@ struct LeaseOptions {
   std::string helper;     // kprofd-worker, run with --clocks
   std::string sysfs_root = "/";
   absl::Duration helper_timeout = absl::Seconds(30);
+  std::vector<int> cpus;  // a cpu:0 lease's clocks: these CPUs' alone (--pin-cpus); empty: all
+  int64_t floor_mhz = 0;  // the lowest clock a lease may ask for (--lock-floor-mhz); 0: base
 };
 
 class LeaseManager {

@@ -3,10 +3,13 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "base/device.h"
 #include "core/host/clock_lock.h"
+#include "core/host/placement.h"
 #include "nlohmann/json.hpp"
 
 namespace kprof::server {
@@ -41,10 +44,14 @@ int RunClockHelper(int argc, char** argv) {
       options.state_file = value;
     } else if (flag == "--sysfs-root") {
       options.sysfs_root = value;
-    } else if (flag == "--mhz") {
-      if (!absl::SimpleAtoi(value, &options.mhz)) {
-        return Fail(absl::InvalidArgumentError("--mhz wants a whole number"));
+    } else if (flag == "--mhz" || flag == "--floor-mhz") {
+      if (!absl::SimpleAtoi(value, flag == "--mhz" ? &options.mhz : &options.floor_mhz)) {
+        return Fail(absl::InvalidArgumentError(flag + " wants a whole number"));
       }
+    } else if (flag == "--cpus") {
+      absl::StatusOr<std::vector<int>> cpus = core::ParseCpuList(value);
+      if (!cpus.ok()) return Fail(cpus.status());
+      options.cpus = *std::move(cpus);
     } else {
       return Fail(absl::InvalidArgumentError("unknown option " + flag));
     }

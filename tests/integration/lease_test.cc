@@ -371,20 +371,24 @@ TEST_F(LeaseTest, WhoMayLeaseAndForHowLongIsTheOperators) {
   status = refusal(*alice, "cuda:7", 10);
   EXPECT_NE(status.error_code(), grpc::StatusCode::OK);
   EXPECT_THAT(status.error_message(), HasSubstr("cuda:7"));
-  // A frequency the CPUs do not take: the lease is not granted, saying why.
-  {
+  // A frequency the CPUs do not take, or one below their floor (the base clock): the lease is
+  // not granted, saying why.
+  for (const auto& [mhz, why] :
+       {std::pair{9000, "refused: clock_mhz 9000 is outside"},
+        std::pair{800,
+                  "refused: clock_mhz 800 is below cpu0-1's floor, 2400 MHz (its base clock)"}}) {
     Held held;
     held.lease = alice->OpenLease();
     v1::LeaseRequest request;
     request.set_device("cpu:0");
     request.set_seconds(10);
     request.set_lock_clocks(true);
-    request.set_clock_mhz(9000);
+    request.set_clock_mhz(mhz);
     ASSERT_TRUE(held.lease->stream->Write(request));
     v1::LeaseUpdate update;
     ASSERT_TRUE(held.lease->stream->Read(&update));
     EXPECT_EQ(update.state(), v1::LeaseUpdate::ENDED);
-    EXPECT_THAT(update.end_reason(), HasSubstr("refused: clock_mhz 9000 is outside"));
+    EXPECT_THAT(update.end_reason(), HasSubstr(why));
     held.lease->stream->WritesDone();
     EXPECT_TRUE(held.lease->stream->Finish().ok());
     sysfs_.ExpectAsFound();
@@ -393,6 +397,21 @@ TEST_F(LeaseTest, WhoMayLeaseAndForHowLongIsTheOperators) {
   auto forged = Connect("token-a", "0123456789abcdef");
   EXPECT_THAT(forged->TimeEvaluate(Sleep(1)), StatusIs(absl::StatusCode::kFailedPrecondition,
                                                        HasSubstr("no lease 0123456789abcdef")));
+}
+
+// A cpu:0 lease sets the clocks of the CPUs the daemon measures on (--pin-cpus) alone: a
+// cpufreq policy that also runs others is left as it is, and the lease says so.
+TEST_F(LeaseTest, ALeaseSetsOnlyTheClocksOfTheCpusTheDaemonMeasuresOn) {
+  ASSERT_TRUE(Start({"--pin-cpus", "1"}));
+  auto alice = Connect("token-a");
+  Held held = Ask(*alice, "cpu:0", 60, /*lock=*/true);
+  ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED) << held.first.end_reason();
+  EXPECT_FALSE(held.first.lease().clocks_locked());
+  EXPECT_THAT(held.first.lease().clocks_note(),
+              HasSubstr("cpu0-1's clock left as it is: it also runs CPUs kprofd does not measure "
+                        "on (--pin-cpus)"));
+  sysfs_.ExpectAsFound();
+  EXPECT_EQ(Release(held).state(), v1::LeaseUpdate::ENDED);
 }
 
 TEST_F(LeaseTest, ASharedDaemonLetsNoOneLeaseUnlessTheOperatorSaysWho) {

@@ -93,6 +93,57 @@ TEST(ClockLock, AFrequencyAskedForIsCheckedAgainstTheCpusRange) {
   ASSERT_THAT(RestoreClocks(options.state_file), IsOk());
 }
 
+TEST(ClockLock, NoLeaseHoldsAClockBelowTheFloor) {
+  TempDir dir;
+  Cpufreq(dir);
+  ClockLockOptions options = Cpu(dir, true);
+  options.mhz = 800;  // the CPUs' minimum, below their base clock
+  EXPECT_THAT(LockClocks(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("clock_mhz 800 is below cpu0-3's floor, 2400 MHz (its base "
+                                 "clock)")));
+  EXPECT_EQ(Read(dir, std::string(kPolicy) + "scaling_governor"), "powersave");
+  options.floor_mhz = 1000;  // the operator's
+  EXPECT_THAT(LockClocks(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("below cpu0-3's floor, 1000 MHz (kprofd --lock-floor-mhz)")));
+  options.mhz = 1200;
+  ASSERT_THAT(LockClocks(options), IsOk());
+  EXPECT_EQ(Read(dir, std::string(kPolicy) + "scaling_max_freq"), "1200000");
+  ASSERT_THAT(RestoreClocks(options.state_file), IsOk());
+}
+
+TEST(ClockLock, OnlyTheCpusTheDaemonMeasuresOnAreSet) {
+  TempDir dir;
+  Cpufreq(dir);  // policy0: CPUs 0-3
+  const std::string p4 = "sys/devices/system/cpu/cpufreq/policy4/";
+  dir.WriteFile(p4 + "affected_cpus", "4 5\n");
+  dir.WriteFile(p4 + "scaling_governor", "powersave\n");
+  dir.WriteFile(p4 + "scaling_min_freq", "800000\n");
+  dir.WriteFile(p4 + "scaling_max_freq", "4000000\n");
+  dir.WriteFile(p4 + "base_frequency", "2400000\n");
+  ClockLockOptions options = Cpu(dir, true);
+  options.cpus = {5, 4};
+  absl::StatusOr<ClockLockOutcome> outcome = LockClocks(options);
+  ASSERT_THAT(outcome, IsOk());
+  EXPECT_EQ(Read(dir, p4 + "scaling_governor"), "performance");
+  EXPECT_EQ(Read(dir, p4 + "scaling_max_freq"), "2400000");
+  // Another policy's CPUs, and the host-wide boost switch: as they were.
+  EXPECT_EQ(Read(dir, std::string(kPolicy) + "scaling_governor"), "powersave");
+  EXPECT_EQ(Read(dir, "sys/devices/system/cpu/cpufreq/boost"), "1");
+  ASSERT_THAT(RestoreClocks(options.state_file), IsOk());
+  // A policy shared with CPUs it does not measure on is left as it is, saying so.
+  options.cpus = {2, 3};
+  outcome = LockClocks(options);
+  ASSERT_THAT(outcome, IsOk());
+  EXPECT_FALSE(outcome->locked);
+  EXPECT_THAT(outcome->note, HasSubstr("cpu0-3's clock left as it is: it also runs CPUs kprofd "
+                                       "does not measure on (--pin-cpus)"));
+  EXPECT_EQ(Read(dir, std::string(kPolicy) + "scaling_governor"), "powersave");
+  EXPECT_EQ(Read(dir, p4 + "scaling_governor"), "powersave");
+  ASSERT_THAT(RestoreClocks(options.state_file), IsOk());
+}
+
 TEST(ClockLock, ARefusedChangeUndoesTheOnesBeforeItAndSaysWhy) {
   TempDir dir;
   Cpufreq(dir);
