@@ -18,6 +18,7 @@
 #include "base/read_file.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
+#include "client/cli/output.h"
 #include "client/cli/plot_svg.h"
 #include "client/cli/rank_command.h"
 #include "nlohmann/json.hpp"
@@ -66,13 +67,17 @@ std::string CallOf(const Json& result) {
   return absl::StrJoin(words, " ");
 }
 
-// OK for a time a measurement can have: positive, finite and normal (zero, negative, infinite
-// and subnormal ones make ratios of inf or 0 and a test of nothing).
-absl::Status CheckTime(double seconds, const std::string& where) {
-  if (seconds > 0 && std::isnormal(seconds)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      where, ": a time of ", report::ShortestDecimal(seconds),
-      " s, where a measurement's times are positive, finite, normal numbers of seconds"));
+// A measurement with a time that is not positive, finite and normal (zero, negative, infinite
+// and subnormal ones make ratios of inf or 0 and a test of nothing) is compared as a failed one,
+// its times dropped; python/kprof/compare.py says it in the same words.
+void RefuseOddTimes(Measurement& m) {
+  for (size_t k = 0; k < m.seconds.size(); ++k) {
+    if (m.seconds[k] > 0 && std::isnormal(m.seconds[k])) continue;
+    m.error = absl::StrCat("INVALID_ARGUMENT: repeat ", k + 1, " of ", m.seconds.size(),
+                           " is not a positive, finite, normal number of seconds");
+    m.seconds.clear();
+    return;
+  }
 }
 
 // A `kprof time --format json` result, or an OK line of `kprof batch`.
@@ -97,9 +102,9 @@ absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& na
       return absl::InvalidArgumentError(
           absl::StrCat(where, ": \"results\" holds ", seconds.dump(), ", not seconds per call"));
     }
-    KPROF_RETURN_IF_ERROR(CheckTime(seconds.get<double>(), where));
     m.seconds.push_back(seconds.get<double>());
   }
+  RefuseOddTimes(m);
   return m;
 }
 
@@ -129,9 +134,10 @@ absl::StatusOr<std::vector<Measurement>> FromGoogleBenchmark(const Json& json,
       return NotResults(
           path, absl::StrCat("has a run of '", name, "' without a real_time in ns, us, ms or s"));
     }
-    const double seconds = run["real_time"].get<double>() * factor->second;
-    KPROF_RETURN_IF_ERROR(CheckTime(seconds, absl::StrCat(path, ": '", name, "'")));
-    m.seconds.push_back(seconds);
+    m.seconds.push_back(run["real_time"].get<double>() * factor->second);
+  }
+  for (Measurement& m : measurements) {
+    if (m.error.empty()) RefuseOddTimes(m);
   }
   return measurements;
 }
@@ -348,7 +354,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
     out["base_only"] = base_only;
     out["new_only"] = new_only;
     out["summary"] = counts;
-    std::printf("%s\n", out.dump(2).c_str());
+    PrintF("%s\n", out.dump(2).c_str());
   } else if (options.format == "csv") {
     std::string out =
         "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
@@ -360,7 +366,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
                       row.c.base_repeats, ",", CsvNumber(row.c.base_median), ",", row.c.new_repeats,
                       ",", CsvNumber(row.c.new_median), "\n");
     }
-    std::fputs(out.c_str(), stdout);
+    Print(out);
   } else {
     std::vector<std::vector<std::string>> cells = {
         {"measurement", "base", "new", "change", interval_title, "p", "verdict", "repeats"}};
@@ -385,7 +391,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
       absl::StrAppend(&out, base_only.size(), " only in ", base_path, "\n");
     }
     if (!new_only.empty()) absl::StrAppend(&out, new_only.size(), " only in ", new_path, "\n");
-    std::fputs(out.c_str(), stdout);
+    Print(out);
   }
   std::fflush(stdout);
 

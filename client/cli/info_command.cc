@@ -20,36 +20,35 @@ namespace {
 
 // The CSV's header; with a target column first when several daemons are listed.
 void PrintCsvHeader(bool targets) {
-  std::printf("%sdevice,type,name,cpus,queue_length,busy,jobs_completed,jobs_failed\n",
-              targets ? "target," : "");
+  PrintF("%sdevice,type,name,cpus,queue_length,busy,jobs_completed,jobs_failed\n",
+         targets ? "target," : "");
 }
 
 // One row per device; `target` first when it is not "".
 void PrintCsv(const kprof::v1::GetInfoResponse& info, const std::string& target) {
   if (target.empty()) PrintCsvHeader(false);
   for (const auto& d : info.devices()) {
-    if (!target.empty()) std::printf("%s,", target.c_str());
-    std::printf("%s,%s,\"%s\",%d,%d,%d,%lld,%lld\n", d.device().c_str(), d.type().c_str(),
-                d.cpu_model().c_str(), d.cpus(), d.queue_length(), d.busy() ? 1 : 0,
-                static_cast<long long>(d.jobs_completed()),
-                static_cast<long long>(d.jobs_failed()));
+    if (!target.empty()) PrintF("%s,", target.c_str());
+    PrintF("%s,%s,\"%s\",%d,%d,%d,%lld,%lld\n", d.device().c_str(), d.type().c_str(),
+           d.cpu_model().c_str(), d.cpus(), d.queue_length(), d.busy() ? 1 : 0,
+           static_cast<long long>(d.jobs_completed()), static_cast<long long>(d.jobs_failed()));
   }
 }
 
 void PrintTable(const kprof::v1::GetInfoResponse& info) {
-  std::printf("kprofd %s on %s\nbuild: %s\n", info.version().c_str(), info.host().c_str(),
-              info.build().c_str());
-  if (!info.os().empty()) std::printf("os: %s\n", info.os().c_str());
-  if (!info.jetson().empty()) std::printf("jetson: %s\n", info.jetson().c_str());
-  std::printf("\n");
+  PrintF("kprofd %s on %s\nbuild: %s\n", info.version().c_str(), info.host().c_str(),
+         info.build().c_str());
+  if (!info.os().empty()) PrintF("os: %s\n", info.os().c_str());
+  if (!info.jetson().empty()) PrintF("jetson: %s\n", info.jetson().c_str());
+  PrintF("\n");
   for (const auto& d : info.devices()) {
-    std::printf(
-        "%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n", d.device().c_str(),
-        d.name().c_str(), d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(),
-        d.cpus(), d.queue_length(), d.busy() ? " (busy)" : "",
-        static_cast<long long>(d.jobs_completed()), static_cast<long long>(d.jobs_failed()));
+    PrintF("%s  %s%s\n  cpus: %d   queue: %d%s   jobs: %lld done, %lld failed\n",
+           d.device().c_str(), d.name().c_str(),
+           d.cpu_model().empty() ? "" : (" (" + d.cpu_model() + ")").c_str(), d.cpus(),
+           d.queue_length(), d.busy() ? " (busy)" : "", static_cast<long long>(d.jobs_completed()),
+           static_cast<long long>(d.jobs_failed()));
     if (!d.compute_capability().empty()) {
-      std::printf(
+      PrintF(
           "  sm_%s, %d SMs, %llu MiB, L2 %d KiB, %d MHz; memory %d MHz x %d bits (peak %.0f "
           "GB/s); PCI %s; driver CUDA %s\n",
           absl::StrReplaceAll(d.compute_capability(), {{".", ""}}).c_str(), d.multiprocessors(),
@@ -60,7 +59,7 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
     if (d.has_lease()) {
       const kprof::v1::LeaseInfo& lease = d.lease();
       // The lease's id is shown to its holder alone (under the lease): none for the others.
-      std::printf(
+      PrintF(
           "  leased to %s until %s%s%s\n", lease.holder().c_str(),
           absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(lease.ends_unix_ms()),
                            absl::UTCTimeZone())
@@ -73,15 +72,15 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
       for (const auto& q : d.queued()) {
         absl::StrAppend(&queue, queue.empty() ? "" : ", ", q.client(), " ", q.jobs());
       }
-      std::printf("  running: %s; queued: %s\n",
-                  d.running_client().empty() ? "nothing" : d.running_client().c_str(),
-                  queue.empty() ? "nothing" : queue.c_str());
+      PrintF("  running: %s; queued: %s\n",
+             d.running_client().empty() ? "nothing" : d.running_client().c_str(),
+             queue.empty() ? "nothing" : queue.c_str());
     }
     for (const auto& c : d.collectors()) {
       const std::string metrics = c.metrics().empty() ? "no preset events; native events by name"
                                                       : absl::StrJoin(c.metrics(), ", ");
-      std::printf("  collector %s: %s\n", c.name().c_str(),
-                  c.available() ? metrics.c_str() : ("unavailable: " + c.reason()).c_str());
+      PrintF("  collector %s: %s\n", c.name().c_str(),
+             c.available() ? metrics.c_str() : ("unavailable: " + c.reason()).c_str());
       // What it knows but cannot count here, grouped by why.
       std::vector<std::pair<std::string, std::vector<std::string>>> why_not;
       for (const auto& u : c.uncountable()) {
@@ -91,29 +90,29 @@ void PrintTable(const kprof::v1::GetInfoResponse& info) {
         same->second.push_back(u.name());
       }
       for (const auto& [reason, names] : why_not) {
-        std::printf("    not countable here: %s: %s\n", absl::StrJoin(names, ", ").c_str(),
-                    reason.c_str());
+        PrintF("    not countable here: %s: %s\n", absl::StrJoin(names, ", ").c_str(),
+               reason.c_str());
       }
       for (const auto& component : c.components()) {
-        std::printf("    component %s: %s\n", component.name().c_str(),
-                    component.enabled() ? "enabled" : ("disabled: " + component.reason()).c_str());
+        PrintF("    component %s: %s\n", component.name().c_str(),
+               component.enabled() ? "enabled" : ("disabled: " + component.reason()).c_str());
       }
     }
   }
-  std::printf("\ncuda: %s\n", info.cuda().c_str());
-  if (!info.isolation().empty()) std::printf("isolation: %s\n", info.isolation().c_str());
-  if (!info.metrics().empty()) std::printf("metrics: http://%s/metrics\n", info.metrics().c_str());
+  PrintF("\ncuda: %s\n", info.cuda().c_str());
+  if (!info.isolation().empty()) PrintF("isolation: %s\n", info.isolation().c_str());
+  if (!info.metrics().empty()) PrintF("metrics: http://%s/metrics\n", info.metrics().c_str());
   const auto& l = info.limits();
-  std::printf(
-      "\nlimits: module %s, cache %s, arguments %s, queue %d, job timeout %gs\n\nmodules:\n",
-      base::FormatByteSize(l.max_module_bytes()).c_str(),
-      base::FormatByteSize(l.max_cache_bytes()).c_str(),
-      base::FormatByteSize(l.max_argument_bytes()).c_str(), l.max_queue(), l.job_timeout_seconds());
+  PrintF("\nlimits: module %s, cache %s, arguments %s, queue %d, job timeout %gs\n\nmodules:\n",
+         base::FormatByteSize(l.max_module_bytes()).c_str(),
+         base::FormatByteSize(l.max_cache_bytes()).c_str(),
+         base::FormatByteSize(l.max_argument_bytes()).c_str(), l.max_queue(),
+         l.job_timeout_seconds());
   for (const auto& m : info.modules()) {
-    std::printf("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
-                absl::StrJoin(m.functions(), ", ").c_str());
+    PrintF("  %-64s  %s (%s)\n", m.id().c_str(), m.name().c_str(),
+           absl::StrJoin(m.functions(), ", ").c_str());
   }
-  if (info.more_modules()) std::printf("  ... and more: `kprof modules` lists them all\n");
+  if (info.more_modules()) PrintF("  ... and more: `kprof modules` lists them all\n");
 }
 
 class InfoCommand final : public Command {
@@ -147,7 +146,7 @@ class InfoCommand final : public Command {
         const std::string why = StatusLine(info.status());
         failed.push_back(absl::StrCat(daemons[i], ": ", why));
         all.push_back({{"target", daemons[i]}, {"error", why}});
-        if (format == "table") std::printf("== %s: %s\n\n", daemons[i].c_str(), why.c_str());
+        if (format == "table") PrintF("== %s: %s\n\n", daemons[i].c_str(), why.c_str());
         continue;
       }
       if (format == "json") {
@@ -157,9 +156,9 @@ class InfoCommand final : public Command {
       } else if (format == "csv") {
         PrintCsv(*info, daemons[i]);
       } else {
-        std::printf("== %s\n", daemons[i].c_str());
+        PrintF("== %s\n", daemons[i].c_str());
         PrintTable(*info);
-        std::printf("\n");
+        PrintF("\n");
       }
     }
     if (format == "json") Print(Json{{"daemons", all}}.dump(1) + "\n");

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cli/call_spec.h"
 #include "client/cli/command.h"
+#include "client/cli/output.h"
 #include "kprof/config.h"
 
 namespace kprof::client {
@@ -166,7 +167,7 @@ int Main(int argc, char** argv) {
   if (status.ok()) return 0;
   // The code and message alone: a usage error's mark is not for the person reading.
   std::fprintf(stderr, "kprof: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
-               std::string(status.message()).c_str());
+               Printable(std::string(status.message())).c_str());
   if (const std::string advice = ConnectionAdvice(status, globals); !advice.empty()) {
     std::fprintf(stderr, "kprof: %s\n", advice.c_str());
   }

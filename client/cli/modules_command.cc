@@ -38,9 +38,9 @@ class ModulesCommand final : public Command {
         Print(absl::StrCat(m.id(), ",", CsvField(m.name()), ",", m.format(), ",", m.size_bytes(),
                            ",", CsvField(absl::StrJoin(m.functions(), " ")), "\n"));
       } else {
-        std::printf("%-64s  %-16s %10s  %s\n", m.id().c_str(), m.name().c_str(),
-                    base::FormatByteSize(m.size_bytes()).c_str(),
-                    absl::StrJoin(m.functions(), ", ").c_str());
+        PrintF("%-64s  %-16s %10s  %s\n", m.id().c_str(), m.name().c_str(),
+               base::FormatByteSize(m.size_bytes()).c_str(),
+               absl::StrJoin(m.functions(), ", ").c_str());
       }
     }
     return absl::OkStatus();

@@ -14,7 +14,28 @@
 
 namespace kprof::client {
 
-void Print(std::string_view text) { std::fwrite(text.data(), 1, text.size(), stdout); }
+std::string Printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t' && c != 0) || c == 0x7f) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c == 0xc2 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(text[++i]));  // C1
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+void Print(std::string_view text) {
+  const std::string printable = Printable(text);
+  std::fwrite(printable.data(), 1, printable.size(), stdout);
+}
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "google/protobuf/message.h"
 #include "kprof/v1/kprof.pb.h"
 #include "nlohmann/json.hpp"
@@ -18,8 +19,20 @@ namespace kprof::client {
 
 using Json = nlohmann::ordered_json;
 
-// Writes `text` to stdout whole: a report's strings may hold NUL bytes, which "%s" would stop at.
+// `text` with the control characters a terminal acts on written out ("\x1b", "\r", "\u009b"):
+// ids, names, hosts and messages come from clients and daemons, and must not move the cursor,
+// clear the screen or overwrite a row. Newlines, tabs and NUL bytes stay as they are.
+std::string Printable(std::string_view text);
+
+// Writes `text` to stdout whole, Printable: a report's strings may hold NUL bytes, which "%s"
+// would stop at.
 void Print(std::string_view text);
+
+// Print of a printf-style format, checked as absl::StrFormat checks it.
+template <typename... Args>
+void PrintF(const absl::FormatSpec<Args...>& format, const Args&... args) {
+  Print(absl::StrFormat(format, args...));
+}
 
 // A message as indented JSON with its fields' proto names, 64-bit integers as numbers (protobuf
 // writes them as strings).

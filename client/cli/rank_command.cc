@@ -13,6 +13,7 @@
 #include "base/status_macros.h"
 #include "client/cli/command.h"
 #include "client/cli/compare_command.h"
+#include "client/cli/output.h"
 #include "report/metric.h"
 #include "report/report.h"
 
@@ -149,7 +150,7 @@ absl::Status RankFiles(const std::vector<std::string>& paths, const report::Rank
   for (report::RankedCandidate& c : ranking.candidates) {
     if (const auto found = errors.find(c.name); found != errors.end()) c.error = found->second;
   }
-  std::fputs(RenderRanking(ranking, format).c_str(), stdout);
+  Print(RenderRanking(ranking, format));
   std::fflush(stdout);
   return absl::OkStatus();
 }

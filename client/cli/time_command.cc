@@ -24,22 +24,22 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
   const auto& s = r.statistics();
   Print(absl::StrCat(function, " ", r.argument_shapes(), " on ", r.device(), "\n"));
   for (int i = 0; i < r.seconds_per_call_size(); ++i) {
-    std::printf("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1,
-                r.seconds_per_call(i) * 1e6, static_cast<long long>(r.numbers(i)));
+    PrintF("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1, r.seconds_per_call(i) * 1e6,
+           static_cast<long long>(r.numbers(i)));
   }
-  std::printf(
+  PrintF(
       "  mean %.3f us  median %.3f us  min %.3f us  max %.3f us  std %.3f us  "
       "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
       s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6, s.cv() * 100,
       r.timing().queue_wait_seconds() * 1e3, r.timing().execution_seconds() * 1e3);
   if (r.has_converged()) {
-    std::printf("  %s: relative std %.2f%% after %d repeats (%s)\n",
-                r.converged() ? "converged" : "NOT converged", r.rel_stddev() * 100,
-                r.seconds_per_call_size(), r.stop_reason().c_str());
+    PrintF("  %s: relative std %.2f%% after %d repeats (%s)\n",
+           r.converged() ? "converged" : "NOT converged", r.rel_stddev() * 100,
+           r.seconds_per_call_size(), r.stop_reason().c_str());
   }
   if (outliers) {
     const auto& f = r.filtered_statistics();
-    std::printf(
+    PrintF(
         "  without %d outlier(s): mean %.3f us  median %.3f us  min %.3f us  max %.3f us  "
         "std %.3f us  cv %.2f%%\n",
         r.outliers_size(), f.mean() * 1e6, f.median() * 1e6, f.min() * 1e6, f.max() * 1e6,
@@ -49,7 +49,7 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
   if (r.has_throughput()) Print("  " + ThroughputLine(r.throughput()) + "\n");
   if (r.has_check()) Print("  " + VerdictLine(r.check()) + "\n");
   for (int i = 0; i < r.checksums_size(); ++i) {
-    std::printf("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
+    PrintF("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
   }
   for (const std::string& warning : r.warnings()) Print("  warning: " + warning + "\n");
   if (!manifest.empty()) {

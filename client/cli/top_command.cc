@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
+#include "client/cli/output.h"
 #include "client/farm.h"
 
 namespace kprof::client {
@@ -121,7 +122,7 @@ class TopCommand final : public Command {
       } else if (frame > 0) {
         std::fputs("\n", stdout);
       }
-      std::fputs(text.c_str(), stdout);
+      Print(text);
       std::fflush(stdout);
       if (frames != 0 && frame + 1 >= frames) break;
       if (live ? LiveTerminal::Quit(interval) : Interrupted(interval)) break;

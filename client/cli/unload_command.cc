@@ -9,6 +9,7 @@
 #include "base/status_macros.h"
 #include "client/cli/call_spec.h"
 #include "client/cli/command.h"
+#include "client/cli/output.h"
 
 namespace kprof::client {
 namespace {
@@ -43,7 +44,7 @@ class UnloadCommand final : public Command {
             s.code(),
             file ? absl::StrCat(module, " (module ", id, "): ", s.message()) : s.message());
       }
-      std::printf("unloaded %s%s\n", id.c_str(), file ? (" (" + module + ")").c_str() : "");
+      PrintF("unloaded %s%s\n", id.c_str(), file ? (" (" + module + ")").c_str() : "");
       std::fflush(stdout);
     }
     return absl::OkStatus();

@@ -15,6 +15,7 @@ scipy computes it, and a verdict of faster, slower, same or insufficient.
 import json
 import math
 import os
+import sys
 
 from kprof.report import shortest_decimal
 from kprof.statistics import bootstrap_change_interval, mann_whitney_u, median as _median
@@ -80,6 +81,17 @@ class _Measurement:
     def __init__(self, name, call="", seconds=(), error=""):
         self.name, self.call, self.seconds, self.error = name, call, list(seconds), error
 
+    def refuse_odd_times(self):
+        """A time that is not positive, finite and normal makes this a failed measurement, its
+        times dropped (as the CLI's RefuseOddTimes, in its words)."""
+        for k, s in enumerate(self.seconds):
+            if not (s > 0 and math.isfinite(s) and s >= sys.float_info.min):
+                self.error = (f"INVALID_ARGUMENT: repeat {k + 1} of {len(self.seconds)} is not "
+                              "a positive, finite, normal number of seconds")
+                self.seconds = []
+                return self
+        return self
+
 
 def _not_results(path, why):
     return ValueError(
@@ -108,7 +120,8 @@ def _from_result(result, name, where):
                              f"{json.dumps(v, ensure_ascii=False, separators=(',', ':'))}, not "
                              "seconds per call")
     own = result.get("id")
-    return _Measurement(own if isinstance(own, str) else name, _call_of(result), seconds)
+    return _Measurement(own if isinstance(own, str) else name, _call_of(result),
+                        seconds).refuse_odd_times()
 
 
 def _text(obj, key, fallback):
@@ -143,7 +156,7 @@ def _from_google_benchmark(doc, path):
             raise _not_results(path, f"has a run of '{name}' without a real_time in ns, us, ms "
                                      "or s")
         m.seconds.append(real * _UNITS[unit])
-    return measurements
+    return [m.refuse_odd_times() if not m.error else m for m in measurements]
 
 
 def _refuse_constant(name):

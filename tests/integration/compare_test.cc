@@ -101,6 +101,26 @@ TEST_F(CompareTest, TellsASlowerKernelFromTheSameOne) {
   EXPECT_EQ(steady_gate.exit_code, 0) << steady_gate.err;
 }
 
+// Ids come from whoever wrote the files: a terminal's control characters in one are written
+// out, never sent raw (a row must not be able to clear the screen or forge other rows).
+TEST_F(CompareTest, ControlCharactersInIdsNeverReachTheTerminalRaw) {
+  std::string line = R"({"id": "\u001b[2J\rforged\u0007", "status": "OK", "results": [)";
+  for (int i = 0; i < 20; ++i) absl::StrAppend(&line, i ? ", " : "", 1e-6 * (1 + i % 3));
+  line += "]}\n";
+  const std::string a = Write("a.jsonl", line), b = Write("b.jsonl", line);
+  for (const char* format : {"table", "csv"}) {
+    const Result compare = Kprof(absl::StrCat("compare ", a, " ", b, " --format ", format));
+    EXPECT_EQ(compare.exit_code, 0) << compare.err;
+    EXPECT_THAT(compare.out, HasSubstr("\\x1b[2J\\x0dforged\\x07")) << format;
+    for (char raw : {'\x1b', '\r', '\x07'}) {
+      EXPECT_EQ(compare.out.find(raw), std::string::npos) << format << " " << int{raw};
+    }
+  }
+  const Result rank = Kprof(absl::StrCat("rank ", a));
+  EXPECT_EQ(rank.out.find('\x1b'), std::string::npos) << rank.out;
+  EXPECT_EQ(rank.err.find('\x1b'), std::string::npos) << rank.err;
+}
+
 TEST_F(CompareTest, TooFewRepeatsAreInsufficient) {
   const std::string base = TimeSpin("few", 200, 3);
   const std::string fresh = TimeSpin("more", 300, 20);
@@ -499,15 +519,19 @@ TEST_F(CompareTest, WrongFilesAndOptionsAreRefusedSayingWhy) {
       {dir_.path() + "/missing.json " + good, "missing.json"},
       {two + " " + other, "no measurement of"},
   };
+  // Times that are not positive, finite, normal numbers make a failed measurement, saying so.
   for (const char* time : {"0", "-1e-06", "1e-320"}) {
-    const std::string odd = Write("odd.json", absl::StrCat(R"({"results": [1e-6, )", time, "]}"));
-    for (const char* command : {"compare ", "rank "}) {
-      const Result r = Kprof(command + odd + " " + good);
-      EXPECT_EQ(r.exit_code, 1) << command << time << ": " << r.err;
-      EXPECT_THAT(r.err, HasSubstr("where a measurement's times are positive, finite, normal "
-                                   "numbers of seconds"))
-          << command << time;
-    }
+    const std::string odd = Write("odd.jsonl", absl::StrCat(R"({"id": "odd", "status": "OK", )",
+                                                            R"("results": [1e-6, )", time, "]}\n"));
+    const Result compare = Kprof("compare " + odd + " " + odd + " --format json");
+    EXPECT_THAT(compare.out, HasSubstr("repeat 2 of 2 is not a positive, finite, normal number "
+                                       "of seconds"))
+        << time << ": " << compare.err;
+    const Result rank = Kprof("rank " + odd + " " + good + " --format json");
+    EXPECT_EQ(rank.exit_code, 0) << rank.err;
+    EXPECT_THAT(rank.out, HasSubstr("repeat 2 of 2 is not a positive, finite, normal number of "
+                                    "seconds"))
+        << time;
   }
   for (const auto& [args, message] : cases) {
     const Result r = Kprof("compare " + args);
