@@ -93,7 +93,7 @@ def test_a_frozen_daemon_is_lost_after_its_keepalive(three_daemons):
     seen, stopped = [], threading.Event()
 
     def run():
-        with kprof.farm(f"{a},{b}", keepalive=1.0) as farm:
+        with kprof.farm(f"{a},{b}", keepalive=2.0) as farm:
             for result in farm.batch(spins(300, "f")):
                 seen.append(result)
                 if len(seen) == 30:

@@ -195,7 +195,7 @@ TEST(RogueDaemonTest, AFrozenDaemonIsLostAfterItsKeepaliveAndItsJobsRunElsewhere
   ASSERT_TRUE(first.Start(dir.path() + "/cache1"));
   ASSERT_TRUE(second.Start(dir.path() + "/cache2"));
   client::ClientOptions options;
-  options.keepalive = absl::Seconds(1);
+  options.keepalive = absl::Seconds(2);  // twice the interval kprofd takes pings at
   auto farm = client::Farm::Connect(first.target() + "," + second.target(), options);
   ASSERT_THAT(farm, IsOk());
   const std::vector<v1::BatchJob> jobs = Spins(300, "f");
