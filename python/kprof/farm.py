@@ -14,17 +14,17 @@ import contextlib
 import itertools
 import queue
 import sys
-import threading
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 
-from kprof.client import (_MAX_RESENDS, _MODULE_ID, UPDATES_PER_MESSAGE, BatchResult, Client,
-                          KprofError, _batch_job, _batch_result, _module_bytes,
-                          _unknown_module, _updates, default_target, default_token)
+from kprof.client import (_MAX_RESENDS, _MODULE_ID, BatchResult, Client, KprofError,
+                          _batch_job, _batch_result, _module_bytes, _unknown_module,
+                          default_target, default_token)
 from kprof.check import batch_check
+from kprof.farm_daemon import _Daemon, _device_spec, _escaped
 from kprof.targets import resolve_target
 from kprof.v1 import kprof_pb2
 
@@ -37,80 +37,6 @@ _INLINE_MODULE_BYTES = 4 << 20
 _INLINE_BYTES_PER_MESSAGE = 8 << 20
 # How far ahead of the next job to place the uploads ahead look.
 _LOOK_AHEAD = 256
-_FINAL = (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED)
-# The updates the farm acts on: answers, and that a job runs (from then on its answer is due).
-_WATCHED = _FINAL + (kprof_pb2.BatchUpdate.RUNNING,)
-
-
-def _escaped(text):
-    """The first 64 characters of `text`, control characters escaped (\\x1b)."""
-    return text[:64].encode("unicode_escape").decode("ascii")
-
-
-def _device_spec(device):
-    """"cpu:0" for "cpu", as the daemons name devices ("cuda" is "cuda:0")."""
-    kind, _, index = (device or "cpu:0").partition(":")
-    try:
-        return f"{kind}:{int(index) if index else 0}"
-    except ValueError:
-        return device  # not a device name: the daemon says so
-
-
-class _Daemon:
-    """One daemon during a batch: its stream, the jobs it holds and the thread reading it."""
-
-    def __init__(self, address, client, devices, job_timeout=0.0):
-        self.address = address
-        self.client = client
-        self.devices = devices
-        self.job_timeout = job_timeout  # seconds its jobs may run (GetInfo); 0: not said
-        self.strays = 0        # updates it sent for ids that are no job of the batch
-        self.uploaded = set()  # module ids it holds (asked, or uploaded, in this batch)
-        self.refused = {}      # module id -> the KprofError of its refused upload
-        self.holding = set()   # indices of jobs sent, not yet answered
-        self.alive = True
-        self.draining = False  # it refused a job as shutting down: no new ones
-        self.requests = None
-        self.stream = None
-        self.reader = None
-
-    def open(self, index, events):
-        self.requests = queue.Queue()
-
-        def messages():
-            while True:
-                message = self.requests.get()
-                if message is None:
-                    return
-                yield message
-
-        self.stream = self.client._stub.MeasureBatch(messages(), metadata=self.client._metadata)
-
-        def read():
-            error = None
-            try:
-                for update in _updates(self.stream):
-                    if update.state in _WATCHED:
-                        events.put((index, update, None))
-            except grpc.RpcError as failed:
-                error = failed.details() or failed.code().name
-            except Exception as failed:  # pylint: disable=broad-except
-                error = repr(failed)
-            finally:  # always an end, or the batch would wait for it forever
-                events.put((index, None, error or "its stream ended"))
-
-        self.reader = threading.Thread(target=read, name=f"kprof-farm-{index}", daemon=True)
-        self.reader.start()
-
-    def send(self, jobs, modules=()):
-        self.requests.put(kprof_pb2.BatchRequest(jobs=jobs, modules=modules,
-                                                 updates_per_message=UPDATES_PER_MESSAGE))
-
-    def close(self):
-        if self.requests is not None:
-            self.requests.put(None)  # half-close: the daemon answers what it holds, then ends
-
-
 class Farm:
     """The daemons `target` names (see resolve_target), each with a Client made with `token`
     and the other keyword arguments of Client."""

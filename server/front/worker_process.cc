@@ -277,8 +277,8 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
     const int error = errno;
     if (lock >= 0) close(lock);
     RemoveTree(path);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot lock the scratch directory '", path, "': ", std::strerror(error)));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot lock the scratch directory '", path, "': ", std::strerror(error)));
   }
   // Workers of another user reach their own directories through it; none may list it.
   if (user.has_value()) chmod(path.c_str(), 0711);

@@ -28,6 +28,17 @@ using Result = ::kprof::testing::CliResult;
 
 class CliStrictTest : public CliTest {
  protected:
+  // `kprof batch`'s JSONL output: each line by its id.
+  static std::map<std::string, nlohmann::json> LinesById(const std::string& out) {
+    std::map<std::string, nlohmann::json> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) {
+      const auto result = nlohmann::json::parse(line);
+      lines[result["id"]] = result;
+    }
+    return lines;
+  }
+
   // c = a + b by `function` of cheats.so (answers.so's for add_honest), 20 repeats.
   static std::string Add(const std::string& function, const std::string& checks) {
     const std::string module = TestModulePath(function == "add_honest" ? "answers" : "cheats");
@@ -95,12 +106,7 @@ TEST_F(CliStrictTest, BatchLinesAskForStrictChecksOfTheBatchsReference) {
   const Result batch = Kprof("batch " + dir_.path() + "/jobs.jsonl --reference " +
                              TestModulePath("answers") + ":add_ref");
   EXPECT_EQ(batch.exit_code, 3) << batch.err;  // one job failed
-  std::map<std::string, nlohmann::json> lines;
-  std::istringstream out(batch.out);
-  for (std::string line; std::getline(out, line);) {
-    const auto result = nlohmann::json::parse(line);
-    lines[result["id"]] = result;
-  }
+  std::map<std::string, nlohmann::json> lines = LinesById(batch.out);
   EXPECT_EQ(lines["honest"]["status"], "OK");
   EXPECT_EQ(lines["remembers-basic"]["status"], "OK");
   EXPECT_EQ(lines["remembers"]["status"], "ABORTED");
@@ -131,12 +137,7 @@ TEST_F(CliStrictTest, EveryCheatInAStrictBatchIsRefusedNamingItsCheck) {
   const Result batch = Kprof("batch " + dir_.path() + "/kit.jsonl --checks strict --reference " +
                              TestModulePath("answers") + ":add_ref");
   EXPECT_EQ(batch.exit_code, 3) << batch.err;
-  std::map<std::string, nlohmann::json> lines;
-  std::istringstream out(batch.out);
-  for (std::string text; std::getline(out, text);) {
-    const auto result = nlohmann::json::parse(text);
-    lines[result["id"]] = result;
-  }
+  std::map<std::string, nlohmann::json> lines = LinesById(batch.out);
   ASSERT_EQ(lines.size(), CheatKit().size() + 2) << batch.out;
   EXPECT_EQ(lines["honest-add"]["status"], "OK") << lines["honest-add"];
   EXPECT_EQ(lines["honest-heavy"]["status"], "OK") << lines["honest-heavy"];
@@ -170,12 +171,7 @@ TEST_F(CliStrictTest, ABatchsLevelAloneHoldsForTheLinesOwnReferences) {
   jobs.close();
   const Result batch = Kprof("batch " + dir_.path() + "/own.jsonl --checks strict");
   EXPECT_EQ(batch.exit_code, 3) << batch.err;
-  std::map<std::string, nlohmann::json> lines;
-  std::istringstream out(batch.out);
-  for (std::string text; std::getline(out, text);) {
-    const auto result = nlohmann::json::parse(text);
-    lines[result["id"]] = result;
-  }
+  std::map<std::string, nlohmann::json> lines = LinesById(batch.out);
   EXPECT_EQ(lines["own"]["status"], "OK") << lines["own"];
   EXPECT_EQ(lines["own"]["check"]["checks"], "strict") << lines["own"];
   EXPECT_EQ(lines["bare"]["status"], "INVALID_ARGUMENT") << lines["bare"];

@@ -43,7 +43,6 @@
 namespace kprof {
 namespace {
 
-
 using ::kprof::testing::ConnectAs;
 using ::kprof::testing::Daemon;
 using ::kprof::testing::IsOk;

@@ -4,10 +4,10 @@
 
 #include <kprof/module_abi.h>
 
-#define ADD_ARGS                                          \
-  if (num_args != 3) return 1;                            \
-  float* c = (float*)args[0].data;                        \
-  float* a = (float*)args[1].data;                        \
-  float* b = (float*)args[2].data;                        \
-  const int64_t n = kprof_num_elements(&args[0]);         \
+#define ADD_ARGS                                  \
+  if (num_args != 3) return 1;                    \
+  float* c = (float*)args[0].data;                \
+  float* a = (float*)args[1].data;                \
+  float* b = (float*)args[2].data;                \
+  const int64_t n = kprof_num_elements(&args[0]); \
   if (kprof_num_elements(&args[1]) != n || kprof_num_elements(&args[2]) != n) return 2;
