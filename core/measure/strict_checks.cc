@@ -206,7 +206,7 @@ absl::Status StrictChecks::Finish(int64_t done, Arguments& args,
 }
 
 bool StrictChecks::Slower(const std::vector<double>& fresh) const {
-  if (fresh.size() < 2 || unchecked_seconds_.size() < 2) return false;
+  if (fresh.empty() || unchecked_seconds_.size() < 2) return false;
   const double median = report::Median(unchecked_seconds_);
   const double fastest = *std::min_element(fresh.begin(), fresh.end());
   // A few microseconds apart is a cache's or a timer's doing, not a function's choice.
@@ -216,11 +216,12 @@ bool StrictChecks::Slower(const std::vector<double>& fresh) const {
 absl::Status StrictChecks::Confirm(Arguments& args, absl::FunctionRef<absl::Status()> call) {
   suspected_ = Slower(fresh_seconds_);
   if (!suspected_) return absl::OkStatus();
-  // Two slow calls may be a busy host's doing: three more on fresh inputs, untimed by the
+  // A slow call or two may be a busy host's doing: more on fresh inputs, untimed by the
   // evaluator and unchecked (their answers are not the point), must be as slow.
   KPROF_ASSIGN_OR_RETURN(DeviceApi * api, GetDeviceApi(device_.type));
+  confirmed_by_ = std::max(3, kSlowCalls - static_cast<int>(fresh_seconds_.size()));
   std::vector<double> more;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < confirmed_by_; ++i) {
     KPROF_RETURN_IF_ERROR(args.Refill(Draw()));
     KPROF_RETURN_IF_ERROR(api->Sync(device_));
     const auto start = std::chrono::steady_clock::now();
@@ -238,9 +239,9 @@ std::string StrictChecks::Finding() const {
   const double fastest = *std::min_element(fresh_seconds_.begin(), fresh_seconds_.end());
   return absl::StrFormat(
       "every call on fresh inputs took more than %.1fx the median of the unchecked calls (%zu "
-      "calls, the fastest %.3g us, against %.3g us; three more on fresh inputs as well): the "
+      "calls, the fastest %.3g us, against %.3g us; %d more on fresh inputs as well): the "
       "function's time depends on seeing the same inputs again",
-      options_.fresh_slowdown, fresh_seconds_.size(), fastest * 1e6, median * 1e6);
+      options_.fresh_slowdown, fresh_seconds_.size(), fastest * 1e6, median * 1e6, confirmed_by_);
 }
 
 }  // namespace kprof::core

@@ -12,7 +12,7 @@
 // arguments are fingerprinted at return and again after the device is synchronised (a change
 // in between fails it), and the arguments are handed to `send`, whose receiver judges them
 // against a reference run on the same seed and poison. Calls on fresh inputs that are far
-// slower than the others (and three more to confirm it) are a finding that fails a job whose
+// slower than the others (and more to confirm it) are a finding that fails a job whose
 // answers are right: the function's time depends on seeing its inputs again.
 #pragma once
 
@@ -49,7 +49,10 @@ struct CheckedRepeat {
 
 struct StrictOptions {
   int checks = 4;  // checked repeats, the last one included (fewer when there are fewer repeats)
-  int fresh = 2;   // how many of them get fresh inputs (each costs the receiver a reference run)
+  // How many of them get fresh inputs, the first check always: each costs the receiver a
+  // reference run, and the checks after one judge its data (docs/CHECKING.md says why one is
+  // enough).
+  int fresh = 1;
   // The ids of the process's threads now, sorted (a worker leaves out the CUDA driver's own);
   // none: not looked at.
   std::function<std::vector<int>()> threads;
@@ -65,6 +68,9 @@ struct StrictOptions {
 // How much slower than the unchecked calls every call on fresh inputs must be, beyond
 // fresh_slowdown times, to be a finding.
 inline constexpr double kFreshMargin = 2e-6;
+// How many calls on fresh inputs must be that slow for the finding: a busy host slows a call or
+// two now and then, not five.
+inline constexpr int kSlowCalls = 5;
 
 class StrictChecks {
  public:
@@ -83,8 +89,8 @@ class StrictChecks {
   // and arguments.
   absl::Status AfterRepeat(int64_t repeat, double seconds, Arguments& args);
   // After the run, `done` repeats in all: when it stopped before the repeats it planned, one
-  // more checked call; and when the calls on fresh inputs were far slower than the others, three
-  // more on fresh inputs to confirm it (Finding).
+  // more checked call; and when the calls on fresh inputs were far slower than the others, more
+  // on fresh inputs to confirm it, five slow ones in all and at least three more (Finding).
   absl::Status Finish(int64_t done, Arguments& args, absl::FunctionRef<absl::Status()> call);
   // What the times say, or "": calls on fresh inputs far slower than the unchecked ones. The
   // receiver of the checked calls fails the job with it when the answers were right (a wrong
@@ -104,7 +110,8 @@ class StrictChecks {
   absl::Status Judge(int64_t repeat, Arguments& args);
   // Whether every call of `fresh` took fresh_slowdown times the unchecked median, and more.
   bool Slower(const std::vector<double>& fresh) const;
-  // When the calls on fresh inputs were slower: whether three more, timed here, are too.
+  // When the calls on fresh inputs were slower: whether the calls that confirm it (kSlowCalls in
+  // all, three at least), timed here, are too.
   absl::Status Confirm(Arguments& args, absl::FunctionRef<absl::Status()> call);
   // The threads now that were not there before the checked call.
   std::vector<int> NewThreads() const;
@@ -123,6 +130,7 @@ class StrictChecks {
   bool checked_ = false;  // the current repeat
   bool fresh_ = false;
   std::vector<int> threads_before_;
+  int confirmed_by_ = 0;  // the calls Confirm made
   bool work_outlived_ = false;
   bool suspected_ = false;               // Confirm's
   std::vector<uint64_t> others_before_;  // of the arguments not written, before a checked call

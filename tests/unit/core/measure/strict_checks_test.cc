@@ -92,7 +92,7 @@ class StrictChecksTest : public ::testing::Test {
   const Module* module_ = nullptr;
 };
 
-TEST_F(StrictChecksTest, FourChecksTheLastAlwaysTheFirstAndOneMoreOnFreshInputs) {
+TEST_F(StrictChecksTest, FourChecksTheLastAlwaysTheFirstOnFreshInputsTheOthersKeepingThem) {
   std::set<int64_t> checked_ever;
   for (int run = 0; run < 60; ++run) {
     std::vector<Sent> sent;
@@ -119,8 +119,8 @@ TEST_F(StrictChecksTest, FourChecksTheLastAlwaysTheFirstAndOneMoreOnFreshInputs)
       EXPECT_EQ(c.unchanged, (std::vector<bool>{false, true, true}));
       checked_ever.insert(c.repeat);
     }
-    EXPECT_EQ(fresh, 2);
-    EXPECT_EQ(seeds.size(), 2u);  // each fresh check its own seed
+    EXPECT_EQ(fresh, 1);
+    EXPECT_EQ(seeds.size(), 1u);  // one reference run judges all four
   }
   // Drawn, not fixed: over 60 runs every repeat was checked at some point.
   EXPECT_EQ(checked_ever.size(), 10u);
