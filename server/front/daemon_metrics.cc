@@ -1,6 +1,15 @@
 #include "server/front/daemon_metrics.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
 #include <exception>
+#include <mutex>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -8,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "base/device.h"
 #include "base/status_macros.h"
+#include "core/host/placement.h"
 #include "prometheus/collectable.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
@@ -19,6 +29,18 @@
 namespace kprof::server {
 
 namespace {
+
+// The HTTP server's threads: a connection that sends nothing, or half a request, holds one for
+// kRequestTimeout at most, and the others go on serving.
+constexpr int kServerThreads = 4;
+constexpr char kRequestTimeoutMs[] = "2000";
+// Scrapes are served one at a time, this far apart at least: Prometheus scrapes every few
+// seconds, and a flood of them takes no more of the host than ten a second do.
+constexpr auto kScrapeGap = std::chrono::milliseconds(100);
+
+// The nice value of the HTTP server's threads: a scrape waits for the measurements, not the
+// other way round.
+constexpr int kServerNice = 19;
 
 // From 100 us (a quick job's wait) to a minute (the default --job-timeout).
 const prometheus::Histogram::BucketBoundaries& Buckets() {
@@ -123,6 +145,9 @@ class DaemonMetrics::Scrape final : public prometheus::Collectable {
       : registry_(std::move(registry)), f_(families), read_levels_(std::move(read_levels)) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override {
+    std::lock_guard<std::mutex> one_at_a_time(pace_);
+    std::this_thread::sleep_until(last_ + kScrapeGap);
+    last_ = std::chrono::steady_clock::now();
     const DaemonLevels levels = read_levels_();
     for (const DaemonLevels::Device& d : levels.devices) {
       f_->queue_length.Add({{"device", d.device}}).Set(d.queue_length);
@@ -146,6 +171,8 @@ class DaemonMetrics::Scrape final : public prometheus::Collectable {
   std::shared_ptr<prometheus::Registry> registry_;
   Families* f_;
   std::function<DaemonLevels()> read_levels_;
+  mutable std::mutex pace_;
+  mutable std::chrono::steady_clock::time_point last_;
 };
 
 absl::StatusOr<std::string> DaemonMetrics::Normalize(const std::string& address) {
@@ -162,19 +189,48 @@ absl::StatusOr<std::string> DaemonMetrics::Normalize(const std::string& address)
   return absl::StrCat(host, ":", number);
 }
 
+namespace {
+
+// The HTTP server on `where`, its threads started from one that runs at kServerNice and off
+// `measuring_cpus` (where other CPUs are left): they inherit both.
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartServer(
+    const std::string& where, const std::vector<int>& measuring_cpus) {
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> server;
+  std::thread starter([&] {
+    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kServerNice);
+    cpu_set_t others;
+    CPU_ZERO(&others);
+    for (const int cpu : core::AllowedCpus()) {
+      if (std::find(measuring_cpus.begin(), measuring_cpus.end(), cpu) == measuring_cpus.end()) {
+        CPU_SET(cpu, &others);
+      }
+    }
+    if (CPU_COUNT(&others) > 0) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
+    try {
+      server = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+          "listening_ports", where, "num_threads", std::to_string(kServerThreads),
+          "request_timeout_ms", kRequestTimeoutMs, "enable_keep_alive", "no"});
+    } catch (const std::exception& e) {
+      server =
+          absl::UnavailableError(absl::StrCat("cannot serve metrics on ", where, ": ", e.what()));
+    }
+  });
+  starter.join();
+  return server;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Serve(
-    const std::string& address, std::function<DaemonLevels()> read_levels) {
+    const std::string& address, std::function<DaemonLevels()> read_levels,
+    const std::vector<int>& measuring_cpus) {
   std::unique_ptr<DaemonMetrics> metrics(new DaemonMetrics());
   KPROF_ASSIGN_OR_RETURN(std::string where, Normalize(address));
   metrics->registry_ = std::make_shared<prometheus::Registry>();
   metrics->families_ = std::make_unique<Families>(*metrics->registry_);
   metrics->scrape_ = std::make_shared<Scrape>(metrics->registry_, metrics->families_.get(),
                                               std::move(read_levels));
-  try {
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(where, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", where, ": ", e.what()));
-  }
+  KPROF_ASSIGN_OR_RETURN(metrics->exposer_, StartServer(where, measuring_cpus));
   metrics->exposer_->RegisterCollectable(metrics->scrape_);
   const std::vector<int> ports = metrics->exposer_->GetListeningPorts();
   if (ports.empty()) return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", where));

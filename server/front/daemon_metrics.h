@@ -55,8 +55,12 @@ class DaemonMetrics final : public MetricsSink {
  public:
   // Serves /metrics on `address`: "HOST:PORT", or "PORT" for 127.0.0.1:PORT (port 0: any free
   // one). INVALID_ARGUMENT for an address it cannot read, UNAVAILABLE when it cannot listen.
+  // The server's threads run at nice 19 and off `measuring_cpus` (--pin-cpus) where the daemon
+  // has other CPUs; a connection that sends nothing holds one of four for 2 s at most; scrapes
+  // are served one at a time, 100 ms apart at least.
   static absl::StatusOr<std::unique_ptr<DaemonMetrics>> Serve(
-      const std::string& address, std::function<DaemonLevels()> read_levels);
+      const std::string& address, std::function<DaemonLevels()> read_levels,
+      const std::vector<int>& measuring_cpus = {});
   ~DaemonMetrics() override;
 
   // "127.0.0.1:9178": where it listens, with the port it got.

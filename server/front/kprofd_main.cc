@@ -314,22 +314,25 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
     // The levels a scrape reads: queues, cache, streams.
     ModuleRegistry* modules = registry.get();
     KPROF_ASSIGN_OR_RETURN(
-        metrics, DaemonMetrics::Serve(where, [&executors, modules, &service] {
-          DaemonLevels levels;
-          for (const auto& [device, executor] : executors) {
-            const DeviceExecutor::Stats stats = executor->stats();
-            levels.devices.push_back(
-                {base::DeviceSpec(device), stats.queue_length, stats.busy, stats.workers});
-          }
-          const ModuleRegistry::Stats cache = modules->stats();
-          levels.cache_bytes = cache.bytes;
-          levels.cache_modules = cache.modules;
-          levels.evictions = cache.evictions;
-          levels.uploads = cache.uploads;
-          levels.upload_bytes = cache.upload_bytes;
-          levels.batch_streams = service.open_batch_streams();
-          return levels;
-        }));
+        metrics, DaemonMetrics::Serve(
+                     where,
+                     [&executors, modules, &service] {
+                       DaemonLevels levels;
+                       for (const auto& [device, executor] : executors) {
+                         const DeviceExecutor::Stats stats = executor->stats();
+                         levels.devices.push_back({base::DeviceSpec(device), stats.queue_length,
+                                                   stats.busy, stats.workers});
+                       }
+                       const ModuleRegistry::Stats cache = modules->stats();
+                       levels.cache_bytes = cache.bytes;
+                       levels.cache_modules = cache.modules;
+                       levels.evictions = cache.evictions;
+                       levels.uploads = cache.uploads;
+                       levels.upload_bytes = cache.upload_bytes;
+                       levels.batch_streams = service.open_batch_streams();
+                       return levels;
+                     },
+                     worker.placement.cpus));
     for (auto& [device, executor] : executors) executor->set_metrics(metrics.get());
     service.set_metrics_address(metrics->address());
     Log(LogSeverity::kInfo, absl::StrCat("metrics on http://", metrics->address(), "/metrics"));

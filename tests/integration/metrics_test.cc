@@ -29,6 +29,7 @@
 #include "daemon.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "http_get.h"
 #include "module_files.h"
 #include "nlohmann/json.hpp"
 #include "status_matchers.h"
@@ -37,6 +38,7 @@ namespace kprof {
 namespace {
 
 using ::kprof::testing::Daemon;
+using ::kprof::testing::HttpGet;
 using ::kprof::testing::IsOk;
 using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
@@ -45,31 +47,6 @@ using ::testing::Not;
 using Json = nlohmann::json;
 
 constexpr char kToken[] = "metrics-test-secret-token";
-
-// The body of GET http://`address``path` ("" when it cannot be had).
-std::string HttpGet(const std::string& address, const std::string& path) {
-  const size_t colon = address.rfind(':');
-  sockaddr_in where{};
-  where.sin_family = AF_INET;
-  where.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
-  if (inet_pton(AF_INET, address.substr(0, colon).c_str(), &where.sin_addr) != 1) return "";
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  timeval timeout{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  std::string response;
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&where), sizeof where) == 0) {
-    const std::string request =
-        absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", address, "\r\n\r\n");
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[65536];
-      for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) response.append(buffer, n);
-    }
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  return body == std::string::npos ? "" : response.substr(body + 4);
-}
 
 // A port free now on 127.0.0.1.
 int FreePort() {
