@@ -22,6 +22,7 @@
 #include "client/cli/check_options.h"
 #include "client/cli/command.h"
 #include "client/cli/gbench_format.h"
+#include "client/cli/json_input.h"
 #include "client/cli/output.h"
 #include "client/cli/race.h"
 #include "client/cli/rank_command.h"
@@ -62,7 +63,12 @@ ModuleResolver FarmResolver(Farm& farm, const std::string& module_format,
 absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
     const std::string& line, const ModuleResolver& resolve,
     const std::optional<kprof::v1::AnswerCheck>& default_check, std::string* module) {
-  Json json = Json::parse(line, nullptr, false);
+  bool too_deep = false;
+  Json json = ParseInput(line, &too_deep);
+  if (too_deep) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nests deeper than ", kMaxInputDepth, " levels"));
+  }
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError("not a JSON object");
   }
@@ -192,7 +198,8 @@ void BatchRun::ReadJobs(std::istream& in, const ModuleResolver& resolve,
     std::string module;
     absl::StatusOr<kprof::v1::BatchJob> job = JobOfLine(line, resolve, check, &module);
     if (!job.ok()) {
-      const Json parsed = Json::parse(line, nullptr, false);
+      bool too_deep = false;
+      const Json parsed = ParseInput(line, &too_deep);
       Json id =
           parsed.is_object() && parsed.value("id", Json()).is_string() ? parsed["id"] : Json();
       Failure(std::move(id), number,

@@ -18,6 +18,7 @@
 #include "base/read_file.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
+#include "client/cli/json_input.h"
 #include "client/cli/output.h"
 #include "client/cli/plot_svg.h"
 #include "client/cli/rank_command.h"
@@ -100,7 +101,7 @@ absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& na
   for (const Json& seconds : result["results"]) {
     if (!seconds.is_number()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, ": \"results\" holds ", seconds.dump(), ", not seconds per call"));
+          absl::StrCat(where, ": \"results\" holds ", Echo(seconds), ", not seconds per call"));
     }
     m.seconds.push_back(seconds.get<double>());
   }
@@ -207,7 +208,11 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
   }
   absl::StatusOr<std::string> text = base::ReadFile(path, "result file");
   if (!text.ok()) return text.status();
-  const Json whole = Json::parse(*text, nullptr, false);
+  bool too_deep = false;
+  const Json whole = ParseInput(*text, &too_deep);
+  if (too_deep) {
+    return NotResults(path, absl::StrCat("nests deeper than ", kMaxInputDepth, " levels"));
+  }
   if (!whole.is_discarded() && whole.is_object() && whole.contains("benchmarks")) {
     return FromGoogleBenchmark(whole, path);
   }
@@ -225,7 +230,11 @@ absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& pat
     ++number;
     if (line.find_first_not_of(" \t\r") == absl::string_view::npos) continue;
     const std::string where = absl::StrCat("'", path, "' line ", number);
-    const Json json = Json::parse(line, nullptr, false);
+    const Json json = ParseInput(line, &too_deep);
+    if (too_deep) {
+      return NotResults(
+          path, absl::StrCat("line ", number, " nests deeper than ", kMaxInputDepth, " levels"));
+    }
     if (json.is_discarded() || !json.is_object()) {
       return NotResults(path, absl::StrCat("line ", number, " is not a JSON object"));
     }

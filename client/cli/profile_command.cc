@@ -8,6 +8,7 @@
 #include "client/cli/call_spec.h"
 #include "client/cli/check_options.h"
 #include "client/cli/command.h"
+#include "client/cli/json_input.h"
 #include "client/cli/output.h"
 #include "proto/wire.h"
 
@@ -20,10 +21,12 @@ namespace {
 absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve,
                           kprof::v1::ProfileRequest* request) {
   KPROF_ASSIGN_OR_RETURN(std::string text, base::ReadFile(path, "sequence file"));
-  const Json json = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  bool too_deep = false;
+  const Json json = ParseInput(text, &too_deep);
   const auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", why));
   };
+  if (too_deep) return bad(absl::StrCat("nests deeper than ", kMaxInputDepth, " levels"));
   if (!json.is_object() || !json.contains("calls") || !json["calls"].is_array()) {
     return bad("expected {\"calls\": [{\"module\": ..., \"function\": ..., \"args\": [...]}]}");
   }
@@ -37,7 +40,7 @@ absl::Status ReadSequence(const std::string& path, const ModuleResolver& resolve
   }
   for (const char* count : {"repeat", "warmup"}) {
     if (json.contains(count) && !json[count].is_number_integer()) {
-      return bad(absl::StrCat("\"", count, "\" wants a whole number, got ", json[count].dump()));
+      return bad(absl::StrCat("\"", count, "\" wants a whole number, got ", Echo(json[count])));
     }
   }
   for (size_t i = 0; i < json["calls"].size(); ++i) {

@@ -90,11 +90,14 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
         << R"({"id": "d", "module": "builtin", "function": "no_such"})"
         << "\n"
         << R"({"module": "builtin", "function": "spin_us"})"
-        << "\n";
+        << "\n"
+        // Nested a million deep: it overflowed the stack.
+        << R"({"id": "e", "module": "builtin", "function": "nop", "x": )"
+        << std::string(1000000, '[') << std::string(1000000, ']') << "}\n";
   }
   const auto result = ::kprof::testing::RunKprof(daemon_.target(), "batch " + jobs, dir_.path());
   EXPECT_EQ(result.exit_code, 3) << result.err;  // it ran; some jobs failed
-  EXPECT_THAT(result.err, HasSubstr("4 of 6 jobs failed"));
+  EXPECT_THAT(result.err, HasSubstr("5 of 7 jobs failed"));
   std::map<std::string, Json> by_id;
   std::vector<Json> lines;
   std::istringstream in(result.out);
@@ -103,7 +106,7 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
     lines.push_back(j);
     if (j["id"].is_string()) by_id[j["id"].get<std::string>()] = j;
   }
-  ASSERT_EQ(lines.size(), 6u) << result.out;
+  ASSERT_EQ(lines.size(), 7u) << result.out.substr(0, 2000);
   EXPECT_EQ(by_id.at("a")["status"], "OK");
   EXPECT_EQ(by_id.at("a")["results"].size(), 3u);
   EXPECT_EQ(by_id.at("a")["number"], 2);
@@ -114,6 +117,8 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   EXPECT_THAT(by_id.at("c")["error"].get<std::string>(), HasSubstr("repet"));
   EXPECT_EQ(by_id.at("d")["status"], "NOT_FOUND");
   EXPECT_EQ(by_id.at("d")["line"], 6);
+  EXPECT_EQ(by_id.at("e")["status"], "INVALID_ARGUMENT");
+  EXPECT_EQ(by_id.at("e")["error"], "line 8: nests deeper than 64 levels");
   int malformed = 0;
   for (const Json& j : lines) {
     if (j["id"].is_null()) {

@@ -511,8 +511,19 @@ TEST_F(CompareTest, WrongFilesAndOptionsAreRefusedSayingWhy) {
                                 "{\"id\": \"a\", \"results\": [1e-6], \"status\": "
                                 "\"OK\"}\n{\"id\": \"b\", \"results\": [1e-6], "
                                 "\"status\": \"OK\"}\n");
+  // Nested a million deep (it overflowed the stack) and an element of 10 MB (echoed whole).
+  const std::string deep = Write(
+      "deep.json", "{\"results\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}");
+  const std::string deep_line = Write(
+      "deep.jsonl", "{\"id\": \"a\", \"results\": [1e-6]}\n{\"x\": " + std::string(1000000, '[') +
+                        std::string(1000000, ']') + "}\n");
+  const std::string long_string =
+      Write("long.json", "{\"results\": [\"" + std::string(10000000, 'x') + "\"]}");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {good + " " + report, "is a JSON object without results"},
+      {deep + " " + good, "deep.json' nests deeper than 64 levels"},
+      {good + " " + deep_line, "deep.jsonl' line 2 nests deeper than 64 levels"},
+      {long_string + " " + good, "xxx... (10000002 characters), not seconds per call"},
       {junk + " " + good, "line 2 is not a JSON object"},
       {strings + " " + good, "holds \"fast\", not seconds per call"},
       {dir_.path() + " " + good, "is a directory, not a result file"},
@@ -535,11 +546,13 @@ TEST_F(CompareTest, WrongFilesAndOptionsAreRefusedSayingWhy) {
   }
   for (const auto& [args, message] : cases) {
     const Result r = Kprof("compare " + args);
-    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+    EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err.substr(0, 300);
+    EXPECT_LT(r.err.size(), 1000u) << args;
     EXPECT_THAT(r.err, HasSubstr(message)) << args;
     EXPECT_THAT(r.err, ::testing::StartsWith("kprof: ")) << args;
   }
   EXPECT_THAT(Kprof("compare " + good + " " + report).err, HasSubstr("kprof batch"));
+  EXPECT_THAT(Kprof("rank " + deep + " " + good).err, HasSubstr("nests deeper than 64 levels"));
   for (const std::string& bad : {std::string("--confidence 1.5"), std::string("--resamples 5"),
                                  std::string("--fail-on-regression -3"),
                                  std::string("--threshold -1"), std::string("--min-repeats 0")}) {
