@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <tuple>
 
 #include "report/statistics.h"
@@ -57,22 +58,73 @@ size_t LowerCount(size_t m, size_t n, double alpha) {
   return c;
 }
 
+namespace {
+
+// The k-th smallest (from 0) of every y[j] - x[i], x and y sorted, without building the m x n
+// differences: rows i of the matrix y[j] - x[i] ascend along j and descend along i, so the
+// elements below a pivot in every row are counted at once by two pointers. Each round draws a
+// pivot among the candidates left and keeps the side that holds the k-th: O((m + n) log(m n))
+// time expected, O(m + n) memory. The answer is one of the differences, computed as the whole
+// matrix would hold it, so any other way of selecting it gives the same bits.
+double KthDifference(const std::vector<double>& x, const std::vector<double>& y, size_t k) {
+  const size_t m = x.size(), n = y.size();
+  std::vector<size_t> lo(m, 0), hi(m, n), below(m), through(m);
+  std::mt19937_64 random(m * 1000003 + n);
+  // The elements of row i at or past position j that are (<, <=) `pivot`, for every row.
+  const auto count = [&](double pivot, std::vector<size_t>& out, bool or_equal) {
+    size_t j = 0;
+    for (size_t i = 0; i < m; ++i) {
+      while (j < n && (or_equal ? y[j] - x[i] <= pivot : y[j] - x[i] < pivot)) ++j;
+      out[i] = std::clamp(j, lo[i], hi[i]);
+    }
+  };
+  while (true) {
+    size_t left = 0;
+    for (size_t i = 0; i < m; ++i) left += hi[i] - lo[i];
+    if (left <= 4 * (m + n)) {  // few enough to hold
+      std::vector<double> rest;
+      rest.reserve(left);
+      for (size_t i = 0; i < m; ++i) {
+        for (size_t j = lo[i]; j < hi[i]; ++j) rest.push_back(y[j] - x[i]);
+      }
+      std::nth_element(rest.begin(), rest.begin() + static_cast<ptrdiff_t>(k), rest.end());
+      return rest[k];
+    }
+    size_t pick = std::uniform_int_distribution<size_t>(0, left - 1)(random), row = 0;
+    while (pick >= hi[row] - lo[row]) {
+      pick -= hi[row] - lo[row];
+      ++row;
+    }
+    const double pivot = y[lo[row] + pick] - x[row];
+    count(pivot, below, false);
+    count(pivot, through, true);
+    size_t less = 0, equal = 0;
+    for (size_t i = 0; i < m; ++i) {
+      less += below[i] - lo[i];
+      equal += through[i] - below[i];
+    }
+    if (k < less) {
+      hi = below;
+    } else if (k < less + equal) {
+      return pivot;
+    } else {
+      k -= less + equal;
+      lo = through;
+    }
+  }
+}
+
+}  // namespace
+
 Shift LogShift(const std::vector<double>& base, const std::vector<double>& fresh, double alpha) {
   std::vector<double> x(base.size()), y(fresh.size());
   std::transform(base.begin(), base.end(), x.begin(), [](double v) { return std::log(v); });
   std::transform(fresh.begin(), fresh.end(), y.begin(), [](double v) { return std::log(v); });
-  std::vector<double> differences;
-  differences.reserve(x.size() * y.size());
-  for (const double a : x) {
-    for (const double b : y) differences.push_back(b - a);
-  }
-  // Four order statistics, each by selection: the median's two middle ones and the interval's.
-  const auto nth = [&](size_t k) {
-    std::nth_element(differences.begin(), differences.begin() + static_cast<ptrdiff_t>(k),
-                     differences.end());
-    return differences[k];
-  };
-  const size_t count = differences.size();
+  std::sort(x.begin(), x.end());
+  std::sort(y.begin(), y.end());
+  // Four order statistics of the differences: the median's two middle ones and the interval's.
+  const auto nth = [&](size_t k) { return KthDifference(x, y, k); };
+  const size_t count = x.size() * y.size();
   const size_t c = LowerCount(x.size(), y.size(), alpha);
   Shift shift;
   if (c < 1) {
@@ -81,9 +133,9 @@ Shift LogShift(const std::vector<double>& base, const std::vector<double>& fresh
     shift.interval = {nth(c - 1), nth(count - c)};
   }
   // As Median computes it: the middle one, or between the two middle ones.
-  const size_t below = (count - 1) / 2;
-  const double low = nth(below);
-  const double high = count % 2 == 1 ? low : nth(below + 1);
+  const size_t middle = (count - 1) / 2;
+  const double low = nth(middle);
+  const double high = count % 2 == 1 ? low : nth(middle + 1);
   shift.estimate = count % 2 == 1 ? low : low + (high - low) * 0.5;
   return shift;
 }

@@ -23,6 +23,7 @@ losers stop after the first rounds, ties after they are shown to be within the t
 import json
 import math
 import os
+import random
 import time
 
 from kprof.compare import _aligned_table, _csv_number, _percent, _seconds, read_measurements
@@ -73,17 +74,61 @@ def _lower_count(m, n, alpha):
     return c
 
 
+def _kth_difference(x, y, k):
+    """The k-th smallest (from 0) of every y[j] - x[i], x and y sorted, without holding the m x n
+    differences: as report/ranking.cc selects it (rows ascend along j and descend along i, so
+    two pointers count what lies below a pivot in every row), the same bits."""
+    m, n = len(x), len(y)
+    lo, hi = [0] * m, [n] * m
+    draw = random.Random(m * 1000003 + n)
+
+    def count(pivot, or_equal):
+        out, j = [0] * m, 0
+        for i, a in enumerate(x):
+            if or_equal:
+                while j < n and y[j] - a <= pivot:
+                    j += 1
+            else:
+                while j < n and y[j] - a < pivot:
+                    j += 1
+            out[i] = min(max(j, lo[i]), hi[i])
+        return out
+
+    while True:
+        left = sum(h - l for l, h in zip(lo, hi))
+        if left <= 4 * (m + n):  # few enough to hold
+            rest = sorted(y[j] - x[i] for i in range(m) for j in range(lo[i], hi[i]))
+            return rest[k]
+        pick, row = draw.randrange(left), 0
+        while pick >= hi[row] - lo[row]:
+            pick -= hi[row] - lo[row]
+            row += 1
+        pivot = y[lo[row] + pick] - x[row]
+        below, through = count(pivot, False), count(pivot, True)
+        less = sum(b - l for b, l in zip(below, lo))
+        equal = sum(t - b for t, b in zip(through, below))
+        if k < less:
+            hi = below
+        elif k < less + equal:
+            return pivot
+        else:
+            k -= less + equal
+            lo = through
+
+
 def shift_interval(base, new, alpha):
     """(estimate, low, high) of log(new) - log(base): the Hodges-Lehmann estimate and its
     1 - alpha interval (infinite ends when the samples are too small for that confidence)."""
-    x, y = [math.log(v) for v in base], [math.log(v) for v in new]
-    differences = sorted(b - a for a in x for b in y)
-    k = len(differences)
-    estimate = _median(differences)
+    x, y = sorted(math.log(v) for v in base), sorted(math.log(v) for v in new)
+    k = len(x) * len(y)
+    middle = (k - 1) // 2
+    low = _kth_difference(x, y, middle)
+    high = low if k % 2 == 1 else _kth_difference(x, y, middle + 1)
+    estimate = low if k % 2 == 1 else low + (high - low) * 0.5
     c = _lower_count(len(x), len(y), alpha)
     if c < 1:
         return estimate, -_INF, _INF
-    return estimate, differences[c - 1], differences[k - c]
+    return estimate, _kth_difference(x, y, c - 1), _kth_difference(x, y, k - c)
 
 
 class RankedCandidate:
