@@ -5,25 +5,30 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "report/compare.h"
 #include "report/statistics.h"
 
 namespace kprof::client {
 
-std::vector<std::pair<size_t, int64_t>> InterleaveOrder(const std::vector<int64_t>& repeats,
-                                                        uint64_t seed) {
-  std::vector<size_t> slots;  // one per repeat, naming its job
+std::vector<uint32_t> InterleaveSlots(const std::vector<int64_t>& repeats, uint64_t seed) {
+  std::vector<uint32_t> slots;  // one per repeat, naming its job
   for (size_t j = 0; j < repeats.size(); ++j) {
-    for (int64_t r = 0; r < repeats[j]; ++r) slots.push_back(j);
+    slots.insert(slots.end(), static_cast<size_t>(repeats[j]), static_cast<uint32_t>(j));
   }
   // Fisher–Yates from the top, drawing from the seed's SplitMix64 stream.
   report::SplitMix64 random(seed);
   for (size_t i = slots.size(); i > 1; --i) std::swap(slots[i - 1], slots[random.Below(i)]);
+  return slots;
+}
+
+std::vector<std::pair<size_t, int64_t>> InterleaveOrder(const std::vector<int64_t>& repeats,
+                                                        uint64_t seed) {
   std::vector<std::pair<size_t, int64_t>> order;
   std::vector<int64_t> next(repeats.size(), 0);
-  order.reserve(slots.size());
-  for (size_t j : slots) order.emplace_back(j, next[j]++);
+  for (const uint32_t j : InterleaveSlots(repeats, seed)) order.emplace_back(j, next[j]++);
   return order;
 }
 
@@ -87,17 +92,14 @@ void MergeRepeats(kprof::v1::TimeEvaluateResponse* merged,
   merged->clear_outliers();
 }
 
-absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJob>& jobs,
-                                uint64_t seed,
-                                const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
-                                const std::function<void()>& on_pause) {
-  if (farm.daemons().size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("interleaving compares candidates on one machine, and the target names ",
-                     farm.daemons().size(),
-                     " daemons: give one (a candidate's repeats on several machines "
-                     "would measure the machines)"));
-  }
+namespace {
+
+// Parts are made and sent this many at a time: a run of 100 jobs x 100 000 repeats holds 4 bytes
+// a repeat and one chunk of jobs, not ten million of them.
+constexpr size_t kChunk = 4096;
+
+// The repeats of each job, checked: INVALID_ARGUMENT naming the job that cannot be interleaved.
+absl::StatusOr<std::vector<int64_t>> RepeatsOf(const std::vector<kprof::v1::BatchJob>& jobs) {
   std::vector<int64_t> repeats;
   for (const kprof::v1::BatchJob& job : jobs) {
     if (!job.has_time_evaluate()) {
@@ -118,76 +120,144 @@ absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJo
     }
     repeats.push_back(repeat);
   }
-  const std::vector<std::pair<size_t, int64_t>> order = InterleaveOrder(repeats, seed);
-  std::vector<kprof::v1::BatchJob> parts;
-  std::map<std::string, size_t> job_of;  // part id to job index
-  parts.reserve(order.size());
-  for (size_t position = 0; position < order.size(); ++position) {
-    const auto [j, r] = order[position];
-    kprof::v1::BatchJob part = jobs[j];
-    part.set_id(absl::StrCat("i", position));  // unique whatever the jobs' own ids are
-    part.mutable_time_evaluate()->set_repeat(1);
-    if (part.time_evaluate().randomize_layout()) {
-      // The layout the job's repeat r would have had, not every part the first one.
-      part.mutable_time_evaluate()->set_first_layout_repeat(
-          jobs[j].time_evaluate().first_layout_repeat() + r);
+  return repeats;
+}
+
+// One interleaved run: its parts made chunk by chunk, and their updates merged per job.
+class Interleaving {
+ public:
+  Interleaving(const std::vector<kprof::v1::BatchJob>& jobs, std::vector<int64_t> repeats,
+               uint64_t seed, const std::function<void(const kprof::v1::BatchUpdate&)>& on_update)
+      : jobs_(jobs),
+        repeats_(std::move(repeats)),
+        slots_(InterleaveSlots(repeats_, seed)),
+        on_update_(on_update),
+        merged_(jobs.size()),
+        next_(jobs.size(), 0),
+        done_(jobs.size(), 0),
+        kept_(jobs.size(), 0),
+        dropped_(jobs.size(), 0),
+        running_(jobs.size(), false),
+        failed_(jobs.size(), false) {}
+
+  size_t size() const { return slots_.size(); }
+
+  // The parts at places [begin, end), but those of jobs already failed: each a job of one
+  // repeat, its id "i" and its place.
+  std::vector<kprof::v1::BatchJob> Parts(size_t begin, size_t end) {
+    std::vector<kprof::v1::BatchJob> parts;
+    for (size_t position = begin; position < end; ++position) {
+      const uint32_t j = slots_[position];
+      const int64_t r = next_[j]++;
+      if (failed_[j]) continue;
+      kprof::v1::BatchJob& part = parts.emplace_back(jobs_[j]);
+      part.set_id(absl::StrCat("i", position));  // unique whatever the jobs' own ids are
+      kprof::v1::TimeEvaluateRequest* request = part.mutable_time_evaluate();
+      request->set_repeat(1);
+      if (request->randomize_layout()) {
+        // The layout the job's repeat r would have had, not every part the first one.
+        request->set_first_layout_repeat(jobs_[j].time_evaluate().first_layout_repeat() + r);
+      }
+      // A part of one repeat cannot drop it: the merge drops the throttled ones instead.
+      request->set_discard_throttled(false);
     }
-    // A part of one repeat cannot drop it: the merge drops the throttled ones instead.
-    part.mutable_time_evaluate()->set_discard_throttled(false);
-    job_of[part.id()] = j;
-    parts.push_back(std::move(part));
+    return parts;
   }
-  std::vector<kprof::v1::TimeEvaluateResponse> merged(jobs.size());
-  std::vector<int64_t> done(jobs.size(), 0), kept(jobs.size(), 0), dropped(jobs.size(), 0);
-  std::vector<bool> running(jobs.size(), false), failed(jobs.size(), false);
-  const absl::Status stream = farm.MeasureBatch(
-      parts,
-      [&](const kprof::v1::BatchUpdate& update) {
-        const auto found = job_of.find(update.id());
-        if (found == job_of.end()) return;
-        const size_t j = found->second;
-        if (failed[j]) return;
-        kprof::v1::BatchUpdate out;
-        out.set_id(jobs[j].id());
-        out.set_state(update.state());
-        if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
-          if (running[j]) return;
-          running[j] = true;
-        } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
-          failed[j] = true;
-          out = update;
-          out.set_id(jobs[j].id());
-          out.clear_more();
-          out.set_message(
-              absl::StrCat("repeat ", done[j] + 1, " of ", repeats[j], ": ", update.message()));
-        } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
-          const kprof::v1::TimeEvaluateResponse& part = update.time_evaluate();
-          if (jobs[j].time_evaluate().discard_throttled() && part.throttled_repeats_size() > 0) {
-            ++dropped[j];
-          } else {
-            MergeRepeats(&merged[j], part, kept[j] == 0);
-            merged[j].add_run_order(static_cast<int32_t>(std::stoll(update.id().substr(1))));
-            ++kept[j];
-          }
-          if (++done[j] < repeats[j]) return;
-          if (kept[j] == 0) {
-            out.set_state(kprof::v1::BatchUpdate::FAILED);
-            out.set_code(static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
-            out.set_message(absl::StrCat("all ", repeats[j],
-                                         " repeats were throttled, so "
-                                         "discard_throttled leaves none: cool the host, or lower "
-                                         "throttle_threshold"));
-          } else {
-            if (dropped[j] > 0) merged[j].set_discarded_throttled(dropped[j]);
-            *out.mutable_time_evaluate() = merged[j];
-          }
-        } else {
-          return;  // QUEUED of a part
-        }
-        on_update(out);
-      },
-      /*window=*/32, on_pause);
-  return stream;
+
+  // A part's update, as its job's: its first RUNNING, its first failure, or its merged result
+  // once the last of its parts is done.
+  void Update(const kprof::v1::BatchUpdate& update) {
+    size_t position = 0;
+    if (update.id().size() < 2 || !absl::SimpleAtoi(update.id().substr(1), &position) ||
+        position >= slots_.size()) {
+      return;
+    }
+    const size_t j = slots_[position];
+    if (failed_[j]) return;
+    kprof::v1::BatchUpdate out;
+    out.set_id(jobs_[j].id());
+    out.set_state(update.state());
+    if (update.state() == kprof::v1::BatchUpdate::RUNNING) {
+      if (running_[j]) return;
+      running_[j] = true;
+    } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {
+      failed_[j] = true;
+      out = update;
+      out.set_id(jobs_[j].id());
+      out.clear_more();
+      out.set_message(
+          absl::StrCat("repeat ", done_[j] + 1, " of ", repeats_[j], ": ", update.message()));
+    } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
+      if (!Merge(j, update.time_evaluate(), static_cast<int32_t>(position), out)) return;
+    } else {
+      return;  // QUEUED of a part
+    }
+    on_update_(out);
+  }
+
+ private:
+  // Takes a part's result into job j's; true when it was the last, `out` then the job's.
+  bool Merge(size_t j, const kprof::v1::TimeEvaluateResponse& part, int32_t position,
+             kprof::v1::BatchUpdate& out) {
+    if (jobs_[j].time_evaluate().discard_throttled() && part.throttled_repeats_size() > 0) {
+      ++dropped_[j];
+    } else {
+      MergeRepeats(&merged_[j], part, kept_[j] == 0);
+      merged_[j].add_run_order(position);
+      ++kept_[j];
+    }
+    if (++done_[j] < repeats_[j]) return false;
+    if (kept_[j] == 0) {
+      out.set_state(kprof::v1::BatchUpdate::FAILED);
+      out.set_code(static_cast<int32_t>(absl::StatusCode::kFailedPrecondition));
+      out.set_message(absl::StrCat("all ", repeats_[j],
+                                   " repeats were throttled, so discard_throttled leaves none: "
+                                   "cool the host, or lower throttle_threshold"));
+    } else {
+      if (dropped_[j] > 0) merged_[j].set_discarded_throttled(dropped_[j]);
+      *out.mutable_time_evaluate() = std::move(merged_[j]);
+      merged_[j].Clear();
+    }
+    return true;
+  }
+
+  const std::vector<kprof::v1::BatchJob>& jobs_;
+  const std::vector<int64_t> repeats_;
+  const std::vector<uint32_t> slots_;  // the job at each place of the run order
+  const std::function<void(const kprof::v1::BatchUpdate&)>& on_update_;
+  std::vector<kprof::v1::TimeEvaluateResponse> merged_;
+  std::vector<int64_t> next_, done_, kept_, dropped_;  // next_: the next part's repeat
+  std::vector<bool> running_, failed_;
+};
+
+}  // namespace
+
+absl::Status MeasureInterleaved(Farm& farm, const std::vector<kprof::v1::BatchJob>& jobs,
+                                uint64_t seed,
+                                const std::function<void(const kprof::v1::BatchUpdate&)>& on_update,
+                                const std::function<void()>& on_pause) {
+  if (farm.daemons().size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("interleaving compares candidates on one machine, and the target names ",
+                     farm.daemons().size(),
+                     " daemons: give one (a candidate's repeats on several machines "
+                     "would measure the machines)"));
+  }
+  absl::StatusOr<std::vector<int64_t>> repeats = RepeatsOf(jobs);
+  if (!repeats.ok()) return repeats.status();
+  Interleaving run(jobs, *std::move(repeats), seed, on_update);
+  for (size_t begin = 0; begin < run.size(); begin += kChunk) {
+    const std::vector<kprof::v1::BatchJob> parts =
+        run.Parts(begin, std::min(run.size(), begin + kChunk));
+    if (parts.empty()) continue;
+    if (const absl::Status stream = farm.MeasureBatch(
+            parts, [&run](const kprof::v1::BatchUpdate& update) { run.Update(update); },
+            /*window=*/32, on_pause);
+        !stream.ok()) {
+      return stream;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace kprof::client

@@ -24,6 +24,9 @@ namespace kprof::client {
 // each job's repeats in their own order.
 std::vector<std::pair<size_t, int64_t>> InterleaveOrder(const std::vector<int64_t>& repeats,
                                                         uint64_t seed);
+// The same order as the job of each place alone (4 bytes a repeat): a job's repeats come in
+// their own order, so the one at a place is the count of that job's places before it.
+std::vector<uint32_t> InterleaveSlots(const std::vector<int64_t>& repeats, uint64_t seed);
 
 // Adds `part`'s repeats to `merged` (which becomes `part` when `first`), taking the statistics,
 // the relative spread and the timing of them all; per-part outlier filtering is dropped.

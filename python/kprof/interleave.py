@@ -12,6 +12,7 @@ repeats are left out and counted; with "randomize_layout" each part takes the la
 has in the whole job ("first_layout_repeat").
 """
 
+import array
 import math
 
 import grpc
@@ -20,6 +21,9 @@ from kprof.statistics import median as _median
 
 _MASK = (1 << 64) - 1
 _MAX_REPEAT = 100_000
+# Parts are made and sent this many at a time: a run of 100 jobs x 100 000 repeats holds 4 bytes
+# a repeat and one chunk of jobs, not ten million of them.
+_CHUNK = 4096
 
 
 def _splitmix64(seed):
@@ -33,16 +37,24 @@ def _splitmix64(seed):
         yield z ^ (z >> 31)
 
 
-def interleave_order(repeats, seed):
-    """The run order of `repeats[j]` repeats of each job j: (job, repeat) pairs, every one once,
-    a permutation drawn from `seed` alone; each job's repeats in their own order."""
-    slots = [j for j, n in enumerate(repeats) for _ in range(n)]
+def interleave_slots(repeats, seed):
+    """The job at each place of the run order (an array of 4-byte ints): a permutation drawn
+    from `seed` alone, as the C++ client's InterleaveSlots draws it."""
+    slots = array.array("I")
+    for j, n in enumerate(repeats):
+        slots.extend([j] * n)
     draws = _splitmix64(seed)
     for i in range(len(slots), 1, -1):  # Fisher-Yates from the top, Lemire's reduction
         k = (next(draws) * i) >> 64
         slots[i - 1], slots[k] = slots[k], slots[i - 1]
+    return slots
+
+
+def interleave_order(repeats, seed):
+    """The run order of `repeats[j]` repeats of each job j: (job, repeat) pairs, every one once,
+    a permutation drawn from `seed` alone; each job's repeats in their own order."""
     order, taken = [], [0] * len(repeats)
-    for j in slots:
+    for j in interleave_slots(repeats, seed):
         order.append((j, taken[j]))
         taken[j] += 1
     return order
@@ -121,56 +133,76 @@ def interleave(batch, jobs, seed):
             raise ValueError(f"job {job.get('id')!r}: repeat = {repeat!r} is out of range "
                              f"(accepted: 1 to {_MAX_REPEAT})")
         repeats.append(repeat)
-    order = interleave_order(repeats, seed)
-    return _run(batch, jobs, repeats, order)
+    return _run(batch, jobs, repeats, interleave_slots(repeats, seed))
 
 
-def _run(batch, jobs, repeats, order):
+def _run(batch, jobs, repeats, slots):
+    """The parts made and sent _CHUNK at a time, each job's merged in its repeats' order as
+    they come, so that what is held is a chunk of parts and the repeats that came early."""
     from kprof.client import BatchResult, BenchmarkResult
-    parts, part_of = [], {}
-    for position, (j, r) in enumerate(order):
-        # A part of one repeat cannot drop it: the merge drops the throttled ones instead.
-        part = dict(jobs[j], id=f"i{position}", repeat=1, discard_throttled=False)
-        if part.get("randomize_layout"):
-            part["first_layout_repeat"] = jobs[j].get("first_layout_repeat", 0) + r
-        part_of[part["id"]] = (j, r, position)
-        parts.append(part)
-    answers = [dict() for _ in jobs]  # per job: its repeat -> (position, the part's result)
+    made = [0] * len(jobs)  # parts made, per job: the next one's repeat
+    runs = [_Merging() for _ in jobs]
     finished = set()
-    for result in batch(parts):
-        if result.id not in part_of:
-            continue
-        j, r, position = part_of[result.id]
-        if j in finished:
-            continue
-        job = jobs[j]
-        named = {"function": job.get("function", ""), "args": job.get("args", ())}
-        if not result.ok:
-            finished.add(j)
-            yield BatchResult(str(job.get("id", "")), False, code=result.code,
-                              message=f"repeat {r + 1} of {repeats[j]}: {result.message}",
-                              **named)
-            continue
-        answers[j][r] = (position, result.result.raw)
-        if len(answers[j]) < repeats[j]:
-            continue
-        finished.add(j)
-        merged, dropped, run_order = None, 0, []
-        for taken in range(repeats[j]):
-            place, part = answers[j][taken]
-            if job.get("discard_throttled") and part.throttled_repeats:
-                dropped += 1
+    for begin in range(0, len(slots), _CHUNK):
+        parts, part_of = [], {}
+        for position in range(begin, min(len(slots), begin + _CHUNK)):
+            j = slots[position]
+            r, made[j] = made[j], made[j] + 1
+            if j in finished:
                 continue
-            merged = merge_repeats(merged, part)
-            run_order.append(place)
-        if merged is None:
-            yield BatchResult(str(job.get("id", "")), False,
-                              code=grpc.StatusCode.FAILED_PRECONDITION,
-                              message=f"all {repeats[j]} repeats were throttled, so "
-                                      "discard_throttled leaves none: cool the host, or lower "
-                                      "throttle_threshold", **named)
-            continue
-        del merged.run_order[:]
-        merged.run_order.extend(run_order)
-        merged.discarded_throttled = dropped
-        yield BatchResult(str(job.get("id", "")), True, BenchmarkResult(merged), **named)
+            # A part of one repeat cannot drop it: the merge drops the throttled ones instead.
+            part = dict(jobs[j], id=f"i{position}", repeat=1, discard_throttled=False)
+            if part.get("randomize_layout"):
+                part["first_layout_repeat"] = jobs[j].get("first_layout_repeat", 0) + r
+            part_of[part["id"]] = (j, r, position)
+            parts.append(part)
+        for result in batch(parts) if parts else ():
+            if result.id not in part_of:
+                continue
+            j, r, position = part_of.pop(result.id)
+            if j in finished:
+                continue
+            job = jobs[j]
+            named = {"function": job.get("function", ""), "args": job.get("args", ())}
+            if not result.ok:
+                finished.add(j)
+                yield BatchResult(str(job.get("id", "")), False, code=result.code,
+                                  message=f"repeat {r + 1} of {repeats[j]}: {result.message}",
+                                  **named)
+                continue
+            run = runs[j]
+            run.add(r, position, result.result.raw, bool(job.get("discard_throttled")))
+            if run.taken < repeats[j]:
+                continue
+            finished.add(j)
+            runs[j] = None
+            if run.merged is None:
+                yield BatchResult(str(job.get("id", "")), False,
+                                  code=grpc.StatusCode.FAILED_PRECONDITION,
+                                  message=f"all {repeats[j]} repeats were throttled, so "
+                                          "discard_throttled leaves none: cool the host, or "
+                                          "lower throttle_threshold", **named)
+                continue
+            del run.merged.run_order[:]
+            run.merged.run_order.extend(run.run_order)
+            run.merged.discarded_throttled = run.dropped
+            yield BatchResult(str(job.get("id", "")), True, BenchmarkResult(run.merged), **named)
+
+
+class _Merging:
+    """One job's parts merged in its repeats' order: those that come early wait their turn."""
+
+    def __init__(self):
+        self.merged, self.dropped, self.run_order, self.taken = None, 0, [], 0
+        self._early = {}  # repeat -> (place, the part's result)
+
+    def add(self, repeat, place, part, discard_throttled):
+        self._early[repeat] = (place, part)
+        while self.taken in self._early:
+            place, part = self._early.pop(self.taken)
+            self.taken += 1
+            if discard_throttled and part.throttled_repeats:
+                self.dropped += 1
+                continue
+            self.merged = merge_repeats(self.merged, part)
+            self.run_order.append(place)

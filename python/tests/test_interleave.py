@@ -60,6 +60,22 @@ def test_the_same_seed_gives_the_clis_order_and_each_job_its_own_repeats(daemon)
         assert r.result.min == min(r.result.results)
 
 
+def test_a_run_of_several_chunks_comes_back_whole_and_a_failed_job_once(client):
+    """Parts go out 4096 at a time: 2 x 2500 repeats and a job that fails, over two chunks."""
+    jobs = [{"id": n, "module": "builtin", "function": "nop", "repeat": 2500} for n in "xy"]
+    jobs.append({"id": "z", "module": "builtin", "function": "no_such", "repeat": 2500})
+    results = list(client.interleave(jobs, seed=9))
+    assert sorted(r.id for r in results) == ["x", "y", "z"]
+    order = interleave_order([2500, 2500, 2500], 9)
+    for r in results:
+        if r.id == "z":
+            assert not r.ok and "repeat 1 of 2500" in r.message
+            continue
+        assert r.ok, r.message
+        j = "xy".index(r.id)
+        assert list(r.result.raw.run_order) == [p for p, (k, _) in enumerate(order) if k == j]
+
+
 def test_randomized_layouts_go_on_across_the_parts(client):
     jobs = [copy("a", 4096, repeat=6, randomize_layout=True, repeats_per_layout=2),
             copy("b", 1024, repeat=6, randomize_layout=True, repeats_per_layout=2)]

@@ -1,11 +1,19 @@
 // Interleaved batches: every job's repeats run as jobs of one repeat, in a random order across
 // jobs drawn from a seed, and come back merged.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "batch_fixture.h"
@@ -15,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "processes.h"
 #include "status_matchers.h"
 
 namespace kprof {
@@ -238,6 +247,82 @@ TEST_F(InterleaveTest, TheCliInterleavesFromTheSeedAndAFailedRepeatFailsItsJob) 
                                                   "batch --interleave 1 " + jobs, dir_.path());
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.err, HasSubstr("one machine"));
+}
+
+// Parts are sent a chunk at a time: a run of three chunks and more comes back whole, each job's
+// repeats in the places the seed gives them.
+TEST_F(InterleaveTest, ARunOfSeveralChunksComesBackWhole) {
+  std::vector<v1::BatchJob> jobs = {BuiltinJob("x", "nop", ""), BuiltinJob("y", "nop", ""),
+                                    BuiltinJob("z", "nop", "")};
+  for (v1::BatchJob& job : jobs) {
+    job.mutable_time_evaluate()->clear_call();
+    job.mutable_time_evaluate()->mutable_call()->set_module_id("builtin");
+    job.mutable_time_evaluate()->mutable_call()->set_function("nop");
+    job.mutable_time_evaluate()->set_repeat(3000);
+  }
+  auto farm = client::Farm::Connect(daemon_.target());
+  ASSERT_THAT(farm, IsOk());
+  std::map<std::string, v1::BatchUpdate> done;
+  ASSERT_THAT(client::MeasureInterleaved(**farm, jobs, 3,
+                                         [&](const v1::BatchUpdate& u) {
+                                           if (u.state() != v1::BatchUpdate::RUNNING) {
+                                             EXPECT_TRUE(done.emplace(u.id(), u).second) << u.id();
+                                           }
+                                         }),
+              IsOk());
+  ASSERT_EQ(done.size(), 3u);
+  const std::vector<uint32_t> slots = client::InterleaveSlots({3000, 3000, 3000}, 3);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const v1::BatchUpdate& u = done.at(jobs[j].id());
+    ASSERT_EQ(u.state(), v1::BatchUpdate::DONE) << u.message();
+    EXPECT_EQ(u.time_evaluate().seconds_per_call_size(), 3000);
+    std::vector<int32_t> expected;
+    for (size_t p = 0; p < slots.size(); ++p) {
+      if (slots[p] == j) expected.push_back(static_cast<int32_t>(p));
+    }
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), u.time_evaluate().run_order().begin(),
+                           u.time_evaluate().run_order().end()))
+        << jobs[j].id();
+  }
+}
+
+// 100 jobs of 100 000 repeats, within the documented limits, once built ten million parts
+// (5.4 GB) before sending one: the CLI now holds a chunk of them while the first run.
+TEST_F(InterleaveTest, TenMillionRepeatsAreSentAChunkAtATimeNotBuiltFirst) {
+  if (!::kprof::testing::kResidentMeansHeld) GTEST_SKIP() << "resident size is no measure here";
+  const std::string jobs = dir_.path() + "/many.jsonl";
+  {
+    std::ofstream out(jobs);
+    for (int j = 0; j < 100; ++j) {
+      out << R"({"id": "j)" << j
+          << R"(", "module": "builtin", "function": "nop", "repeat": 100000})"
+          << "\n";
+    }
+  }
+  const std::string kprof = ::kprof::testing::KprofPath();
+  const std::string target = daemon_.target();
+  std::vector<std::string> args = {kprof, "--target", target, "batch", "--interleave", "5", jobs};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t quiet;
+  posix_spawn_file_actions_init(&quiet);
+  posix_spawn_file_actions_addopen(&quiet, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = -1;
+  const int spawned = posix_spawn(&pid, kprof.c_str(), &quiet, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&quiet);
+  ASSERT_EQ(spawned, 0);
+  int64_t peak_kb = 0;
+  for (int tenth = 0; tenth < 40; ++tenth) {  // 4 s: the old way had built millions of parts
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    peak_kb = std::max(peak_kb, ::kprof::testing::PeakResidentKb(pid));
+  }
+  int status = 0;
+  EXPECT_EQ(waitpid(pid, &status, WNOHANG), 0) << "kprof ended early, status " << status;
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  EXPECT_GT(peak_kb, 0);
+  EXPECT_LT(peak_kb, 200 * 1024) << "kprof batch --interleave held " << peak_kb / 1024 << " MB";
 }
 
 }  // namespace

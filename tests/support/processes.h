@@ -61,4 +61,13 @@ inline int64_t ResidentKb(pid_t pid) {
   return -1;
 }
 
+// VmHWM (the peak of VmRSS) in kB, -1 when unreadable.
+inline int64_t PeakResidentKb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
 }  // namespace kprof::testing
