@@ -162,6 +162,9 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
                           {"items_per_second", t.items_per_second()},
                           {"flop_per_second", t.flop_per_second()}};
   }
+  if (r.has_output()) {
+    json["output"] = {{"tail", r.output().tail()}, {"bytes", r.output().bytes()}};
+  }
   json["mode"] = r.mode().empty() ? "hot" : r.mode();
   Json placement = Json::array();
   for (const kprof::v1::TensorPlacement& p : r.placement()) {
@@ -329,6 +332,18 @@ std::string ThroughputLine(const kprof::v1::Throughput& t) {
     absl::StrAppendFormat(&line, "; %.4g GFLOP/s", t.flop_per_second() / 1e9);
   }
   return line;
+}
+
+std::string OutputBlock(const kprof::v1::JobOutput& output) {
+  if (output.bytes() == 0) return "";
+  std::string tail = output.tail();
+  if (!tail.empty() && tail.back() != '\n') tail += '\n';
+  const bool cut = output.bytes() > static_cast<int64_t>(output.tail().size());
+  return absl::StrCat(
+      "\nOutput",
+      cut ? absl::StrCat(" (its last ", output.tail().size(), " of ", output.bytes(), " bytes)")
+          : "",
+      "\n------\n", tail);
 }
 
 std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status) {

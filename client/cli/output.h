@@ -55,6 +55,9 @@ std::string VerdictLine(const kprof::v1::CheckVerdict& verdict);
 // "throughput: 12.3 GB/s of 12000 bytes a call (3.2% of the device's cache peak, 384 GB/s)".
 std::string ThroughputLine(const kprof::v1::Throughput& throughput);
 // The verdict a failed call's status carries (a wrong answer, a reference's failure), if any.
+// "Output" and what a job's worker printed, for a table; "" when it printed nothing.
+std::string OutputBlock(const kprof::v1::JobOutput& output);
+
 std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status);
 
 // "hot; arguments at +0 (aligned 4096), +256 (aligned 256) past a page boundary": the mode and

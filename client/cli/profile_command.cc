@@ -120,6 +120,7 @@ class ProfileCommand final : public Command {
     const absl::Duration timeout = globals.TimeoutOr(absl::Seconds(120));
     kprof::v1::Report report;
     std::vector<kprof::v1::CheckVerdict> verdicts;
+    kprof::v1::JobOutput output;
     if (!sequence_.empty()) {
       kprof::v1::ProfileRequest request;
       KPROF_RETURN_IF_ERROR(ReadSequence(sequence_, resolve, &request));
@@ -133,6 +134,7 @@ class ProfileCommand final : public Command {
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client->Profile(request, timeout));
       report = r.report();
       verdicts.assign(r.checks().begin(), r.checks().end());
+      output = r.output();
     } else {
       kprof::v1::ProfileFunctionRequest request;
       KPROF_ASSIGN_OR_RETURN(*request.mutable_call(),
@@ -151,9 +153,11 @@ class ProfileCommand final : public Command {
                              client->ProfileFunction(request, timeout));
       report = r.report();
       if (r.has_check()) verdicts.push_back(r.check());
+      output = r.output();
     }
     KPROF_ASSIGN_OR_RETURN(report::Report converted, wire::FromProto(report));
     PrintProfile(converted, verdicts, format);
+    if (format == "table") Print(OutputBlock(output));
     return absl::OkStatus();
   }
 

@@ -52,6 +52,7 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
     PrintF("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
   }
   for (const std::string& warning : r.warnings()) Print("  warning: " + warning + "\n");
+  Print(OutputBlock(r.output()));
   if (!manifest.empty()) {
     Print("\nEnvironment\n-----------\n");
     for (const auto& [name, value] : manifest) {

@@ -1,5 +1,6 @@
 #include "core/host/placement.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -163,6 +164,18 @@ absl::Status CheckPlacement(const Placement& placement) {
   std::thread probe([&] { status = ApplyPlacement(placement); });
   probe.join();
   return status;
+}
+
+void StandAside(const std::vector<int>& measuring) {
+  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+  cpu_set_t others;
+  CPU_ZERO(&others);
+  for (const int cpu : AllowedCpus()) {
+    if (std::find(measuring.begin(), measuring.end(), cpu) == measuring.end()) {
+      CPU_SET(cpu, &others);
+    }
+  }
+  if (CPU_COUNT(&others) > 0) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
 }
 
 }  // namespace kprof::core

@@ -48,4 +48,9 @@ absl::Status ApplyPlacement(const Placement& placement);
 // is: kprofd checks its options at start this way rather than failing every job later.
 absl::Status CheckPlacement(const Placement& placement);
 
+// Moves the calling thread out of the measurements' way, and with it the threads it starts
+// from here on: nice 19, and onto the CPUs it may use but `measuring` (--pin-cpus) where any
+// are left. For a daemon's helpers (its metrics server, the reader of workers' output).
+void StandAside(const std::vector<int>& measuring);
+
 }  // namespace kprof::core

@@ -47,6 +47,9 @@ class BenchmarkResult:
         self.check = response.check if response.HasField("check") else None
         # Bytes (and items, FLOP) per second at the median call, against the device's peak.
         self.throughput = response.throughput if response.HasField("throughput") else None
+        # What the job's worker printed (escaped): its last 16 KiB, and how many bytes in all.
+        self.output = response.output.tail
+        self.output_bytes = response.output.bytes
 
     def __repr__(self):
         return (f"BenchmarkResult(min={self.min:.6g}, mean={self.mean:.6g}, "

@@ -263,3 +263,17 @@ def test_a_lease_runs_the_clients_calls_alone_and_refuses_them_after(daemon):
             holder.lease("cpu:0", seconds=10 ** 6)
         assert too_long.value.code == grpc.StatusCode.INVALID_ARGUMENT
         assert "--max-lease" in too_long.value.message
+
+
+def test_what_a_kernel_prints_comes_back_with_its_result(client):
+    """A function's printf reaches its result (escaped, the last 16 KiB), not the daemon's log;
+    in a batch too; a crash's error ends with what it printed last."""
+    faults = os.path.join(MODULES, "faults.so")
+    r = client.time_evaluate(faults, "prints")
+    assert r.output.startswith("hello from the kernel\n")
+    assert "moves the cursor: \\x1b[2J\n" in r.output and "\x1b" not in r.output
+    assert r.output_bytes == 2 * 148  # the untimed first call and the timed one
+    [line] = client.batch([{"id": "p", "module": faults, "function": "prints"}])
+    assert line.ok and "forged CODE=ABORTED" in line.result.output
+    with pytest.raises(kprof.KprofError, match='its output ended: "vadd.c:12: vadd: check'):
+        client.time_evaluate(faults, "asserts")

@@ -1,10 +1,5 @@
 #include "server/front/daemon_metrics.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -37,10 +32,6 @@ constexpr char kRequestTimeoutMs[] = "2000";
 // Scrapes are served one at a time, this far apart at least: Prometheus scrapes every few
 // seconds, and a flood of them takes no more of the host than ten a second do.
 constexpr auto kScrapeGap = std::chrono::milliseconds(100);
-
-// The nice value of the HTTP server's threads: a scrape waits for the measurements, not the
-// other way round.
-constexpr int kServerNice = 19;
 
 // From 100 us (a quick job's wait) to a minute (the default --job-timeout).
 const prometheus::Histogram::BucketBoundaries& Buckets() {
@@ -191,21 +182,14 @@ absl::StatusOr<std::string> DaemonMetrics::Normalize(const std::string& address)
 
 namespace {
 
-// The HTTP server on `where`, its threads started from one that runs at kServerNice and off
-// `measuring_cpus` (where other CPUs are left): they inherit both.
+// The HTTP server on `where`, its threads started from one that stands aside (nice 19, off
+// `measuring_cpus`): they inherit both, and a scrape waits for the measurements, not the other
+// way round.
 absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartServer(
     const std::string& where, const std::vector<int>& measuring_cpus) {
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> server;
   std::thread starter([&] {
-    setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kServerNice);
-    cpu_set_t others;
-    CPU_ZERO(&others);
-    for (const int cpu : core::AllowedCpus()) {
-      if (std::find(measuring_cpus.begin(), measuring_cpus.end(), cpu) == measuring_cpus.end()) {
-        CPU_SET(cpu, &others);
-      }
-    }
-    if (CPU_COUNT(&others) > 0) pthread_setaffinity_np(pthread_self(), sizeof others, &others);
+    core::StandAside(measuring_cpus);
     try {
       server = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
           "listening_ports", where, "num_threads", std::to_string(kServerThreads),

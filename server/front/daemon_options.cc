@@ -97,6 +97,10 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
              "beyond them (default 64)");
   cl.AddBytes("worker-memory-limit", &f.worker_memory_limit, "SIZE",
               "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
+  cl.AddBytes("log-worker-output", &f.log_worker_output, "SIZE",
+              "also write up to SIZE of each job's output (what its worker prints) into the "
+              "log, a line each, escaped and tagged with the worker (default 0: none; the output "
+              "goes to the job's client)");
   cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
                "run the workers on these CPUs only, e.g. 2-3 (default: wherever kprofd may run)");
   cl.AddString("worker-priority", &f.worker_priority, "nice:N|fifo:N",

@@ -49,6 +49,7 @@ struct DaemonFlags {
   absl::Duration worker_idle_timeout = absl::Minutes(5);
   absl::Duration busy_poll = absl::Microseconds(250);
   uint64_t worker_memory_limit = 0;  // 0: three quarters of physical memory
+  uint64_t log_worker_output = 0;    // bytes of a job's output also logged; 0: none
   std::string pin_cpus, worker_priority;
   bool insecure_allow_unauthenticated = false;
   bool require_isolation = false;

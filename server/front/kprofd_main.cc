@@ -51,6 +51,7 @@
 #include "server/front/lease_manager.h"
 #include "server/front/profiler_service.h"
 #include "server/front/service_manager.h"
+#include "server/front/worker_output.h"
 
 namespace kprof::server {
 namespace {
@@ -195,6 +196,10 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   worker.scratch_root = scratch->path();
   worker.unreadable.push_back(scratch->path());
   worker.max_open_modules = flags.worker_open_modules;
+  // What the workers print goes to their jobs' clients, read off the CPUs they measure on.
+  KPROF_ASSIGN_OR_RETURN(std::unique_ptr<WorkerOutput> output,
+                         WorkerOutput::Start(flags.log_worker_output, worker.placement.cpus));
+  worker.output = output.get();
   // A busy poll needs a second CPU to be worth anything (on one, the poller only delays whoever
   // it waits for), and a SCHED_FIFO poller would keep ordinary threads off its CPU.
   if (core::AllowedCpus().size() >= 2 &&

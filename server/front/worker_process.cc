@@ -28,6 +28,7 @@
 #include "absl/time/clock.h"
 #include "base/byte_size.h"
 #include "base/log.h"
+#include "base/status_macros.h"
 #include "proto/status.h"
 #include "server/ipc/argument_data.h"
 #include "server/ipc/wire.h"
@@ -39,6 +40,20 @@ namespace kprof::server {
 namespace {
 
 constexpr int kChildSocket = 3;
+constexpr int kChildOutput = 4;  // the write end of its output pipe, when the daemon reads it
+
+// A pipe of `output`'s for a worker: its key there, and its write end at descriptor 10 or above
+// (clear of the child's 3 and 4, which the spawn's dup2s fill).
+absl::StatusOr<std::pair<int, int>> OutputPipe(WorkerOutput& output) {
+  KPROF_ASSIGN_OR_RETURN(auto ends, output.Open(""));
+  const int write_end = fcntl(ends.second, F_DUPFD_CLOEXEC, 10);
+  close(ends.second);
+  if (write_end < 0) {
+    output.Close(ends.first);
+    return absl::InternalError(absl::StrCat("a worker's output pipe: ", std::strerror(errno)));
+  }
+  return std::make_pair(ends.first, write_end);
+}
 
 }  // namespace
 
@@ -53,24 +68,92 @@ std::string DescribeWaitStatus(int status) {
   return "ended";
 }
 
-absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const WorkerOptions& options) {
-  int sockets[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
-    return absl::InternalError(absl::StrCat("socketpair: ", std::strerror(errno)));
-  }
-  int child = sockets[1];
-  if (child == kChildSocket) {  // dup2 onto itself would keep close-on-exec set
-    child = fcntl(sockets[1], F_DUPFD_CLOEXEC, 10);
-    close(sockets[1]);
-  }
+namespace {
 
+// The worker's scratch directory beneath options.scratch_root, made its user's ("" for none).
+absl::StatusOr<std::string> MakeScratch(const WorkerOptions& options) {
+  if (options.scratch_root.empty()) return std::string();
+  std::string name = options.scratch_root + "/worker-XXXXXX";
+  if (mkdtemp(name.data()) == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot make the worker's scratch directory in ", options.scratch_root, ": ",
+                     std::strerror(errno)));
+  }
+  if (options.user.has_value() && chown(name.c_str(), options.user->uid, options.user->gid) != 0) {
+    const int error = errno;
+    RemoveTree(name);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot give the worker's scratch directory to uid ", options.user->uid, ": ",
+                     std::strerror(error)));
+  }
+  return name;
+}
+
+// The daemon's environment, with TMPDIR naming the scratch directory (the one place it may
+// write).
+std::vector<std::string> WorkerEnvironment(const std::string& scratch) {
+  std::vector<std::string> environment;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!scratch.empty() && std::strncmp(*e, "TMPDIR=", 7) == 0) continue;
+    environment.emplace_back(*e);
+  }
+  if (!scratch.empty()) environment.push_back("TMPDIR=" + scratch);
+  return environment;
+}
+
+// The worker's command line.
+std::vector<std::string> WorkerArguments(const WorkerOptions& options, const std::string& scratch,
+                                         bool redirect_output) {
+  std::vector<std::string> args = {options.executable,
+                                   "--device",
+                                   base::DeviceSpec(options.device),
+                                   "--max-frame-bytes",
+                                   std::to_string(options.max_frame_bytes),
+                                   "--max-data-bytes",
+                                   std::to_string(options.max_data_bytes),
+                                   "--open-modules",
+                                   std::to_string(options.max_open_modules),
+                                   "--parent-pid",
+                                   std::to_string(getpid())};
+  for (const std::string& p : options.unreadable) args.insert(args.end(), {"--no-read", p});
+  if (!scratch.empty()) args.insert(args.end(), {"--scratch", scratch});
+  if (options.user.has_value())
+    args.insert(args.end(), {"--user", FormatWorkerUser(*options.user)});
+  if (options.describer) args.push_back("--describer");
+  if (options.busy_poll > absl::ZeroDuration()) {
+    args.insert(args.end(),
+                {"--busy-poll-us", std::to_string(absl::ToInt64Microseconds(options.busy_poll))});
+  }
+  if (!options.placement.cpus.empty()) {
+    args.insert(args.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
+  }
+  if (const std::string priority = core::FormatPriority(options.placement.priority);
+      !priority.empty()) {
+    args.insert(args.end(), {"--priority", priority});
+  }
+  if (redirect_output) args.push_back("--redirect-output");
+  return args;
+}
+
+// `strings` as the null-terminated array exec takes (pointing into them).
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> pointers;
+  for (std::string& s : strings) pointers.push_back(s.data());
+  pointers.push_back(nullptr);
+  return pointers;
+}
+
+// posix_spawn of a worker: its job socket as descriptor 3 and its output pipe's write end as 1
+// and 2 (by way of 4), in its own process group (so that everything it starts can be killed),
+// no signals blocked (the daemon blocks its own for a signal thread), default dispositions.
+int SpawnWorker(pid_t* pid, int socket, int output, std::vector<std::string> args,
+                std::vector<std::string> environment) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, child, kChildSocket);
+  posix_spawn_file_actions_adddup2(&actions, socket, kChildSocket);
+  if (output >= 0) posix_spawn_file_actions_adddup2(&actions, output, kChildOutput);
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  // Its own process group (so that everything it starts can be killed), no signals blocked
-  // (the daemon blocks its own for a signal thread), default dispositions.
   sigset_t none, all;
   sigemptyset(&none);
   sigfillset(&all);
@@ -79,110 +162,69 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
   posix_spawnattr_setsigdefault(&attributes, &all);
   posix_spawnattr_setflags(&attributes,
                            POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-
-  std::string scratch;
-  if (!options.scratch_root.empty()) {
-    std::string name = options.scratch_root + "/worker-XXXXXX";
-    if (mkdtemp(name.data()) == nullptr) {
-      const int error = errno;
-      close(sockets[0]);
-      close(child);
-      posix_spawn_file_actions_destroy(&actions);
-      posix_spawnattr_destroy(&attributes);
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot make the worker's scratch directory in ", options.scratch_root, ": ",
-                       std::strerror(error)));
-    }
-    scratch = std::move(name);
-    if (options.user.has_value() &&
-        chown(scratch.c_str(), options.user->uid, options.user->gid) != 0) {
-      const int error = errno;
-      RemoveTree(scratch);
-      close(sockets[0]);
-      close(child);
-      posix_spawn_file_actions_destroy(&actions);
-      posix_spawnattr_destroy(&attributes);
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot give the worker's scratch directory to uid ", options.user->uid,
-                       ": ", std::strerror(error)));
-    }
-  }
-  std::unique_ptr<WorkerCgroups::Box> box;
-  if (options.cgroups != nullptr) {
-    absl::StatusOr<std::unique_ptr<WorkerCgroups::Box>> made = options.cgroups->NewBox();
-    if (!made.ok()) {
-      if (!scratch.empty()) RemoveTree(scratch);
-      close(sockets[0]);
-      close(child);
-      posix_spawn_file_actions_destroy(&actions);
-      posix_spawnattr_destroy(&attributes);
-      return absl::FailedPreconditionError(
-          absl::StrCat("cannot make the worker's memory cgroup: ", made.status().message()));
-    }
-    box = *std::move(made);
-  }
-  // The environment, with TMPDIR naming the scratch directory (the one place it may write).
-  std::vector<std::string> environment_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (!scratch.empty() && std::strncmp(*e, "TMPDIR=", 7) == 0) continue;
-    environment_strings.emplace_back(*e);
-  }
-  if (!scratch.empty()) environment_strings.push_back("TMPDIR=" + scratch);
-  std::vector<char*> environment;
-  for (std::string& e : environment_strings) environment.push_back(e.data());
-  environment.push_back(nullptr);
-
-  const std::string device = base::DeviceSpec(options.device);
-  const std::string frame = std::to_string(options.max_frame_bytes);
-  const std::string data = std::to_string(options.max_data_bytes);
-  const std::string open_modules = std::to_string(options.max_open_modules);
-  const std::string parent = std::to_string(getpid());
-  std::vector<std::string> sandbox;
-  for (const std::string& p : options.unreadable) sandbox.insert(sandbox.end(), {"--no-read", p});
-  if (!scratch.empty()) sandbox.insert(sandbox.end(), {"--scratch", scratch});
-  if (options.user.has_value()) {
-    sandbox.insert(sandbox.end(), {"--user", FormatWorkerUser(*options.user)});
-  }
-  if (options.describer) sandbox.push_back("--describer");
-  if (options.busy_poll > absl::ZeroDuration()) {
-    sandbox.insert(sandbox.end(), {"--busy-poll-us",
-                                   std::to_string(absl::ToInt64Microseconds(options.busy_poll))});
-  }
-  if (!options.placement.cpus.empty()) {
-    sandbox.insert(sandbox.end(), {"--cpus", core::FormatCpuList(options.placement.cpus)});
-  }
-  if (const std::string priority = core::FormatPriority(options.placement.priority);
-      !priority.empty()) {
-    sandbox.insert(sandbox.end(), {"--priority", priority});
-  }
-  std::vector<char*> argv = {const_cast<char*>(options.executable.c_str()),
-                             const_cast<char*>("--device"),
-                             const_cast<char*>(device.c_str()),
-                             const_cast<char*>("--max-frame-bytes"),
-                             const_cast<char*>(frame.c_str()),
-                             const_cast<char*>("--max-data-bytes"),
-                             const_cast<char*>(data.c_str()),
-                             const_cast<char*>("--open-modules"),
-                             const_cast<char*>(open_modules.c_str()),
-                             const_cast<char*>("--parent-pid"),
-                             const_cast<char*>(parent.c_str())};
-  for (std::string& s : sandbox) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  const int error = posix_spawn(&pid, options.executable.c_str(), &actions, &attributes,
-                                argv.data(), environment.data());
+  const std::vector<char*> argv = Pointers(args), envp = Pointers(environment);
+  const int error = posix_spawn(pid, argv[0], &actions, &attributes, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
-  close(child);
-  if (error != 0) {
-    close(sockets[0]);
-    if (!scratch.empty()) RemoveTree(scratch);
-    return absl::FailedPreconditionError(
+  return error;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const WorkerOptions& options) {
+  int sockets[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sockets) != 0) {
+    return absl::InternalError(absl::StrCat("socketpair: ", std::strerror(errno)));
+  }
+  // The child's end away from 3 and 4, which the spawn's dup2s fill (a dup2 onto itself would
+  // keep close-on-exec set).
+  const int child = fcntl(sockets[1], F_DUPFD_CLOEXEC, 10);
+  close(sockets[1]);
+  absl::StatusOr<std::string> made_scratch = MakeScratch(options);
+  absl::Status failed = made_scratch.status();
+  const std::string scratch = made_scratch.ok() ? *std::move(made_scratch) : std::string();
+  std::unique_ptr<WorkerCgroups::Box> box;
+  if (failed.ok() && options.cgroups != nullptr) {
+    absl::StatusOr<std::unique_ptr<WorkerCgroups::Box>> made = options.cgroups->NewBox();
+    if (made.ok()) box = *std::move(made);
+    if (!made.ok()) {
+      failed = absl::FailedPreconditionError(
+          absl::StrCat("cannot make the worker's memory cgroup: ", made.status().message()));
+    }
+  }
+  std::pair<int, int> output{-1, -1};  // its key, and the write end
+  if (failed.ok() && options.output != nullptr) {
+    absl::StatusOr<std::pair<int, int>> pipe = OutputPipe(*options.output);
+    if (pipe.ok()) output = *pipe;
+    failed.Update(pipe.status());
+  }
+  pid_t pid = 0;
+  if (const int error = failed.ok()
+                            ? SpawnWorker(&pid, child, output.second,
+                                          WorkerArguments(options, scratch, output.first >= 0),
+                                          WorkerEnvironment(scratch))
+                            : 0;
+      error != 0) {
+    failed = absl::FailedPreconditionError(
         absl::StrCat("cannot start the worker '", options.executable, "': ", std::strerror(error)));
   }
-  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(
-      pid, sockets[0], options.max_frame_bytes, std::move(scratch), std::move(box),
-      options.cgroups != nullptr ? options.cgroups->limit_bytes() : 0));
+  close(child);
+  if (output.second >= 0) close(output.second);
+  if (!failed.ok()) {
+    if (output.first >= 0) options.output->Close(output.first);
+    close(sockets[0]);
+    if (!scratch.empty()) RemoveTree(scratch);
+    return failed;
+  }
+  std::unique_ptr<WorkerProcess> worker(
+      new WorkerProcess(pid, sockets[0], options.max_frame_bytes, scratch, std::move(box),
+                        options.cgroups != nullptr ? options.cgroups->limit_bytes() : 0));
+  if (output.first >= 0) {
+    worker->output_ = options.output;
+    worker->output_key_ = output.first;
+    options.output->Label(output.first,
+                          absl::StrCat(base::DeviceSpec(options.device), " worker ", pid));
+  }
   // Into its cgroup before its first job (its start-up, a few pages, stays charged outside).
   if (worker->box_ != nullptr) {
     if (absl::Status s = worker->box_->Add(pid); !s.ok()) {
@@ -196,116 +238,12 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Spawn(const Worker
 WorkerProcess::~WorkerProcess() {
   close(socket_);
   if (pid_ > 0) Reap(absl::Seconds(1));
+  if (output_ != nullptr) output_->Close(output_key_);
   // The worker is gone and could start no process: nothing writes here any more.
   if (!scratch_.empty() && !RemoveTree(scratch_)) {
     base::Log(base::LogSeverity::kWarning,
               absl::StrCat("cannot remove the worker's scratch directory ", scratch_));
   }
-}
-
-namespace {
-
-// Whether `user` may search directory `st` (permission bits alone: the user has no
-// capabilities).
-bool Searchable(const struct stat& st, const WorkerUser& user) {
-  if (st.st_uid == user.uid) return (st.st_mode & S_IXUSR) != 0;
-  const bool in_group = st.st_gid == user.gid || std::find(user.groups.begin(), user.groups.end(),
-                                                           st.st_gid) != user.groups.end();
-  if (in_group) return (st.st_mode & S_IXGRP) != 0;
-  return (st.st_mode & S_IXOTH) != 0;
-}
-
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
-    std::string base, const std::optional<WorkerUser>& user) {
-  if (base.empty()) {
-    const char* tmpdir = std::getenv("TMPDIR");
-    base = access("/dev/shm", W_OK | X_OK) == 0    ? "/dev/shm"
-           : tmpdir != nullptr && tmpdir[0] == '/' ? tmpdir
-                                                   : "/tmp";
-  }
-  char resolved[PATH_MAX];
-  if (realpath(base.c_str(), resolved) == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the scratch directory '", base, "' (--scratch-dir): ", std::strerror(errno)));
-  }
-  base = resolved;
-  if (user.has_value()) {
-    for (std::string dir = base;; dir = dir.substr(0, std::max<size_t>(dir.rfind('/'), 1))) {
-      struct stat st {};
-      if (stat(dir.c_str(), &st) == 0 && !Searchable(st, *user)) {
-        return absl::FailedPreconditionError(absl::StrFormat(
-            "the scratch directory '%s' (--scratch-dir) is out of the workers' reach: uid %d "
-            "may not search '%s' (mode %04o); choose a directory every user can reach, as "
-            "/dev/shm",
-            base, user->uid, dir, st.st_mode & 07777));
-      }
-      if (dir == "/") break;
-    }
-  }
-  // What daemons of this user killed before they could clean up left behind.
-  if (DIR* dir = opendir(base.c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      int pid = 0;
-      int end = 0;
-      if (std::sscanf(entry->d_name, "kprofd.%d.%n", &pid, &end) != 1 || end == 0 || pid <= 0) {
-        continue;
-      }
-      const std::string path = base + "/" + entry->d_name;
-      struct stat st {};
-      if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-        continue;
-      }
-      // Its daemon holds a lock on it while it runs: a process id says nothing across PID
-      // namespaces (a daemon in a container, or one the host sees under another number).
-      const int held = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-      if (held < 0) continue;
-      if (flock(held, LOCK_EX | LOCK_NB) == 0) RemoveTree(path);
-      close(held);
-    }
-    closedir(dir);
-  }
-  std::string path = absl::StrCat(base, "/kprofd.", getpid(), ".XXXXXX");
-  if (mkdtemp(path.data()) == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot make a scratch directory in '", base,
-                     "' (--scratch-dir sets where): ", std::strerror(errno)));
-  }
-  const int lock = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    if (lock >= 0) close(lock);
-    RemoveTree(path);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot lock the scratch directory '", path, "': ", std::strerror(error)));
-  }
-  // Workers of another user reach their own directories through it; none may list it.
-  if (user.has_value()) chmod(path.c_str(), 0711);
-  return std::unique_ptr<ScratchRoot>(new ScratchRoot(std::move(path), lock));
-}
-
-ScratchRoot::~ScratchRoot() {
-  RemoveTree(path_);
-  close(lock_);
-}
-
-bool RemoveTree(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return errno == ENOENT;
-  if (!S_ISDIR(st.st_mode)) return unlink(path.c_str()) == 0;  // links too, never followed
-  // A job may leave a directory made without rights for its owner (mkdir with mode 0): they are
-  // given back first, or a daemon that is not root could neither list nor empty it.
-  if ((st.st_mode & S_IRWXU) != S_IRWXU) chmod(path.c_str(), S_IRWXU);
-  if (DIR* dir = opendir(path.c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      const std::string_view name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      RemoveTree(path + "/" + entry->d_name);
-    }
-    closedir(dir);
-  }
-  return rmdir(path.c_str()) == 0;
 }
 
 std::string WorkerProcess::Reap(absl::Duration grace) {
@@ -387,9 +325,13 @@ absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Receive() {
   std::vector<int> fds;
   if (const absl::Status read = channel_.Read(&response, &fds); !read.ok()) {
     // The worker closed its end (it died), or wrote what is no answer: either way it is done.
+    const std::string how =
+        Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap());
     return absl::AbortedError(absl::StrCat(
-        "worker ", Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap())));
+        "worker ", how,
+        output_ != nullptr ? OutputEnding(output_->Take(output_key_)) : std::string()));
   }
+  if (output_ != nullptr) AttachOutput(output_->Take(output_key_), &response);
   if (response.has_arguments()) {
     // The checked call's arguments: read out of the worker's sealed file here, so that the
     // comparison never runs where the function can reach.

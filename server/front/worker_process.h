@@ -16,7 +16,9 @@
 #include "base/device.h"
 #include "core/host/placement.h"
 #include "server/front/job_runner.h"
+#include "server/front/scratch_root.h"
 #include "server/front/worker_cgroup.h"
+#include "server/front/worker_output.h"
 #include "server/ipc/frame_channel.h"
 #include "server/ipc/worker.pb.h"
 #include "server/worker/worker_sandbox.h"
@@ -46,6 +48,9 @@ struct WorkerOptions {
   // How long a worker that has just answered waits for its next job with a busy poll, and the
   // front for a quick answer (DeviceExecutor); zero: they sleep until woken.
   absl::Duration busy_poll = absl::ZeroDuration();
+  // Reads the worker's standard output and error (not owned): what its jobs print goes to their
+  // clients (WorkerAnswer results' `output`, a crash's message). None: the daemon's own stderr.
+  WorkerOutput* output = nullptr;
 };
 
 class WorkerProcess final : public JobRunner {
@@ -124,33 +129,9 @@ class WorkerProcess final : public JobRunner {
   std::string scratch_;                      // removed once the worker is reaped
   std::unique_ptr<WorkerCgroups::Box> box_;  // removed after the scratch
   uint64_t memory_limit_;
+  WorkerOutput* output_ = nullptr;  // and the key of its pipe there
+  int output_key_ = -1;
 };
-
-// The directory in which each worker gets its scratch directory: BASE/kprofd.PID.XXXXXX, made
-// at start (mode 0700) and removed with everything in it when the daemon ends. Those a daemon
-// killed before it could remove its own left behind (of this user, their pid gone) are
-// removed by the next daemon to use BASE.
-class ScratchRoot {
- public:
-  // BASE: --scratch-dir, else /dev/shm (memory, as a TMPDIR usually is), else $TMPDIR or /tmp.
-  // With a worker `user`, BASE must be reachable by it (every directory above searchable), and
-  // the root is made searchable (not listable) by others.
-  static absl::StatusOr<std::unique_ptr<ScratchRoot>> Make(
-      std::string base, const std::optional<WorkerUser>& user = std::nullopt);
-  ~ScratchRoot();
-  ScratchRoot(const ScratchRoot&) = delete;
-  ScratchRoot& operator=(const ScratchRoot&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  ScratchRoot(std::string path, int lock) : path_(std::move(path)), lock_(lock) {}
-  std::string path_;
-  int lock_;  // an exclusive flock on the root, held while the daemon runs
-};
-
-// Removes `path` and everything beneath it, not following symbolic links; false if something
-// is left.
-bool RemoveTree(const std::string& path);
 
 // "killed by SIGSEGV (Segmentation fault)", "exited with status 3".
 std::string DescribeWaitStatus(int status);

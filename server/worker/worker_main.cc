@@ -64,6 +64,20 @@ void InstallCrashHandlers() {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
 }
 
+// The job socket's neighbour: the write end of the pipe of the worker's output, when kprofd
+// reads it (--redirect-output).
+constexpr int kOutputFd = 4;
+
+// Makes the output pipe the worker's standard output and error, line-buffered, and closes every
+// other way to the daemon's own standard error.
+void RedirectOutput() {
+  std::fflush(nullptr);
+  dup2(kOutputFd, STDOUT_FILENO);
+  dup2(kOutputFd, STDERR_FILENO);
+  close(kOutputFd);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+}
+
 // A data-size limit (heap, anonymous mappings) so that a job asking for absurd memory fails
 // inside the worker rather than waking the host's OOM killer. Not RLIMIT_AS, which would
 // break CUDA's address reservations; not under AddressSanitizer, whose shadow memory counts.
@@ -131,6 +145,7 @@ int main(int argc, char** argv) {
   kprof::core::Placement placement;
   std::optional<kprof::server::WorkerUser> user;
   bool describer = false;
+  bool redirect_output = false;
   int64_t busy_poll_ns = 0;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
@@ -152,6 +167,8 @@ int main(int argc, char** argv) {
       busy_poll_ns = us * 1000;
     } else if (std::strcmp(argv[i], "--describer") == 0) {
       describer = true;
+    } else if (std::strcmp(argv[i], "--redirect-output") == 0) {
+      redirect_output = true;
     } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
       sandbox.scratch = argv[++i];
     } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
@@ -233,6 +250,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kprofd-worker: running without its syscall filter: %s\n",
                  s.ToString().c_str());
   }
+  // From here on what reaches the standard streams (a module's printf, a failed assertion) is
+  // the jobs' output: a pipe the daemon reads for the job's client, never the daemon's log.
+  if (redirect_output) RedirectOutput();
   const bool skip_cuda = device->type == kprof::base::DeviceType::kCuda;
   const int baseline_threads = kprof::server::CountThreads(skip_cuda);
   const kprof::server::FileIdentity job_socket = kprof::server::IdentityOf(kJobSocket);
@@ -357,6 +377,7 @@ int main(int argc, char** argv) {
       // A strict job's work that goes on after it is a failed check, whatever else it did.
       response.set_check_failed(request.strict());
     }
+    std::fflush(nullptr);  // what the job printed is in the pipe before its answer is sent
     const bool with_arguments = argument_fd >= 0 && response.has_arguments();
     const absl::Status written =
         with_arguments ? channel.Write(response, {&argument_fd, 1}) : channel.Write(response);

@@ -1,7 +1,8 @@
 // Pipelined workers: a client's jobs handed several deep to its worker. A real kprofd on
 // 127.0.0.1:0, real workers, clients told apart by their tokens' labels; the jobs come from
 // tests/modules/faults.c, whose records_interval functions write each call's interval to the
-// worker's standard error (the daemon's log) so that the order of what ran can be read back.
+// worker's standard error, which --log-worker-output copies into the daemon's log, so that the
+// order of what ran can be read back.
 #include <sched.h>
 #include <unistd.h>
 
@@ -67,7 +68,9 @@ void ExpectWholeEnvironment(const v1::TimeEvaluateResponse& result, const std::s
 class PipelineTest : public ::testing::Test {
  protected:
   void Start(int clients, std::vector<std::string> extra = {}) {
-    extra.insert(extra.end(), {"--token-file", WriteTokenFile(dir_.path(), clients)});
+    // The workers' output (the intervals) into the log, as it comes, every worker's in one file.
+    extra.insert(extra.end(), {"--token-file", WriteTokenFile(dir_.path(), clients),
+                               "--log-worker-output", "1M"});
     daemon_.set_stderr(log_);
     ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", extra));
     for (int i = 0; i < clients; ++i) {
@@ -117,9 +120,12 @@ class PipelineTest : public ::testing::Test {
     std::vector<Interval> found;
     std::ifstream in(log_);
     for (std::string line; std::getline(in, line);) {
+      const size_t printed = line.find(": ", line.find(" worker "));  // "cpu:0 worker 12: ..."
+      if (printed == std::string::npos) continue;
       char tag[16] = {0};
       Interval i;
-      if (std::sscanf(line.c_str(), "%15s %" SCNd64 " %" SCNd64, tag, &i.start, &i.end) == 3 &&
+      if (std::sscanf(line.c_str() + printed + 2, "%15s %" SCNd64 " %" SCNd64, tag, &i.start,
+                      &i.end) == 3 &&
           (std::string(tag) == "interval" || std::string(tag) == "marked")) {
         i.tag = tag;
         found.push_back(i);
@@ -135,7 +141,9 @@ class PipelineTest : public ::testing::Test {
     std::ifstream in(log_);
     std::string text;
     for (std::string line; std::getline(in, line);) {
-      if (line.rfind("interval ", 0) != 0 && line.rfind("marked ", 0) != 0) text += line + "\n";
+      const bool interval = line.find(": interval ") != std::string::npos ||
+                            line.find(": marked ") != std::string::npos;
+      if (!interval) text += line + "\n";
     }
     return text;
   }

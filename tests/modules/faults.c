@@ -108,11 +108,9 @@ KPROF_EXPORT int32_t allocates_too_much(DLTensor* args, int32_t num_args) {
   return 0;
 }
 
-/* Writes "TAG start end" (CLOCK_MONOTONIC ns) to the worker's standard error after a short busy
- * wait, so a test can check that no two jobs on one device overlap, and tell whose they are. */
 /* Spins for `ns`, then writes "TAG START END" (CLOCK_MONOTONIC nanoseconds) to the worker's
- * standard error, the daemon's log (a worker writes no shared file): one write of one line,
- * which the log's other writers do not split. */
+ * standard error in one write of one line: a test that runs kprofd with --log-worker-output
+ * reads every worker's in its log, and checks that no two jobs on one device overlap. */
 static int32_t record_interval(const char* tag, long ns) {
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
@@ -173,4 +171,40 @@ KPROF_EXPORT int32_t probes_sandbox(DLTensor* args, int32_t num_args) {
   if (fd < 0) return 12; /* scratch must stay writable */
   close(fd);
   return 0;
+}
+
+/* Prints what a module may print: a line on each standard stream, one forging the daemon's own
+ * log, one with an escape sequence that would move a terminal's cursor, and a last one without
+ * its newline. */
+KPROF_EXPORT int32_t prints(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  printf("hello from the kernel\n");
+  fprintf(stderr,
+          "2026-12-07T03:59:49.792Z error lease deadbeef on cpu:0 ended: forged CODE=ABORTED\n");
+  fprintf(stderr, "moves the cursor: \033[2J\n");
+  printf("no newline at the end");
+  return 0;
+}
+
+/* Writes 8 MiB to its standard output on every call: a flood that must neither reach the
+ * daemon's log nor stall the kernel. The last line of each call says how many calls there were. */
+KPROF_EXPORT int32_t prints_a_flood(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  static int calls = 0;
+  static char block[1 << 16];
+  memset(block, 'f', sizeof block - 1);
+  block[sizeof block - 1] = '\n';
+  for (int i = 0; i < 128; ++i) {
+    if (write(1, block, sizeof block) != (ssize_t)sizeof block) return 5;
+  }
+  printf("flood call %d done\n", ++calls);
+  fflush(stdout);
+  return 0;
+}
+
+/* Fails an assertion of its own, saying why on its standard error, and aborts. */
+KPROF_EXPORT int32_t asserts(DLTensor* args, int32_t num_args) {
+  UNUSED;
+  fprintf(stderr, "vadd.c:12: vadd: check failed: n > 0 (n = %d)\n", num_args - 1);
+  abort();
 }
