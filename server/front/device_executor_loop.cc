@@ -412,7 +412,7 @@ void DeviceExecutor::StopOverdueFront(absl::Time after) {
   const bool by_job_timeout = front_since_ + job_timeout_ <= front.deadline;
   const absl::Duration ran = after - front_since_;
   active_->Kill();
-  const absl::Status stopped = absl::DeadlineExceededError(
+  absl::Status stopped = absl::DeadlineExceededError(
       absl::StrCat("the job ran ", absl::FormatDuration(by_job_timeout ? job_timeout_ : ran),
                    by_job_timeout ? " (the daemon's --job-timeout)" : " (the request's deadline)",
                    " and was stopped; its worker was restarted"));
@@ -423,6 +423,8 @@ void DeviceExecutor::StopOverdueFront(absl::Time after) {
              {"DEVICE", base::DeviceSpec(worker_options_.device)},
              {"CLIENT", KeyName(active_client_)},
              {"CODE", "DEADLINE_EXCEEDED"}});
+  // What it printed last, for its client (not the log): where a hung kernel was.
+  stopped = absl::DeadlineExceededError(absl::StrCat(stopped.message(), active_->OutputEnding()));
   LoseWorker(&stopped, "timeout");
 }
 

@@ -35,6 +35,8 @@ class JobRunner {
   virtual int fd() const = 0;
   // Stops the runner at once, whatever it runs; how it ended.
   virtual std::string Kill() = 0;
+  // "; its output ended: ..." with what the worker printed last since its last answer, or "".
+  virtual std::string OutputEnding() { return ""; }
   virtual bool alive() const = 0;
   // The process (group) that runs the jobs; -1 when there is none to signal.
   virtual pid_t pid() const = 0;

@@ -209,8 +209,8 @@ class ProfilerService final : public ProfilerServiceBase {
   // StartCheck's for a strict check (`part`, whose reference runs as `reference` on each
   // checked call's seed): the candidate's worker asked for strict checks.
   absl::StatusOr<std::shared_ptr<PendingCheck>> StartStrictCheck(
-      const std::string& client, PendingCheck::Part part,
-      kprof::worker::v1::ReferenceJob reference, PreparedJob& job, absl::Time deadline);
+      const std::string& client, PendingCheck::Part part, kprof::worker::v1::ReferenceJob reference,
+      PreparedJob& job, absl::Time deadline);
   // Adds the passed verdicts to the result the worker wrote (as fields appended to its bytes).
   static void AppendVerdicts(const std::vector<kprof::v1::CheckVerdict>& verdicts,
                              kprof::worker::v1::WorkerAnswer* answer);

@@ -327,9 +327,7 @@ absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Receive() {
     // The worker closed its end (it died), or wrote what is no answer: either way it is done.
     const std::string how =
         Ended(absl::IsUnavailable(read) ? Reap(absl::Seconds(1)) : KillAndReap());
-    return absl::AbortedError(absl::StrCat(
-        "worker ", how,
-        output_ != nullptr ? OutputEnding(output_->Take(output_key_)) : std::string()));
+    return absl::AbortedError(absl::StrCat("worker ", how, OutputEnding()));
   }
   if (output_ != nullptr) AttachOutput(output_->Take(output_key_), &response);
   if (response.has_arguments()) {

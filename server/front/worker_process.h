@@ -97,6 +97,9 @@ class WorkerProcess final : public JobRunner {
   int fd() const override { return socket_; }
   // Kills the worker's process group and reaps it; returns how it ended.
   std::string Kill() override { return pid_ > 0 ? KillAndReap() : "gone"; }
+  std::string OutputEnding() override {
+    return output_ != nullptr ? server::OutputEnding(output_->Take(output_key_)) : "";
+  }
 
   bool alive() const override { return pid_ > 0; }
   pid_t pid() const override { return pid_; }

@@ -110,8 +110,12 @@ TEST_F(OutputTest, AFloodNeitherStallsTheKernelNorReachesTheLog) {
   EXPECT_LT(st.st_size, 64 << 10) << "32 MiB printed, and the log grew by " << st.st_size;
 }
 
-TEST_F(OutputTest, ACrashSaysWhatTheFunctionPrintedLast) {
-  ASSERT_NO_FATAL_FAILURE(Start());
+TEST_F(OutputTest, ACrashOrAHangSaysWhatTheFunctionPrintedLast) {
+  ASSERT_NO_FATAL_FAILURE(Start({"--job-timeout", "1s"}));
+  EXPECT_THAT(Time(0, "prints_and_hangs").status(),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("was stopped; its worker was restarted; its output ended: "
+                                 "\"waiting for a lock no one releases\"")));
   EXPECT_THAT(Time(0, "asserts").status(),
               StatusIs(absl::StatusCode::kAborted,
                        HasSubstr("killed by SIGABRT (Aborted); its output ended: \"vadd.c:12: "
