@@ -33,7 +33,7 @@ def start_daemon(scratch, *extra):
 @pytest.fixture(scope="module")
 def daemon():
     with tempfile.TemporaryDirectory() as scratch:
-        process, target = start_daemon(scratch)
+        process, target = start_daemon(scratch, "--lease-clients", "local")
         yield target
         process.terminate()
         assert process.wait(timeout=20) == 0

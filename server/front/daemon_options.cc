@@ -48,9 +48,11 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
                "where the daemon keeps what must outlive it, such as the clocks a lease changed "
                "(default $STATE_DIRECTORY, else the cache directory)");
   cl.AddString("lease-clients", &f.lease_clients, "LABEL,...",
-               "the clients that may lease a device (token labels or certificate subjects; * for "
-               "anyone; default: anyone on a loopback-only daemon, no one otherwise)");
+               "the clients that may lease a device (token labels, certificate subjects, or local "
+               "for a daemon without authentication; * for anyone; default: no one)");
   cl.AddDuration("max-lease", &f.max_lease, "DURATION", "longest lease granted (default 30m)");
+  cl.AddDuration("lease-budget", &f.lease_budget, "DURATION",
+                 "how long a client's leases may last in any hour, together (default 30m)");
   cl.AddInt("lock-floor-mhz", &f.lock_floor_mhz, "MHZ",
             "the lowest CPU clock a lease may lock (default: each CPU's base clock)");
   cl.AddString("log-format", &f.log_format, "FORMAT",
@@ -312,6 +314,9 @@ absl::Status CheckLimits(const DaemonFlags& flags) {
   }
   if (flags.lock_floor_mhz < 0) {
     return absl::InvalidArgumentError("--lock-floor-mhz wants a frequency in MHz, 0 or more");
+  }
+  if (flags.lease_budget <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--lease-budget wants a positive duration");
   }
   if (flags.max_lease <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--max-lease wants a positive duration");

@@ -29,9 +29,10 @@ struct DaemonFlags {
   std::string cache_dir;
   std::string state_dir;  // "": $STATE_DIRECTORY, else the cache directory
   std::string scratch_dir;
-  std::string lease_clients;  // "": anyone on a loopback-only daemon, no one otherwise; "*": anyone
+  std::string lease_clients;  // "": no one; "*": anyone
   absl::Duration max_lease = absl::Minutes(30);
-  int64_t lock_floor_mhz = 0;  // 0: each CPU's base clock
+  absl::Duration lease_budget = absl::Minutes(30);  // a client's leases in any hour
+  int64_t lock_floor_mhz = 0;                       // 0: each CPU's base clock
   std::string sysfs_root = "/";
   std::string log_format = "auto";  // journal under systemd, else plain
   std::string worker_user;

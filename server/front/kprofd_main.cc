@@ -281,8 +281,8 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
   lease_options.cpus = worker.placement.cpus;
   lease_options.floor_mhz = flags.lock_floor_mhz;
   lease_options.state_dir = state_dir;
-  if (flags.lease_clients == "*" ||
-      (flags.lease_clients.empty() && base::IsLoopbackAddress(flags.listen))) {
+  lease_options.budget = flags.lease_budget;
+  if (flags.lease_clients == "*") {
     lease_options.anyone = true;
   } else {
     for (absl::string_view label : absl::StrSplit(flags.lease_clients, ',', absl::SkipEmpty())) {

@@ -41,7 +41,7 @@ std::string TimeText(absl::Time t) {
 }  // namespace
 
 LeaseManager::LeaseManager(LeaseOptions options)
-    : options_(std::move(options)), thread_([this] { Loop(); }) {}
+    : options_(std::move(options)), limits_(options_.budget), thread_([this] { Loop(); }) {}
 
 LeaseManager::~LeaseManager() { Stop(); }
 
@@ -68,6 +68,7 @@ absl::StatusOr<uint64_t> LeaseManager::Request(const std::string& client, Device
   {
     absl::MutexLock lock(&mutex_);
     if (stopping_) return absl::UnavailableError("kprofd is shutting down and grants no leases");
+    KPROF_RETURN_IF_ERROR(limits_.Admit(client, length, absl::Now()));
     ticket = next_ticket_++;
     Lease& lease = leases_[ticket];
     lease.ticket = ticket;
@@ -81,6 +82,8 @@ absl::StatusOr<uint64_t> LeaseManager::Request(const std::string& client, Device
     lease.info.set_lease_id(lease.id);
     lease.info.set_device(base::DeviceSpec(executor->device()));
     lease.info.set_holder(client);
+    by_id_[lease.id] = ticket;
+    waiting_[executor].push_back(ticket);
   }
   Post([this, ticket] {
     std::shared_ptr<Listener> told;
@@ -91,7 +94,7 @@ absl::StatusOr<uint64_t> LeaseManager::Request(const std::string& client, Device
       if (it == leases_.end() || it->second.state != State::kWaiting) return;
       const auto holder = holder_.find(it->second.executor);
       if (holder == holder_.end()) {
-        Begin(it->second);
+        StartNext(it->second.executor);
         return;
       }
       told = it->second.listener;
@@ -114,8 +117,8 @@ void LeaseManager::Release(uint64_t ticket, std::string reason) {
 absl::StatusOr<base::Device> LeaseManager::CheckLeaseId(const std::string& client,
                                                         const std::string& id) const {
   absl::MutexLock lock(&mutex_);
-  for (const auto& [ticket, lease] : leases_) {
-    if (lease.id != id) continue;
+  if (const auto found = by_id_.find(id); found != by_id_.end()) {
+    const Lease& lease = leases_.at(found->second);
     if (lease.client != client) {
       return absl::PermissionDeniedError(absl::StrCat(
           "lease ", id, " is another client's; the call's credentials are ", client, "'s"));
@@ -205,7 +208,8 @@ void LeaseManager::Loop() {
     {
       absl::MutexLock lock(&mutex_);
       absl::Time next = absl::InfiniteFuture();
-      for (const auto& [ticket, lease] : leases_) {
+      for (const auto& [executor, ticket] : holder_) {
+        const Lease& lease = leases_.at(ticket);
         if (lease.state == State::kHeld) {
           next = std::min(next, absl::FromUnixMillis(lease.info.ends_unix_ms()));
         }
@@ -217,11 +221,16 @@ void LeaseManager::Loop() {
       if (work_.empty()) {
         if (stopped_) return;
         const absl::Time now = absl::Now();
-        for (auto& [ticket, lease] : leases_) {
+        std::vector<uint64_t> expired;
+        for (const auto& [executor, ticket] : holder_) {
+          const Lease& lease = leases_.at(ticket);
           if (lease.state == State::kHeld &&
               absl::FromUnixMillis(lease.info.ends_unix_ms()) <= now) {
-            End(lease, "expired");
+            expired.push_back(ticket);
           }
+        }
+        for (const uint64_t ticket : expired) {
+          if (const auto it = leases_.find(ticket); it != leases_.end()) End(it->second, "expired");
         }
         continue;
       }
@@ -326,6 +335,7 @@ void LeaseManager::Grant(uint64_t ticket) {
     lease.info = info;
     if (lease.state != State::kStarting) return;  // released meanwhile: Finish puts them back
     lease.state = State::kHeld;
+    limits_.Granted(lease.client, ticket, absl::Now(), lease.length);
     gate = {lease.client, lease.id, true, false, absl::FromUnixMillis(ends), What(lease)};
     listener = lease.listener;
   }
@@ -347,7 +357,7 @@ void LeaseManager::End(Lease& lease, std::string reason) {
       std::shared_ptr<Listener> listener = lease.listener;
       const uint64_t ticket = lease.ticket;
       const kprof::v1::LeaseInfo info = lease.info;
-      leases_.erase(ticket);
+      Forget(ticket);
       mutex_.Unlock();
       listener->Ended(info, reason, "");
       mutex_.Lock();
@@ -398,7 +408,8 @@ void LeaseManager::Finish(uint64_t ticket) {
              {"CLIENT", lease.client}});
   {
     absl::MutexLock lock(&mutex_);
-    leases_.erase(ticket);
+    Forget(ticket);
+    last_client_[lease.executor] = lease.client;
     if (const auto holder = holder_.find(lease.executor);
         holder != holder_.end() && holder->second == ticket) {
       holder_.erase(holder);
@@ -416,13 +427,52 @@ void LeaseManager::Finish(uint64_t ticket) {
 }
 
 void LeaseManager::StartNext(DeviceExecutor* executor) {
-  if (holder_.count(executor) > 0) return;
-  for (auto& [ticket, lease] : leases_) {  // in ticket order: who asked first
-    if (lease.executor == executor && lease.state == State::kWaiting) {
-      Begin(lease);
-      return;
+  while (holder_.count(executor) == 0) {
+    const uint64_t ticket = NextWaiting(executor);
+    if (ticket == 0) return;
+    Lease& lease = leases_.at(ticket);
+    if (absl::Status fits = limits_.CheckBudget(lease.client, lease.length, absl::Now());
+        !fits.ok()) {
+      End(lease, absl::StrCat("refused: ", fits.message()));  // and on to the next
+      continue;
+    }
+    Begin(lease);
+  }
+}
+
+uint64_t LeaseManager::NextWaiting(DeviceExecutor* executor) {
+  std::deque<uint64_t>& queue = waiting_[executor];
+  const auto waits = [this](uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    const auto it = leases_.find(ticket);
+    return it != leases_.end() && it->second.state == State::kWaiting;
+  };
+  while (!queue.empty() && !waits(queue.front())) queue.pop_front();
+  if (queue.empty()) return 0;
+  // The first in line, unless it is the last holder's and another client waits: a client waits
+  // for two leases at most, so this looks a few places down the queue at most.
+  const std::string& last = last_client_[executor];
+  auto pick = queue.begin();
+  for (auto it = queue.begin(); it != queue.end(); ++it) {
+    if (waits(*it) && leases_.at(*it).client != last) {
+      pick = it;
+      break;
     }
   }
+  const uint64_t ticket = *pick;
+  queue.erase(pick);
+  return ticket;
+}
+
+void LeaseManager::Forget(uint64_t ticket) {
+  const auto it = leases_.find(ticket);
+  if (it == leases_.end()) return;
+  limits_.Ended(it->second.client, ticket, absl::Now());
+  by_id_.erase(it->second.id);
+  if (it->second.state == State::kWaiting) {
+    std::deque<uint64_t>& queue = waiting_[it->second.executor];
+    queue.erase(std::remove(queue.begin(), queue.end(), ticket), queue.end());
+  }
+  leases_.erase(it);
 }
 
 }  // namespace kprof::server

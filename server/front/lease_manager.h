@@ -7,7 +7,10 @@
 // that a daemon killed mid-lease puts them back at its next start (RestoreLeftovers).
 //
 // Every transition runs on the manager's own thread, in order; a listener (the RPC's reactor)
-// is told of each from there.
+// is told of each from there. What a step does is independent of how many leases wait: each
+// device keeps its queue, and the manager looks at the leases held alone. A client holds one
+// lease and waits for two at most, and the next lease of a device goes to another client than
+// the last when one waits; LeaseLimits keeps each client within its hourly budget.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,7 @@
 #include "base/device.h"
 #include "kprof/v1/kprof.pb.h"
 #include "server/front/device_executor.h"
+#include "server/front/lease_limits.h"
 
 namespace kprof::server {
 
@@ -34,8 +38,9 @@ struct LeaseOptions {
   bool anyone = false;            // every client may lease
   std::set<std::string> clients;  // else these (labels or certificate subjects)
   absl::Duration max_lease = absl::Minutes(30);
-  std::string state_dir;  // each lease's clock journal: clocks-LEASE_ID.json
-  std::string helper;     // kprofd-worker, run with --clocks
+  absl::Duration budget = absl::Minutes(30);  // a client's leases in any hour (LeaseLimits)
+  std::string state_dir;                      // each lease's clock journal: clocks-LEASE_ID.json
+  std::string helper;                         // kprofd-worker, run with --clocks
   std::string sysfs_root = "/";
   absl::Duration helper_timeout = absl::Seconds(30);
   std::vector<int> cpus;  // a cpu:0 lease's clocks: these CPUs' alone (--pin-cpus); empty: all
@@ -60,8 +65,8 @@ class LeaseManager {
 
   // Asks for `device` for `length`, for `client`; `listener` (shared with the caller, kept until
   // Ended) hears what follows. A ticket for Release. PERMISSION_DENIED for a client that may not
-  // lease; INVALID_ARGUMENT for a length not above 0 or past the maximum; UNAVAILABLE once
-  // stopping.
+  // lease; INVALID_ARGUMENT for a length not above 0 or past the maximum; RESOURCE_EXHAUSTED
+  // past the client's limits (LeaseLimits); UNAVAILABLE once stopping.
   absl::StatusOr<uint64_t> Request(const std::string& client, DeviceExecutor* executor,
                                    absl::Duration length, bool lock_clocks, int32_t clock_mhz,
                                    std::shared_ptr<Listener> listener) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -110,6 +115,10 @@ class LeaseManager {
   void Begin(Lease& lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void End(Lease& lease, std::string reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void StartNext(DeviceExecutor* executor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The waiting lease of `executor` to begin next, taken off its queue; 0 when none waits.
+  uint64_t NextWaiting(DeviceExecutor* executor) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Forgets a lease that is over: its entry, its id, what it counted against its client.
+  void Forget(uint64_t ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void Grant(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mutex_);
   void Finish(uint64_t ticket) ABSL_LOCKS_EXCLUDED(mutex_);
   // "cuda:0 is leased to alice until 2026-12-03T10:42:05Z"
@@ -127,7 +136,13 @@ class LeaseManager {
 
   mutable absl::Mutex mutex_;
   std::map<uint64_t, Lease> leases_ ABSL_GUARDED_BY(mutex_);            // waiting, held, ending
+  std::map<std::string, uint64_t> by_id_ ABSL_GUARDED_BY(mutex_);       // their tickets by id
   std::map<DeviceExecutor*, uint64_t> holder_ ABSL_GUARDED_BY(mutex_);  // by device
+  // Each device's waiting leases in the order asked (some of them ended: skipped), and the
+  // client whose lease it granted last.
+  std::map<DeviceExecutor*, std::deque<uint64_t>> waiting_ ABSL_GUARDED_BY(mutex_);
+  std::map<DeviceExecutor*, std::string> last_client_ ABSL_GUARDED_BY(mutex_);
+  LeaseLimits limits_ ABSL_GUARDED_BY(mutex_);
   // Leases ended lately, by id: why, for a call that still carries one.
   std::map<std::string, std::string> ended_ ABSL_GUARDED_BY(mutex_);
   std::deque<std::string> ended_order_ ABSL_GUARDED_BY(mutex_);

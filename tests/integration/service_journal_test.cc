@@ -111,7 +111,8 @@ class JournalTest : public ::testing::Test {
 };
 
 TEST_F(JournalTest, MessagesCarryTheJobDeviceClientAndCode) {
-  ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache", {"--log-format", "journal"}));
+  ASSERT_TRUE(daemon_.Start(dir_.path() + "/cache",
+                            {"--log-format", "journal", "--lease-clients", "local"}));
   std::optional<Entry> serving = ReadUntil([](const Entry& e) {
     return e.count("MESSAGE") > 0 && e.at("MESSAGE").find("serving on") != std::string::npos;
   });
