@@ -42,6 +42,8 @@ class ProfilerService::BatchReactor final
  public:
   BatchReactor(ProfilerService* service, grpc::CallbackServerContext* context, std::string client)
       : service_(service), client_(std::move(client)), deadline_(Deadline(context)) {}
+  // Who sent the stream ("" when it was refused before anyone was known).
+  const std::string& client() const { return client_; }
 
   // The lease the stream was opened under: its jobs on that device run under it (and are
   // refused once it has ended). Before Begin.

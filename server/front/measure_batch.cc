@@ -1,5 +1,8 @@
 // MeasureBatch, and its reactor's stream side: reads, writes, cancellation, Kick and the reactor's
 // lifetime (batch_reactor.h).
+#include <malloc.h>
+
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <set>
@@ -281,6 +284,15 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::Me
           absl::StrCat(batches_.size(), " batch streams are open (limit ", kMaxBatchStreams,
                        "); retry when one ends"));
     }
+    if (admitted.ok() &&
+        static_cast<size_t>(std::count_if(batches_.begin(), batches_.end(), [&](auto* open) {
+          return open->client() == reactor->client();
+        })) >= kMaxBatchStreamsPerClient) {
+      admitted = absl::ResourceExhaustedError(absl::StrCat(
+          "client '", reactor->client(), "' has ", kMaxBatchStreamsPerClient,
+          " MeasureBatch streams open, as many as a client may: send these jobs on one of them, "
+          "or when one ends"));
+    }
     batches_.insert(reactor);
     ++uploads_;
   }
@@ -289,8 +301,13 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::Me
 }
 
 void ProfilerService::Unregister(BatchReactor* reactor) {
-  absl::MutexLock lock(&uploads_mutex_);
-  if (batches_.erase(reactor) > 0) --uploads_;
+  {
+    absl::MutexLock lock(&uploads_mutex_);
+    if (batches_.erase(reactor) > 0) --uploads_;
+  }
+  // What the stream's jobs and updates took goes back to the system, not only to malloc's free
+  // lists (a batch of large jobs would leave the daemon hundreds of MiB larger).
+  malloc_trim(0);
 }
 
 void ProfilerService::StartDraining() {

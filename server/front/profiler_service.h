@@ -141,6 +141,9 @@ class ProfilerService final : public ProfilerServiceBase {
 
   static constexpr int kMaxCollectors = 16;
   static constexpr size_t kMaxBatchStreams = 64;
+  // A client's at once: each holds up to 2 x BatchReactor::kMaxHeldBytes of its jobs and
+  // updates, so a client holds 256 MiB of the daemon's memory at most, however many it opens.
+  static constexpr size_t kMaxBatchStreamsPerClient = 4;
   static constexpr int64_t kMaxProfileRows = 100'000;
 
   // The executor of `device_text` ("" is cpu:0); NOT_FOUND or FAILED_PRECONDITION (a GPU the
