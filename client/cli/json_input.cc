@@ -19,13 +19,16 @@ nlohmann::ordered_json ParseInput(absl::string_view text, bool* too_deep) {
 }
 
 std::string Echo(const nlohmann::ordered_json& value) {
-  constexpr size_t kShown = 60;
-  std::string text =
-      value.dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::ordered_json::error_handler_t::replace);
-  if (text.size() <= kShown) return text;
-  const size_t whole = text.size();
-  text.resize(kShown);
-  return absl::StrCat(text, "... (", whole, " characters)");
+  constexpr size_t kShown = 60;  // characters (code points), as Python counts them
+  const std::string text =
+      value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::ordered_json::error_handler_t::replace);
+  size_t characters = 0, cut = text.size();
+  for (size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xc0) == 0x80) continue;  // a continuation byte
+    if (characters++ == kShown) cut = i;
+  }
+  if (characters <= kShown) return text;
+  return absl::StrCat(text.substr(0, cut), "... (", characters, " characters)");
 }
 
 }  // namespace kprof::client

@@ -116,9 +116,7 @@ def _from_result(result, name, where):
         raise ValueError(f"{where}: \"results\" is not an array")
     for v in seconds:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"{where}: \"results\" holds "
-                             f"{json.dumps(v, ensure_ascii=False, separators=(',', ':'))}, not "
-                             "seconds per call")
+            raise ValueError(f"{where}: \"results\" holds {_echo(v)}, not seconds per call")
     own = result.get("id")
     return _Measurement(own if isinstance(own, str) else name, _call_of(result),
                         seconds).refuse_odd_times()
@@ -163,8 +161,44 @@ def _refuse_constant(name):
     raise ValueError(f"{name} is not JSON")
 
 
-def _strict_json(text):
-    return json.loads(text, parse_constant=_refuse_constant)
+# How deep a file may nest, as the CLI reads it (client/cli/json_input.h).
+_MAX_DEPTH = 64
+_SHOWN = 60  # characters of a value echoed in an error
+
+
+class _TooDeep(ValueError):
+    """A file refused for its nesting, which no other reading of it helps."""
+
+
+def _too_deep(value):
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, (dict, list)):
+            if depth >= _MAX_DEPTH:
+                return True
+            stack.extend((c, depth + 1) for c in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+def _strict_json(text, path, where=None):
+    """`text` parsed, NaN refused (ValueError); one nested past _MAX_DEPTH refused naming
+    `path` (and `where`, a line), as the CLI refuses it."""
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+        too_deep = _too_deep(value)
+    except RecursionError:
+        too_deep = True
+    if too_deep:
+        raise _TooDeep(str(_not_results(path, f"{where + ' ' if where else ''}nests deeper than "
+                                              f"{_MAX_DEPTH} levels")))
+    return value
+
+
+def _echo(value):
+    """`value` as JSON, cut to _SHOWN characters, as the CLI echoes it."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return text if len(text) <= _SHOWN else f"{text[:_SHOWN]}... ({len(text)} characters)"
 
 
 def read_measurements(path):
@@ -176,7 +210,9 @@ def read_measurements(path):
     with open(path, encoding="utf-8-sig", newline="") as f:
         text = f.read()
     try:
-        whole = _strict_json(text)
+        whole = _strict_json(text, path)
+    except _TooDeep:
+        raise
     except ValueError:
         whole = None
     if isinstance(whole, dict) and "benchmarks" in whole:
@@ -192,7 +228,9 @@ def read_measurements(path):
         if not line.strip(" \t\r"):
             continue
         try:
-            obj = _strict_json(line)
+            obj = _strict_json(line, path, f"line {number}")
+        except _TooDeep:
+            raise
         except ValueError:
             obj = None
         if not isinstance(obj, dict):

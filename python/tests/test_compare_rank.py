@@ -329,3 +329,37 @@ def test_rank_refuses_what_it_cannot_race(client):
     states = {c.name: c for c in ranking.candidates}
     assert states["gone"].state == "failed" and "NOT_FOUND" in states["gone"].error
     assert states["a"].state == "fastest"
+
+
+def test_files_nested_too_deep_or_holding_long_values_are_refused_as_the_cli_refuses_them():
+    """64 levels of nesting at most (a million overflowed the CLI's stack and Python's
+    recursion), and a value echoed in an error cut to 60 characters: the CLI's words."""
+    with tempfile.TemporaryDirectory() as d:
+        good = os.path.join(d, "good.json")
+        with open(good, "w") as f:
+            json.dump({"results": [1e-3, 1.1e-3, 0.9e-3]}, f)
+        files = {}
+        for name, text in (
+                ("fits.json", '{"results": [1e-3], "x": ' + "[" * 63 + "]" * 63 + "}"),
+                ("deep.json", '{"results": [1e-3], "x": ' + "[" * 64 + "]" * 64 + "}"),
+                ("deeper.json", "[" * 1000000 + "]" * 1000000),
+                ("line.jsonl", '{"id": "a", "results": [1e-3]}\n{"x": ' + "[" * 5000 + "]" * 5000
+                 + "}\n"),
+                ("long.json", json.dumps({"results": ["\u00e9" * 100]}, ensure_ascii=False))):
+            files[name] = os.path.join(d, name)
+            with open(files[name], "w", encoding="utf-8") as f:
+                f.write(text)
+        for name, expected in (("fits.json", None), ("deep.json", "nests deeper than 64 levels"),
+                               ("deeper.json", "nests deeper than 64 levels"),
+                               ("line.jsonl", "line 2 nests deeper than 64 levels"),
+                               ("long.json", "\u00e9" * 59 + "... (102 characters), not")):
+            cli = subprocess.run([KPROF, "compare", files[name], good], capture_output=True,
+                                 text=True)
+            if expected is None:
+                assert cli.returncode == 0, cli.stderr
+                kprof.compare(files[name], good)
+                continue
+            with pytest.raises(ValueError) as refused:
+                kprof.compare(files[name], good)
+            assert expected in str(refused.value)
+            assert cli.stderr.strip() == "kprof: INVALID_ARGUMENT: " + str(refused.value)
