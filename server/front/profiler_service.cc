@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "base/byte_size.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
 #include "core/collectors/rusage_collector.h"
@@ -258,7 +259,9 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
     const std::vector<const kprof::v1::FunctionCall*>& calls,
     kprof::worker::v1::WorkerRequest request, Fill fill) {
   auto* reactor = new JobReactor();
-  const absl::StatusOr<std::optional<LeaseMark>> lease = CheckLease(context, client);
+  absl::StatusOr<std::shared_ptr<void>> held = HoldCallBytes(client, request.ByteSizeLong());
+  const absl::StatusOr<std::optional<LeaseMark>> lease =
+      held.ok() ? CheckLease(context, client) : held.status();
   if (!lease.ok()) {
     reactor->Finish(ToGrpcStatus(lease.status()));
     return reactor;
@@ -287,7 +290,7 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
   };
   const absl::Status submitted = job->executor->Submit(
       std::move(job->request), client, Deadline(context),
-      [reactor, reply, check = *std::move(check), what = job->what](
+      [reactor, reply, check = *std::move(check), what = job->what, held = *std::move(held)](
           absl::StatusOr<kprof::worker::v1::WorkerAnswer> result, JobTiming timing) {
         absl::Status status = ResultStatus(result, what);
         if (!status.ok() && check != nullptr && result.ok()) {
@@ -299,9 +302,9 @@ grpc::ServerUnaryReactor* ProfilerService::Submit(
           reply(*result, timing);
         } else {
           check->Judge(std::move(*result),
-                       [reactor, reply, timing](absl::Status judged,
-                                                std::vector<kprof::v1::CheckVerdict> verdicts,
-                                                kprof::worker::v1::WorkerAnswer answer) {
+                       [reactor, reply, timing, held](absl::Status judged,
+                                                      std::vector<kprof::v1::CheckVerdict> verdicts,
+                                                      kprof::worker::v1::WorkerAnswer answer) {
                          if (!judged.ok()) {
                            reactor->Finish(ToGrpcStatus(judged));
                            return;
@@ -391,6 +394,26 @@ grpc::ServerUnaryReactor* ProfilerService::Profile(grpc::CallbackServerContext* 
                   SetTiming(timing, response->mutable_timing());
                   return true;
                 });
+}
+
+absl::StatusOr<std::shared_ptr<void>> ProfilerService::HoldCallBytes(const std::string& client,
+                                                                     size_t bytes) {
+  absl::MutexLock lock(&calls_mutex_);
+  size_t& held = call_bytes_[client];
+  if (held > 0 && held + bytes > kMaxCallBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "client '", client, "' has ", base::FormatByteSize(held),
+        " of calls waiting or running, and this one's ", base::FormatByteSize(bytes),
+        " would pass ", base::FormatByteSize(kMaxCallBytes), " a client; retry as they end"));
+  }
+  held += bytes;
+  return std::shared_ptr<void>(nullptr, [this, client, bytes](void*) {
+    absl::MutexLock released(&calls_mutex_);
+    const auto found = call_bytes_.find(client);
+    if (found == call_bytes_.end()) return;
+    found->second -= std::min(found->second, bytes);
+    if (found->second == 0) call_bytes_.erase(found);
+  });
 }
 
 int ProfilerService::open_batch_streams() {

@@ -237,6 +237,16 @@ class ProfilerService final : public ProfilerServiceBase {
   std::string cuda_line_;                                             // GetInfoResponse.cuda
   std::string isolation_;                                             // GetInfoResponse.isolation
   std::string cuda_unavailable_ = "CUDA devices were not looked up";  // or "" when there are
+  // The bytes of each client's calls (TimeEvaluate, ProfileFunction, Profile) from their
+  // arrival to their answer: expected data ride along, up to 16 MiB a message.
+  static constexpr size_t kMaxCallBytes = size_t{64} << 20;
+  // A hold on `bytes` of `client`'s, given back when the last copy goes; RESOURCE_EXHAUSTED
+  // past kMaxCallBytes.
+  absl::StatusOr<std::shared_ptr<void>> HoldCallBytes(const std::string& client, size_t bytes)
+      ABSL_LOCKS_EXCLUDED(calls_mutex_);
+  absl::Mutex calls_mutex_;
+  std::map<std::string, size_t> call_bytes_ ABSL_GUARDED_BY(calls_mutex_);
+
   absl::Mutex uploads_mutex_;
   int uploads_ ABSL_GUARDED_BY(uploads_mutex_) = 0;  // uploads and batch streams
   std::set<BatchReactor*> batches_ ABSL_GUARDED_BY(uploads_mutex_);

@@ -141,5 +141,48 @@ TEST_F(MemoryTest, WhatAClientsStreamsHeldGoesBackWhenTheyEnd) {
       << "resident " << after << " kB after, " << before << " kB before";
 }
 
+TEST_F(MemoryTest, AClientsCallsHold64MiBAtMostUntilTheyAreAnswered) {
+  auto client = ConnectAs(daemon_.target(), 0);
+  ASSERT_THAT(client, IsOk());
+  v1::TimeEvaluateRequest sleep;
+  sleep.mutable_call()->set_module_id("builtin");
+  sleep.mutable_call()->set_function("sleep_us");
+  sleep.mutable_call()->add_args("float64:1500000");
+  std::thread busy([&] { EXPECT_THAT((*client)->TimeEvaluate(sleep), IsOk()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // 12 calls of 10 MiB each while the device is busy: six of them are held at most.
+  v1::TimeEvaluateRequest big = BigJobs("", 1).jobs(0).time_evaluate();
+  big.mutable_call()->set_args(0, "float32[2621440]");
+  big.mutable_call()->set_args(1, "float32[2621440]:random");
+  big.mutable_check()->mutable_expected(0)->set_shape(0, 2621440);
+  big.mutable_check()->mutable_expected(0)->set_data(std::string(10 << 20, 'x'));
+  absl::Mutex mutex;
+  std::vector<absl::Status> answers;
+  std::vector<std::thread> calls;
+  for (int c = 0; c < 12; ++c) {
+    calls.emplace_back([&] {
+      absl::Status status = (*client)->TimeEvaluate(big).status();
+      absl::MutexLock lock(&mutex);
+      answers.push_back(std::move(status));
+    });
+  }
+  for (std::thread& t : calls) t.join();
+  busy.join();
+  int refused = 0;
+  for (const absl::Status& s : answers) {
+    // The others ran: a wrong answer (the copy is not the expected data).
+    if (!absl::IsResourceExhausted(s)) {
+      EXPECT_THAT(
+          s, ::kprof::testing::StatusIs(absl::StatusCode::kAborted, HasSubstr("wrong answer")));
+      continue;
+    }
+    ++refused;
+    EXPECT_THAT(s.message(), HasSubstr("MiB of calls waiting or running, and this one's 10.0 MiB "
+                                       "would pass 64 MiB a client; retry as they end"));
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_LE(refused, 12 - 6);
+}
+
 }  // namespace
 }  // namespace kprof
