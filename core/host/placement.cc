@@ -166,8 +166,8 @@ absl::Status CheckPlacement(const Placement& placement) {
   return status;
 }
 
-void StandAside(const std::vector<int>& measuring) {
-  setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
+void StandAside(const std::vector<int>& measuring, bool lowest) {
+  if (lowest) setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 19);
   cpu_set_t others;
   CPU_ZERO(&others);
   for (const int cpu : AllowedCpus()) {

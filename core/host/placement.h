@@ -49,8 +49,9 @@ absl::Status ApplyPlacement(const Placement& placement);
 absl::Status CheckPlacement(const Placement& placement);
 
 // Moves the calling thread out of the measurements' way, and with it the threads it starts
-// from here on: nice 19, and onto the CPUs it may use but `measuring` (--pin-cpus) where any
-// are left. For a daemon's helpers (its metrics server, the reader of workers' output).
-void StandAside(const std::vector<int>& measuring);
+// from here on: onto the CPUs it may use but `measuring` (--pin-cpus) where any are left, and
+// with `lowest`, to nice 19 (for a thread that holds nothing the daemon's others wait for: one
+// at nice 19 holding a lock would keep them waiting while it waits for a CPU).
+void StandAside(const std::vector<int>& measuring, bool lowest);
 
 }  // namespace kprof::core

@@ -189,7 +189,7 @@ absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartServer(
     const std::string& where, const std::vector<int>& measuring_cpus) {
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> server;
   std::thread starter([&] {
-    core::StandAside(measuring_cpus);
+    core::StandAside(measuring_cpus, /*lowest=*/true);
     try {
       server = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
           "listening_ports", where, "num_threads", std::to_string(kServerThreads),

@@ -19,9 +19,9 @@
 namespace kprof::server {
 namespace {
 
-constexpr size_t kPipeBytes = 1 << 20;    // a worker prints this much before the reader must
-constexpr size_t kReadBudget = 1 << 20;   // read at most this much of one pipe per wake-up
-constexpr size_t kLongestLine = 4 << 10;  // a longer line goes into the log in pieces
+constexpr size_t kPipeBytes = 1 << 20;     // a worker prints this much before the reader must
+constexpr size_t kReadBudget = 256 << 10;  // read at most this much of one pipe per wake-up
+constexpr size_t kLongestLine = 4 << 10;   // a longer line goes into the log in pieces
 
 // The length of the UTF-8 sequence at `text[i]` (2 to 4), or 0 when none begins there.
 size_t Utf8Length(std::string_view text, size_t i) {
@@ -163,21 +163,25 @@ absl::StatusOr<std::pair<int, int>> WorkerOutput::Open(std::string label) {
 }
 
 WorkerOutput::Taken WorkerOutput::Take(int key) {
-  absl::MutexLock lock(&mutex_);
-  const auto found = streams_.find(key);
-  if (found == streams_.end()) return {};
-  Stream& stream = found->second;
-  if (!stream.ended) stream.ended = Drain(key, stream, SIZE_MAX);
-  if (!stream.partial.empty() && stream.logged < log_bytes_) {
-    base::Log(base::LogSeverity::kInfo,
-              absl::StrCat(stream.label, ": ", EscapeOutput(stream.partial)));
+  std::vector<std::string> lines;
+  Taken taken;
+  {
+    absl::MutexLock lock(&mutex_);
+    const auto found = streams_.find(key);
+    if (found == streams_.end()) return {};
+    Stream& stream = found->second;
+    if (!stream.ended) stream.ended = Drain(key, stream, SIZE_MAX, lines);
+    if (!stream.partial.empty() && stream.logged < log_bytes_) {
+      lines.push_back(absl::StrCat(stream.label, ": ", EscapeOutput(stream.partial)));
+    }
+    stream.partial.clear();
+    const size_t from = stream.kept.size() > kKeptBytes ? stream.kept.size() - kKeptBytes : 0;
+    taken = {EscapeOutput(std::string_view(stream.kept).substr(from)), stream.bytes};
+    stream.kept.clear();
+    stream.bytes = 0;
+    stream.logged = 0;
   }
-  stream.partial.clear();
-  const size_t from = stream.kept.size() > kKeptBytes ? stream.kept.size() - kKeptBytes : 0;
-  Taken taken{EscapeOutput(std::string_view(stream.kept).substr(from)), stream.bytes};
-  stream.kept.clear();
-  stream.bytes = 0;
-  stream.logged = 0;
+  for (const std::string& line : lines) base::Log(base::LogSeverity::kInfo, line);
   return taken;
 }
 
@@ -196,38 +200,45 @@ void WorkerOutput::Close(int key) {
 }
 
 void WorkerOutput::Loop(const std::vector<int>& measuring_cpus) {
-  core::StandAside(measuring_cpus);
+  // Not at a low priority: Take waits for the lock this thread holds while it reads.
+  core::StandAside(measuring_cpus, /*lowest=*/false);
   epoll_event events[16];
+  std::vector<std::string> lines;
   while (true) {
     const int ready = epoll_wait(epoll_, events, 16, -1);
     if (ready < 0 && errno != EINTR) return;
-    absl::MutexLock lock(&mutex_);
-    if (stopping_) return;
-    for (int i = 0; i < ready; ++i) {
-      const int fd = events[i].data.fd;
-      const auto found = streams_.find(fd);
-      if (fd == wake_ || found == streams_.end() || found->second.ended) continue;
-      if (Drain(fd, found->second, kReadBudget)) {
-        found->second.ended = true;  // kept until Close: the last answer, or the death, takes it
-        epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+    {
+      absl::MutexLock lock(&mutex_);
+      if (stopping_) return;
+      for (int i = 0; i < ready; ++i) {
+        const int fd = events[i].data.fd;
+        const auto found = streams_.find(fd);
+        if (fd == wake_ || found == streams_.end() || found->second.ended) continue;
+        if (Drain(fd, found->second, kReadBudget, lines)) {
+          found->second.ended = true;  // kept until Close: the last answer, or a death, takes it
+          epoll_ctl(epoll_, EPOLL_CTL_DEL, fd, nullptr);
+        }
       }
     }
+    for (const std::string& line : lines) base::Log(base::LogSeverity::kInfo, line);
+    lines.clear();
   }
 }
 
-bool WorkerOutput::Drain(int key, Stream& stream, size_t budget) {
+bool WorkerOutput::Drain(int key, Stream& stream, size_t budget, std::vector<std::string>& lines) {
   char buffer[64 << 10];
   for (size_t read_so_far = 0; read_so_far < budget;) {
     const ssize_t n = read(key, buffer, std::min(sizeof buffer, budget - read_so_far));
     if (n == 0) return true;
     if (n < 0) return errno != EAGAIN && errno != EINTR;
-    Keep(stream, buffer, static_cast<size_t>(n));
+    Keep(stream, buffer, static_cast<size_t>(n), lines);
     read_so_far += static_cast<size_t>(n);
   }
   return false;
 }
 
-void WorkerOutput::Keep(Stream& stream, const char* data, size_t size) {
+void WorkerOutput::Keep(Stream& stream, const char* data, size_t size,
+                        std::vector<std::string>& lines) {
   stream.bytes += size;
   stream.kept.append(data, size);
   if (stream.kept.size() > 2 * kKeptBytes) stream.kept.erase(0, stream.kept.size() - kKeptBytes);
@@ -239,13 +250,12 @@ void WorkerOutput::Keep(Stream& stream, const char* data, size_t size) {
                     stream.partial.size() - begin >= kLongestLine);) {
     if (end == std::string::npos) end = begin + kLongestLine;
     const std::string_view line = std::string_view(stream.partial).substr(begin, end - begin);
-    base::Log(base::LogSeverity::kInfo, absl::StrCat(stream.label, ": ", EscapeOutput(line)));
+    lines.push_back(absl::StrCat(stream.label, ": ", EscapeOutput(line)));
     stream.logged += line.size() + 1;
     begin = std::min(end + 1, stream.partial.size());
     if (stream.logged >= log_bytes_) {
-      base::Log(base::LogSeverity::kInfo,
-                absl::StrCat(stream.label, ": (", log_bytes_,
-                             " bytes logged; the rest until its next answer is not)"));
+      lines.push_back(absl::StrCat(stream.label, ": (", log_bytes_,
+                                   " bytes logged; the rest until its next answer is not)"));
     }
   }
   stream.partial.erase(0, begin);

@@ -41,8 +41,9 @@ class WorkerOutput {
     uint64_t bytes = 0;  // all the worker wrote
   };
 
-  // The reader's thread stands aside (nice 19, off `measuring_cpus`). INTERNAL when the
-  // system refuses an epoll or an eventfd.
+  // The reader's thread runs off `measuring_cpus` (at the daemon's priority: the front waits
+  // for the lock it holds while it reads). INTERNAL when the system refuses an epoll or an
+  // eventfd.
   static absl::StatusOr<std::unique_ptr<WorkerOutput>> Start(
       uint64_t log_bytes, const std::vector<int>& measuring_cpus = {});
   ~WorkerOutput();
@@ -74,9 +75,12 @@ class WorkerOutput {
   WorkerOutput(int epoll, int wake, uint64_t log_bytes)
       : epoll_(epoll), wake_(wake), log_bytes_(log_bytes) {}
   void Loop(const std::vector<int>& measuring_cpus);
-  // Reads what the pipe of `key` holds, at most `budget` bytes; whether it is at its end.
-  bool Drain(int key, Stream& stream, size_t budget) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void Keep(Stream& stream, const char* data, size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Reads what the pipe of `key` holds, at most `budget` bytes; whether it is at its end. The
+  // lines for the log go to `lines`, to be written once the lock is let go.
+  bool Drain(int key, Stream& stream, size_t budget, std::vector<std::string>& lines)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Keep(Stream& stream, const char* data, size_t size, std::vector<std::string>& lines)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int epoll_, wake_;
   const uint64_t log_bytes_;
