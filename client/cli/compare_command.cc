@@ -31,123 +31,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-absl::Status NotResults(const std::string& path, const std::string& why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("'", path, "' ", why,
-                   ": kprof compare reads the output of `kprof time --format json` (an object with "
-                   "\"results\"), `kprof batch` (JSONL, a line per job) or Google Benchmark's "
-                   "--benchmark_format=json (an object with \"benchmarks\")"));
-}
-
-// A member's text, or `fallback` when it is missing or not a string (a file of the wrong shape
-// is read as far as it goes, never thrown on).
-std::string Text(const Json& object, const char* key, const std::string& fallback) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : fallback;
-}
-
-// Whether a member is the boolean true.
-bool IsTrue(const Json& object, const char* key) {
-  const auto it = object.find(key);
-  return it != object.end() && it->is_boolean() && it->get<bool>();
-}
-
-// "MODULE FUNCTION ARG...", from a result's "module", "function" and "args", where it has them.
-std::string CallOf(const Json& result) {
-  if (!result.contains("function") || !result["function"].is_string()) return "";
-  std::vector<std::string> words;
-  if (result.contains("module") && result["module"].is_string()) {
-    words.push_back(result["module"].get<std::string>());
-  }
-  words.push_back(result["function"].get<std::string>());
-  if (result.contains("args") && result["args"].is_array()) {
-    for (const Json& arg : result["args"]) {
-      if (arg.is_string()) words.push_back(arg.get<std::string>());
-    }
-  }
-  return absl::StrJoin(words, " ");
-}
-
-// A measurement with a time that is not positive, finite and normal (zero, negative, infinite
-// and subnormal ones make ratios of inf or 0 and a test of nothing) is compared as a failed one,
-// its times dropped; python/kprof/compare.py says it in the same words.
-void RefuseOddTimes(Measurement& m) {
-  for (size_t k = 0; k < m.seconds.size(); ++k) {
-    if (m.seconds[k] > 0 && std::isnormal(m.seconds[k])) continue;
-    m.error = absl::StrCat("INVALID_ARGUMENT: repeat ", k + 1, " of ", m.seconds.size(),
-                           " is not a positive, finite, normal number of seconds");
-    m.seconds.clear();
-    return;
-  }
-}
-
-// A `kprof time --format json` result, or an OK line of `kprof batch`.
-absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& name,
-                                       const std::string& where) {
-  Measurement m;
-  m.name =
-      result.contains("id") && result["id"].is_string() ? result["id"].get<std::string>() : name;
-  m.call = CallOf(result);
-  if (result.contains("check") && result["check"].is_object() &&
-      Text(result["check"], "outcome", "") != "passed") {
-    // A wrong answer's times count for nothing (kprofd never sends them; an edited file might).
-    return absl::InvalidArgumentError(absl::StrCat(where, ": its answer's check says '",
-                                                   Text(result["check"], "outcome", ""),
-                                                   "': a wrong answer has no time to compare"));
-  }
-  if (!result["results"].is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(where, ": \"results\" is not an array"));
-  }
-  for (const Json& seconds : result["results"]) {
-    if (!seconds.is_number()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(where, ": \"results\" holds ", Echo(seconds), ", not seconds per call"));
-    }
-    m.seconds.push_back(seconds.get<double>());
-  }
-  RefuseOddTimes(m);
-  return m;
-}
-
-absl::StatusOr<std::vector<Measurement>> FromGoogleBenchmark(const Json& json,
-                                                             const std::string& path) {
-  if (!json["benchmarks"].is_array()) return NotResults(path, "has \"benchmarks\" but no array");
-  std::vector<Measurement> measurements;
-  std::map<std::string, size_t> index;
-  for (const Json& run : json["benchmarks"]) {
-    if (!run.is_object()) return NotResults(path, "holds a benchmark that is not an object");
-    if (Text(run, "run_type", "iteration") == "aggregate") continue;  // mean, median, stddev
-    const std::string name = run.contains("run_name") && run["run_name"].is_string()
-                                 ? run["run_name"].get<std::string>()
-                                 : Text(run, "name", "");
-    auto [at, fresh] = index.emplace(name, measurements.size());
-    if (fresh) measurements.push_back(Measurement{name, "", {}, ""});
-    Measurement& m = measurements[at->second];
-    if (IsTrue(run, "error_occurred")) {
-      m.error = Text(run, "error_message", "the benchmark reported an error");
-      continue;
-    }
-    const std::string unit = Text(run, "time_unit", "ns");
-    const std::map<std::string, double> scale = {
-        {"ns", 1e-9}, {"us", 1e-6}, {"ms", 1e-3}, {"s", 1.0}};
-    const auto factor = scale.find(unit);
-    if (factor == scale.end() || !run.contains("real_time") || !run["real_time"].is_number()) {
-      return NotResults(
-          path, absl::StrCat("has a run of '", name, "' without a real_time in ns, us, ms or s"));
-    }
-    m.seconds.push_back(run["real_time"].get<double>() * factor->second);
-  }
-  for (Measurement& m : measurements) {
-    if (m.error.empty()) RefuseOddTimes(m);
-  }
-  return measurements;
-}
-
-std::string FileName(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 std::string PValue(double p) { return std::isnan(p) ? "-" : absl::StrFormat("%.3g", p); }
 
 // A number for JSON and CSV: NaN is null in JSON, empty in CSV.
@@ -200,65 +83,6 @@ std::string AlignedTable(const std::vector<std::vector<std::string>>& cells,
   return out;
 }
 
-absl::StatusOr<std::vector<Measurement>> ReadMeasurements(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("'", path, "' is a directory, not a result file"));
-  }
-  absl::StatusOr<std::string> text = base::ReadFile(path, "result file");
-  if (!text.ok()) return text.status();
-  bool too_deep = false;
-  const Json whole = ParseInput(*text, &too_deep);
-  if (too_deep) {
-    return NotResults(path, absl::StrCat("nests deeper than ", kMaxInputDepth, " levels"));
-  }
-  if (!whole.is_discarded() && whole.is_object() && whole.contains("benchmarks")) {
-    return FromGoogleBenchmark(whole, path);
-  }
-  if (!whole.is_discarded() && whole.is_object() && !whole.contains("status")) {
-    if (!whole.contains("results")) return NotResults(path, "is a JSON object without results");
-    absl::StatusOr<Measurement> m = FromResult(whole, FileName(path), "'" + path + "'");
-    if (!m.ok()) return m.status();
-    return std::vector<Measurement>{*std::move(m)};
-  }
-  if (!whole.is_discarded() && !whole.is_object()) return NotResults(path, "is not an object");
-  // JSONL: a line per job.
-  std::vector<Measurement> measurements;
-  int number = 0;
-  for (const absl::string_view line : absl::StrSplit(*text, '\n')) {
-    ++number;
-    if (line.find_first_not_of(" \t\r") == absl::string_view::npos) continue;
-    const std::string where = absl::StrCat("'", path, "' line ", number);
-    const Json json = ParseInput(line, &too_deep);
-    if (too_deep) {
-      return NotResults(
-          path, absl::StrCat("line ", number, " nests deeper than ", kMaxInputDepth, " levels"));
-    }
-    if (json.is_discarded() || !json.is_object()) {
-      return NotResults(path, absl::StrCat("line ", number, " is not a JSON object"));
-    }
-    if (json.contains("ranking") && !json.contains("id")) continue;  // kprof batch --rank's last
-    if (json.contains("results")) {
-      absl::StatusOr<Measurement> m = FromResult(json, absl::StrCat("line ", number), where);
-      if (!m.ok()) return m.status();
-      measurements.push_back(*std::move(m));
-    } else if (json.contains("status") && json["status"].is_string()) {
-      Measurement m;
-      m.name = json.contains("id") && json["id"].is_string() ? json["id"].get<std::string>()
-                                                             : absl::StrCat("line ", number);
-      m.error = absl::StrCat(json["status"].get<std::string>(), ": ", Text(json, "error", ""));
-      measurements.push_back(std::move(m));
-    } else {
-      return NotResults(path, absl::StrCat("line ", number,
-                                           " has neither \"results\" nor "
-                                           "\"status\""));
-    }
-  }
-  if (measurements.empty()) return NotResults(path, "holds no measurement");
-  return measurements;
-}
-
 absl::Status WritePlot(const std::string& path, const std::string& svg) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (out) out << svg;
@@ -269,141 +93,124 @@ absl::Status WritePlot(const std::string& path, const std::string& svg) {
   return absl::OkStatus();
 }
 
-absl::Status CompareFiles(const std::string& base_path, const std::string& new_path,
-                          const CompareCommandOptions& options, int* exit_code) {
-  absl::StatusOr<std::vector<Measurement>> base = ReadMeasurements(base_path);
-  if (!base.ok()) return base.status();
-  absl::StatusOr<std::vector<Measurement>> fresh = ReadMeasurements(new_path);
-  if (!fresh.ok()) return fresh.status();
+namespace {
 
-  // Pairs of (base, new) indices: the one measurement of each, or matched by name, else by call.
-  std::vector<std::pair<size_t, size_t>> pairs;
+// Which measurements of two files are compared: the one of each, or those whose ids match, else
+// those whose calls match; and those left on either side.
+struct Pairing {
+  std::vector<std::pair<size_t, size_t>> pairs;  // (base, new) indices
   std::vector<std::string> base_only, new_only;
-  if (base->size() == 1 && fresh->size() == 1) {
-    pairs.emplace_back(0, 0);
-  } else {
-    for (const bool by_call : {false, true}) {
-      const auto key = [by_call](const Measurement& m) { return by_call ? m.call : m.name; };
-      std::map<std::string, size_t> in_new;
-      for (size_t j = 0; j < fresh->size(); ++j) {
-        if (!key((*fresh)[j]).empty()) in_new.emplace(key((*fresh)[j]), j);
-      }
-      std::vector<bool> matched(fresh->size(), false);
-      base_only.clear();
-      for (size_t i = 0; i < base->size(); ++i) {
-        const auto j = in_new.find(key((*base)[i]));
-        if (key((*base)[i]).empty() || j == in_new.end() || matched[j->second]) {
-          base_only.push_back((*base)[i].name);
-          continue;
-        }
-        matched[j->second] = true;
-        pairs.emplace_back(i, j->second);
-      }
-      new_only.clear();
-      for (size_t j = 0; j < fresh->size(); ++j) {
-        if (!matched[j]) new_only.push_back((*fresh)[j].name);
-      }
-      if (!pairs.empty()) break;
-    }
-    if (pairs.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("no measurement of '", base_path, "' is in '", new_path,
-                       "': neither their ids (e.g. '", base->front().name, "' and '",
-                       fresh->front().name, "') nor their module, function and arguments match"));
-    }
-  }
+};
 
-  std::vector<Row> rows;
-  for (const auto& [i, j] : pairs) {
-    const Measurement& a = (*base)[i];
-    const Measurement& b = (*fresh)[j];
-    Row row;
-    row.name = a.name == b.name ? a.name : absl::StrCat(a.name, " -> ", b.name);
-    row.c = report::CompareRepeats(a.seconds, b.seconds, options.compare);
-    if (!a.error.empty()) row.error = "base: " + a.error;
-    if (!b.error.empty()) row.error += (row.error.empty() ? "new: " : "; new: ") + b.error;
-    rows.push_back(std::move(row));
+absl::StatusOr<Pairing> Pair(const std::vector<Measurement>& base,
+                             const std::vector<Measurement>& fresh, const std::string& base_path,
+                             const std::string& new_path) {
+  Pairing p;
+  if (base.size() == 1 && fresh.size() == 1) {
+    p.pairs.emplace_back(0, 0);
+    return p;
   }
-  if (!options.plot.empty()) {
-    std::vector<PlottedComparison> plotted;
-    for (size_t k = 0; k < rows.size(); ++k) {
-      plotted.push_back({rows[k].name, rows[k].c, (*base)[pairs[k].first].seconds,
-                         (*fresh)[pairs[k].second].seconds});
+  for (const bool by_call : {false, true}) {
+    const auto key = [by_call](const Measurement& m) { return by_call ? m.call : m.name; };
+    std::map<std::string, size_t> in_new;
+    for (size_t j = 0; j < fresh.size(); ++j) {
+      if (!key(fresh[j]).empty()) in_new.emplace(key(fresh[j]), j);
     }
-    if (absl::Status written =
-            WritePlot(options.plot, ComparisonSvg(plotted, options.compare.confidence));
-        !written.ok()) {
-      return written;
+    std::vector<bool> matched(fresh.size(), false);
+    p.base_only.clear();
+    for (size_t i = 0; i < base.size(); ++i) {
+      const auto j = in_new.find(key(base[i]));
+      if (key(base[i]).empty() || j == in_new.end() || matched[j->second]) {
+        p.base_only.push_back(base[i].name);
+        continue;
+      }
+      matched[j->second] = true;
+      p.pairs.emplace_back(i, j->second);
     }
+    p.new_only.clear();
+    for (size_t j = 0; j < fresh.size(); ++j) {
+      if (!matched[j]) p.new_only.push_back(fresh[j].name);
+    }
+    if (!p.pairs.empty()) return p;
   }
-  std::map<std::string, int> counts = {
-      {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}};
-  for (const Row& row : rows) ++counts[report::VerdictName(row.c.verdict)];
+  return absl::InvalidArgumentError(
+      absl::StrCat("no measurement of '", base_path, "' is in '", new_path,
+                   "': neither their ids (e.g. '", base.front().name, "' and '", fresh.front().name,
+                   "') nor their module, function and arguments match"));
+}
 
-  const std::string interval_title =
-      absl::StrFormat("%g%% interval", options.compare.confidence * 100);
-  if (options.format == "json") {
-    Json out = {{"confidence", options.compare.confidence},
-                {"threshold", options.compare.threshold},
-                {"min_repeats", options.compare.min_repeats},
-                {"resamples", options.compare.resamples}};
-    Json comparisons = Json::array();
-    for (const Row& row : rows) {
-      Json c = {{"name", row.name},
-                {"base", {{"repeats", row.c.base_repeats}, {"median", Number(row.c.base_median)}}},
-                {"new", {{"repeats", row.c.new_repeats}, {"median", Number(row.c.new_median)}}},
-                {"change", Number(row.c.change)},
-                {"interval", {Number(row.c.interval.low), Number(row.c.interval.high)}},
-                {"p_value", Number(row.c.p)},
-                {"verdict", report::VerdictName(row.c.verdict)}};
-      if (!row.error.empty()) c["error"] = row.error;
-      comparisons.push_back(std::move(c));
-    }
-    out["comparisons"] = std::move(comparisons);
-    out["base_only"] = base_only;
-    out["new_only"] = new_only;
-    out["summary"] = counts;
-    PrintF("%s\n", out.dump(2).c_str());
-  } else if (options.format == "csv") {
-    std::string out =
-        "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
-        "base_median_seconds,new_repeats,new_median_seconds\n";
-    for (const Row& row : rows) {
-      absl::StrAppend(&out, report::CsvQuoted(row.name), ",", report::VerdictName(row.c.verdict),
-                      ",", CsvNumber(row.c.change), ",", CsvNumber(row.c.interval.low), ",",
-                      CsvNumber(row.c.interval.high), ",", CsvNumber(row.c.p), ",",
-                      row.c.base_repeats, ",", CsvNumber(row.c.base_median), ",", row.c.new_repeats,
-                      ",", CsvNumber(row.c.new_median), "\n");
-    }
-    Print(out);
-  } else {
-    std::vector<std::vector<std::string>> cells = {
-        {"measurement", "base", "new", "change", interval_title, "p", "verdict", "repeats"}};
-    for (const Row& row : rows) {
-      const std::string interval = std::isnan(row.c.interval.low)
-                                       ? "-"
-                                       : absl::StrCat("[", Percent(row.c.interval.low), ", ",
-                                                      Percent(row.c.interval.high), "]");
-      cells.push_back({row.name, Seconds(row.c.base_median), Seconds(row.c.new_median),
-                       Percent(row.c.change), interval, PValue(row.c.p),
-                       report::VerdictName(row.c.verdict),
-                       absl::StrCat(row.c.base_repeats, "/", row.c.new_repeats)});
-    }
-    std::vector<std::string> notes;
-    for (const Row& row : rows) notes.push_back(row.error);
-    std::string out = AlignedTable(cells, {0, 6, 7}, notes);
-    absl::StrAppend(&out, "\n", counts["faster"], " faster, ", counts["slower"], " slower, ",
-                    counts["same"], " the same within the noise, ", counts["insufficient"],
-                    " with too few repeats to say (fewer than ", options.compare.min_repeats,
-                    " on a side)\n");
-    if (!base_only.empty()) {
-      absl::StrAppend(&out, base_only.size(), " only in ", base_path, "\n");
-    }
-    if (!new_only.empty()) absl::StrAppend(&out, new_only.size(), " only in ", new_path, "\n");
-    Print(out);
+void PrintJson(const std::vector<Row>& rows, const Pairing& p,
+               const std::map<std::string, int>& counts, const CompareCommandOptions& options) {
+  Json out = {{"confidence", options.compare.confidence},
+              {"threshold", options.compare.threshold},
+              {"min_repeats", options.compare.min_repeats},
+              {"resamples", options.compare.resamples}};
+  Json comparisons = Json::array();
+  for (const Row& row : rows) {
+    Json c = {{"name", row.name},
+              {"base", {{"repeats", row.c.base_repeats}, {"median", Number(row.c.base_median)}}},
+              {"new", {{"repeats", row.c.new_repeats}, {"median", Number(row.c.new_median)}}},
+              {"change", Number(row.c.change)},
+              {"interval", {Number(row.c.interval.low), Number(row.c.interval.high)}},
+              {"p_value", Number(row.c.p)},
+              {"verdict", report::VerdictName(row.c.verdict)}};
+    if (!row.error.empty()) c["error"] = row.error;
+    comparisons.push_back(std::move(c));
   }
-  std::fflush(stdout);
+  out["comparisons"] = std::move(comparisons);
+  out["base_only"] = p.base_only;
+  out["new_only"] = p.new_only;
+  out["summary"] = counts;
+  PrintF("%s\n", out.dump(2).c_str());
+}
 
+void PrintCsv(const std::vector<Row>& rows) {
+  std::string out =
+      "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
+      "base_median_seconds,new_repeats,new_median_seconds\n";
+  for (const Row& row : rows) {
+    absl::StrAppend(&out, report::CsvQuoted(row.name), ",", report::VerdictName(row.c.verdict), ",",
+                    CsvNumber(row.c.change), ",", CsvNumber(row.c.interval.low), ",",
+                    CsvNumber(row.c.interval.high), ",", CsvNumber(row.c.p), ",",
+                    row.c.base_repeats, ",", CsvNumber(row.c.base_median), ",", row.c.new_repeats,
+                    ",", CsvNumber(row.c.new_median), "\n");
+  }
+  Print(out);
+}
+
+void PrintTable(const std::vector<Row>& rows, const Pairing& p, std::map<std::string, int> counts,
+                const CompareCommandOptions& options, const std::string& base_path,
+                const std::string& new_path) {
+  std::vector<std::vector<std::string>> cells = {
+      {"measurement", "base", "new", "change",
+       absl::StrFormat("%g%% interval", options.compare.confidence * 100), "p", "verdict",
+       "repeats"}};
+  for (const Row& row : rows) {
+    const std::string interval = std::isnan(row.c.interval.low)
+                                     ? "-"
+                                     : absl::StrCat("[", Percent(row.c.interval.low), ", ",
+                                                    Percent(row.c.interval.high), "]");
+    cells.push_back({row.name, Seconds(row.c.base_median), Seconds(row.c.new_median),
+                     Percent(row.c.change), interval, PValue(row.c.p),
+                     report::VerdictName(row.c.verdict),
+                     absl::StrCat(row.c.base_repeats, "/", row.c.new_repeats)});
+  }
+  std::vector<std::string> notes;
+  for (const Row& row : rows) notes.push_back(row.error);
+  std::string out = AlignedTable(cells, {0, 6, 7}, notes);
+  absl::StrAppend(&out, "\n", counts["faster"], " faster, ", counts["slower"], " slower, ",
+                  counts["same"], " the same within the noise, ", counts["insufficient"],
+                  " with too few repeats to say (fewer than ", options.compare.min_repeats,
+                  " on a side)\n");
+  if (!p.base_only.empty()) absl::StrAppend(&out, p.base_only.size(), " only in ", base_path, "\n");
+  if (!p.new_only.empty()) absl::StrAppend(&out, p.new_only.size(), " only in ", new_path, "\n");
+  Print(out);
+}
+
+// FAILED_PRECONDITION naming the measurements slower by more than --fail-on-regression (exit
+// 4), else OK.
+absl::Status Regressions(const std::vector<Row>& rows, const CompareCommandOptions& options,
+                         int* exit_code) {
   if (options.fail_on_regression < 0) return absl::OkStatus();
   std::vector<std::string> regressions;
   for (const Row& row : rows) {
@@ -420,6 +227,54 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
       report::ShortestDecimal(options.fail_on_regression), "%: ",
       absl::StrJoin(regressions.begin(), regressions.begin() + static_cast<ptrdiff_t>(shown), ", "),
       regressions.size() > shown ? ", ..." : ""));
+}
+
+}  // namespace
+
+absl::Status CompareFiles(const std::string& base_path, const std::string& new_path,
+                          const CompareCommandOptions& options, int* exit_code) {
+  absl::StatusOr<std::vector<Measurement>> base = ReadMeasurements(base_path);
+  if (!base.ok()) return base.status();
+  absl::StatusOr<std::vector<Measurement>> fresh = ReadMeasurements(new_path);
+  if (!fresh.ok()) return fresh.status();
+  absl::StatusOr<Pairing> paired = Pair(*base, *fresh, base_path, new_path);
+  if (!paired.ok()) return paired.status();
+
+  std::vector<Row> rows;
+  for (const auto& [i, j] : paired->pairs) {
+    const Measurement& a = (*base)[i];
+    const Measurement& b = (*fresh)[j];
+    Row row;
+    row.name = a.name == b.name ? a.name : absl::StrCat(a.name, " -> ", b.name);
+    row.c = report::CompareRepeats(a.seconds, b.seconds, options.compare);
+    if (!a.error.empty()) row.error = "base: " + a.error;
+    if (!b.error.empty()) row.error += (row.error.empty() ? "new: " : "; new: ") + b.error;
+    rows.push_back(std::move(row));
+  }
+  if (!options.plot.empty()) {
+    std::vector<PlottedComparison> plotted;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      plotted.push_back({rows[k].name, rows[k].c, (*base)[paired->pairs[k].first].seconds,
+                         (*fresh)[paired->pairs[k].second].seconds});
+    }
+    if (absl::Status written =
+            WritePlot(options.plot, ComparisonSvg(plotted, options.compare.confidence));
+        !written.ok()) {
+      return written;
+    }
+  }
+  std::map<std::string, int> counts = {
+      {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}};
+  for (const Row& row : rows) ++counts[report::VerdictName(row.c.verdict)];
+  if (options.format == "json") {
+    PrintJson(rows, *paired, counts, options);
+  } else if (options.format == "csv") {
+    PrintCsv(rows);
+  } else {
+    PrintTable(rows, *paired, counts, options, base_path, new_path);
+  }
+  std::fflush(stdout);
+  return Regressions(rows, options, exit_code);
 }
 
 namespace {

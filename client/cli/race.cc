@@ -18,6 +18,54 @@ namespace {
 // each, so that whatever drifts on the host while a round runs falls on all of them alike.
 constexpr size_t kRaceTurn = 5;
 
+// The race's ranking as `format` asks: a table or CSV, Google Benchmark's JSON of the measured
+// candidates' merged repeats, or a line per candidate (a batch's line for those measured) and
+// the ranking's.
+void PrintRace(const report::Ranking& ranking, const std::string& format,
+               const std::vector<kprof::v1::BatchJob>& jobs, const std::vector<std::string>& names,
+               const std::vector<kprof::v1::TimeEvaluateResponse>& merged,
+               const std::vector<bool>& measured, std::map<std::string, Json>& calls) {
+  if (format == "table" || format == "csv") {
+    Print(RenderRanking(ranking, format));
+  } else if (format == "gbench") {
+    Json runs = Json::array();
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (!measured[i]) continue;
+      for (auto& run :
+           GbenchRuns(GbenchName(jobs[i].id(), jobs[i].time_evaluate().call()), merged[i])) {
+        runs.push_back(std::move(run));
+      }
+    }
+    const size_t first =
+        static_cast<size_t>(std::find(measured.begin(), measured.end(), true) - measured.begin());
+    Print(GbenchDocument(first < jobs.size() ? &merged[first].environment() : nullptr,
+                         std::move(runs))
+              .dump(2) +
+          "\n");
+  } else {
+    for (const report::RankedCandidate& c : ranking.candidates) {
+      const size_t i =
+          static_cast<size_t>(std::find(names.begin(), names.end(), c.name) - names.begin());
+      Json line = {{"id", c.name}};
+      absl::StatusOr<Json> result = i < jobs.size() && c.state != report::RankState::kFailed
+                                        ? TimeJson(merged[i])
+                                        : absl::StatusOr<Json>(Json());
+      if (c.state == report::RankState::kFailed || !result.ok()) {
+        const std::string error = result.ok() ? c.error : std::string(result.status().message());
+        const size_t colon = error.find(": ");
+        line["status"] = colon == std::string::npos ? "UNKNOWN" : error.substr(0, colon);
+        line["error"] = colon == std::string::npos ? error : error.substr(colon + 2);
+      } else {
+        line["status"] = "OK";
+        line.update(calls[c.name]);
+        line.update(*result);
+      }
+      Print(line.dump() + "\n");
+    }
+    Print(Json({{"ranking", RankingJson(ranking)}}).dump() + "\n");
+  }
+}
+
 }  // namespace
 
 absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double budget_seconds,
@@ -98,45 +146,7 @@ absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double bu
   for (const report::RankedCandidate& c : ranking.candidates) {
     failures += c.state == report::RankState::kFailed ? 1 : 0;
   }
-  if (format == "table" || format == "csv") {
-    Print(RenderRanking(ranking, format));
-  } else if (format == "gbench") {
-    Json runs = Json::array();
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      if (!measured[i]) continue;
-      for (auto& run :
-           GbenchRuns(GbenchName(jobs[i].id(), jobs[i].time_evaluate().call()), merged[i])) {
-        runs.push_back(std::move(run));
-      }
-    }
-    const size_t first =
-        static_cast<size_t>(std::find(measured.begin(), measured.end(), true) - measured.begin());
-    Print(GbenchDocument(first < jobs.size() ? &merged[first].environment() : nullptr,
-                         std::move(runs))
-              .dump(2) +
-          "\n");
-  } else {
-    for (const report::RankedCandidate& c : ranking.candidates) {
-      const size_t i =
-          static_cast<size_t>(std::find(names.begin(), names.end(), c.name) - names.begin());
-      Json line = {{"id", c.name}};
-      absl::StatusOr<Json> result = i < jobs.size() && c.state != report::RankState::kFailed
-                                        ? TimeJson(merged[i])
-                                        : absl::StatusOr<Json>(Json());
-      if (c.state == report::RankState::kFailed || !result.ok()) {
-        const std::string error = result.ok() ? c.error : std::string(result.status().message());
-        const size_t colon = error.find(": ");
-        line["status"] = colon == std::string::npos ? "UNKNOWN" : error.substr(0, colon);
-        line["error"] = colon == std::string::npos ? error : error.substr(colon + 2);
-      } else {
-        line["status"] = "OK";
-        line.update(calls[c.name]);
-        line.update(*result);
-      }
-      Print(line.dump() + "\n");
-    }
-    Print(Json({{"ranking", RankingJson(ranking)}}).dump() + "\n");
-  }
+  PrintRace(ranking, format, jobs, names, merged, measured, calls);
   std::fflush(stdout);
   if (!stream.ok()) {
     return absl::Status(

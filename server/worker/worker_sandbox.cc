@@ -336,17 +336,10 @@ absl::Status DropCapabilities() {
   return absl::OkStatus();
 }
 
-absl::Status ApplyWorkerSyscallFilter() {
-  Filter filter;
-  if (filter.ctx() == nullptr) return absl::InternalError("seccomp_init failed");
-  // Every thread of the worker, not only this one: a GPU worker's driver has started threads
-  // of its own by now, and a function could make one of them do what this one may not.
-  if (const int rc = seccomp_attr_set(filter.ctx(), SCMP_FLTATR_CTL_TSYNC, 1); rc != 0) {
-    return absl::InternalError(absl::StrCat("seccomp TSYNC: ", std::strerror(-rc)));
-  }
-  const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
-  const auto self = static_cast<scmp_datum_t>(getpid());
+namespace {
 
+// No processes but threads, and nothing aimed at another process (`self` is this one's pid).
+void DenyOtherProcesses(Filter& filter, uint32_t eperm, scmp_datum_t self) {
   // No new processes and no exec: threads only.
   for (const char* name : {"fork", "vfork", "execve", "execveat"}) filter.Deny(name, eperm);
   filter.Deny("clone", eperm, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
@@ -366,7 +359,10 @@ absl::Status ApplyWorkerSyscallFilter() {
     filter.Deny(name, eperm, SCMP_A0_32(SCMP_CMP_NE, 0));
   }
   filter.Deny("perf_event_open", eperm, SCMP_A1_32(SCMP_CMP_NE, 0));
+}
 
+// Nothing a later job would inherit.
+void DenyWhatOutlivesAJob(Filter& filter, uint32_t eperm) {
   // Limits: read them, never change them (the next job would inherit the change).
   filter.Deny("setrlimit", eperm);
   filter.Deny("prlimit64", eperm, SCMP_A2(SCMP_CMP_NE, 0));
@@ -381,7 +377,10 @@ absl::Status ApplyWorkerSyscallFilter() {
     filter.Deny(name, eperm);
   }
   filter.Deny("rt_sigaction", eperm, SCMP_A1(SCMP_CMP_NE, 0));
+}
 
+// Nothing of the worker's identity or of the host outside the process.
+void DenyTheOutside(Filter& filter, uint32_t eperm) {
   // The worker's identity and what lies outside the process; io_uring, which does what the
   // calls above do (IORING_OP_SOCKET opens sockets) unfiltered.
   // clang-format off
@@ -405,7 +404,10 @@ absl::Status ApplyWorkerSyscallFilter() {
     filter.Deny(name, eperm);
   }
   filter.DenyNumber(452, "fchmodat2", eperm);  // Linux 6.6, newer than libseccomp 2.5's tables
+}
 
+// No signals by way of a descriptor, and no sockets but netlink's and stream pairs.
+void DenySignalsAndSockets(Filter& filter, uint32_t eperm) {
   // A descriptor's owner is who gets its SIGIO (or the signal F_SETSIG names): another process
   // would be signalled by a write to a socketpair.
   for (const int command : {F_SETOWN, F_SETOWN_EX, F_SETSIG}) {
@@ -433,7 +435,23 @@ absl::Status ApplyWorkerSyscallFilter() {
       SCMP_A1_32(SCMP_CMP_MASKED_EQ, ~static_cast<scmp_datum_t>(SOCK_CLOEXEC | SOCK_NONBLOCK),
                  static_cast<scmp_datum_t>(SOCK_SEQPACKET)));
   filter.Deny("socket", eperm, SCMP_A0_32(SCMP_CMP_GT, static_cast<scmp_datum_t>(AF_NETLINK)));
+}
 
+}  // namespace
+
+absl::Status ApplyWorkerSyscallFilter() {
+  Filter filter;
+  if (filter.ctx() == nullptr) return absl::InternalError("seccomp_init failed");
+  // Every thread of the worker, not only this one: a GPU worker's driver has started threads
+  // of its own by now, and a function could make one of them do what this one may not.
+  if (const int rc = seccomp_attr_set(filter.ctx(), SCMP_FLTATR_CTL_TSYNC, 1); rc != 0) {
+    return absl::InternalError(absl::StrCat("seccomp TSYNC: ", std::strerror(-rc)));
+  }
+  const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+  DenyOtherProcesses(filter, eperm, static_cast<scmp_datum_t>(getpid()));
+  DenyWhatOutlivesAJob(filter, eperm);
+  DenyTheOutside(filter, eperm);
+  DenySignalsAndSockets(filter, eperm);
   if (!filter.ok()) return absl::InternalError(filter.error());
   // Not dumpable: no process of the same user may open this one's /proc/PID/mem, even where
   // there is no Landlock and ptrace_scope would allow it.

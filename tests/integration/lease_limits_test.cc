@@ -13,12 +13,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The update that ends a lease stream refused at once: its status.
-grpc::Status Refusal(Held& held) {
+// A lease of `seconds` on cpu:0 asked for by `client`, refused at once: the stream's status.
+grpc::Status Refusal(client::Client& client, double seconds) {
+  std::unique_ptr<client::Client::LeaseStream> lease = client.OpenLease();
+  v1::LeaseRequest request;
+  request.set_device("cpu:0");
+  request.set_seconds(seconds);
+  if (!lease->stream->Write(request)) return grpc::Status(grpc::StatusCode::UNKNOWN, "no write");
   v1::LeaseUpdate update;
-  while (held.lease->stream->Read(&update)) {
+  while (lease->stream->Read(&update)) {
   }
-  return held.lease->stream->Finish();
+  return lease->stream->Finish();
 }
 
 TEST_F(LeaseTest, AClientHoldsOneLeaseAndWaitsForTwoAtMost) {
@@ -30,13 +35,7 @@ TEST_F(LeaseTest, AClientHoldsOneLeaseAndWaitsForTwoAtMost) {
   Held third = Ask(*alice, "cpu:0", 60);
   EXPECT_EQ(second.first.state(), v1::LeaseUpdate::WAITING);
   EXPECT_EQ(third.first.state(), v1::LeaseUpdate::WAITING);
-  Held fourth;
-  fourth.lease = alice->OpenLease();
-  v1::LeaseRequest request;
-  request.set_device("cpu:0");
-  request.set_seconds(60);
-  ASSERT_TRUE(fourth.lease->stream->Write(request));
-  const grpc::Status refused = Refusal(fourth);
+  const grpc::Status refused = Refusal(*alice, 60);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(),
               HasSubstr("client 'alice' holds or waits for 3 leases already: one held and 2 "
@@ -72,13 +71,7 @@ TEST_F(LeaseTest, AClientsLeasesInAnHourStayWithinItsBudget) {
   Held held = Ask(*alice, "cpu:0", 2);
   ASSERT_EQ(held.first.state(), v1::LeaseUpdate::GRANTED) << held.first.end_reason();
   // 2 s granted of 3: another 2 s is refused now, naming the budget and when there is room.
-  Held more;
-  more.lease = alice->OpenLease();
-  v1::LeaseRequest request;
-  request.set_device("cpu:0");
-  request.set_seconds(2);
-  ASSERT_TRUE(more.lease->stream->Write(request));
-  const grpc::Status refused = Refusal(more);
+  const grpc::Status refused = Refusal(*alice, 2);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(),
               HasSubstr("client 'alice' was granted leases for 2s of the last hour, and this "
