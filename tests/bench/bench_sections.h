@@ -55,4 +55,7 @@ void Checks(const std::string& target, kprof::client::Client& client, const std:
 // candidates against the same batch unchecked.
 void StrictChecks(const std::string& target, kprof::client::Client& client);
 
+// 9: a 200 us spin's median under a flood of /metrics scrapes against the same daemon unscraped.
+void ScrapeFlood();
+
 }  // namespace kprof::bench

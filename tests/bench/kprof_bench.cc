@@ -19,12 +19,15 @@
 //                  libraries they load
 //   7 timer floor  time per call of an empty function with number = 10^6 against one
 //                  clock_gettime
+//   8 checks       checked and strictly checked kernels and batches against unchecked ones
+//   9 metrics      a 200 us spin's median under a flood of /metrics scrapes against unscraped
 //
 // It prints a table and, with --markdown FILE, writes it with the machine and the command;
 // --only footprint runs section 6 alone, --only batch the batch rows, and --only batch-cpu times
 // 2000-job nop batches over and over with the CPU each process spends per job, --only unary-cpu
 // the same for unary TimeEvaluate(nop) calls and health checks (for profiling), --only accuracy
-// the accuracy rows, --only checks the checking rows and --only strict the strict ones.
+// the accuracy rows, --only checks the checking rows, --only strict the strict ones and
+// --only metrics the scrape flood's.
 // It fails nothing: a missed goal is reported as such.
 // The sections are declared in bench_sections.h; what they share is in bench_support.h.
 #include <benchmark/benchmark.h>
@@ -261,7 +264,6 @@ using kprof::bench::Accuracy;
 using kprof::bench::BatchCpu;
 using kprof::bench::Batches;
 using kprof::bench::Checks;
-using kprof::bench::StrictChecks;
 using kprof::bench::Fail;
 using kprof::bench::Footprint;
 using kprof::bench::Isolation;
@@ -271,6 +273,8 @@ using kprof::bench::Overhead;
 using kprof::bench::PerCandidate;
 using kprof::bench::PlacementSweep;
 using kprof::bench::RawCaller;
+using kprof::bench::ScrapeFlood;
+using kprof::bench::StrictChecks;
 using kprof::bench::Throughput;
 using kprof::bench::TimeCalls;
 using kprof::bench::TimerFloor;
@@ -288,7 +292,8 @@ int main(int argc, char** argv) {
   cl.AddString("markdown", &markdown, "FILE", "also write the table, the machine and the command");
   cl.AddString(
       "only", &only, "PART",
-      "run one part: footprint, batch, batch-cpu, unary-cpu, overhead, upload, accuracy or checks");
+      "run one part: footprint, batch, batch-cpu, unary-cpu, overhead, upload, accuracy, checks, "
+      "strict or metrics");
   cl.AddString("calls", &kind, "KIND", "with --only unary-cpu: time or health alone");
   cl.AddFlag("help", &help, "print this help and exit");
   std::vector<std::string> positional;
@@ -311,10 +316,10 @@ int main(int argc, char** argv) {
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
       only != "unary-cpu" && only != "overhead" && only != "upload" && only != "accuracy" &&
-      only != "checks" && only != "strict") {
+      only != "checks" && only != "strict" && only != "metrics") {
     Fail(
         "--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead', 'upload', "
-        "'accuracy', 'checks' or 'strict'");
+        "'accuracy', 'checks', 'strict' or 'metrics'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -328,6 +333,10 @@ int main(int argc, char** argv) {
   std::printf("%-12s %-46s %-18s %-30s %8s  %s\n", "section", "figure", "value", "reference",
               "ratio", "goal");
   kprof::testing::TempDir dir;
+  if (only == "metrics") {
+    ScrapeFlood();
+    return 0;
+  }
   if (only == "footprint") {
     Footprint(base);
     Isolation();
@@ -382,6 +391,7 @@ int main(int argc, char** argv) {
     TimerFloor(*client);
     Checks(daemon.target(), *client, base);
     StrictChecks(daemon.target(), *client);
+    ScrapeFlood();
   }
   {
     // Client, daemon and worker on one CPU: the daemon inherits this process's affinity. The
