@@ -90,13 +90,18 @@ absl::StatusOr<uint64_t> LeaseManager::Request(const std::string& client, Device
     kprof::v1::LeaseInfo held;
     {
       absl::MutexLock lock(&mutex_);
-      const auto it = leases_.find(ticket);
+      auto it = leases_.find(ticket);
       if (it == leases_.end() || it->second.state != State::kWaiting) return;
-      const auto holder = holder_.find(it->second.executor);
-      if (holder == holder_.end()) {
-        StartNext(it->second.executor);
-        return;
+      DeviceExecutor* const device = it->second.executor;
+      if (holder_.count(device) == 0) {
+        // The device is free: its next lease begins, this one or another client's before it
+        // (which lets go of the lock on the way: found again after).
+        StartNext(device);
+        it = leases_.find(ticket);
+        if (it == leases_.end() || it->second.state != State::kWaiting) return;
       }
+      const auto holder = holder_.find(device);
+      if (holder == holder_.end()) return;
       told = it->second.listener;
       held = leases_.at(holder->second).info;
       held.clear_lease_id();  // the holder's to know
