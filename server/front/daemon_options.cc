@@ -28,6 +28,40 @@ namespace kprof::server {
 using base::Log;
 using base::LogSeverity;
 
+namespace {
+
+// The options of the workers: how many, how long idle, their memory, placement and output.
+void DeclareWorkerFlags(base::CommandLine& cl, DaemonFlags& f) {
+  cl.AddInt("workers-per-device", &f.workers_per_device, "N",
+            "worker processes a device keeps, one per client (a token's label, a client "
+            "certificate's subject, or 'local'); past it the one idle longest ends (default 4)");
+  cl.AddDuration("worker-idle-timeout", &f.worker_idle_timeout, "DURATION",
+                 "a client's worker that has had no job this long ends (default 5m)");
+  cl.AddDuration("busy-poll", &f.busy_poll, "DURATION",
+                 "how long a worker that has answered polls for its client's next job, and the "
+                 "thread that took a call polls for a quick answer, before they sleep: no "
+                 "wake-up costs a back-to-back caller (default 250us; 0 turns it off; off on a "
+                 "daemon confined to one CPU and for SCHED_FIFO workers)");
+  cl.AddUint("worker-open-modules", &f.worker_open_modules, "N",
+             "modules a worker keeps loaded between jobs, closing the least recently used "
+             "beyond them (default 64)");
+  cl.AddBytes("worker-memory-limit", &f.worker_memory_limit, "SIZE",
+              "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
+  cl.AddBytes("log-worker-output", &f.log_worker_output, "SIZE",
+              "also write up to SIZE of each job's output (what its worker prints) into the "
+              "log, a line each, escaped and tagged with the worker (default 0: none; the output "
+              "goes to the job's client)");
+  cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
+               "run the workers on these CPUs only, e.g. 2-3 (default: wherever kprofd may run)");
+  cl.AddString("worker-priority", &f.worker_priority, "nice:N|fifo:N",
+               "run the workers at this nice value or SCHED_FIFO priority (needs the permission: "
+               "CAP_SYS_NICE, RLIMIT_NICE or RLIMIT_RTPRIO)");
+  cl.AddString("worker", &f.worker, "PATH",
+               "the kprofd-worker executable (default: beside kprofd)");
+}
+
+}  // namespace
+
 void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
   cl.AddString("listen", &f.listen, "HOST:PORT",
                "address to serve on (default 127.0.0.1:9177; port 0 picks a free one)");
@@ -84,32 +118,7 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
               "arguments of one job together (default 4 GiB)");
   cl.AddUint("max-modules", &f.max_modules, "N",
              "modules held at once before the least recently used are evicted (default 10000)");
-  cl.AddInt("workers-per-device", &f.workers_per_device, "N",
-            "worker processes a device keeps, one per client (a token's label, a client "
-            "certificate's subject, or 'local'); past it the one idle longest ends (default 4)");
-  cl.AddDuration("worker-idle-timeout", &f.worker_idle_timeout, "DURATION",
-                 "a client's worker that has had no job this long ends (default 5m)");
-  cl.AddDuration("busy-poll", &f.busy_poll, "DURATION",
-                 "how long a worker that has answered polls for its client's next job, and the "
-                 "thread that took a call polls for a quick answer, before they sleep: no "
-                 "wake-up costs a back-to-back caller (default 250us; 0 turns it off; off on a "
-                 "daemon confined to one CPU and for SCHED_FIFO workers)");
-  cl.AddUint("worker-open-modules", &f.worker_open_modules, "N",
-             "modules a worker keeps loaded between jobs, closing the least recently used "
-             "beyond them (default 64)");
-  cl.AddBytes("worker-memory-limit", &f.worker_memory_limit, "SIZE",
-              "data size a worker may use (RLIMIT_DATA; default three quarters of RAM)");
-  cl.AddBytes("log-worker-output", &f.log_worker_output, "SIZE",
-              "also write up to SIZE of each job's output (what its worker prints) into the "
-              "log, a line each, escaped and tagged with the worker (default 0: none; the output "
-              "goes to the job's client)");
-  cl.AddString("pin-cpus", &f.pin_cpus, "LIST",
-               "run the workers on these CPUs only, e.g. 2-3 (default: wherever kprofd may run)");
-  cl.AddString("worker-priority", &f.worker_priority, "nice:N|fifo:N",
-               "run the workers at this nice value or SCHED_FIFO priority (needs the permission: "
-               "CAP_SYS_NICE, RLIMIT_NICE or RLIMIT_RTPRIO)");
-  cl.AddString("worker", &f.worker, "PATH",
-               "the kprofd-worker executable (default: beside kprofd)");
+  DeclareWorkerFlags(cl, f);
   cl.AddString("token-file", &f.token_file, "FILE",
                "require 'authorization: Bearer <token>' with a token from FILE (one per line)");
   cl.AddString("tls-cert", &f.tls_cert, "FILE", "serve TLS with this certificate chain (PEM)");
