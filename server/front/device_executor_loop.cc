@@ -59,6 +59,9 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
   std::vector<FrameChannel::Outgoing> frames;
   frames.reserve(live.size());
   for (Job& job : live) frames.push_back(Frame(job, *active_));
+  // Stamped before the send: a job cannot begin before it, and a thread preempted after it would
+  // otherwise stamp a job that has already run most of its time.
+  const absl::Time sending = absl::Now();
   const absl::Status sent = active_->SendMany(frames);
   if (!sent.ok() && !absl::IsUnavailable(sent)) {
     // A frame the channel refuses (over the size cap, too many descriptors) is refused before
@@ -95,7 +98,7 @@ void DeviceExecutor::HandOn(std::vector<Job> jobs) {
     if (!job.module_fds.empty()) active_->HandedOn(job.request);
     in_flight_.push_back(std::move(job));
   }
-  if (first) FrontStarted(absl::Now());
+  if (first) FrontStarted(sending);
 }
 
 std::vector<uint64_t> DeviceExecutor::MarkTakenBack(size_t first) {
