@@ -1,3 +1,4 @@
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,8 @@ namespace kprof::server {
 namespace {
 
 using kprof::v1::ModuleInfo;
+
+constexpr uint64_t kTrimAfterBytes = 16 << 20;
 
 void ToProto(const StoredModule& module, ModuleInfo* out) {
   out->set_id(module.id);
@@ -171,6 +174,7 @@ class ProfilerService::UploadReactor final
                                                      header_.size_bytes(), " bytes"));
     }
     hash_.Update(chunk);
+    service_->uploaded_since_trim_.fetch_add(chunk.size(), std::memory_order_relaxed);
     return upload_->Append(chunk);
   }
 
@@ -298,6 +302,13 @@ void ProfilerService::SweepIdleUploads() {
     for (UploadReactor* upload : live) {
       upload->ExpireIfIdle(limits_.upload_idle_timeout);
       upload->Unref();
+    }
+    // gRPC reads a big upload through many buffers on several threads; glibc keeps what they
+    // freed in its per-thread arenas, tens of MiB after a few hundred MiB, and gives it back only
+    // when asked.
+    if (uploaded_since_trim_.load(std::memory_order_relaxed) >= kTrimAfterBytes) {
+      uploaded_since_trim_.store(0, std::memory_order_relaxed);
+      malloc_trim(0);
     }
   }
 }

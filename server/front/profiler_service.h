@@ -253,11 +253,13 @@ class ProfilerService final : public ProfilerServiceBase {
   std::atomic<uint64_t> next_job_id_{1};
   ReferenceCache references_;
   std::set<UploadReactor*> live_uploads_ ABSL_GUARDED_BY(uploads_mutex_);
-  // Ends uploads idle for limits_.upload_idle_timeout.
+  // Ends uploads idle for limits_.upload_idle_timeout, and gives the memory a big upload went
+  // through back to the system.
   void SweepIdleUploads();
   absl::Notification stop_sweeping_;
   std::thread sweeper_;
   std::atomic<uint64_t> upload_bytes_in_flight_{0};  // declared sizes of uploads in progress
+  std::atomic<uint64_t> uploaded_since_trim_{0};     // chunk bytes received since malloc_trim
 };
 
 }  // namespace kprof::server

@@ -94,10 +94,15 @@ TEST(MemoryBounds, UploadsGoToDiskAsTheyArriveAndIdleOnesAreDropped) {
     on_disk = files.size() == 1 ? static_cast<int64_t>(std::filesystem::file_size(files[0])) : 0;
   }
   EXPECT_EQ(on_disk, kChunk * kChunks);
-  // Not in the daemon: its resident memory grew by far less than the 192 MiB received.
+  // Not in the daemon: within a sweep of the uploads (a quarter of the idle timeout) its resident
+  // memory is back within a sixth of the 192 MiB received (what gRPC's buffers freed, given back).
   if (kResidentMeansHeld) {
-    EXPECT_LT(ResidentKb(daemon.pid()) - before, 64 << 10)
-        << "resident " << ResidentKb(daemon.pid()) << " kB, " << before << " kB before";
+    int64_t grown = ResidentKb(daemon.pid()) - before;
+    for (int i = 0; i < 40 && grown >= (32 << 10); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      grown = ResidentKb(daemon.pid()) - before;
+    }
+    EXPECT_LT(grown, 32 << 10) << "resident grew by " << grown << " kB";
   }
   // Then nothing for the idle timeout: the upload ends, its file goes.
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
