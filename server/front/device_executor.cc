@@ -145,9 +145,16 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       running_pid_ = quick_worker->process->pid();
       quick = std::move(job);
     } else {
+      const bool other = job.client != handed_client_;
       turns_.Add(job.client, id, !job.beyond_bound, job.interactive);
       queued_jobs_.emplace(id, std::move(job));
       wake = std::exchange(sleeping_, false);
+      // Another client's job behind a pipeline of jobs beyond the next: the worker keeps its
+      // next and hands back the rest now, however long the executor's thread waits for a CPU.
+      // Under a lease the gate decides who runs; the executor's thread alone does it.
+      if (other && yield_to_ != nullptr && handed_on_ > 2 && !lease_.has_value()) {
+        yield_to_->TryYield();
+      }
     }
   }
   if (quick_worker != nullptr) {

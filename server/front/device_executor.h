@@ -11,9 +11,10 @@
 // are handed to its worker at once, which goes from one straight into the next and answers each
 // as it ends. When another client's job arrives, the jobs handed on beyond the running one and
 // the next are taken back (a Withdraw frame) and queued again in order, so the newcomer waits
-// for two jobs at most. A job whose worker crashes under it fails; the jobs behind it run on a
-// fresh worker. One thread (Loop) owns the workers; it waits on the worker's socket and on an
-// eventfd that Submit and Cancel ring.
+// for two jobs at most: the thread that queues the newcomer's job tells the worker so itself (a
+// Yield frame), and the executor's Withdraw follows. A job whose worker crashes under it fails; the
+// jobs behind it run on a fresh worker. One thread (Loop) owns the workers; it waits on the
+// worker's socket and on an eventfd that Submit and Cancel ring.
 //
 // The quick path (WorkerOptions::busy_poll): a job that finds the loop asleep, nothing queued
 // or running, and its client's worker the last one served goes to that worker from Submit's own
@@ -317,6 +318,9 @@ class DeviceExecutor {
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;  // the loop has ended
   bool sleeping_ ABSL_GUARDED_BY(mutex_) = false;  // the loop waits: Wake it
   pid_t running_pid_ ABSL_GUARDED_BY(mutex_) = -1;
+  // The worker that holds the pipeline (Account publishes it, cleared before it can go), which
+  // Submit asks to yield when another client's job comes.
+  JobRunner* yield_to_ ABSL_GUARDED_BY(mutex_) = nullptr;
   // The quick path: the worker it may use (published by the loop as it goes to sleep with
   // nothing to do, withdrawn as it wakes), whether a job is on it, and what it handed back.
   Worker* quick_worker_ ABSL_GUARDED_BY(mutex_) = nullptr;

@@ -155,6 +155,7 @@ void DeviceExecutor::Refill() {
           }
           active_ = nullptr;
           running_pid_ = -1;
+          yield_to_ = nullptr;
           continue;
         case PipelineStep::kStart:
           // The first job goes on alone, so that the worker starts on it at once.
@@ -193,6 +194,7 @@ void DeviceExecutor::LoseWorker(const absl::Status* front, std::string_view caus
     handed_on_ = 0;
     handed_waiting_bounded_ = 0;
     running_pid_ = -1;
+    yield_to_ = nullptr;
   }
   const absl::Time now = absl::Now();
   EndWorker(active_client_);
@@ -317,6 +319,7 @@ void DeviceExecutor::Account() {
   handed_on_ = handed_on;
   handed_waiting_bounded_ = waiting_bounded;
   handed_client_ = active_client_;
+  yield_to_ = active_broken_ ? nullptr : active_;
 }
 
 void DeviceExecutor::ExpireHandedOn(absl::Time now) {
@@ -470,6 +473,10 @@ void DeviceExecutor::Loop() {
   }
   in_flight_.clear();
   active_ = nullptr;
+  {
+    absl::MutexLock lock(&mutex_);
+    yield_to_ = nullptr;
+  }
   workers_.clear();
   while (RunDeferred()) {
   }

@@ -39,7 +39,12 @@ absl::StatusOr<JobRunner*> DeviceExecutor::WorkerFor(const std::string& client) 
 }
 
 void DeviceExecutor::EndWorker(const std::string& client) {
-  workers_.erase(client);
+  const auto it = workers_.find(client);
+  {
+    absl::MutexLock lock(&mutex_);
+    if (it != workers_.end() && yield_to_ == it->second.process.get()) yield_to_ = nullptr;
+  }
+  if (it != workers_.end()) workers_.erase(it);
   absl::MutexLock lock(&mutex_);
   workers_running_ = static_cast<int>(workers_.size());
 }

@@ -24,6 +24,10 @@ class JobRunner {
   // UNAVAILABLE once the runner has closed its end; the answers it wrote before are still
   // there to Receive.
   virtual absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> frames) = 0;
+  // From any thread, never blocking: asks the runner to keep the next of the jobs it holds and
+  // hand back the others (a Yield frame), at once or right after a send under way. False when
+  // it cannot go (a full socket); the executor's own Withdraw follows either way.
+  virtual bool TryYield() { return false; }
   // The next answer, blocking; not ok once the runner has ended and every answer is read,
   // naming how it ended.
   virtual absl::StatusOr<kprof::worker::v1::WorkerAnswer> Receive() = 0;

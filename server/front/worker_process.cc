@@ -311,12 +311,40 @@ std::string WorkerProcess::KillAndReap() {
 absl::Status WorkerProcess::Send(const kprof::worker::v1::WorkerRequest& request,
                                  absl::Span<const int> module_fds) {
   if (pid_ <= 0) return absl::UnavailableError("the worker is not running");
+  absl::MutexLock lock(&send_mutex_);
   return channel_.Write(request, module_fds);
 }
 
+namespace {
+
+const kprof::worker::v1::WorkerRequest& YieldRequest() {
+  static const kprof::worker::v1::WorkerRequest* const yield = [] {
+    auto* request = new kprof::worker::v1::WorkerRequest;
+    request->mutable_yield();
+    return request;
+  }();
+  return *yield;
+}
+
+}  // namespace
+
 absl::Status WorkerProcess::SendMany(absl::Span<const FrameChannel::Outgoing> requests) {
   if (pid_ <= 0) return absl::UnavailableError("the worker is not running");
-  return channel_.WriteMany(requests);
+  absl::MutexLock lock(&send_mutex_);
+  absl::Status sent = channel_.WriteMany(requests);
+  if (sent.ok() && yield_wanted_.exchange(false)) (void)channel_.TryWriteSmall(YieldRequest());
+  return sent;
+}
+
+bool WorkerProcess::TryYield() {
+  // Never waits: with a send under way (jobs being handed on), the yield goes right after it.
+  if (!send_mutex_.TryLock()) {
+    yield_wanted_.store(true);
+    return true;
+  }
+  const bool sent = channel_.TryWriteSmall(YieldRequest());
+  send_mutex_.Unlock();
+  return sent;
 }
 
 absl::StatusOr<kprof::worker::v1::WorkerAnswer> WorkerProcess::Receive() {

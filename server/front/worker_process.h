@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "base/device.h"
 #include "core/host/placement.h"
@@ -83,6 +85,7 @@ class WorkerProcess final : public JobRunner {
                     absl::Span<const int> module_fds = {});
   // Several jobs at once, in order, with one system call where their descriptors fit one.
   absl::Status SendMany(absl::Span<const FrameChannel::Outgoing> requests) override;
+  bool TryYield() override;
   absl::StatusOr<kprof::worker::v1::WorkerAnswer> Receive() override;
   // Whether the worker has every module `request` names open: each is among the modules of
   // the jobs handed on last, whose files went to it (with one of them), and no answer since
@@ -127,6 +130,8 @@ class WorkerProcess final : public JobRunner {
   pid_t pid_;
   int socket_;
   FrameChannel channel_;
+  absl::Mutex send_mutex_;  // one frame at a time onto the socket: TryYield comes from anywhere
+  std::atomic<bool> yield_wanted_{false};    // asked while a send was under way: sent after it
   std::string host_environment_;             // serialised kprof.v1.MetricMap, the last sent
   std::deque<std::string> recent_modules_;   // of the last jobs handed on, the latest first
   std::string scratch_;                      // removed once the worker is reaped

@@ -98,6 +98,26 @@ absl::Status FrameChannel::WriteMany(absl::Span<const Outgoing> frames) {
   return absl::OkStatus();
 }
 
+bool FrameChannel::TryWriteSmall(const google::protobuf::MessageLite& message) {
+  const size_t size = message.ByteSizeLong();
+  char bytes[64];
+  if (size + 6 > sizeof bytes) return false;
+  auto* out = reinterpret_cast<uint8_t*>(bytes);
+  out = CodedOutputStream::WriteVarint32ToArray(0, out);
+  out = CodedOutputStream::WriteVarint32ToArray(static_cast<uint32_t>(size), out);
+  if (!message.SerializeToArray(out, static_cast<int>(size))) return false;
+  const size_t total = static_cast<size_t>(reinterpret_cast<char*>(out) - bytes) + size;
+  // A few bytes on a stream socket are taken whole or not at all (one buffer of the kernel's).
+  ssize_t n;
+  do {
+    n = send(fd_, bytes, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  // Were it ever cut, the rest goes too: a frame is never left half sent.
+  return static_cast<size_t>(n) == total ||
+         Send(std::string_view(bytes + n, total - static_cast<size_t>(n)), {}).ok();
+}
+
 absl::Status FrameChannel::Send(std::string_view bytes, absl::Span<const int> fds) {
   // The descriptors ride with the first send; the kernel delivers them with the first byte.
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];

@@ -46,6 +46,10 @@ class FrameChannel {
   };
   absl::Status WriteMany(absl::Span<const Outgoing> frames);
 
+  // Writes one small frame without descriptors only if the socket takes it at once: false (and
+  // nothing sent) when the peer is slow to read, gone, or the frame is not small.
+  bool TryWriteSmall(const google::protobuf::MessageLite& message);
+
   // Reads one frame into `message`, blocking. UNAVAILABLE on end of stream (the peer closed or
   // died), RESOURCE_EXHAUSTED for a frame over the cap, DATA_LOSS for bytes that do not parse
   // or descriptors that did not come with their frame. The frame's descriptors are appended to

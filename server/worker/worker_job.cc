@@ -364,6 +364,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       return absl::OkStatus();
     case WorkerRequest::kWithdraw:  // the worker's loop handles these
     case WorkerRequest::kPark:
+    case WorkerRequest::kYield:
     case WorkerRequest::JOB_NOT_SET:
       break;
   }

@@ -277,11 +277,18 @@ int main(int argc, char** argv) {
       answered = false;
       return true;
     }
-    if (!request.has_withdraw()) {
+    if (!request.has_withdraw() && !request.has_yield()) {
       pending.push_back(Pending{std::move(request), std::move(fds)});
       return true;
     }
-    for (const uint64_t id : request.withdraw().job_ids()) {
+    std::vector<uint64_t> ids;
+    if (request.has_yield()) {
+      // Another client waits: the next job stays, every one behind it goes back.
+      for (size_t i = 1; i < pending.size(); ++i) ids.push_back(pending[i].request.job_id());
+    } else {
+      ids.assign(request.withdraw().job_ids().begin(), request.withdraw().job_ids().end());
+    }
+    for (const uint64_t id : ids) {
       const auto it = std::find_if(pending.begin(), pending.end(),
                                    [id](const Pending& p) { return p.request.job_id() == id; });
       if (it == pending.end()) continue;  // started already, or answered

@@ -43,6 +43,7 @@ struct Bench {
   int runners_alive = 0;
   int most_alive = 0;
   size_t most_held = 0;  // jobs a runner held at once, the running one included
+  std::vector<std::thread::id> yielded_from;  // the threads that asked a runner to yield
 
   Script ScriptOf(uint64_t id) {
     std::lock_guard<std::mutex> lock(mutex);
@@ -106,6 +107,17 @@ class FakeRunner final : public JobRunner {
     return !answers_.empty() || ended_;
   }
   bool PollAnswer() override { return HasAnswer(); }
+  bool TryYield() override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (ended_) return false;
+      yield_ = true;
+      std::lock_guard<std::mutex> bench_lock(bench_->mutex);
+      bench_->yielded_from.push_back(std::this_thread::get_id());
+    }
+    wake_.notify_all();
+    return true;
+  }
   int fd() const override { return fd_; }
   std::string Kill() override {
     {
@@ -128,8 +140,13 @@ class FakeRunner final : public JobRunner {
   void Run() {
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
-      wake_.wait(lock, [this] { return !pending_.empty() || !withdrawn_.empty() || ended_; });
+      wake_.wait(lock,
+                 [this] { return !pending_.empty() || !withdrawn_.empty() || yield_ || ended_; });
       if (ended_) return;
+      // A yield, as a worker takes it: the next job stays, the ones behind it go back.
+      if (std::exchange(yield_, false)) {
+        for (size_t i = 1; i < pending_.size(); ++i) withdrawn_.push_back(pending_[i].job_id());
+      }
       // Withdrawn jobs not begun are answered so, the latest first: the executor puts each back
       // in its place whatever order they come in.
       for (auto id = withdrawn_.rbegin(); id != withdrawn_.rend(); ++id) {
@@ -191,6 +208,7 @@ class FakeRunner final : public JobRunner {
   std::deque<WorkerRequest> pending_;
   std::deque<WorkerAnswer> answers_;
   std::vector<uint64_t> withdrawn_;  // ids to withdraw, read between jobs
+  bool yield_ = false;               // asked to yield, read between jobs
   bool running_ = false;
   bool ended_ = false;
   std::thread thread_;
@@ -299,8 +317,10 @@ TEST_F(DeviceExecutorTest, ANewClientWaitsForTheRunningJobAndOneMoreAtMost) {
   const std::vector<uint64_t> started = bench_.Started();
   const auto user = std::find(started.begin(), started.end(), 8u);
   ASSERT_NE(user, started.end());
-  // Behind the running job and the one next to it; the five after those were taken back.
+  // Behind the running job and the one next to it; the five after those were taken back, asked
+  // of the tuner's runner by the thread that queued the user's job, not the executor's.
   EXPECT_EQ(user - started.begin(), 2) << "the user's job waited behind other than two";
+  EXPECT_THAT(bench_.yielded_from, ElementsAre(std::this_thread::get_id()));
   std::vector<uint64_t> tuner;
   for (uint64_t id : started) {
     if (id != 8) tuner.push_back(id);

@@ -137,5 +137,38 @@ TEST_F(FrameChannelTest, ASetWithAFrameOverTheLimitIsNotSentAtAll) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// A yield goes whole at once or not at all: behind a peer that reads nothing until the socket is
+// full it is refused without blocking, and every frame the peer then reads is whole.
+TEST_F(FrameChannelTest, ASmallFrameTriedGoesWholeOrNotAtAll) {
+  FrameChannel front(pair_[0], 1 << 20), worker(pair_[1], 1 << 20);
+  kprof::worker::v1::WorkerRequest yield;
+  yield.mutable_yield();
+  ASSERT_TRUE(front.TryWriteSmall(yield));
+  kprof::worker::v1::WorkerRequest received;
+  ASSERT_TRUE(worker.Read(&received).ok());
+  EXPECT_TRUE(received.has_yield());
+  // The socket filled with yields until one is refused: none blocked, none was cut.
+  int sent = 0;
+  while (front.TryWriteSmall(yield)) ASSERT_LT(++sent, 1 << 22) << "never refused";
+  EXPECT_GT(sent, 0);
+  for (int i = 0; i < sent; ++i) {
+    received.Clear();
+    ASSERT_TRUE(worker.Read(&received).ok()) << "frame " << i;
+    ASSERT_TRUE(received.has_yield()) << "frame " << i;
+  }
+  EXPECT_FALSE(worker.Poll()) << "a part of a frame was left";
+  // Room again: it goes; a frame that is not small never does.
+  EXPECT_TRUE(front.TryWriteSmall(yield));
+  kprof::worker::v1::WorkerRequest large;
+  large.add_modules()->set_id(std::string(100, 'm'));
+  EXPECT_FALSE(front.TryWriteSmall(large));
+  ASSERT_TRUE(worker.Read(&received).ok());
+  EXPECT_TRUE(received.has_yield());
+  // The peer gone: refused, no SIGPIPE.
+  close(pair_[1]);
+  pair_[1] = -1;
+  EXPECT_FALSE(front.TryWriteSmall(yield));
+}
+
 }  // namespace
 }  // namespace kprof::server
