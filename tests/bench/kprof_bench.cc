@@ -104,7 +104,10 @@ constexpr char kFindings[] = R"md(
   run since a checked call sends out only what it changed (1.02-1.05, A/A 0.99-1.02 where the
   host held still); before that, met in most runs but not all (1.00-1.07 from the C++ farm and
   `kprof batch`, 1.04-1.11 from the Python farm). On this VM the host's own swings (A/A as far
-  as 0.64 and 1.37 in a busy hour) can still carry a row past the goal. What a check adds to a
+  as 0.64 and 1.37 in a busy hour) can still carry a row past the goal: a row is now the
+  median of five rounds' own ratios (checked/unchecked within a round), where the medians of
+  the two series read 1.14 against an A/A of 0.91 in one full run (0.98-1.02 in two runs of
+  its section alone beside it). What a check adds to a
   7 ms candidate: the worker's copy of its arguments before the call and its write of what
   the call changed (perf: the copy into shmem and its bookkeeping), and the front's read and
   comparison on the other CPU. Tried and left out: mapping the file in the front instead of
