@@ -186,6 +186,12 @@ absl::StatusOr<kprof::v1::BatchJob> BatchRun::JobOfLine(
         "with --rank the race sets each candidate's repeats: leave out \"repeat\" and "
         "\"max_relative_stddev\"");
   }
+  // A line that gives neither number nor repeat is timed until its repeats agree, as `kprof
+  // time` is; a race and an interleaved batch set the repeats themselves.
+  kprof::v1::TimeEvaluateRequest& request = *job->mutable_time_evaluate();
+  if (!o_.rank && !o_.interleave.has_value() && !request.has_number() && !request.has_repeat()) {
+    request.set_until_stable(true);
+  }
   return job;
 }
 

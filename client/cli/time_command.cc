@@ -77,8 +77,11 @@ class TimeCommand final : public Command {
     AddCheckOptions(c, check_);
     c.add_option("--seed", request_seed_, "seed of random argument data (default 0)");
     c.add_option("--device", device_, "cpu:0 (default) or cuda:N");
-    c.add_option("--number", number_, "calls per repeat (default 1)");
-    repeat_option_ = c.add_option("--repeat", repeat_, "repeats (default 1)");
+    number_option_ = c.add_option("--number", number_,
+                                  "calls per repeat (default: grown until a repeat lasts 1 ms)");
+    repeat_option_ =
+        c.add_option("--repeat", repeat_,
+                     "repeats (default: until they agree within 1%, at least 10, for 1 s at most)");
     c.add_option("--min-repeat-ms", min_repeat_ms_, "grow number until a repeat lasts this");
     c.add_option("--warmup-ms", warmup_ms_, "untimed calls for this long before the repeats");
     c.add_option("--limit-zero-time-iterations", limit_zero_time_iterations_,
@@ -92,11 +95,10 @@ class TimeCommand final : public Command {
     c.add_flag("--checksums", checksums_, "SHA-256 of each argument after the run");
     c.add_option("--outliers", outliers_, "none or iqr: set aside repeats beyond 1.5 IQR");
     c.add_option("--max-rel-stddev", max_rel_stddev_,
-                 "repeat until the repeats' relative std is at most R (e.g. 0.01)");
+                 "repeat until the repeats' relative std is at most R (default 0.01)");
     min_repeats_option_ =
-        c.add_option("--min-repeats", min_repeats_, "with --max-rel-stddev: at least N (3)");
-    c.add_option("--max-time-ms", max_time_ms_,
-                 "with --max-rel-stddev: time budget (default 10000)");
+        c.add_option("--min-repeats", min_repeats_, "converging: at least N repeats (default 10)");
+    c.add_option("--max-time-ms", max_time_ms_, "converging: the time budget (default 1000)");
     c.add_option("--plot", plot_, "also draw the repeats as SVG in FILE");
     AddPlacementOptions(c, placement_);
     AddPriorityOption(c, priority_);
@@ -125,9 +127,15 @@ class TimeCommand final : public Command {
     request.set_flush_l2(flush_l2_);
     request.set_device(device_);
     request.set_seed(request_seed_);
-    request.set_number(number_);
-    // Converging, the daemon's default bounds the repeats; otherwise the CLI's default of 1.
-    if (max_rel_stddev_ == 0 || repeat_option_->count() > 0) request.set_repeat(repeat_);
+    // Neither given: until the repeats agree, as the daemon's until_stable chooses (the options
+    // given beside it keep their values). Either given: exactly that, 1 for the other, as TVM.
+    const bool stable = number_option_->count() == 0 && repeat_option_->count() == 0;
+    request.set_until_stable(stable);
+    if (!stable) {
+      request.set_number(number_);
+      // Converging, the daemon's default bounds the repeats; otherwise the CLI's default of 1.
+      if (max_rel_stddev_ == 0 || repeat_option_->count() > 0) request.set_repeat(repeat_);
+    }
     request.set_max_relative_stddev(max_rel_stddev_);
     if (min_repeats_option_->count() > 0) request.set_min_repeats(min_repeats_);
     request.set_max_time_ms(max_time_ms_);
@@ -148,12 +156,13 @@ class TimeCommand final : public Command {
     if (throttle_option_->count() > 0) request.set_throttle_threshold(throttle_threshold_);
     request.set_discard_throttled(discard_throttled_);
     request.set_cuda_graph(cuda_graph_);
-    // Enough for the repeats the options ask for (or the convergence budget), twice over, plus
-    // a minute of slack.
+    // Enough for the repeats the options ask for (converging: the budget, the daemon's second
+    // by default), twice over, plus a minute of slack.
     const double budget_ms =
-        warmup_ms_ + (max_rel_stddev_ > 0 ? (max_time_ms_ > 0 ? max_time_ms_ : 10'000)
-                                          : static_cast<double>(std::max<int64_t>(repeat_, 1)) *
-                                                (min_repeat_ms_ + cooldown_ms_));
+        warmup_ms_ + (stable || max_rel_stddev_ > 0
+                          ? (max_time_ms_ > 0 ? max_time_ms_ : 1000)
+                          : static_cast<double>(std::max<int64_t>(repeat_, 1)) *
+                                (min_repeat_ms_ + cooldown_ms_));
     const absl::Duration timeout =
         globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
     absl::StatusOr<kprof::v1::TimeEvaluateResponse> answer = client->TimeEvaluate(request, timeout);
@@ -206,7 +215,7 @@ class TimeCommand final : public Command {
   uint64_t request_seed_ = 0;
   std::string device_ = "cpu:0";
   int64_t number_ = 1, repeat_ = 1, limit_zero_time_iterations_ = 100, repeats_to_cooldown_ = 1;
-  int64_t cache_flush_bytes_ = 0, min_repeats_ = 3;
+  int64_t cache_flush_bytes_ = 0, min_repeats_ = 0;
   double min_repeat_ms_ = 0, warmup_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0,
          max_time_ms_ = 0;
   std::string preproc_, outliers_, plot_;
@@ -220,6 +229,7 @@ class TimeCommand final : public Command {
   int64_t cuda_graph_ = 0;
   CLI::Option* throttle_option_ = nullptr;
   CLI::Option* layout_option_ = nullptr;
+  CLI::Option* number_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;
   CLI::Option* min_repeats_option_ = nullptr;
 };

@@ -56,6 +56,11 @@ std::string_view OutlierFilterName(OutlierFilter filter);
 enum class StopReason { kRepeatCount, kConverged, kTimeBudget };
 std::string_view StopReasonName(StopReason reason);  // "repeat count", "converged", "time budget"
 
+// Convergence's defaults: at least this many repeats (or `repeat`, when fewer), and no new one
+// once this long has passed since the evaluation began (hyperfine's 10 runs; about a second).
+inline constexpr int64_t kDefaultMinRepeats = 10;
+inline constexpr double kDefaultMaxTimeMs = 1000;
+
 struct TimeEvaluatorOptions {
   int64_t number = 1;  // calls per repeat to start with, >= 1
   int64_t repeat = 1;  // repeats, 1 to kMaxRepeat; with convergence, the most repeats
@@ -70,8 +75,8 @@ struct TimeEvaluatorOptions {
   // Convergence: off at 0, else in (0, 1]. Then min_repeats (2 to `repeat`) repeats at least,
   // and no new repeat once max_time (> 0) has passed since the evaluation began.
   double max_relative_stddev = 0;
-  int64_t min_repeats = 3;
-  absl::Duration max_time = absl::Seconds(10);
+  int64_t min_repeats = kDefaultMinRepeats;
+  absl::Duration max_time = absl::Milliseconds(kDefaultMaxTimeMs);
   OutlierFilter outliers = OutlierFilter::kNone;
   // Runs before each repeat, untimed (e.g. flush the arguments from the caches).
   std::function<absl::Status()> preprocess;
@@ -103,6 +108,15 @@ inline constexpr int64_t kMaxRepeat = 1'000'000;
 
 // The most repeats a converging evaluation makes when the request names no `repeat`.
 inline constexpr int64_t kDefaultConvergenceRepeats = 10'000;
+
+// A measurement that runs until its repeats agree (the request's until_stable, what the clients
+// ask by default): repeats of at least this long, until their relative standard deviation is at
+// most this after the default min_repeats, or the default max_time has passed.
+inline constexpr double kStableMinRepeatMs = 1;
+inline constexpr double kStableRelativeStddev = 0.01;
+// Under strict checks, this many repeats of one call each instead (the checks are drawn among
+// a count known beforehand).
+inline constexpr int64_t kStrictStableRepeats = 20;
 
 // The largest number of calls per repeat: far beyond any measurement that finishes, and small
 // enough that number × 1.618 + 1 stays exact in a double and within int64.

@@ -211,8 +211,9 @@ class Client:
                       launch=None, timeout=None, **options):
         """Times `function` of `module` (a path, bytes, an id or "builtin"). Options are
         TimeEvaluateRequest's fields by name: min_repeat_ms, max_relative_stddev, checksums,
-        cache_flush_bytes, outlier_filter, seed... `number` and `repeat` default to the
-        daemon's: 1 and 1, or with max_relative_stddev up to 10000 repeats. reference=
+        cache_flush_bytes, outlier_filter, seed... Without `number` and `repeat` it times
+        until the repeats agree (within 1%, at least 10 repeats of 1 ms, 1 s at most; the
+        options given keep their values); with either, exactly that (1 for the other). reference=
         ("MODULE:FUNCTION") or expect= (NumPy arrays or .npy paths, one per output), with rtol=,
         atol=, outputs= and checks= ("strict" for candidates no one reviewed), check the
         answer: a wrong one raises KprofError (its `verdict` says why), a right one's result

@@ -30,10 +30,11 @@ def _collectors(request, collectors):
 
 def _time_request(module_id, function, args, device, number, repeat, launch, options,
                   resolve=None):
-    """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None), so that the
-    daemon's defaults hold otherwise — with max_relative_stddev, up to 10000 repeats. The check's
-    keys (reference, expect, rtol, atol, outputs) make its check, modules named through
-    `resolve`."""
+    """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None). Neither
+    given, the daemon times until the repeats agree (until_stable: repeats of 1 ms, at least 10,
+    within 1% or for 1 s at most), as `kprof time` does; until_stable=False asks for the
+    wire's one call. The check's keys (reference, expect, rtol, atol, outputs) make its check,
+    modules named through `resolve`."""
     options = dict(options or {})
     check = take_check(options, resolve or (lambda module: module))
     request = kprof_pb2.TimeEvaluateRequest(device=device)
@@ -43,6 +44,7 @@ def _time_request(module_id, function, args, device, number, repeat, launch, opt
         request.number = number
     if repeat is not None:
         request.repeat = repeat
+    request.until_stable = number is None and repeat is None
     if options:
         try:
             json_format.ParseDict(options, request)

@@ -106,7 +106,8 @@ def test_a_race_ranks_only_the_right_candidates(client):
 
 
 def test_one_check_for_a_whole_batch(client, three_daemons):
-    jobs = [{"id": f"{f}-{i}", "module": ANSWERS, "function": f, "args": ARGS}
+    jobs = [{"id": f"{f}-{i}", "module": ANSWERS, "function": f, "args": ARGS,
+             "repeat": 3}
             for i in range(3) for f in ("add_honest", "add_half")]
     results = list(client.batch(jobs, reference=f"{ANSWERS}:add_ref"))
     assert sorted(r.id for r in results if r.ok) == [f"add_honest-{i}" for i in range(3)]

@@ -44,7 +44,36 @@ def test_convergence_needs_no_repeat_count(client):
     assert answer.ok, answer.message
     not_stopped_by_one(answer.result.raw, answer.result.results)
     # And a fixed count still means that count.
-    assert len(client.time_evaluate("builtin", "spin_us", args=["float64:5"]).results) == 1
+    assert len(client.time_evaluate("builtin", "spin_us", args=["float64:5"], repeat=1).results) == 1
+
+
+def test_by_default_it_times_until_the_repeats_agree_as_the_cli_does(client):
+    """Neither number nor repeat: repeats of 1 ms or more, at least 10, until they agree or 1 s
+    has passed; unary and in a batch. Either given: exactly that, the other 1."""
+    def measured(raw, results):
+        assert raw.stop_reason in ("converged", "time budget"), raw.stop_reason
+        assert len(results) >= 10, len(results)
+        lasted = [s * n for s, n in zip(raw.seconds_per_call, raw.numbers)]
+        assert min(lasted) >= 0.9e-3, lasted
+        assert sum(lasted) <= 1.0 + max(lasted)
+
+    result = client.time_evaluate("builtin", "spin_us", args=["float64:200"])
+    measured(result.raw, result.results)
+    assert result.median == pytest.approx(200e-6, abs=60e-6)
+    [answer] = list(client.batch([{"id": "s", "module": "builtin", "function": "spin_us",
+                                   "args": ["float64:200"]}]))
+    assert answer.ok, answer.message
+    measured(answer.result.raw, answer.result.results)
+    assert list(client.time_evaluate("builtin", "spin_us", args=["float64:20"],
+                                     number=3).raw.numbers) == [3]
+    assert list(client.time_evaluate("builtin", "spin_us", args=["float64:20"],
+                                     repeat=2).raw.numbers) == [1, 1]
+    # The wire's one call is asked for by name; a count beside until_stable is refused.
+    assert len(client.time_evaluate("builtin", "nop", until_stable=False).results) == 1
+    with pytest.raises(kprof.KprofError) as refused:
+        client.time_evaluate("builtin", "nop", number=2, until_stable=True)
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "until_stable chooses the calls per repeat" in str(refused.value)
 
 
 def test_a_batch_sends_again_a_job_whose_module_was_evicted(client):
@@ -269,11 +298,11 @@ def test_what_a_kernel_prints_comes_back_with_its_result(client):
     """A function's printf reaches its result (escaped, the last 16 KiB), not the daemon's log;
     in a batch too; a crash's error ends with what it printed last."""
     faults = os.path.join(MODULES, "faults.so")
-    r = client.time_evaluate(faults, "prints")
+    r = client.time_evaluate(faults, "prints", repeat=1)
     assert r.output.startswith("hello from the kernel\n")
     assert "moves the cursor: \\x1b[2J\n" in r.output and "\x1b" not in r.output
     assert r.output_bytes == 2 * 148  # the untimed first call and the timed one
-    [line] = client.batch([{"id": "p", "module": faults, "function": "prints"}])
+    [line] = client.batch([{"id": "p", "module": faults, "function": "prints", "repeat": 1}])
     assert line.ok and "forged CODE=ABORTED" in line.result.output
     with pytest.raises(kprof.KprofError, match='its output ended: "vadd.c:12: vadd: check'):
         client.time_evaluate(faults, "asserts")

@@ -19,7 +19,7 @@ def jobs_completed(target):
 def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons):
     targets = [target for _, target in three_daemons]
     path = os.path.join(MODULES, "vector_add.so")
-    jobs = [{"id": f"v{i}", "module": path, "function": "vadd",
+    jobs = [{"id": f"v{i}", "module": path, "function": "vadd", "repeat": 1,
              "args": ["float32[256]:zeros", "float32[256]:ones", "float32[256]:ones"]}
             for i in range(150)]
     jobs += [{"id": "gpu", "module": "builtin", "function": "nop", "device": "cuda:63"},
@@ -102,7 +102,7 @@ def test_a_farm_uploads_candidates_ahead_and_each_job_runs_its_own(daemon):
 
 def farm_batch_stopping_one(daemons, stop, after):
     """A batch of 300 short spins over `daemons`, calling `stop` once `after` results are in."""
-    jobs = [{"id": f"s{i}", "module": "builtin", "function": "spin_us",
+    jobs = [{"id": f"s{i}", "module": "builtin", "function": "spin_us", "repeat": 1,
              "args": ["float64:2000"]} for i in range(300)]
 
     def work():

@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "base/sha256.h"
 #include "base/status_macros.h"
+#include "core/measure/time_evaluator.h"
 #include "core/modules/builtin_module.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -33,9 +34,12 @@ std::pair<uint64_t, uint64_t> ProfilerService::BatchReactor::IdHash(const std::s
 }
 
 size_t ProfilerService::BatchReactor::ResultBytes(const BatchJob& job) {
-  const int64_t repeat = job.has_time_evaluate()
-                             ? (job.time_evaluate().has_repeat() ? job.time_evaluate().repeat() : 1)
-                             : 1;
+  int64_t repeat = 1;
+  if (job.has_time_evaluate()) {
+    const kprof::v1::TimeEvaluateRequest& r = job.time_evaluate();
+    const bool converging = r.until_stable() || r.max_relative_stddev() != 0;
+    repeat = r.has_repeat() ? r.repeat() : converging ? core::kDefaultConvergenceRepeats : 1;
+  }
   return 4096 + 20 * static_cast<size_t>(std::max<int64_t>(repeat, 1));
 }
 

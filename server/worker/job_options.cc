@@ -1,5 +1,7 @@
 #include "server/worker/job_options.h"
 
+#include <algorithm>
+#include <optional>
 #include <tuple>
 #include <utility>
 
@@ -26,7 +28,8 @@ absl::Status ConvergenceOptions(const kprof::v1::TimeEvaluateRequest& r,
   }
   options.max_relative_stddev = r.max_relative_stddev();
   if (!r.has_repeat()) options.repeat = core::kDefaultConvergenceRepeats;
-  if (r.has_min_repeats()) options.min_repeats = r.min_repeats();
+  options.min_repeats =
+      r.has_min_repeats() ? r.min_repeats() : std::min(core::kDefaultMinRepeats, options.repeat);
   if (r.max_time_ms() != 0) {
     if (!(r.max_time_ms() > 0 && r.max_time_ms() < 1e12)) {
       return absl::InvalidArgumentError(absl::StrCat("max_time_ms = ", r.max_time_ms(),
@@ -55,6 +58,28 @@ absl::Status PlacementFromRequest(const kprof::v1::TimeEvaluateRequest& r,
   return core::CheckPlacement(placement, static_cast<size_t>(r.call().args_size()));
 }
 
+// A request asking to be timed until its repeats agree, with the fields it leaves to that
+// filled in; number and repeat are what it leaves to the daemon, so giving them is an error.
+absl::StatusOr<kprof::v1::TimeEvaluateRequest> UntilStable(kprof::v1::TimeEvaluateRequest r,
+                                                           bool strict) {
+  if (r.has_number() || r.has_repeat()) {
+    return absl::InvalidArgumentError(
+        "until_stable chooses the calls per repeat and the repeats: leave out number and repeat, "
+        "or until_stable for exactly those");
+  }
+  if (strict) {
+    // Every call a repeat of its own, and a count known beforehand: strict checks draw their
+    // checked repeats among it, and a run that converged early would end before most of them.
+    if (r.max_relative_stddev() == 0) r.set_repeat(core::kStrictStableRepeats);
+    return r;
+  }
+  if (r.min_repeat_ms() == 0 && r.cuda_graph() == 0) {
+    r.set_min_repeat_ms(core::kStableMinRepeatMs);
+  }
+  if (r.max_relative_stddev() == 0) r.set_max_relative_stddev(core::kStableRelativeStddev);
+  return r;
+}
+
 }  // namespace
 
 absl::StatusOr<core::PlacementOptions> ProfilePlacement(
@@ -79,8 +104,15 @@ absl::StatusOr<core::PlacementOptions> ProfilePlacement(const kprof::v1::Profile
   return placement;
 }
 
-absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& r,
-                                                 base::Device device, uint64_t max_argument_bytes) {
+absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& request,
+                                                 base::Device device, uint64_t max_argument_bytes,
+                                                 bool strict) {
+  strict = strict || request.check().level() == kprof::v1::AnswerCheck::STRICT;
+  std::optional<kprof::v1::TimeEvaluateRequest> stable;
+  if (request.until_stable()) {
+    KPROF_ASSIGN_OR_RETURN(stable, UntilStable(request, strict));
+  }
+  const kprof::v1::TimeEvaluateRequest& r = stable.has_value() ? *stable : request;
   core::TimeJob time;
   if (r.has_number()) time.options.number = r.number();
   if (r.has_repeat()) time.options.repeat = r.repeat();
@@ -118,7 +150,7 @@ absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRe
   KPROF_RETURN_IF_ERROR(ConvergenceOptions(r, time.options));
   KPROF_ASSIGN_OR_RETURN(time.options.outliers, core::ParseOutlierFilter(r.outlier_filter()));
   // The front sees the check (its options are checked there); the worker gets the level alone.
-  if (r.check().level() == kprof::v1::AnswerCheck::STRICT) time.strict.emplace();
+  if (strict) time.strict.emplace();
   KPROF_RETURN_IF_ERROR(core::CheckTimeJob(time, device));
   return time;
 }

@@ -22,9 +22,11 @@ inline constexpr int64_t kMaxOptionMs = 3'600'000;
 
 // A TimeEvaluateRequest's options as the runner takes them, for `device`. INVALID_ARGUMENT
 // naming the field and what is accepted; RESOURCE_EXHAUSTED for a cache flush whose two buffers
-// would pass `max_argument_bytes` (0: no limit).
+// would pass `max_argument_bytes` (0: no limit). `strict`: strictly checked, though the request
+// no longer says so (the worker's copy has its check taken out).
 absl::StatusOr<core::TimeJob> TimeJobFromRequest(const kprof::v1::TimeEvaluateRequest& request,
-                                                 base::Device device, uint64_t max_argument_bytes);
+                                                 base::Device device, uint64_t max_argument_bytes,
+                                                 bool strict = false);
 
 // Where a profile's arguments lie (tensor_alignment, tensor_offset, huge_pages), checked
 // against each call's arguments: INVALID_ARGUMENT naming the field and what is accepted.

@@ -306,7 +306,7 @@ absl::Status WorkerJobs::RunJob(const WorkerRequest& request, absl::Span<const i
       KPROF_ASSIGN_OR_RETURN(core::Job job,
                              make_job(r.call(), r.seed(), request.check_outputs() && !strict));
       KPROF_ASSIGN_OR_RETURN(core::TimeJob time,
-                             TimeJobFromRequest(r, device_, limits.max_total_bytes));
+                             TimeJobFromRequest(r, device_, limits.max_total_bytes, strict));
       time.host_environment_apart = true;  // the front attaches the host's part
       if (strict) time.strict = StrictHooks(response);
       KPROF_ASSIGN_OR_RETURN(core::TimeResult result, runner.Time(job, time));

@@ -112,6 +112,10 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   EXPECT_EQ(by_id.at("a")["number"], 2);
   EXPECT_EQ(by_id.at("b")["status"], "OK");
   EXPECT_EQ(by_id.at("b")["checksums"].size(), 3u);
+  // A line with neither number nor repeat is timed until its repeats agree, as `kprof time` is.
+  EXPECT_GE(by_id.at("b")["results"].size(), 10u);
+  EXPECT_TRUE(by_id.at("b").contains("converged"));
+  EXPECT_GT(by_id.at("b")["number"].get<int64_t>(), 1);
   EXPECT_EQ(by_id.at("c")["status"], "INVALID_ARGUMENT");
   EXPECT_EQ(by_id.at("c")["line"], 5);
   EXPECT_THAT(by_id.at("c")["error"].get<std::string>(), HasSubstr("repet"));

@@ -346,7 +346,8 @@ TEST(FarmTest, TheCliSpreadsABatchOverTheDaemons) {
     std::ofstream out(jobs);
     for (int i = 0; i < 40; ++i) {
       out << R"({"id": "s)" << i
-          << R"(", "module": "builtin", "function": "spin_us", "args": ["float64:100"]})"
+          << R"(", "module": "builtin", "function": "spin_us", "args": ["float64:100"], )"
+             R"("repeat": 1})"
           << "\n";
     }
   }

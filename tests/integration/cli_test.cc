@@ -74,9 +74,64 @@ TEST_F(CliTest, TimeConvergesAndSaysSoInJsonAndTable) {
   const std::string last = spread.out.substr(spread.out.rfind('\n', spread.out.size() - 2) + 1);
   EXPECT_THAT(last, MatchesRegex("repeats  .+  [0-9.]+ us \\.\\. [0-9.]+ us \\(6 in 6 bins\\)\n"));
   EXPECT_THAT(last, HasSubstr("█"));  // the fullest bin
-  const Result alone = Kprof("time builtin spin_us --arg float64:5 --min-repeats 3");
+  // With a fixed count the convergence options mean nothing, and saying so beats ignoring them.
+  const Result alone = Kprof("time builtin spin_us --arg float64:5 --repeat 2 --min-repeats 3");
   EXPECT_EQ(alone.exit_code, 1);
   EXPECT_THAT(alone.err, HasSubstr("INVALID_ARGUMENT: min_repeats and max_time_ms apply only"));
+}
+
+// What one repeat of a result lasted: its calls times its seconds per call.
+std::vector<double> RepeatSeconds(const nlohmann::json& result) {
+  std::vector<double> seconds;
+  for (size_t i = 0; i < result["results"].size(); ++i) {
+    seconds.push_back(result["results"][i].get<double>() * result["numbers"][i].get<double>());
+  }
+  return seconds;
+}
+
+TEST_F(CliTest, TimeByDefaultRepeatsUntilTheRepeatsAgreeWithinABudget) {
+  // A kernel of known cost: 200 us a call, so a repeat of 1 ms or more holds five calls or more.
+  const Result spin = Kprof("time builtin spin_us --arg float64:200 --format json");
+  ASSERT_EQ(spin.exit_code, 0) << spin.err;
+  const auto result = nlohmann::json::parse(spin.out);
+  ASSERT_GE(result["results"].size(), 10u) << spin.out;
+  EXPECT_TRUE(result.contains("converged"));
+  EXPECT_THAT(result["stop_reason"].get<std::string>(),
+              ::testing::AnyOf("converged", "time budget"));
+  EXPECT_NEAR(result["median"].get<double>(), 200e-6, 60e-6);
+  const std::vector<double> repeats = RepeatSeconds(result);
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    EXPECT_GE(result["numbers"][i].get<int64_t>(), 5) << "repeat " << i;
+    EXPECT_GE(repeats[i], 0.9e-3) << "repeat " << i;
+  }
+  // The timed repeats fit the 1 s budget: none begins after it has passed.
+  double timed = 0;
+  for (double s : repeats) timed += s;
+  EXPECT_LE(timed, 1.0 + *std::max_element(repeats.begin(), repeats.end()));
+  // The table says how it stopped.
+  const Result table = Kprof("time builtin spin_us --arg float64:50");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, MatchesRegex("(.|\n)*(converged|NOT converged): relative std [0-9.]+% "
+                                      "after [0-9]+ repeats(.|\n)*"));
+  // Options given beside the default keep their values: a budget of 5 ms ends it early.
+  const Result short_budget = Kprof(
+      "time builtin spin_us --arg float64:200 --max-rel-stddev 1e-9 --max-time-ms 5 "
+      "--format json");
+  ASSERT_EQ(short_budget.exit_code, 0) << short_budget.err;
+  const auto cut = nlohmann::json::parse(short_budget.out);
+  EXPECT_EQ(cut["stop_reason"], "time budget");
+  EXPECT_LT(cut["results"].size(), 10u);
+}
+
+TEST_F(CliTest, NumberOrRepeatGivenTimesExactlyThat) {
+  const Result repeats = Kprof("time builtin spin_us --arg float64:20 --repeat 3 --format json");
+  ASSERT_EQ(repeats.exit_code, 0) << repeats.err;
+  const auto three = nlohmann::json::parse(repeats.out);
+  EXPECT_EQ(three["numbers"], nlohmann::json::array({1, 1, 1}));
+  EXPECT_FALSE(three.contains("converged"));
+  const Result calls = Kprof("time builtin spin_us --arg float64:20 --number 7 --format json");
+  ASSERT_EQ(calls.exit_code, 0) << calls.err;
+  EXPECT_EQ(nlohmann::json::parse(calls.out)["numbers"], nlohmann::json::array({7}));
 }
 
 TEST_F(CliTest, AFilePathIsUploadedOnlyWhenMissing) {

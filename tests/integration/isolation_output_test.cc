@@ -142,12 +142,14 @@ TEST_F(OutputTest, TheCliShowsTheOutputUnderItsTableAndOnABatchLine) {
   ASSERT_NO_FATAL_FAILURE(Start());
   const std::string tokens = dir_.path() + "/tokens";
   const auto table = ::kprof::testing::RunKprof(
-      daemon_.target(), "--token-file " + tokens + " time " + faults_ + " prints", dir_.path());
+      daemon_.target(), "--token-file " + tokens + " time " + faults_ + " prints --repeat 1",
+      dir_.path());
   ASSERT_EQ(table.exit_code, 0) << table.err;
   EXPECT_THAT(table.out, HasSubstr("\nOutput\n------\nhello from the kernel\n"));
   EXPECT_THAT(table.out, Not(HasSubstr("\x1b")));
   const std::string jobs = dir_.path() + "/jobs.jsonl";
-  std::ofstream(jobs) << R"({"id": "p", "module": ")" << faults_ << R"(", "function": "prints"})"
+  std::ofstream(jobs) << R"({"id": "p", "module": ")" << faults_
+                      << R"(", "function": "prints", "repeat": 1})"
                       << "\n";
   const auto batch = ::kprof::testing::RunKprof(
       daemon_.target(), "--token-file " + tokens + " batch " + jobs, dir_.path());

@@ -86,6 +86,33 @@ TEST_F(StrictCheckTest, AnHonestKernelPassesWithTheRepeatsThatWereChecked) {
   EXPECT_FALSE(verdict.reference_reused());  // its seeds are its own
 }
 
+// The clients' default (until_stable) under strict checks: 20 repeats of one call each, four of
+// them checked, the last always (a run that converged early would end before most checks).
+TEST_F(StrictCheckTest, UntilStableTimesEveryCallAsItsOwnRepeat) {
+  v1::TimeEvaluateRequest request = Strict("heavy_honest", 512);
+  request.clear_repeat();
+  request.set_until_stable(true);
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(result->seconds_per_call_size(), 20);
+  EXPECT_THAT(result->numbers(), Each(1));
+  EXPECT_EQ(result->check().outcome(), v1::CheckVerdict::PASSED);
+  EXPECT_EQ(result->check().checked_repeats_size(), 4);
+  EXPECT_THAT(result->check().checked_repeats(), Contains(19));
+  // Every cheat of the kit is still refused under the default.
+  for (const Cheat& cheat : CheatKit()) {
+    v1::TimeEvaluateRequest cheating = Strict(cheat.function);
+    cheating.clear_repeat();
+    cheating.set_until_stable(true);
+    EXPECT_FALSE(client_->TimeEvaluate(cheating).ok()) << cheat.function;
+  }
+  // A count beside it is refused: until_stable chooses them.
+  request.set_repeat(5);
+  EXPECT_THAT(client_->TimeEvaluate(request).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("until_stable chooses the calls per repeat and the repeats")));
+}
+
 TEST_F(StrictCheckTest, EveryCheatingKernelIsRefusedNamingItsCheck) {
   for (const Cheat& cheat : CheatKit()) {
     SCOPED_TRACE(cheat.function);

@@ -113,7 +113,7 @@ std::string PythonBatch(const std::string& target, int n, bool farm, const std::
              dir + "/m' + str(i % " + std::to_string(kModules) +
              ") + '.so',\n"
              "            'function': 'vadd', 'args': ['float32[64]', 'float32[64]:ones',\n"
-             "            'float32[64]:ones']}\n"
+             "            'float32[64]:ones'], 'repeat': 1}\n"
              "jobs = [job(i) for i in range(n)]\n"
              "with (kprof.farm(target) if farm else kprof.connect(target)) as c:\n"
              "    results = list(c.batch(jobs))\n"
@@ -143,7 +143,7 @@ TEST(StressTest, FarmsStreamsUnaryCallsCancellationsAndAKilledDaemon) {
     if (i % 3 == 0) {
       jobs_file << "{\"id\": \"c" << i << "\", \"module\": \"" << variants[i % kModules]
                 << "\", \"function\": \"vadd\", \"args\": [\"float32[64]\", "
-                   "\"float32[64]:ones\", \"float32[64]:ones\"]}\n";
+                   "\"float32[64]:ones\", \"float32[64]:ones\"], \"repeat\": 1}\n";
     } else {
       jobs_file << "{\"id\": \"c" << i
                 << "\", \"module\": \"builtin\", \"function\": \"spin_us\", \"args\": "

@@ -516,6 +516,7 @@ TEST(TimeEvaluator, ConvergesOnceTheSpreadFallsUnderTheThreshold) {
   TimeEvaluatorOptions options;
   options.repeat = 100;
   options.max_relative_stddev = 0.055;
+  options.min_repeats = 3;
   auto result = s.Evaluator().Evaluate([&] { return s.Call(); }, options);
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(result->seconds_per_call.size(), 8u);
@@ -552,6 +553,7 @@ TEST(TimeEvaluator, StopsAtTheRepeatCountUnconverged) {
   TimeEvaluatorOptions options;
   options.repeat = 4;
   options.max_relative_stddev = 0.01;
+  options.min_repeats = 3;
   options.max_time = absl::Hours(1);
   auto result = s.Evaluator().Evaluate([&] { return s.Call(); }, options);
   ASSERT_THAT(result, IsOk());
