@@ -46,15 +46,6 @@ struct Row {
 }  // namespace
 
 // 812.5 us, 1.204 ms: four significant digits in a unit that suits.
-std::string Seconds(double s) {
-  if (std::isnan(s)) return "-";
-  const double a = std::fabs(s);
-  if (a < 1e-6) return absl::StrFormat("%.1f ns", s * 1e9);
-  if (a < 1e-3) return absl::StrFormat("%.2f us", s * 1e6);
-  if (a < 1) return absl::StrFormat("%.3f ms", s * 1e3);
-  return absl::StrFormat("%.3f s", s);
-}
-
 std::string Percent(double change) {
   return std::isnan(change) ? "-" : absl::StrFormat("%+.2f%%", change * 100);
 }

@@ -38,8 +38,6 @@ struct CompareCommandOptions {
   std::string plot;                // an SVG of the comparisons to write, when not empty
 };
 
-// 812.5 us, 1.204 ms: four significant digits in a unit that suits; "-" for NaN.
-std::string Seconds(double s);
 // +3.25%: a change as a signed percentage; "-" for NaN.
 std::string Percent(double change);
 

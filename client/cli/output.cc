@@ -1,6 +1,7 @@
 #include "client/cli/output.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -225,12 +226,18 @@ std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
     absl::StrAppendFormat(&line, "; %d random layouts, their medians %.3f us .. %.3f us",
                           r.layouts_size(), *low * 1e6, *high * 1e6);
   }
-  if (r.discarded_throttled() > 0) {
-    absl::StrAppend(&line, "; ", r.discarded_throttled(), " throttled repeat(s) dropped");
+  return line;
+}
+
+std::string ClockLine(const kprof::v1::TimeEvaluateResponse& r) {
+  std::string line = "clock: ";
+  if (!r.throttle_check().empty() && r.throttled_repeats_size() == 0) {
+    absl::StrAppend(&line, "throttling not checked (", r.throttle_check(), ")");
+  } else if (r.discarded_throttled() > 0) {
+    absl::StrAppend(&line, r.discarded_throttled(), " throttled repeat(s) dropped");
   } else {
-    absl::StrAppend(&line, "; ", r.throttled_repeats_size(), " throttled repeat(s)");
+    absl::StrAppend(&line, r.throttled_repeats_size(), " throttled repeat(s)");
   }
-  if (!r.throttle_check().empty()) absl::StrAppend(&line, " (not told: ", r.throttle_check(), ")");
   for (const kprof::v1::ClockReason& c : r.clock_reasons()) {
     absl::StrAppend(&line, "; GPU clock held back (", c.reason(), ") in ", c.repeats_size(),
                     " repeat(s)");
@@ -250,8 +257,8 @@ std::string RepeatsHistogram(const std::vector<double>& seconds) {
     bars += kBars[n == 0 ? 0 : std::max<size_t>(1, (n * 8 + most - 1) / most)];
   }
   const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
-  return absl::StrFormat("repeats  %s  %.3f us .. %.3f us (%d in %d bins)", bars, *low * 1e6,
-                         *high * 1e6, seconds.size(), bins);
+  return absl::StrFormat("repeats  %s  %s .. %s (%d in %d bins)", bars, Seconds(*low),
+                         Seconds(*high), seconds.size(), bins);
 }
 
 namespace {
@@ -351,6 +358,15 @@ std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status) {
   kprof::v1::CheckVerdict verdict;
   if (!payload.has_value() || !verdict.ParseFromString(std::string(*payload))) return std::nullopt;
   return verdict;
+}
+
+std::string Seconds(double s) {
+  if (std::isnan(s)) return "-";
+  const double a = std::fabs(s);
+  if (a < 1e-6) return absl::StrFormat("%.1f ns", s * 1e9);
+  if (a < 1e-3) return absl::StrFormat("%.2f us", s * 1e6);
+  if (a < 1) return absl::StrFormat("%.3f ms", s * 1e3);
+  return absl::StrFormat("%.3f s", s);
 }
 
 }  // namespace kprof::client

@@ -63,9 +63,14 @@ std::optional<kprof::v1::CheckVerdict> VerdictOf(const absl::Status& status);
 // "hot; arguments at +0 (aligned 4096), +256 (aligned 256) past a page boundary": the mode and
 // the placement of a TimeEvaluate, and with randomized layouts the range of their medians.
 std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r);
+// "clock: 2 throttled repeat(s)": what the clock did during the repeats.
+std::string ClockLine(const kprof::v1::TimeEvaluateResponse& r);
 
 // The repeats' distribution in one line: "repeats  ▁▃█▅▂  50.12 us .. 50.31 us (12 in 5 bins)",
 // a bar per bin, as high as its count against the fullest's.
 std::string RepeatsHistogram(const std::vector<double>& seconds);
+
+// 3.4 ns, 812.52 us, 1.204 ms: a time in the unit that suits its size; "-" for NaN.
+std::string Seconds(double s);
 
 }  // namespace kprof::client

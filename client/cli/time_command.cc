@@ -19,33 +19,59 @@
 namespace kprof::client {
 namespace {
 
-void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateResponse& r,
-                const report::MetricMap& manifest, bool outliers) {
+// Repeats listed one a line up to this many; past it the JSON has each, the histogram the shape.
+constexpr int kListedRepeats = 20;
+
+// The calls per repeat: one count, or the range they grew through.
+std::string CallsPerRepeat(const kprof::v1::TimeEvaluateResponse& r) {
+  if (r.numbers_size() == 0) return "0";
+  const auto [low, high] = std::minmax_element(r.numbers().begin(), r.numbers().end());
+  return *low == *high ? absl::StrCat(*low) : absl::StrCat(*low, "-", *high);
+}
+
+// The environment in one line: where it ran, and how to see the rest.
+std::string EnvironmentLine(const report::MetricMap& manifest) {
+  std::vector<std::string> shown;
+  for (const char* name : {"Host", "CPU model", "CPUs online", "GPU"}) {
+    if (const auto found = manifest.find(name); found != manifest.end()) {
+      const std::string value = report::FormatForTable(found->second);
+      shown.push_back(std::string(name) == "CPUs online" ? value + " CPUs" : value);
+    }
+  }
+  return absl::StrCat("  environment: ", absl::StrJoin(shown, ", "), " (--environment: all ",
+                      manifest.size(), ")\n");
+}
+
+// `call`: the function and its arguments as given (scalars' values too).
+void PrintTable(const std::string& call, const kprof::v1::TimeEvaluateResponse& r,
+                const report::MetricMap& manifest, bool outliers, bool environment) {
   const auto& s = r.statistics();
-  Print(absl::StrCat(function, " ", r.argument_shapes(), " on ", r.device(), "\n"));
-  for (int i = 0; i < r.seconds_per_call_size(); ++i) {
-    PrintF("  repeat %d: %12.3f us per call (%lld calls)\n", i + 1, r.seconds_per_call(i) * 1e6,
+  Print(absl::StrCat(call, " on ", r.device(), "\n"));
+  const int repeats = r.seconds_per_call_size();
+  for (int i = 0; i < repeats && repeats <= kListedRepeats; ++i) {
+    PrintF("  repeat %d: %s per call (%lld calls)\n", i + 1, Seconds(r.seconds_per_call(i)).c_str(),
            static_cast<long long>(r.numbers(i)));
   }
-  PrintF(
-      "  mean %.3f us  median %.3f us  min %.3f us  max %.3f us  std %.3f us  "
-      "cv %.2f%%\n  queue wait %.3f ms, execution %.3f ms\n",
-      s.mean() * 1e6, s.median() * 1e6, s.min() * 1e6, s.max() * 1e6, s.std() * 1e6, s.cv() * 100,
-      r.timing().queue_wait_seconds() * 1e3, r.timing().execution_seconds() * 1e3);
+  // One spread: the sample relative standard deviation the convergence test reads.
+  PrintF("  median %s  mean %s  min %s  max %s  relative std %s\n", Seconds(s.median()).c_str(),
+         Seconds(s.mean()).c_str(), Seconds(s.min()).c_str(), Seconds(s.max()).c_str(),
+         repeats > 1 ? absl::StrFormat("%.2f%%", r.rel_stddev() * 100).c_str() : "- (one repeat)");
+  PrintF("  %d repeat(s) of %s call(s); queue wait %s, execution %s\n", repeats,
+         CallsPerRepeat(r).c_str(), Seconds(r.timing().queue_wait_seconds()).c_str(),
+         Seconds(r.timing().execution_seconds()).c_str());
   if (r.has_converged()) {
     PrintF("  %s: relative std %.2f%% after %d repeats (%s)\n",
-           r.converged() ? "converged" : "NOT converged", r.rel_stddev() * 100,
-           r.seconds_per_call_size(), r.stop_reason().c_str());
+           r.converged() ? "converged" : "NOT converged", r.rel_stddev() * 100, repeats,
+           r.stop_reason().c_str());
   }
   if (outliers) {
     const auto& f = r.filtered_statistics();
-    PrintF(
-        "  without %d outlier(s): mean %.3f us  median %.3f us  min %.3f us  max %.3f us  "
-        "std %.3f us  cv %.2f%%\n",
-        r.outliers_size(), f.mean() * 1e6, f.median() * 1e6, f.min() * 1e6, f.max() * 1e6,
-        f.std() * 1e6, f.cv() * 100);
+    PrintF("  without %d outlier(s): median %s  mean %s  min %s  max %s\n", r.outliers_size(),
+           Seconds(f.median()).c_str(), Seconds(f.mean()).c_str(), Seconds(f.min()).c_str(),
+           Seconds(f.max()).c_str());
   }
   Print("  " + PlacementLine(r) + "\n");
+  Print("  " + ClockLine(r) + "\n");
   if (r.has_throughput()) Print("  " + ThroughputLine(r.throughput()) + "\n");
   if (r.has_check()) Print("  " + VerdictLine(r.check()) + "\n");
   for (int i = 0; i < r.checksums_size(); ++i) {
@@ -53,11 +79,13 @@ void PrintTable(const std::string& function, const kprof::v1::TimeEvaluateRespon
   }
   for (const std::string& warning : r.warnings()) Print("  warning: " + warning + "\n");
   Print(OutputBlock(r.output()));
-  if (!manifest.empty()) {
+  if (environment) {
     Print("\nEnvironment\n-----------\n");
     for (const auto& [name, value] : manifest) {
       Print(absl::StrCat(name, ": ", report::FormatForTable(value), "\n"));
     }
+  } else if (!manifest.empty()) {
+    Print(EnvironmentLine(manifest));
   }
   Print("\n" +
         RepeatsHistogram(
@@ -100,6 +128,8 @@ class TimeCommand final : public Command {
         c.add_option("--min-repeats", min_repeats_, "converging: at least N repeats (default 10)");
     c.add_option("--max-time-ms", max_time_ms_, "converging: the time budget (default 1000)");
     c.add_option("--plot", plot_, "also draw the repeats as SVG in FILE");
+    c.add_flag("--environment", environment_,
+               "table: the whole environment manifest (else one line of it)");
     AddPlacementOptions(c, placement_);
     AddPriorityOption(c, priority_);
     c.add_flag("--randomize-layout", randomize_layout_,
@@ -195,7 +225,9 @@ class TimeCommand final : public Command {
                            r.numbers(i), checked ? ",passed" : "", "\n"));
       }
     } else {
-      PrintTable(function_, r, manifest, !outliers_.empty() && outliers_ != "none");
+      const std::string call =
+          absl::StrCat(function_, call_.args.empty() ? "" : " ", absl::StrJoin(call_.args, ", "));
+      PrintTable(call, r, manifest, !outliers_.empty() && outliers_ != "none", environment_);
     }
     if (!plot_.empty()) {
       std::vector<std::string> title = {function_};
@@ -219,7 +251,7 @@ class TimeCommand final : public Command {
   double min_repeat_ms_ = 0, warmup_ms_ = 0, cooldown_ms_ = 0, max_rel_stddev_ = 0,
          max_time_ms_ = 0;
   std::string preproc_, outliers_, plot_;
-  bool flush_l2_ = false, checksums_ = false;
+  bool flush_l2_ = false, checksums_ = false, environment_ = false;
   PlacementFlags placement_;
   PriorityFlag priority_;
   int64_t repeats_per_layout_ = 1;

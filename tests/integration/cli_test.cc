@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,7 @@ using ::kprof::testing::TempDir;
 using ::kprof::testing::TestModulePath;
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 using Result = ::kprof::testing::CliResult;
 
@@ -121,6 +123,33 @@ TEST_F(CliTest, TimeByDefaultRepeatsUntilTheRepeatsAgreeWithinABudget) {
   const auto cut = nlohmann::json::parse(short_budget.out);
   EXPECT_EQ(cut["stop_reason"], "time budget");
   EXPECT_LT(cut["results"].size(), 10u);
+}
+
+// The table of `kprof time` fits a terminal: 100 columns, the call as given (scalars' values
+// too), times in a unit that suits them, one spread, the environment in one line unless asked.
+TEST_F(CliTest, TheTimeTableFitsATerminal) {
+  const Result nop = Kprof("time builtin nop");
+  ASSERT_EQ(nop.exit_code, 0) << nop.err;
+  std::istringstream lines(nop.out);
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    // Characters, not bytes: the histogram's bars are three bytes each.
+    size_t columns = 0;
+    for (unsigned char c : line) columns += (c & 0xc0) != 0x80;
+    EXPECT_LE(columns, 100u) << line;
+  }
+  EXPECT_LE(count, 14) << nop.out;  // many repeats are not listed one a line
+  EXPECT_THAT(nop.out, MatchesRegex("nop on cpu:0\n  median [0-9.]+ ns (.|\n)*"));
+  EXPECT_THAT(nop.out, HasSubstr(" relative std "));
+  EXPECT_THAT(nop.out, Not(HasSubstr(" cv ")));
+  EXPECT_THAT(nop.out, MatchesRegex("(.|\n)*\n  environment: [^\n]+ CPUs \\(--environment: all "
+                                    "[0-9]+\\)\n(.|\n)*"));
+  const Result spin = Kprof("time builtin spin_us --arg float64:110 --repeat 3 --environment");
+  ASSERT_EQ(spin.exit_code, 0) << spin.err;
+  EXPECT_THAT(spin.out,
+              MatchesRegex("spin_us float64:110 on cpu:0\n  repeat 1: 1[0-9][0-9]\\.[0-9]+ "
+                           "us per call \\(1 calls\\)\n(.|\n)*"));
+  EXPECT_THAT(spin.out, HasSubstr("\nEnvironment\n-----------\nCPU"));
 }
 
 TEST_F(CliTest, NumberOrRepeatGivenTimesExactlyThat) {
