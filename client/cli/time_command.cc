@@ -187,14 +187,15 @@ class TimeCommand final : public Command {
     request.set_discard_throttled(discard_throttled_);
     request.set_cuda_graph(cuda_graph_);
     // Enough for the repeats the options ask for (converging: the budget, the daemon's second
-    // by default), twice over, plus a minute of slack.
+    // by default), twice over, plus ten minutes: the daemon's --job-timeout (60 s unless set)
+    // stops a job that runs too long and says so, and a job may wait its turn behind others.
     const double budget_ms =
         warmup_ms_ + (stable || max_rel_stddev_ > 0
                           ? (max_time_ms_ > 0 ? max_time_ms_ : 1000)
                           : static_cast<double>(std::max<int64_t>(repeat_, 1)) *
                                 (min_repeat_ms_ + cooldown_ms_));
     const absl::Duration timeout =
-        globals.TimeoutOr(absl::Seconds(60) + absl::Milliseconds(2 * budget_ms));
+        globals.TimeoutOr(absl::Minutes(10) + absl::Milliseconds(2 * budget_ms));
     absl::StatusOr<kprof::v1::TimeEvaluateResponse> answer = client->TimeEvaluate(request, timeout);
     if (!answer.ok() && format == "gbench" && VerdictOf(answer.status()).has_value()) {
       // A wrong answer is a run in error, as Google Benchmark marks one; the exit says so too.

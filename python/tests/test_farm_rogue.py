@@ -51,7 +51,7 @@ class Rogue(kprof_pb2_grpc.ProfilerServicer):
 
 def spins(n, prefix):
     return [{"id": f"{prefix}{i}", "module": "builtin", "function": "spin_us",
-             "args": ["float64:500"]} for i in range(n)]
+             "args": ["float64:500"], "repeat": 1} for i in range(n)]
 
 
 def test_updates_for_ids_no_job_has_are_ignored(capfd):

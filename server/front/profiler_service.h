@@ -183,6 +183,7 @@ class ProfilerService final : public ProfilerServiceBase {
   // One page of the modules `client` holds (ListModules; GetInfo's first page).
   absl::Status ListPage(const std::string& client, const kprof::v1::ListModulesRequest& request,
                         kprof::v1::ListModulesResponse* response);
+  // The call's deadline for its job: a little before the client's (see the definition).
   static absl::Time Deadline(const grpc::CallbackServerContext* context);
 
   // Checked measurements (check_calls.cc). A checked call of a request: its check, the call,

@@ -137,6 +137,15 @@ TEST_F(ReliabilityTest, ClientDeadlineStopsARunningJob) {
   EXPECT_THAT(Run("succeeds"), IsOk());
 }
 
+// The daemon stops a job a little before the client's deadline (a tenth of the time, half a
+// second at most) and says why, while the client still listens.
+TEST_F(ReliabilityTest, TheDaemonSaysWhyAJobStoppedBeforeTheClientsDeadline) {
+  Start();  // job timeout 60 s
+  EXPECT_THAT(Run("hangs", absl::Seconds(4)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded,
+                       HasSubstr("(the request's deadline) and was stopped")));
+}
+
 TEST_F(ReliabilityTest, CancelledJobsLeaveTheQueue) {
   Start({"--job-timeout", "3s"});
   std::thread hang([this] { (void)Run("hangs"); });
