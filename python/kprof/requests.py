@@ -21,6 +21,12 @@ def _launch(call, launch):
     call.launch.shared_bytes = launch.get("shared_bytes", 0)
 
 
+def _specs(args):
+    """The argument specs of a call: a list of them, or one spec alone ("float32[16]"), which
+    would otherwise be read a character at a time."""
+    return [args] if isinstance(args, (str, bytes)) else list(args)
+
+
 def _collectors(request, collectors):
     """Adds each "NAME[:EVENT,EVENT...]" to the request's collectors."""
     for spec in collectors:
@@ -52,7 +58,7 @@ def _time_request(module_id, function, args, device, number, repeat, launch, opt
             raise ValueError(f"TimeEvaluate options: {error}") from None
     request.call.module_id = module_id
     request.call.function = function
-    request.call.args.extend(args)
+    request.call.args.extend(_specs(args))
     _launch(request.call, launch)
     return request
 
@@ -79,7 +85,7 @@ def profile_function_request(module_id, module, function, args, device, warmup, 
                                                seed=seed)
     request.call.module_id = module_id(module)
     request.call.function = function
-    request.call.args.extend(args)
+    request.call.args.extend(_specs(args))
     _launch(request.call, launch)
     answer = answer_check(module_id, **check)
     if answer is not None:
@@ -108,7 +114,7 @@ def profile_request(module_id, calls, device, repeat, warmup, collectors, seed):
         else:
             (module, function, args), launch = call, None
         out = request.calls.add(module_id=module_id(module), function=function)
-        out.args.extend(args)
+        out.args.extend(_specs(args))
         _launch(out, launch)
     _collectors(request, collectors)
     return request
