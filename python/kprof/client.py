@@ -10,7 +10,7 @@ import threading
 import grpc
 
 from kprof.check import answer_check, batch_check, verdict_of
-from kprof.requests import (_batch_job, _time_request, profile_function_request,
+from kprof.requests import (_time_request, batch_job_or_failure, profile_function_request,
                             profile_request)
 from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
 from kprof.report import Report
@@ -276,7 +276,13 @@ class Client:
         strict checks, whose inputs each job draws); checks= and bitwise= hold for the jobs'
         own references too."""
         jobs, check = batch_check(list(jobs), check)
-        requests = [_batch_job(job, self._module_id) for job in jobs]
+        requests = []
+        for job in jobs:
+            request, failure = batch_job_or_failure(job, self._module_id)
+            if failure is not None:
+                yield failure  # a job that is no job fails alone, before the others run
+            else:
+                requests.append(request)
         by_id = {request.id: request for request in requests}
         outbox = queue.Queue()
         stream_check = answer_check(self._module_id, **check)

@@ -21,10 +21,11 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from kprof.client import (_MAX_RESENDS, _MODULE_ID, BatchResult, Client, KprofError,
-                          _batch_job, _batch_result, _module_bytes, _unknown_module,
+                          _batch_result, _module_bytes, _unknown_module,
                           default_target, default_token)
 from kprof.check import batch_check
 from kprof.farm_daemon import _Daemon, _device_spec, _escaped
+from kprof.requests import batch_job_or_failure
 from kprof.targets import resolve_target
 from kprof.v1 import kprof_pb2
 
@@ -152,7 +153,11 @@ class Farm:
                                                  "bytes, or used twice (ids must be unique)"))
                 continue
             seen.add(job_id)
-            prepared.append(_batch_job(job, module_id))
+            request, failure = batch_job_or_failure(job, module_id)
+            if failure is not None:
+                ready.append(failure)  # a job that is no job fails alone; the others run
+            else:
+                prepared.append(request)
         finished, counts = set(), {"done": 0, "failed": 0}  # counts: as yielded
         index_of = {job.id: j for j, job in enumerate(prepared)}
         device_of = [_device_spec(job.time_evaluate.device) for job in prepared]

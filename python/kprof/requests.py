@@ -2,9 +2,11 @@
 line, a profile's call). Imports nothing of the package but the check's and the generated
 messages."""
 
+import grpc
 from google.protobuf import json_format
 
 from kprof.check import answer_check, take_check
+from kprof.results import BatchResult, KprofError
 from kprof.v1 import kprof_pb2
 
 _CALL_KEYS = "module, function, args, launch and a check's reference, expect, rtol, atol, outputs"
@@ -61,6 +63,25 @@ def _time_request(module_id, function, args, device, number, repeat, launch, opt
     request.call.args.extend(_specs(args))
     _launch(request.call, launch)
     return request
+
+
+def batch_job_or_failure(job, module_id):
+    """(the job's BatchJob, None), or (None, a failed BatchResult saying why it is no job): a
+    bad job fails alone, as a bad line of `kprof batch` does, and the others run."""
+    try:
+        return _batch_job(job, module_id), None
+    except KprofError as error:
+        code, why = error.code, error.message
+    except KeyError as error:
+        code, why = grpc.StatusCode.INVALID_ARGUMENT, f"needs a {error.args[0]!r} key"
+    except OSError as error:
+        code, why = grpc.StatusCode.NOT_FOUND, str(error)
+    except (ValueError, TypeError, AttributeError) as error:
+        code, why = grpc.StatusCode.INVALID_ARGUMENT, str(error)
+    job_id = job.get("id") if isinstance(job, dict) else None
+    name = None if job_id is None else str(job_id)
+    return None, BatchResult(name, False, code=code, message=f"job {name!r}: {why}",
+                             function=job.get("function", "") if isinstance(job, dict) else "")
 
 
 def _batch_job(job, module_id):

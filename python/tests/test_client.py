@@ -309,3 +309,25 @@ def test_what_a_kernel_prints_comes_back_with_its_result(client):
     assert line.ok and "forged CODE=ABORTED" in line.result.output
     with pytest.raises(kprof.KprofError, match='its output ended: "vadd.c:12: vadd: check'):
         client.time_evaluate(faults, "asserts")
+
+
+def test_a_job_that_is_no_job_fails_alone_and_the_others_run(client, daemon):
+    """As a bad line of `kprof batch` is answered on its own line: a missing key, an unknown
+    option, a module file that is not there, each a failed result naming the job and what was
+    wrong; on one daemon's stream and over a farm alike."""
+    jobs = [{"id": "good", "module": "builtin", "function": "nop", "repeat": 1},
+            {"id": "no_function", "module": "builtin"},
+            {"id": "misspelt", "module": "builtin", "function": "nop", "repet": 3},
+            {"id": "no_file", "module": "/nonexistent/k.so", "function": "f"},
+            {"id": "also_good", "module": "builtin", "function": "nop", "repeat": 1}]
+    for results in (list(client.batch(jobs)), list(kprof.Farm(daemon).batch(jobs))):
+        by_id = {r.id: r for r in results}
+        assert sorted(by_id) == sorted(j["id"] for j in jobs), results
+        assert by_id["good"].ok and by_id["also_good"].ok
+        missing = by_id["no_function"]
+        assert not missing.ok and missing.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert missing.message == "job 'no_function': needs a 'function' key"
+        assert by_id["misspelt"].code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "repet" in by_id["misspelt"].message
+        assert by_id["no_file"].code == grpc.StatusCode.NOT_FOUND
+        assert "/nonexistent/k.so" in by_id["no_file"].message
