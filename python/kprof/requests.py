@@ -1,6 +1,8 @@
 """The requests the client sends, built from its arguments and from job dicts (a `kprof batch`
-line, a profile's call). Imports nothing of the package but the check's and the generated
-messages."""
+line, a profile's call). Imports nothing of the package but the check's, the results' and the
+generated messages."""
+
+import difflib
 
 import grpc
 from google.protobuf import json_format
@@ -36,6 +38,24 @@ def _collectors(request, collectors):
         request.collectors.add(name=name, options=[e for e in events.split(",") if e])
 
 
+# TimeEvaluateRequest's fields an option may name (the call, its check and device have their
+# own parameters and keys).
+_OPTIONS = sorted(f.name for f in kprof_pb2.TimeEvaluateRequest.DESCRIPTOR.fields
+                  if f.name not in ("call", "check", "device"))
+_OPTION_NAMES = set(_OPTIONS) | {f.json_name for f in kprof_pb2.TimeEvaluateRequest.DESCRIPTOR.fields
+                                 if f.name in _OPTIONS}
+
+
+def _known_options(options):
+    """Refuses an option that is no field of the request, by its Python name, with the nearest
+    one that is: protobuf's own error lists the camelCase names."""
+    for key in options:
+        if key not in _OPTION_NAMES:
+            near = difflib.get_close_matches(str(key), _OPTIONS, n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            raise ValueError(f"unknown option {key!r}{hint}; accepted: {', '.join(_OPTIONS)}")
+
+
 def _time_request(module_id, function, args, device, number, repeat, launch, options,
                   resolve=None):
     """A TimeEvaluateRequest; `number` and `repeat` set only when given (not None). Neither
@@ -54,6 +74,7 @@ def _time_request(module_id, function, args, device, number, repeat, launch, opt
         request.repeat = repeat
     request.until_stable = number is None and repeat is None
     if options:
+        _known_options(options)
         try:
             json_format.ParseDict(options, request)
         except json_format.ParseError as error:

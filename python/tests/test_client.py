@@ -133,6 +133,12 @@ def test_errors_carry_the_daemons_code_and_message(client):
     assert error.value.code.name == "INVALID_ARGUMENT"
     with pytest.raises(ValueError):
         client.time_evaluate("builtin", "spin_us", no_such_option=3)
+    # A misspelt option is named with the nearest one, in the names Python takes.
+    with pytest.raises(ValueError) as misspelt:
+        client.time_evaluate("builtin", "spin_us", repeats=3)
+    assert str(misspelt.value).startswith(
+        "unknown option 'repeats' (did you mean 'repeat'?); accepted: cache_flush_bytes, ")
+    assert "minRepeatMs" not in str(misspelt.value)
 
 
 def test_a_missing_module_is_a_detail_of_the_rich_status(daemon):
