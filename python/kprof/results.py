@@ -18,8 +18,12 @@ class KprofError(Exception):
 
 
 def _error(error):
-    """The KprofError of a grpc.RpcError."""
-    return KprofError(error.code(), error.details(), verdict_of_trailers(error.trailing_metadata()))
+    """The KprofError of a grpc.RpcError; one that reached no daemon says where to look, as the
+    CLI's does."""
+    message = error.details() or ""
+    if error.code() == grpc.StatusCode.UNAVAILABLE and "failed to connect" in message:
+        message += " (is kprofd running there? connect()'s target, else $KPROF_TARGET, names it)"
+    return KprofError(error.code(), message, verdict_of_trailers(error.trailing_metadata()))
 
 
 def _call(function, *args, **kwargs):

@@ -136,3 +136,7 @@ def test_a_farm_with_no_daemon_answering_says_so():
         with pytest.raises(kprof.KprofError, match="no daemon answered") as error:
             list(farm.batch([{"id": "a", "module": "builtin", "function": "nop"}]))
     assert error.value.code.name == "UNAVAILABLE"
+    # One client to nothing says where to look, as the CLI does.
+    with kprof.connect(closed, timeout=5) as nothing:
+        with pytest.raises(kprof.KprofError, match=r"is kprofd running there\? connect\(\)'s target"):
+            nothing.info()
