@@ -154,48 +154,8 @@ class TimeCommand final : public Command {
     KPROF_ASSIGN_OR_RETURN(const std::optional<kprof::v1::AnswerCheck> check,
                            check_.ToCheck(resolve));
     if (check.has_value()) *request.mutable_check() = *check;
-    request.set_flush_l2(flush_l2_);
-    request.set_device(device_);
-    request.set_seed(request_seed_);
-    // Neither given: until the repeats agree, as the daemon's until_stable chooses (the options
-    // given beside it keep their values). Either given: exactly that, 1 for the other, as TVM.
-    const bool stable = number_option_->count() == 0 && repeat_option_->count() == 0;
-    request.set_until_stable(stable);
-    if (!stable) {
-      request.set_number(number_);
-      // Converging, the daemon's default bounds the repeats; otherwise the CLI's default of 1.
-      if (max_rel_stddev_ == 0 || repeat_option_->count() > 0) request.set_repeat(repeat_);
-    }
-    request.set_max_relative_stddev(max_rel_stddev_);
-    if (min_repeats_option_->count() > 0) request.set_min_repeats(min_repeats_);
-    request.set_max_time_ms(max_time_ms_);
-    request.set_outlier_filter(outliers_);
-    request.set_min_repeat_ms(min_repeat_ms_);
-    request.set_warmup_ms(warmup_ms_);
-    request.set_limit_zero_time_iterations(limit_zero_time_iterations_);
-    request.set_cooldown_interval_ms(cooldown_ms_);
-    request.set_repeats_to_cooldown(repeats_to_cooldown_);
-    request.set_cache_flush_bytes(cache_flush_bytes_);
-    request.set_preprocess(preproc_);
-    request.set_checksums(checksums_);
-    placement_.To(request);
-    priority_.To(request);
-    request.set_randomize_layout(randomize_layout_);
-    if (layout_option_->count() > 0) request.set_repeats_per_layout(repeats_per_layout_);
-    request.set_cold(cold_);
-    if (throttle_option_->count() > 0) request.set_throttle_threshold(throttle_threshold_);
-    request.set_discard_throttled(discard_throttled_);
-    request.set_cuda_graph(cuda_graph_);
-    // Enough for the repeats the options ask for (converging: the budget, the daemon's second
-    // by default), twice over, plus ten minutes: the daemon's --job-timeout (60 s unless set)
-    // stops a job that runs too long and says so, and a job may wait its turn behind others.
-    const double budget_ms =
-        warmup_ms_ + (stable || max_rel_stddev_ > 0
-                          ? (max_time_ms_ > 0 ? max_time_ms_ : 1000)
-                          : static_cast<double>(std::max<int64_t>(repeat_, 1)) *
-                                (min_repeat_ms_ + cooldown_ms_));
-    const absl::Duration timeout =
-        globals.TimeoutOr(absl::Minutes(10) + absl::Milliseconds(2 * budget_ms));
+    SetOptions(request);
+    const absl::Duration timeout = globals.TimeoutOr(DefaultTimeout());
     absl::StatusOr<kprof::v1::TimeEvaluateResponse> answer = client->TimeEvaluate(request, timeout);
     if (!answer.ok() && format == "gbench" && VerdictOf(answer.status()).has_value()) {
       // A wrong answer is a run in error, as Google Benchmark marks one; the exit says so too.
@@ -242,6 +202,57 @@ class TimeCommand final : public Command {
   }
 
  private:
+  // Neither --number nor --repeat: until the repeats agree.
+  bool Stable() const { return number_option_->count() == 0 && repeat_option_->count() == 0; }
+
+  // The measuring options onto the request.
+  void SetOptions(kprof::v1::TimeEvaluateRequest& request) const {
+    request.set_flush_l2(flush_l2_);
+    request.set_device(device_);
+    request.set_seed(request_seed_);
+    // Neither given: until the repeats agree, as the daemon's until_stable chooses (the options
+    // given beside it keep their values). Either given: exactly that, 1 for the other, as TVM.
+    const bool stable = Stable();
+    request.set_until_stable(stable);
+    if (!stable) {
+      request.set_number(number_);
+      // Converging, the daemon's default bounds the repeats; otherwise the CLI's default of 1.
+      if (max_rel_stddev_ == 0 || repeat_option_->count() > 0) request.set_repeat(repeat_);
+    }
+    request.set_max_relative_stddev(max_rel_stddev_);
+    if (min_repeats_option_->count() > 0) request.set_min_repeats(min_repeats_);
+    request.set_max_time_ms(max_time_ms_);
+    request.set_outlier_filter(outliers_);
+    request.set_min_repeat_ms(min_repeat_ms_);
+    request.set_warmup_ms(warmup_ms_);
+    request.set_limit_zero_time_iterations(limit_zero_time_iterations_);
+    request.set_cooldown_interval_ms(cooldown_ms_);
+    request.set_repeats_to_cooldown(repeats_to_cooldown_);
+    request.set_cache_flush_bytes(cache_flush_bytes_);
+    request.set_preprocess(preproc_);
+    request.set_checksums(checksums_);
+    placement_.To(request);
+    priority_.To(request);
+    request.set_randomize_layout(randomize_layout_);
+    if (layout_option_->count() > 0) request.set_repeats_per_layout(repeats_per_layout_);
+    request.set_cold(cold_);
+    if (throttle_option_->count() > 0) request.set_throttle_threshold(throttle_threshold_);
+    request.set_discard_throttled(discard_throttled_);
+    request.set_cuda_graph(cuda_graph_);
+  }
+
+  // Enough for the repeats the options ask for (converging: the budget, the daemon's second by
+  // default), twice over, plus ten minutes: the daemon's --job-timeout (60 s unless set) stops a
+  // job that runs too long and says so, and a job may wait its turn behind others.
+  absl::Duration DefaultTimeout() const {
+    const double budget_ms =
+        warmup_ms_ + (Stable() || max_rel_stddev_ > 0
+                          ? (max_time_ms_ > 0 ? max_time_ms_ : 1000)
+                          : static_cast<double>(std::max<int64_t>(repeat_, 1)) *
+                                (min_repeat_ms_ + cooldown_ms_));
+    return absl::Minutes(10) + absl::Milliseconds(2 * budget_ms);
+  }
+
   std::string module_, function_;
   CallOptions call_;
   CheckFlags check_;
