@@ -18,6 +18,10 @@ namespace {
 
 // "host:port" -> host and port; the host may be [an IPv6 address].
 absl::Status SplitHostPort(const std::string& address, std::string* host, std::string* port) {
+  if (address.find("://") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", address, "' is a URL; a target is HOST:PORT (e.g. kprofd.lab:9177, [::1]:9177)"));
+  }
   const size_t colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
     return absl::InvalidArgumentError(

@@ -130,7 +130,10 @@ absl::StatusOr<std::vector<std::string>> Globals::Daemons() const {
   // A dns:/// name is one target here, whatever it resolves to (gRPC picks an address, and TLS
   // checks the name); batch and top take it as a farm.
   const std::string resolved = ResolvedTarget();
-  if (resolved.find(',') == std::string::npos) return std::vector<std::string>{resolved};
+  if (resolved.find(',') == std::string::npos && absl::StartsWith(resolved, "dns:")) {
+    return std::vector<std::string>{resolved};
+  }
+  // HOST:PORT each: a bare host dialled port 0, a URL asked DNS for "http://...".
   return ResolveTarget(resolved);
 }
 

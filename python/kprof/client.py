@@ -13,6 +13,7 @@ from kprof.check import answer_check, batch_check, verdict_of
 from kprof.requests import (_time_request, batch_job_or_failure, profile_function_request,
                             profile_request)
 from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
+from kprof.targets import check_target
 from kprof.report import Report
 from kprof.v1 import kprof_pb2, kprof_pb2_grpc
 
@@ -67,6 +68,7 @@ class Client:
                 return value
             with open(value, "rb") as f:
                 return f.read()
+        check_target(target)
         options = [("grpc.max_receive_message_length", 64 << 20),
                    ("grpc.max_send_message_length", 16 << 20)]
         if keepalive:

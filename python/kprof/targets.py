@@ -6,6 +6,9 @@ import socket
 
 
 def _split_host_port(address):
+    if "://" in address:
+        raise ValueError(f"'{address}' is a URL; a target is HOST:PORT (e.g. kprofd.lab:9177, "
+                         "[::1]:9177)")
     host, sep, port = address.rpartition(":")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
@@ -53,3 +56,10 @@ def resolve_target(target):
                     raise ValueError(f"'{address}' in '{target}' is not an {scheme[:4]} "
                                      "address and port") from None
     return addresses
+
+
+def check_target(target):
+    """Refuses a target that names no daemon a client can dial: a bare host (gRPC dialled port
+    0), a URL (it asked DNS for "http://..."). A dns: name stays whole."""
+    if not target.startswith("dns:"):
+        resolve_target(target)

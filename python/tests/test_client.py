@@ -217,6 +217,12 @@ def test_targets_name_daemons_or_say_what_is_wrong(monkeypatch):
         with pytest.raises(ValueError, match=says):
             kprof.resolve_target(bad)
 
+    # One daemon too: a bare host dialled port 0, a URL asked DNS for "http://...".
+    for bad, says in [("127.0.0.1", "'127.0.0.1' is not HOST:PORT"),
+                      ("http://127.0.0.1:9177", "is a URL; a target is HOST:PORT")]:
+        with pytest.raises(ValueError, match=says):
+            kprof.connect(bad)
+
     def unknown(*_args, **_kwargs):  # the resolver's answer for a name it does not know
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
     monkeypatch.setattr(socket, "getaddrinfo", unknown)

@@ -461,6 +461,14 @@ TEST_F(CliTest, ATargetOfSeveralDaemons) {
   const Result csv = run(a + "," + b, "info --format csv");
   EXPECT_THAT(csv.out, HasSubstr("target,device,type"));
   EXPECT_THAT(csv.out, HasSubstr(b + ",cpu:0,cpu,"));
+  // One daemon named wrongly says so: a bare host dialled port 0, a URL asked DNS for "http://".
+  for (const auto& [bad, says] :
+       {std::pair<std::string, std::string>{"127.0.0.1", "'127.0.0.1' is not HOST:PORT"},
+        {"http://" + a, "is a URL; a target is HOST:PORT"}}) {
+    const Result refused = run(bad, "time builtin nop --repeat 1");
+    EXPECT_NE(refused.exit_code, 0);
+    EXPECT_THAT(refused.err, HasSubstr(says)) << bad;
+  }
   // One that does not answer: the others are listed, and the command fails saying which.
   const Result partly = run(a + "," + closed, "--timeout 5s info");
   EXPECT_EQ(partly.exit_code, 1);
