@@ -180,8 +180,7 @@ void CandidateRow(const std::string& figure, const std::function<double(bool che
   }
   const double ratio = report::Median(ratios);
   Add("checks", figure, Ms(report::Median(checked)),
-      absl::StrFormat("unchecked %s (A/A %.3f)", Ms(report::Median(plain)),
-                      report::Median(floors)),
+      absl::StrFormat("unchecked %s (A/A %.3f)", Ms(report::Median(plain)), report::Median(floors)),
       ratio, "<= 1.1: " + Met(ratio <= 1.1));
 }
 
