@@ -175,6 +175,8 @@ const char* VerdictName(Verdict verdict) {
       return "slower";
     case Verdict::kSame:
       return "same";
+    case Verdict::kNoisy:
+      return "noisy";
     case Verdict::kInsufficient:
       break;
   }

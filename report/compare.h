@@ -61,9 +61,11 @@ struct Interval {
 Interval BootstrapChangeInterval(const std::vector<double>& base, const std::vector<double>& fresh,
                                  double confidence, int resamples);
 
-enum class Verdict { kFaster, kSlower, kSame, kInsufficient };
+// kNoisy is never CompareRepeats' answer: it is a client's, for repeats it will not judge (taken
+// on a busy host, or that did not converge).
+enum class Verdict { kFaster, kSlower, kSame, kInsufficient, kNoisy };
 
-// "faster", "slower", "same", "insufficient".
+// "faster", "slower", "same", "insufficient", "noisy".
 const char* VerdictName(Verdict verdict);
 
 struct CompareOptions {

@@ -189,7 +189,8 @@ bool Valid(const std::vector<double>& seconds) {
 }  // namespace
 
 Ranking RankRepeats(const std::vector<std::pair<std::string, std::vector<double>>>& candidates,
-                    const RankOptions& options, size_t looks, const std::set<std::string>& slower) {
+                    const RankOptions& options, size_t looks,
+                    const std::map<std::string, RankedCandidate>& slower) {
   Ranking ranking;
   ranking.confidence = options.confidence;
   ranking.threshold = options.threshold;
@@ -225,12 +226,20 @@ Ranking RankRepeats(const std::vector<std::pair<std::string, std::vector<double>
       c.median = medians[i];
       c.change = 0;
       c.interval = {0, 0};
+    } else if (const auto found = slower.find(name); found != slower.end()) {
+      // Its verdict's own figures: an interval from later repeats of the fastest would not be
+      // the one that decided it (and might not show it slower at all).
+      c.state = RankState::kSlower;
+      c.median = medians[i];
+      c.change = found->second.change;
+      c.interval = found->second.interval;
+      c.decided_round = found->second.decided_round;
     } else {
       c.median = medians[i];
       const Shift shift = LogShift(candidates[fastest].second, seconds, ranking.alpha);
       c.change = std::expm1(shift.estimate);
       c.interval = {std::expm1(shift.interval.low), std::expm1(shift.interval.high)};
-      if (slower.count(name) > 0 || c.interval.low > options.threshold) {
+      if (c.interval.low > options.threshold) {
         c.state = RankState::kSlower;
       } else if (c.interval.high <= options.threshold && c.interval.low >= -options.threshold) {
         c.state = RankState::kTied;
@@ -282,7 +291,11 @@ std::vector<std::pair<size_t, size_t>> Race::NextRound() {
     std::map<std::string, RankState> state;
     for (const RankedCandidate& c : ranking.candidates) {
       state[c.name] = c.state;
-      if (c.state == RankState::kSlower) slower_.insert(c.name);
+      if (c.state == RankState::kSlower && slower_.count(c.name) == 0) {
+        RankedCandidate verdict = c;
+        verdict.decided_round = round_;
+        slower_.emplace(c.name, std::move(verdict));
+      }
     }
     if (ranking.Decided()) return round;
     for (size_t i = 0; i < names_.size(); ++i) {

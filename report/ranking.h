@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -60,6 +61,9 @@ struct RankedCandidate {
   double change = kUnset;  // from the fastest: exp(shift) - 1
   Interval interval;       // of the change
   std::string error;       // why it failed
+  // A race's slower candidate: the round that found it slower (from 1), whose change and
+  // interval (against the fastest of then) it keeps, measured no more. 0: these repeats'.
+  size_t decided_round = 0;
 };
 
 struct RankOptions {
@@ -90,10 +94,11 @@ struct Ranking {
 
 // Ranks `candidates` (name, repeats). Candidates without repeats, or with one that is not a
 // positive finite time, fail. `looks`: the rounds a race may look in (1 for one set of
-// repeats); `slower`: names a race has already found slower, which stay slower.
+// repeats); `slower`: the candidates a race has already found slower, by name, which stay
+// slower with the change and interval of that verdict.
 Ranking RankRepeats(const std::vector<std::pair<std::string, std::vector<double>>>& candidates,
                     const RankOptions& options, size_t looks = 1,
-                    const std::set<std::string>& slower = {});
+                    const std::map<std::string, RankedCandidate>& slower = {});
 
 // A race as a state machine: NextRound() says how many repeats each candidate (by index) is to
 // get next, Add() gives them, until NextRound() asks for none.
@@ -126,8 +131,8 @@ class Race {
   std::vector<size_t> plan_;
   std::vector<std::vector<double>> repeats_;
   std::vector<std::string> errors_;
-  std::set<std::string> slower_;
-  size_t round_ = 0;  // rounds handed out
+  std::map<std::string, RankedCandidate> slower_;  // as found slower, by name
+  size_t round_ = 0;                               // rounds handed out
   bool stopped_ = false;
 };
 

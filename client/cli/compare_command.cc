@@ -41,7 +41,13 @@ struct Row {
   std::string name;
   report::Comparison c;
   std::string error;  // why a side has no repeats
+  std::string noise;  // why a side's times are not to be judged by
 };
+
+// What the figures of a comparison are, for the table's foot and the JSON.
+constexpr char kMethod[] =
+    "change: the new median over the base's, less 1; interval: percentile bootstrap of that "
+    "change; p: two-sided Mann-Whitney U";
 
 }  // namespace
 
@@ -146,8 +152,11 @@ void PrintJson(const std::vector<Row>& rows, const Pairing& p,
               {"p_value", Number(row.c.p)},
               {"verdict", report::VerdictName(row.c.verdict)}};
     if (!row.error.empty()) c["error"] = row.error;
+    if (!row.noise.empty()) c["noise"] = row.noise;
     comparisons.push_back(std::move(c));
   }
+  out["method"] = kMethod;
+  out["accept_noisy"] = options.accept_noisy;
   out["comparisons"] = std::move(comparisons);
   out["base_only"] = p.base_only;
   out["new_only"] = p.new_only;
@@ -158,13 +167,13 @@ void PrintJson(const std::vector<Row>& rows, const Pairing& p,
 void PrintCsv(const std::vector<Row>& rows) {
   std::string out =
       "name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
-      "base_median_seconds,new_repeats,new_median_seconds\n";
+      "base_median_seconds,new_repeats,new_median_seconds,noise\n";
   for (const Row& row : rows) {
     absl::StrAppend(&out, report::CsvQuoted(row.name), ",", report::VerdictName(row.c.verdict), ",",
                     CsvNumber(row.c.change), ",", CsvNumber(row.c.interval.low), ",",
                     CsvNumber(row.c.interval.high), ",", CsvNumber(row.c.p), ",",
                     row.c.base_repeats, ",", CsvNumber(row.c.base_median), ",", row.c.new_repeats,
-                    ",", CsvNumber(row.c.new_median), "\n");
+                    ",", CsvNumber(row.c.new_median), ",", report::CsvQuoted(row.noise), "\n");
   }
   Print(out);
 }
@@ -187,12 +196,21 @@ void PrintTable(const std::vector<Row>& rows, const Pairing& p, std::map<std::st
                      absl::StrCat(row.c.base_repeats, "/", row.c.new_repeats)});
   }
   std::vector<std::string> notes;
-  for (const Row& row : rows) notes.push_back(row.error);
+  for (const Row& row : rows) {
+    std::string note = row.error;
+    if (!row.noise.empty()) absl::StrAppend(&note, note.empty() ? "" : "; ", "noisy: ", row.noise);
+    notes.push_back(std::move(note));
+  }
   std::string out = AlignedTable(cells, {0, 6, 7}, notes);
   absl::StrAppend(&out, "\n", counts["faster"], " faster, ", counts["slower"], " slower, ",
                   counts["same"], " the same within the noise, ", counts["insufficient"],
                   " with too few repeats to say (fewer than ", options.compare.min_repeats,
-                  " on a side)\n");
+                  " on a side)");
+  if (counts["noisy"] > 0) {
+    absl::StrAppend(&out, ", ", counts["noisy"],
+                    " noisy (not judged: --accept-noisy judges them all the same)");
+  }
+  absl::StrAppend(&out, "\n", kMethod, "\n");
   if (!p.base_only.empty()) absl::StrAppend(&out, p.base_only.size(), " only in ", base_path, "\n");
   if (!p.new_only.empty()) absl::StrAppend(&out, p.new_only.size(), " only in ", new_path, "\n");
   Print(out);
@@ -209,6 +227,19 @@ absl::Status Regressions(const std::vector<Row>& rows, const CompareCommandOptio
         row.c.change * 100 > options.fail_on_regression) {
       regressions.push_back(absl::StrCat(row.name, " (", Percent(row.c.change), ")"));
     }
+  }
+  std::vector<std::string> noisy;
+  for (const Row& row : rows) {
+    if (row.c.verdict == report::Verdict::kNoisy) noisy.push_back(row.name);
+  }
+  if (regressions.empty() && !noisy.empty()) {
+    // A gate that could not judge a measurement cannot say it did not regress.
+    *exit_code = 4;
+    return absl::FailedPreconditionError(absl::StrCat(
+        noisy.size(), " of ", rows.size(), " measurements noisy, not judged for a regression: ",
+        absl::StrJoin(noisy.begin(), noisy.begin() + std::min<ptrdiff_t>(noisy.size(), 10), ", "),
+        noisy.size() > 10 ? ", ..." : "",
+        " (measure them on a quiet host, or --accept-noisy to judge them all the same)"));
   }
   if (regressions.empty()) return absl::OkStatus();
   *exit_code = 4;
@@ -240,6 +271,14 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
     row.c = report::CompareRepeats(a.seconds, b.seconds, options.compare);
     if (!a.error.empty()) row.error = "base: " + a.error;
     if (!b.error.empty()) row.error += (row.error.empty() ? "new: " : "; new: ") + b.error;
+    if (!a.noise.empty()) row.noise = "base: " + a.noise;
+    if (!b.noise.empty()) row.noise += (row.noise.empty() ? "new: " : "; new: ") + b.noise;
+    // Unjudged unless asked: a verdict on repeats a busy host shaped is the host's, not the
+    // kernels'. One without a verdict anyway (too few repeats) keeps its reason.
+    if (!row.noise.empty() && !options.accept_noisy &&
+        row.c.verdict != report::Verdict::kInsufficient) {
+      row.c.verdict = report::Verdict::kNoisy;
+    }
     rows.push_back(std::move(row));
   }
   if (!options.plot.empty()) {
@@ -255,7 +294,7 @@ absl::Status CompareFiles(const std::string& base_path, const std::string& new_p
     }
   }
   std::map<std::string, int> counts = {
-      {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}};
+      {"faster", 0}, {"slower", 0}, {"same", 0}, {"insufficient", 0}, {"noisy", 0}};
   for (const Row& row : rows) ++counts[report::VerdictName(row.c.verdict)];
   if (options.format == "json") {
     PrintJson(rows, *paired, counts, options);
@@ -310,6 +349,7 @@ class CompareCommand final : public Command {
     }
     options.fail_on_regression = fail_on_regression_->count() > 0 ? fail_on_regression_value_ : -1;
     options.plot = plot_;
+    options.accept_noisy = flags_.accept_noisy;
     return CompareFiles(base_, fresh_, options, exit_code);
   }
 

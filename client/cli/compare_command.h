@@ -19,12 +19,14 @@
 namespace kprof::client {
 
 // One measurement read from a result file: its name, how it was called (empty when the file
-// does not say), its repeats in seconds per call, or why it has none.
+// does not say), its repeats in seconds per call, or why it has none; and why its times are not
+// to be judged by, when kprofd said so (it did not converge, or came with a warning).
 struct Measurement {
   std::string name;
   std::string call;  // "MODULE FUNCTION ARG..." where known
   std::vector<double> seconds;
   std::string error;
+  std::string noise;
 };
 
 // The measurements of a result file, in its order. INVALID_ARGUMENT naming the file (and the
@@ -36,6 +38,7 @@ struct CompareCommandOptions {
   report::CompareOptions compare;
   double fail_on_regression = -1;  // percent; < 0: off
   std::string plot;                // an SVG of the comparisons to write, when not empty
+  bool accept_noisy = false;       // judge measurements with a noise too
 };
 
 // +3.25%: a change as a signed percentage; "-" for NaN.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/read_file.h"
@@ -68,6 +69,28 @@ void RefuseOddTimes(Measurement& m) {
   }
 }
 
+// Why a result's times are not to be judged by: it did not converge, or kprofd warned about it
+// (a busy host, a load or clock that moved); "" when neither.
+std::string NoiseOf(const Json& result) {
+  std::vector<std::string> why;
+  if (result.contains("converged") && result["converged"].is_boolean() &&
+      !result["converged"].get<bool>()) {
+    std::string spread = "its repeats did not converge";
+    if (const auto rel = result.find("rel_stddev"); rel != result.end() && rel->is_number()) {
+      absl::StrAppend(&spread, " (relative std ",
+                      absl::StrFormat("%.1f%%", rel->get<double>() * 100), ")");
+    }
+    why.push_back(spread);
+  }
+  if (const auto warnings = result.find("warnings");
+      warnings != result.end() && warnings->is_array()) {
+    for (const Json& w : *warnings) {
+      if (w.is_string()) why.push_back(w.get<std::string>());
+    }
+  }
+  return absl::StrJoin(why, "; ");
+}
+
 // A `kprof time --format json` result, or an OK line of `kprof batch`.
 absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& name,
                                        const std::string& where) {
@@ -93,6 +116,7 @@ absl::StatusOr<Measurement> FromResult(const Json& result, const std::string& na
     m.seconds.push_back(seconds.get<double>());
   }
   RefuseOddTimes(m);
+  m.noise = NoiseOf(result);
   return m;
 }
 
@@ -108,7 +132,7 @@ absl::StatusOr<std::vector<Measurement>> FromGoogleBenchmark(const Json& json,
                                  ? run["run_name"].get<std::string>()
                                  : Text(run, "name", "");
     auto [at, fresh] = index.emplace(name, measurements.size());
-    if (fresh) measurements.push_back(Measurement{name, "", {}, ""});
+    if (fresh) measurements.push_back(Measurement{name, "", {}, "", ""});
     Measurement& m = measurements[at->second];
     if (IsTrue(run, "error_occurred")) {
       m.error = Text(run, "error_message", "the benchmark reported an error");

@@ -143,6 +143,7 @@ absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
       {"stop_reason", r.stop_reason()},
       {"warnings", std::vector<std::string>(r.warnings().begin(), r.warnings().end())}};
   if (r.has_converged()) json["converged"] = r.converged();
+  if (r.has_cpu_wait()) json["cpu_wait"] = r.cpu_wait();
   if (r.has_filtered_statistics()) {
     const auto& f = r.filtered_statistics();
     json["outliers"] = std::vector<int32_t>(r.outliers().begin(), r.outliers().end());

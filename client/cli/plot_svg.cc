@@ -84,6 +84,7 @@ const char* Colour(report::Verdict verdict) {
     case report::Verdict::kSame:
       return "#555";
     case report::Verdict::kInsufficient:
+    case report::Verdict::kNoisy:
       break;
   }
   return "#aaa";

@@ -34,11 +34,17 @@ std::string Names(const std::vector<std::string>& names) {
   return out;
 }
 
+// What a ranking's figures are, beneath its table.
+constexpr char kRankMethod[] =
+    "change: from the fastest, the Hodges-Lehmann shift of log-times; interval: Moses', every "
+    "one at the confidence together (kprof compare shows the median ratio, one pair at a time)";
+
 }  // namespace
 
 Json RankingJson(const report::Ranking& ranking) {
   const std::string fastest = ranking.Fastest();
-  Json out = {{"fastest", fastest.empty() ? Json() : Json(fastest)},
+  Json out = {{"method", kRankMethod},
+              {"fastest", fastest.empty() ? Json() : Json(fastest)},
               {"ties", ranking.Ties()},
               {"decided", ranking.Decided()},
               {"confidence", ranking.confidence},
@@ -57,6 +63,7 @@ Json RankingJson(const report::Ranking& ranking) {
                  {"change", Number(c.change)},
                  {"interval", {Number(c.interval.low), Number(c.interval.high)}}};
     if (!c.error.empty()) item["error"] = c.error;
+    if (c.decided_round > 0) item["decided_round"] = c.decided_round;
     candidates.push_back(std::move(item));
   }
   out["candidates"] = std::move(candidates);
@@ -90,7 +97,12 @@ std::string RenderRanking(const report::Ranking& ranking, const std::string& for
                      report::RankStateName(c.state), absl::StrCat(c.repeats)});
   }
   std::vector<std::string> notes;
-  for (const report::RankedCandidate& c : ranking.candidates) notes.push_back(c.error);
+  for (const report::RankedCandidate& c : ranking.candidates) {
+    notes.push_back(c.decided_round > 0 ? absl::StrCat("slower in round ", c.decided_round,
+                                                       ": its change and interval are that "
+                                                       "round's; measured no more")
+                                        : c.error);
+  }
   std::string out = AlignedTable(cells, {1, 5}, notes);
   const std::string percent = report::ShortestDecimal(ranking.threshold * 100);
   const std::string confidence = absl::StrFormat("%g%%", ranking.confidence * 100);
@@ -122,12 +134,12 @@ std::string RenderRanking(const report::Ranking& ranking, const std::string& for
   if (std::isfinite(ranking.seconds)) {
     absl::StrAppend(&out, absl::StrFormat(", %.1f s", ranking.seconds));
   }
-  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, "\n", kRankMethod, "\n");
   return out;
 }
 
 absl::Status RankFiles(const std::vector<std::string>& paths, const report::RankOptions& options,
-                       const std::string& format) {
+                       const std::string& format, bool accept_noisy) {
   std::vector<std::pair<std::string, std::vector<double>>> candidates;
   std::map<std::string, std::string> file_of;
   std::map<std::string, std::string> errors;
@@ -143,6 +155,11 @@ absl::Status RankFiles(const std::vector<std::string>& paths, const report::Rank
             " (names must differ: rank the files apart, or give their jobs other ids)"));
       }
       if (!m.error.empty()) errors[m.name] = m.error;
+      if (!m.noise.empty() && m.error.empty() && !accept_noisy) {
+        // Left out: a place won on a busy host is the host's.
+        errors[m.name] = absl::StrCat("noisy, not ranked (--accept-noisy ranks it): ", m.noise);
+        m.seconds.clear();
+      }
       candidates.emplace_back(m.name, std::move(m.seconds));
     }
   }
@@ -158,7 +175,11 @@ absl::Status RankFiles(const std::vector<std::string>& paths, const report::Rank
 void AddRankFlags(CLI::App& c, RankFlags& f, bool race) {
   c.add_option("--confidence", f.confidence, "how sure a verdict must be (default 0.95)");
   c.add_option("--threshold", f.threshold, "PERCENT: smaller changes are ties (default 1)");
-  if (!race) return;
+  if (!race) {
+    c.add_flag("--accept-noisy", f.accept_noisy,
+               "judge measurements that did not converge or came with a warning (a busy host)");
+    return;
+  }
   c.add_option("--rank-initial", f.initial, "--rank: the first round's repeats (10)");
   c.add_option("--rank-max-repeats", f.max_repeats, "--rank: most repeats of a candidate (300)");
   c.add_option("--rank-budget", f.budget,
@@ -211,7 +232,7 @@ class RankCommand final : public Command {
 
   absl::Status Run(const Globals&, const std::string& format, int*) override {
     KPROF_ASSIGN_OR_RETURN(const report::RankOptions options, RankOptionsFrom(flags_));
-    return RankFiles(files_, options, format);
+    return RankFiles(files_, options, format, flags_.accept_noisy);
   }
 
  private:

@@ -25,6 +25,7 @@ struct RankFlags {
   int64_t initial = 10;
   int64_t max_repeats = 300;
   double budget = 0;  // seconds; 0: none
+  bool accept_noisy = false;  // compare and rank files: judge noisy measurements too
 };
 void AddRankFlags(CLI::App& command, RankFlags& flags, bool race);
 
@@ -40,9 +41,10 @@ nlohmann::ordered_json RankingJson(const report::Ranking& ranking);
 std::string RenderRanking(const report::Ranking& ranking, const std::string& format);
 
 // kprof rank FILE...: the measurements of the files (as kprof compare reads them) ranked as one
-// set of repeats each, printed in `format`. INVALID_ARGUMENT for a name in two files, or files
+// set of repeats each, printed in `format`; a noisy one (Measurement::noise) is left out of the
+// ranking, naming why, unless `accept_noisy`. INVALID_ARGUMENT for a name in two files, or files
 // that hold no measurement.
 absl::Status RankFiles(const std::vector<std::string>& paths, const report::RankOptions& options,
-                       const std::string& format);
+                       const std::string& format, bool accept_noisy);
 
 }  // namespace kprof::client

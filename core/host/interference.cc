@@ -2,6 +2,7 @@
 
 #include <sched.h>
 #include <sys/sysinfo.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,9 +10,12 @@
 #include <cmath>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "base/read_file.h"
 #include "core/host/tegra_clocks.h"
@@ -52,6 +56,13 @@ AbsentClocks& Absent() {
   return *absent;
 }
 
+// "12.3 ms", "850 us", "2.51 s".
+std::string Milliseconds(double ms) {
+  if (ms >= 1000) return absl::StrFormat("%.2f s", ms / 1000);
+  if (ms >= 1) return absl::StrFormat("%.1f ms", ms);
+  return absl::StrFormat("%.0f us", ms * 1000);
+}
+
 }  // namespace
 
 // The host's load average from sysinfo(2), which hands over the kernel's fixed-point figure
@@ -77,6 +88,23 @@ double HostLoadAverage() {
   return load;
 }
 
+// The calling thread's schedstat: "RUN_NS WAIT_NS TIMESLICES". The host's is read through a
+// descriptor kept open per thread (ReadKeptOpen; a thread's number, once its thread is gone,
+// reads as an error and is opened again for the next thread of that number).
+void ReadSchedstat(const std::string& root, SystemSample* sample) {
+  const std::string text =
+      root == "/" ? base::ReadKeptOpen(absl::StrCat("/proc/self/task/", gettid(), "/schedstat"))
+                  : base::ReadFirstLine(root + "proc/thread-self/schedstat").value_or("");
+  const std::vector<absl::string_view> fields =
+      absl::StrSplit(text, absl::ByAnyChar(" \n"), absl::SkipEmpty());
+  int64_t run = -1, wait = -1;
+  if (fields.size() >= 2 && absl::SimpleAtoi(fields[0], &run) &&
+      absl::SimpleAtoi(fields[1], &wait) && run >= 0 && wait >= 0) {
+    sample->thread_run_ns = run;
+    sample->thread_wait_ns = wait;
+  }
+}
+
 SystemSample SampleSystem(const std::string& root, int cpu) {
   SystemSample sample;
   // The host's own figure (HostLoadAverage); a test's root from its file.
@@ -92,6 +120,7 @@ SystemSample SampleSystem(const std::string& root, int cpu) {
   sample.cpu = cpu >= 0 ? cpu : sched_getcpu();
   if (sample.cpu >= 0) sample.cpu_khz = CpuKhz(root, sample.cpu);
   sample.gpu_khz = TegraGpuKhz(root);
+  ReadSchedstat(root, &sample);
   return sample;
 }
 
@@ -108,6 +137,15 @@ int64_t CpuKhz(const std::string& root, int cpu) {
   return khz;
 }
 
+double CpuWaitShare(const SystemSample& before, const SystemSample& after) {
+  const double wall_ns = (after.seconds - before.seconds) * 1e9;
+  const int64_t wait_ns = after.thread_wait_ns - before.thread_wait_ns;
+  if (before.thread_wait_ns < 0 || after.thread_wait_ns < 0 || wait_ns < 0 || !(wall_ns > 0)) {
+    return -1;
+  }
+  return std::min(1.0, static_cast<double>(wait_ns) / wall_ns);
+}
+
 std::vector<std::string> InterferenceWarnings(const SystemSample& before, const SystemSample& after,
                                               const InterferenceThresholds& thresholds) {
   std::vector<std::string> warnings;
@@ -119,6 +157,19 @@ std::vector<std::string> InterferenceWarnings(const SystemSample& before, const 
         "the load average moved from %.2f to %.2f during the measurement (threshold %.2f): other "
         "work competed for the CPUs",
         before.load_average, after.load_average, thresholds.load_average));
+  }
+  // Under a millisecond in all is no sign of a busy host, whatever its share of a short
+  // measurement: wakeups, and the daemon's own threads answering beside it on a small host
+  // (100-300 us of a 3 ms batch job, measured on 2 CPUs). A task that competes for the CPU
+  // takes whole slices of it (0.75 ms and more).
+  const double wait_share = CpuWaitShare(before, after);
+  const double wait_ms = static_cast<double>(after.thread_wait_ns - before.thread_wait_ns) / 1e6;
+  if (wait_share >= thresholds.cpu_wait && wait_ms >= 1) {
+    warnings.push_back(absl::StrFormat(
+        "the host was busy: the measuring thread waited for a CPU %.0f%% of the measurement "
+        "(%s of %s; threshold %.0f%%), so other work took a share of the times",
+        wait_share * 100, Milliseconds(wait_ms),
+        Milliseconds((after.seconds - before.seconds) * 1e3), thresholds.cpu_wait * 100));
   }
   if (before.cpu == after.cpu && ClockMoved(before.cpu_khz, after.cpu_khz, thresholds)) {
     warnings.push_back(absl::StrFormat(

@@ -345,7 +345,9 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& given, const TimeJob& ti
       time.strict->finding(finding);
     }
   }
-  result.warnings = InterferenceWarnings(before, SampleSystem("/", before.cpu));
+  const SystemSample after = SampleSystem("/", before.cpu);
+  result.warnings = InterferenceWarnings(before, after);
+  result.cpu_wait = CpuWaitShare(before, after);
   if (result.huge_pages) {
     if (const std::string why = HugePagesUnavailable(); !why.empty()) {
       result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));

@@ -115,6 +115,7 @@ struct TimeResult {
   report::Summary summary;   // of evaluation.seconds_per_call, all of them
   report::Summary filtered;  // of the repeats the outlier filter kept; count 0 without a filter
   std::vector<std::string> warnings;  // InterferenceWarnings over the run
+  double cpu_wait = -1;               // CpuWaitShare over the run; < 0 unknown
   std::string argument_shapes;
   std::vector<std::string> checksums;  // when asked for
   report::MetricMap environment;       // EnvironmentManifest() at the end of the run

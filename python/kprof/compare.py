@@ -9,7 +9,9 @@
 
 The numbers are the CLI's (report/compare.cc): the change of medians, a percentile bootstrap
 interval drawn from SplitMix64 with the same fixed seed, a two-sided Mann-Whitney U test as
-scipy computes it, and a verdict of faster, slower, same or insufficient.
+scipy computes it, and a verdict of faster, slower, same or insufficient — or noisy, for a
+measurement that did not converge or came with kprofd's warning (a busy host), not judged
+unless accept_noisy.
 """
 
 import json
@@ -22,18 +24,22 @@ from kprof.statistics import bootstrap_change_interval, mann_whitney_u, median a
 
 _NAN = float("nan")
 
+# What the figures of a comparison are (the CLI's kMethod).
+METHOD = ("change: the new median over the base's, less 1; interval: percentile bootstrap of that "
+          "change; p: two-sided Mann-Whitney U")
+
 
 class Comparison:
     """Base against new: repeats and medians of each, the change, its interval, p, verdict."""
 
     def __init__(self, name="", base_repeats=0, new_repeats=0, base_median=_NAN,
                  new_median=_NAN, change=_NAN, interval=(_NAN, _NAN), p_value=_NAN,
-                 verdict="insufficient", error=""):
+                 verdict="insufficient", error="", noise=""):
         self.name = name
         self.base_repeats, self.new_repeats = base_repeats, new_repeats
         self.base_median, self.new_median = base_median, new_median
         self.change, self.interval, self.p_value = change, interval, p_value
-        self.verdict, self.error = verdict, error
+        self.verdict, self.error, self.noise = verdict, error, noise
         self.base_seconds, self.new_seconds = [], []  # the repeats compared, where known
 
     def __repr__(self):
@@ -78,8 +84,9 @@ def compare_repeats(base, new, confidence=0.95, min_repeats=5, resamples=2000, t
 
 
 class _Measurement:
-    def __init__(self, name, call="", seconds=(), error=""):
+    def __init__(self, name, call="", seconds=(), error="", noise=""):
         self.name, self.call, self.seconds, self.error = name, call, list(seconds), error
+        self.noise = noise
 
     def refuse_odd_times(self):
         """A time that is not positive, finite and normal makes this a failed measurement, its
@@ -118,8 +125,23 @@ def _from_result(result, name, where):
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{where}: \"results\" holds {_echo(v)}, not seconds per call")
     own = result.get("id")
-    return _Measurement(own if isinstance(own, str) else name, _call_of(result),
-                        seconds).refuse_odd_times()
+    return _Measurement(own if isinstance(own, str) else name, _call_of(result), seconds,
+                        noise=_noise_of(result)).refuse_odd_times()
+
+
+def _noise_of(result):
+    """Why a result's times are not to be judged by (as the CLI's NoiseOf): it did not converge,
+    or kprofd warned about it; "" when neither."""
+    why = []
+    if result.get("converged") is False:
+        spread = "its repeats did not converge"
+        rel = result.get("rel_stddev")
+        if isinstance(rel, (int, float)) and not isinstance(rel, bool):
+            spread += " (relative std %.1f%%)" % (rel * 100)
+        why.append(spread)
+    if isinstance(result.get("warnings"), list):
+        why += [w for w in result["warnings"] if isinstance(w, str)]
+    return "; ".join(why)
 
 
 def _text(obj, key, fallback):
@@ -296,21 +318,23 @@ class Comparisons:
     """The comparisons of two result files, renderable as `kprof compare` renders them."""
 
     def __init__(self, comparisons, base_only, new_only, base_path, new_path, confidence,
-                 threshold, min_repeats, resamples):
+                 threshold, min_repeats, resamples, accept_noisy=False):
         self.comparisons, self.base_only, self.new_only = comparisons, base_only, new_only
         self._paths = base_path, new_path
         self.confidence, self.threshold = confidence, threshold
         self.min_repeats, self.resamples = min_repeats, resamples
+        self.accept_noisy = accept_noisy
 
     def summary(self):
-        counts = {"faster": 0, "insufficient": 0, "same": 0, "slower": 0}
+        counts = {"faster": 0, "insufficient": 0, "noisy": 0, "same": 0, "slower": 0}
         for c in self.comparisons:
             counts[c.verdict] += 1
         return counts
 
     def as_json(self):
         out = {"confidence": self.confidence, "threshold": self.threshold / 100,
-               "min_repeats": self.min_repeats, "resamples": self.resamples, "comparisons": []}
+               "min_repeats": self.min_repeats, "resamples": self.resamples, "method": METHOD,
+               "accept_noisy": self.accept_noisy, "comparisons": []}
         for c in self.comparisons:
             item = {"name": c.name,
                     "base": {"repeats": c.base_repeats, "median": _number(c.base_median)},
@@ -320,6 +344,8 @@ class Comparisons:
                     "p_value": _number(c.p_value), "verdict": c.verdict}
             if c.error:
                 item["error"] = c.error
+            if c.noise:
+                item["noise"] = c.noise
             out["comparisons"].append(item)
         out["base_only"], out["new_only"] = self.base_only, self.new_only
         out["summary"] = self.summary()
@@ -327,14 +353,15 @@ class Comparisons:
 
     def as_csv(self):
         lines = ["name,verdict,change,interval_low,interval_high,p_value,base_repeats,"
-                 "base_median_seconds,new_repeats,new_median_seconds"]
+                 "base_median_seconds,new_repeats,new_median_seconds,noise"]
         for c in self.comparisons:
             quoted = '"' + c.name.replace('"', '""') + '"'
             lines.append(",".join([quoted, c.verdict, _csv_number(c.change),
                                    _csv_number(c.interval[0]), _csv_number(c.interval[1]),
                                    _csv_number(c.p_value), str(c.base_repeats),
                                    _csv_number(c.base_median), str(c.new_repeats),
-                                   _csv_number(c.new_median)]))
+                                   _csv_number(c.new_median),
+                                   '"' + c.noise.replace('"', '""') + '"']))
         return "\n".join(lines) + "\n"
 
     def as_table(self):
@@ -347,11 +374,17 @@ class Comparisons:
                           _percent(c.change), interval,
                           "-" if math.isnan(c.p_value) else "%.3g" % c.p_value, c.verdict,
                           f"{c.base_repeats}/{c.new_repeats}"])
-        out = [_aligned_table(cells, (0, 6, 7), [c.error for c in self.comparisons])]
+        notes = [c.error + ("; " if c.error and c.noise else "") +
+                 (f"noisy: {c.noise}" if c.noise else "") for c in self.comparisons]
+        out = [_aligned_table(cells, (0, 6, 7), notes)]
         counts = self.summary()
         out.append(f"\n{counts['faster']} faster, {counts['slower']} slower, {counts['same']} the "
                    f"same within the noise, {counts['insufficient']} with too few repeats to say "
-                   f"(fewer than {self.min_repeats} on a side)\n")
+                   f"(fewer than {self.min_repeats} on a side)")
+        if counts["noisy"]:
+            out.append(f", {counts['noisy']} noisy (not judged: --accept-noisy judges them all the "
+                       "same)")
+        out.append(f"\n{METHOD}\n")
         if self.base_only:
             out.append(f"{len(self.base_only)} only in {self._paths[0]}\n")
         if self.new_only:
@@ -368,10 +401,12 @@ class Comparisons:
         return [c for c in self.comparisons if c.verdict == "slower" and c.change * 100 > percent]
 
 
-def compare(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold=1.0):
+def compare(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold=1.0,
+            accept_noisy=False):
     """Compares two result files (paths) as `kprof compare BASE NEW` does. ValueError when a file
     is none of kprof time's JSON, kprof batch's JSONL and Google Benchmark's JSON, or when no
-    measurement of one is in the other."""
+    measurement of one is in the other. A measurement that did not converge or came with a
+    warning is "noisy", not judged, unless accept_noisy."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
     if not 100 <= resamples <= 1000000:
@@ -419,7 +454,12 @@ def compare(base, new, confidence=0.95, min_repeats=5, resamples=2000, threshold
         if y.error:
             error += ("; new: " if error else "new: ") + y.error
         c.error = error
+        c.noise = f"base: {x.noise}" if x.noise else ""
+        if y.noise:
+            c.noise += ("; new: " if c.noise else "new: ") + y.noise
+        if c.noise and not accept_noisy and c.verdict != "insufficient":
+            c.verdict = "noisy"
         c.base_seconds, c.new_seconds = x.seconds, y.seconds
         comparisons.append(c)
     return Comparisons(comparisons, base_only, new_only, base_path, new_path, confidence,
-                       threshold, min_repeats, resamples)
+                       threshold, min_repeats, resamples, accept_noisy)

@@ -136,12 +136,20 @@ class RankedCandidate:
     median seconds, and its change from the fastest with that change's interval."""
 
     def __init__(self, name, state, repeats=0, median=_NAN, change=_NAN,
-                 interval=(_NAN, _NAN), error=""):
+                 interval=(_NAN, _NAN), error="", decided_round=0):
         self.name, self.state, self.repeats, self.median = name, state, repeats, median
         self.change, self.interval, self.error = change, interval, error
+        # A race's slower candidate: the round that found it slower, whose change and interval
+        # it keeps (0: these repeats').
+        self.decided_round = decided_round
 
     def __repr__(self):
         return f"RankedCandidate({self.name!r}, {self.state}, change={self.change:+.4f})"
+
+
+# What a ranking's figures are (the CLI's kRankMethod).
+METHOD = ("change: from the fastest, the Hodges-Lehmann shift of log-times; interval: Moses', every "
+          "one at the confidence together (kprof compare shows the median ratio, one pair at a time)")
 
 
 def _valid(seconds):
@@ -151,7 +159,8 @@ def _valid(seconds):
 def rank_repeats(repeats, confidence=0.95, threshold=1.0, looks=1, slower=()):
     """A Ranking of candidates' repeats ({name: [seconds per call]}, in the order given).
     `looks`: the rounds a race may look in (1 for one set of repeats); `slower`: names a race
-    already found slower, which stay slower."""
+    already found slower, which stay slower — as {name: RankedCandidate of that verdict}, with
+    its change and interval, or as names alone, judged again."""
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
     if not 0 <= threshold < 100:
@@ -159,6 +168,7 @@ def rank_repeats(repeats, confidence=0.95, threshold=1.0, looks=1, slower=()):
     names = list(repeats)
     samples = {name: [float(v) for v in repeats[name]] for name in names}
     valid = [name for name in names if _valid(samples[name])]
+    verdicts = slower if isinstance(slower, dict) else {}
     slower = set(slower)
     looks = max(1, looks)
     alpha = (1 - confidence) / (max(1, len(valid) - 1) * looks)
@@ -179,6 +189,11 @@ def rank_repeats(repeats, confidence=0.95, threshold=1.0, looks=1, slower=()):
         if name == fastest:
             placed.append(RankedCandidate(name, "fastest", len(seconds), medians[name], 0.0,
                                           (0.0, 0.0)))
+            continue
+        if name in verdicts:  # its verdict's own figures, not those of later repeats
+            v = verdicts[name]
+            placed.append(RankedCandidate(name, "slower", len(seconds), medians[name], v.change,
+                                          v.interval, decided_round=v.decided_round))
             continue
         estimate, low, high = shift_interval(samples[fastest], seconds, alpha)
         change, interval = math.expm1(estimate), (math.expm1(low), math.expm1(high))
@@ -234,8 +249,10 @@ class Ranking:
                     "interval": [number(c.interval[0]), number(c.interval[1])]}
             if c.error:
                 item["error"] = c.error
+            if c.decided_round:
+                item["decided_round"] = c.decided_round
             candidates.append(item)
-        return {"ranking": {"fastest": self.fastest, "ties": self.ties, "decided": self.decided,
+        return {"ranking": {"method": METHOD, "fastest": self.fastest, "ties": self.ties, "decided": self.decided,
                             "confidence": self.confidence, "threshold": self.threshold / 100,
                             "looks": self.looks, "alpha": self.alpha, "rounds": self.rounds,
                             "repeats": self.repeats, "seconds": number(self.seconds),
@@ -269,7 +286,9 @@ class Ranking:
             cells.append(["-" if failed else str(i + 1), c.name, _seconds(c.median),
                           "-" if c.state == "fastest" else _percent(c.change), interval, c.state,
                           str(c.repeats)])
-        out = [_aligned_table(cells, (1, 5), [c.error for c in self.candidates])]
+        notes = [f"slower in round {c.decided_round}: its change and interval are that round's; "
+                 "measured no more" if c.decided_round else c.error for c in self.candidates]
+        out = [_aligned_table(cells, (1, 5), notes)]
         percent = shortest_decimal(self.threshold / 100 * 100)
         confidence = "%g%%" % (self.confidence * 100)
         fastest = self.fastest
@@ -289,7 +308,7 @@ class Ranking:
                 f"{'round' if self.rounds == 1 else 'rounds'}")
         if math.isfinite(self.seconds):
             text += ", %.1f s" % self.seconds
-        out.append(text + "\n")
+        out.append(text + "\n" + METHOD + "\n")
         return "".join(out)
 
     def __repr__(self):
@@ -301,8 +320,10 @@ def _names(names):
     return shown + (f" and {len(names) - 10} more" if len(names) > 10 else "")
 
 
-def rank_results(*paths, confidence=0.95, threshold=1.0):
-    """Ranks the measurements of result files as `kprof rank FILE...` does."""
+def rank_results(*paths, confidence=0.95, threshold=1.0, accept_noisy=False):
+    """Ranks the measurements of result files as `kprof rank FILE...` does: one that did not
+    converge or came with a warning (a busy host) is left out, naming why, unless
+    accept_noisy."""
     repeats, errors, file_of = {}, {}, {}
     for path in paths:
         path = os.fspath(path)
@@ -317,6 +338,9 @@ def rank_results(*paths, confidence=0.95, threshold=1.0):
             repeats[m.name] = m.seconds
             if m.error:
                 errors[m.name] = m.error
+            elif m.noise and not accept_noisy:
+                errors[m.name] = f"noisy, not ranked (--accept-noisy ranks it): {m.noise}"
+                repeats[m.name] = []
     ranking = rank_repeats(repeats, confidence, threshold)
     for c in ranking.candidates:
         if c.name in errors:
@@ -338,7 +362,7 @@ class Race:
         self.plan = plan(initial, max_repeats)
         self.repeats = [[] for _ in self.names]
         self.errors = [""] * len(self.names)
-        self.slower = set()
+        self.slower = {}  # name: its RankedCandidate when found slower
         self.round = 0
         self.stopped = False
 
@@ -350,7 +374,10 @@ class Race:
         else:
             ranking = self.current()
             state = {c.name: c.state for c in ranking.candidates}
-            self.slower |= {c.name for c in ranking.candidates if c.state == "slower"}
+            for c in ranking.candidates:
+                if c.state == "slower" and c.name not in self.slower:
+                    c.decided_round = self.round
+                    self.slower[c.name] = c
             if ranking.decided:
                 return []
             target = self.plan[self.round]

@@ -111,6 +111,13 @@ def test_compare_gives_the_clis_output_byte_for_byte():
             for k in range(3):
                 f.write(json.dumps({"id": f'k{k} "q",x', "status": "OK",
                                     "results": repeats(12, 1e-3)}) + "\r\n")
+        # Noisy: a warning of kprofd's, a run that did not converge.
+        for name, extra in (("n1", {"warnings": ["the host was busy: the measuring thread waited "
+                                                 "for a CPU 40% of the measurement"]}),
+                            ("n2", {"converged": False, "rel_stddev": 0.24, "warnings": []})):
+            files[name] = os.path.join(d, name + ".json")
+            with open(files[name], "w") as f:
+                json.dump({"results": repeats(20, 2.4e-4), **extra}, f)
         files["odd"] = os.path.join(d, "odd.json")
         with open(files["odd"], "w") as f:
             json.dump({"benchmarks": [
@@ -122,10 +129,15 @@ def test_compare_gives_the_clis_output_byte_for_byte():
                  ("b1", "b2", []), ("b1", "b3", []),
                  ("b2", "b1", ["--min-repeats", "3", "--resamples", "500"]), ("g1", "g2", []),
                  ("z0", "t1", []), ("z1", "t1", []), ("t1", "long", ["--resamples", "100"]),
-                 ("crlf", "b1", []), ("g1", "odd", ["--min-repeats", "1"])]
+                 ("crlf", "b1", []), ("g1", "odd", ["--min-repeats", "1"]),
+                 ("t3", "n1", []), ("n2", "n1", []), ("t3", "n2", ["--accept-noisy"]),
+                 ("n1", "t4", [])]
         for base, new, options in pairs:
             kwargs = {"confidence": 0.95, "threshold": 1.0, "min_repeats": 5, "resamples": 2000}
-            for flag, value in zip(options[::2], options[1::2]):
+            if "--accept-noisy" in options:
+                kwargs["accept_noisy"] = True
+            valued = [o for o in options if o != "--accept-noisy"]
+            for flag, value in zip(valued[::2], valued[1::2]):
                 key = flag[2:].replace("-", "_")
                 kwargs[key] = int(value) if key in ("min_repeats", "resamples") else float(value)
             result = kprof.compare(files[base], files[new], **kwargs)
@@ -137,6 +149,14 @@ def test_compare_gives_the_clis_output_byte_for_byte():
                 assert rendered == cli, (base, new, fmt, rendered, cli)
         verdicts = {c.name: c.verdict for c in kprof.compare(files["b1"], files["b2"]).comparisons}
         assert verdicts['k5 "q",x'] == "slower" and verdicts['k3 "q",x'] == "insufficient"
+        # Noisy on either side: not judged, unless asked; too few repeats stay insufficient.
+        [noisy] = kprof.compare(files["t3"], files["n1"]).comparisons
+        assert noisy.verdict == "noisy" and noisy.noise.startswith("new: the host was busy")
+        [unconverged] = kprof.compare(files["t3"], files["n2"]).comparisons
+        assert unconverged.noise == "new: its repeats did not converge (relative std 24.0%)"
+        [judged] = kprof.compare(files["t3"], files["n2"], accept_noisy=True).comparisons
+        assert judged.verdict == "slower" and judged.noise
+        assert kprof.compare(files["n1"], files["t4"]).comparisons[0].verdict == "insufficient"
         with pytest.raises(ValueError, match="is a directory"):
             kprof.compare(d, files["t1"])
         assert kprof.compare_repeats([1e-3] * 5, [2e-3] * 5).verdict == "slower"
@@ -164,16 +184,21 @@ def test_rank_gives_the_clis_output_byte_for_byte():
                                    ensure_ascii=False) + "\n")
             f.write(json.dumps({"id": "broken", "status": "NOT_FOUND", "error": "no function"})
                     + "\n")
+            f.write(json.dumps({"id": "busy", "status": "OK", "results": repeats(30, 0.9e-3),
+                                "warnings": ["the host was busy"]}) + "\n")
             f.write(json.dumps({"ranking": {"fastest": "fast"}}) + "\n")  # a race's last line
         single = os.path.join(d, "single.json")
         with open(single, "w") as f:
             json.dump({"results": repeats(70, 0.99e-3)}, f)  # 70 against 150: past 2^100
-        for options in ([], ["--threshold", "0"], ["--threshold", "2.5", "--confidence", "0.8"]):
-            threshold = float(options[options.index("--threshold") + 1]) if options else 1.0
+        for options in ([], ["--threshold", "0"], ["--threshold", "2.5", "--confidence", "0.8"],
+                        ["--accept-noisy"]):
+            threshold = float(options[options.index("--threshold") + 1]) \
+                if "--threshold" in options else 1.0
             confidence = float(options[options.index("--confidence") + 1]) \
                 if "--confidence" in options else 0.95
             ranking = kprof.rank_results(batch, single, confidence=confidence,
-                                         threshold=threshold)
+                                         threshold=threshold,
+                                         accept_noisy="--accept-noisy" in options)
             for fmt, text in (("table", ranking.as_table()), ("json", ranking.as_json()),
                               ("csv", ranking.as_csv())):
                 cli = subprocess.run([KPROF, "rank", batch, single, "--format", fmt, *options],
@@ -182,6 +207,9 @@ def test_rank_gives_the_clis_output_byte_for_byte():
                 assert text == cli.stdout, (fmt, options)
         states = {c.name: c.state for c in kprof.rank_results(batch, single).candidates}
         assert states["single.json"] == "fastest"
+        # The fastest of all, but measured on a busy host: not ranked unless asked.
+        assert states["busy"] == "failed"
+        assert kprof.rank_results(batch, single, accept_noisy=True).fastest == "busy"
         assert states["slow"] == "slower" and states["wide"] == "slower"
         assert states["zero"] == "failed" and states["broken"] == "failed"
         assert states["few"] == "undecided"

@@ -69,6 +69,7 @@ void ToProto(const core::TimeResult& result, const core::TimeJob& time, base::De
     ToProto(result.filtered, out->mutable_filtered_statistics());
   }
   for (const std::string& w : result.warnings) out->add_warnings(w);
+  if (result.cpu_wait >= 0) out->set_cpu_wait(result.cpu_wait);
   for (const core::TensorPlace& place : result.placement) {
     kprof::v1::TensorPlacement* p = out->add_placement();
     p->set_alignment(place.alignment);

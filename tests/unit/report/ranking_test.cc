@@ -328,6 +328,38 @@ TEST(RaceTest, AFastestThatFailsLateLeavesTheSlowerSlower) {
   EXPECT_TRUE(ranking.Ties().empty());
 }
 
+// A candidate found slower keeps the change and interval of the round that decided it, however
+// the fastest's later repeats move: the table never shows "slower" beside an interval that holds
+// no change.
+TEST(RaceTest, ASlowerCandidateKeepsTheFiguresOfItsVerdict) {
+  Race race({"a", "b", "slow"}, {});
+  Kernel a(1e-3, 7), b(1.004e-3, 8), slow(1.3e-3, 9);
+  race.NextRound();
+  race.Add(0, a.Repeats(10));
+  race.Add(1, b.Repeats(10));
+  race.Add(2, slow.Repeats(10));
+  const auto second = race.NextRound();  // "a" and "b" in doubt; "slow" found slower
+  ASSERT_EQ(second.size(), 2u);
+  const RankedCandidate at_first = race.Current().candidates.back();
+  ASSERT_EQ(at_first.name, "slow");
+  ASSERT_EQ(at_first.state, RankState::kSlower);
+  EXPECT_EQ(at_first.decided_round, 1u);
+  for (const auto& [i, add] : second) race.Add(i, (i == 0 ? a : b).Repeats(add));
+  // The fastest's repeats now differ; the verdict's figures do not.
+  const RankedCandidate later = race.Current().candidates.back();
+  EXPECT_EQ(later.state, RankState::kSlower);
+  EXPECT_EQ(later.decided_round, 1u);
+  EXPECT_EQ(later.change, at_first.change);
+  EXPECT_EQ(later.interval.low, at_first.interval.low);
+  EXPECT_EQ(later.interval.high, at_first.interval.high);
+  EXPECT_GT(later.interval.low, 0.01);
+  // Ranked once from a set of repeats, nothing carries a round.
+  EXPECT_EQ(RankRepeats({{"a", a.Repeats(10)}, {"slow", slow.Repeats(10)}}, {})
+                .candidates[1]
+                .decided_round,
+            0u);
+}
+
 TEST(RaceTest, AWithdrawnRoundEndsTheRaceUndecided) {
   RankOptions options;
   options.threshold = 0;  // nothing can be shown tied: the race would run to the plan's end
