@@ -107,9 +107,9 @@ void Client::Prepare(grpc::ClientContext* context, absl::Duration timeout) const
   if (!options_.lease.empty()) context->AddMetadata("kprof-lease", options_.lease);
 }
 
-absl::StatusOr<kprof::v1::GetInfoResponse> Client::Info() {
+absl::StatusOr<kprof::v1::GetInfoResponse> Client::Info(absl::Duration timeout) {
   grpc::ClientContext context;
-  Prepare(&context, {});
+  Prepare(&context, timeout);
   kprof::v1::GetInfoResponse response;
   if (auto s = FromGrpcStatus(stub_->GetInfo(&context, {}, &response)); !s.ok()) return s;
   return response;

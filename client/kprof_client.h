@@ -67,7 +67,8 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& target,
                                                          const ClientOptions& options = {});
 
-  absl::StatusOr<kprof::v1::GetInfoResponse> Info();
+  // `timeout` 0: the client's own.
+  absl::StatusOr<kprof::v1::GetInfoResponse> Info(absl::Duration timeout = absl::ZeroDuration());
   absl::StatusOr<bool> HasModule(const std::string& id);
   absl::StatusOr<std::vector<kprof::v1::ModuleInfo>> ListModules();
   absl::Status UnloadModule(const std::string& id);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/wire.h"
@@ -368,6 +369,24 @@ std::string Seconds(double s) {
   if (a < 1e-3) return absl::StrFormat("%.2f us", s * 1e6);
   if (a < 1) return absl::StrFormat("%.3f ms", s * 1e3);
   return absl::StrFormat("%.3f s", s);
+}
+
+std::string Wrapped(std::string_view text, std::string_view first, size_t width) {
+  const std::string indent(first.size(), ' ');
+  std::string out, line(first);
+  bool empty = true;  // no word on the line yet
+  for (absl::string_view word :
+       absl::StrSplit(absl::string_view(text.data(), text.size()), ' ', absl::SkipEmpty())) {
+    if (!empty && line.size() + 1 + word.size() > width) {
+      absl::StrAppend(&out, line, "\n");
+      line = indent;
+      empty = true;
+    }
+    absl::StrAppend(&line, empty ? "" : " ", word);
+    empty = false;
+  }
+  absl::StrAppend(&out, line, "\n");
+  return out;
 }
 
 }  // namespace kprof::client

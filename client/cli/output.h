@@ -73,4 +73,9 @@ std::string RepeatsHistogram(const std::vector<double>& seconds);
 // 3.4 ns, 812.52 us, 1.204 ms: a time in the unit that suits its size; "-" for NaN.
 std::string Seconds(double s);
 
+// `text` in lines of at most `width` columns, broken between words (a word longer than a line
+// stays whole), the first line after `first`, the others after as many spaces; each line ends
+// in a newline.
+std::string Wrapped(std::string_view text, std::string_view first, size_t width = 100);
+
 }  // namespace kprof::client

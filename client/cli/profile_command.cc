@@ -10,6 +10,7 @@
 #include "client/cli/command.h"
 #include "client/cli/json_input.h"
 #include "client/cli/output.h"
+#include "client/cli/wait_notice.h"
 #include "proto/wire.h"
 
 namespace kprof::client {
@@ -131,6 +132,7 @@ class ProfileCommand final : public Command {
       for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
       placement_.To(request);
       priority_.To(request);
+      const WaitNotice notice(*client, device_);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileResponse r, client->Profile(request, timeout));
       report = r.report();
       verdicts.assign(r.checks().begin(), r.checks().end());
@@ -149,6 +151,7 @@ class ProfileCommand final : public Command {
       for (const std::string& c : collectors_) *request.add_collectors() = ParseCollector(c);
       placement_.To(request);
       priority_.To(request);
+      const WaitNotice notice(*client, device_);
       KPROF_ASSIGN_OR_RETURN(kprof::v1::ProfileFunctionResponse r,
                              client->ProfileFunction(request, timeout));
       report = r.report();

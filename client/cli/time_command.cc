@@ -14,6 +14,7 @@
 #include "client/cli/gbench_format.h"
 #include "client/cli/output.h"
 #include "client/cli/plot_svg.h"
+#include "client/cli/wait_notice.h"
 #include "proto/wire.h"
 
 namespace kprof::client {
@@ -77,7 +78,7 @@ void PrintTable(const std::string& call, const kprof::v1::TimeEvaluateResponse& 
   for (int i = 0; i < r.checksums_size(); ++i) {
     PrintF("  sha256 of argument %d: %s\n", i, r.checksums(i).c_str());
   }
-  for (const std::string& warning : r.warnings()) Print("  warning: " + warning + "\n");
+  for (const std::string& warning : r.warnings()) Print(Wrapped(warning, "  warning: "));
   Print(OutputBlock(r.output()));
   if (environment) {
     Print("\nEnvironment\n-----------\n");
@@ -156,7 +157,11 @@ class TimeCommand final : public Command {
     if (check.has_value()) *request.mutable_check() = *check;
     SetOptions(request);
     const absl::Duration timeout = globals.TimeoutOr(DefaultTimeout());
-    absl::StatusOr<kprof::v1::TimeEvaluateResponse> answer = client->TimeEvaluate(request, timeout);
+    absl::StatusOr<kprof::v1::TimeEvaluateResponse> answer;
+    {
+      const WaitNotice notice(*client, device_);
+      answer = client->TimeEvaluate(request, timeout);
+    }
     if (!answer.ok() && format == "gbench" && VerdictOf(answer.status()).has_value()) {
       // A wrong answer is a run in error, as Google Benchmark marks one; the exit says so too.
       Print(GbenchDocument(nullptr, {GbenchError(GbenchName("", request.call()),

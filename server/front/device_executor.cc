@@ -142,6 +142,7 @@ absl::Status DeviceExecutor::Submit(WorkerRequest request, std::string client, a
       handed_on_ = 1;
       handed_waiting_bounded_ = 0;
       handed_client_ = job.client;
+      handed_since_ = absl::Now();
       running_pid_ = quick_worker->process->pid();
       quick = std::move(job);
     } else {
@@ -409,7 +410,10 @@ DeviceExecutor::Stats DeviceExecutor::stats() {
   stats.workers = workers_running_;
   stats.workers_started = workers_started_;
   stats.quick_jobs = quick_jobs_;
-  if (handed_on_ > 0) stats.running_client = KeyName(handed_client_);
+  if (handed_on_ > 0) {
+    stats.running_client = KeyName(handed_client_);
+    stats.running_for = absl::Now() - handed_since_;
+  }
   const std::map<std::string, int> queued = turns_.QueuedByClient();
   for (const std::string& client : turns_.turns()) {
     stats.queued.emplace_back(KeyName(client), queued.at(client));

@@ -121,6 +121,7 @@ class DeviceExecutor {
     int64_t workers_started = 0;
     int64_t quick_jobs = 0;      // answered on the quick path
     std::string running_client;  // whose job runs ("" when none)
+    absl::Duration running_for;  // how long that client's jobs have held the device
     // Each client with jobs waiting (handed on to its worker but not started included), in the
     // order they joined the queue.
     std::vector<std::pair<std::string, int>> queued;
@@ -311,6 +312,8 @@ class DeviceExecutor {
   int handed_on_ ABSL_GUARDED_BY(mutex_) = 0;               // in_flight_'s jobs not answered yet
   int handed_waiting_bounded_ ABSL_GUARDED_BY(mutex_) = 0;  // behind the front, within bound
   std::string handed_client_ ABSL_GUARDED_BY(mutex_);       // whose they are
+  // Since when handed_client_'s jobs have held the device without a pause.
+  absl::Time handed_since_ ABSL_GUARDED_BY(mutex_);
   std::set<uint64_t> in_flight_ids_ ABSL_GUARDED_BY(mutex_);
   int workers_running_ ABSL_GUARDED_BY(mutex_) = 0;
   int64_t workers_started_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -316,6 +316,9 @@ void DeviceExecutor::Account() {
     waiting_bounded += i > 0 && !job.cancelled && !job.beyond_bound;
   }
   absl::MutexLock lock(&mutex_);
+  if (handed_on > 0 && (handed_on_ == 0 || handed_client_ != active_client_)) {
+    handed_since_ = absl::Now();
+  }
   handed_on_ = handed_on;
   handed_waiting_bounded_ = waiting_bounded;
   handed_client_ = active_client_;

@@ -95,6 +95,7 @@ grpc::ServerUnaryReactor* ProfilerService::GetInfo(grpc::CallbackServerContext* 
     info->set_workers_started(stats.workers_started);
     info->set_jobs_quick(stats.quick_jobs);
     info->set_running_client(stats.running_client);
+    info->set_running_seconds(absl::ToDoubleSeconds(stats.running_for));
     if (leases_ != nullptr) {
       if (std::optional<kprof::v1::LeaseInfo> lease = leases_->Held(device)) {
         // Its id only to a call made under it: on a loopback daemon every caller is "local",

@@ -36,6 +36,7 @@ using ::kprof::testing::KprofPath;
 using ::kprof::testing::RunKprof;
 using ::kprof::testing::TempDir;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 v1::TimeEvaluateRequest Spin(int us) {
   v1::TimeEvaluateRequest request;
@@ -217,6 +218,33 @@ TEST(Priority, InteractiveJobsGoAheadOfTheirClientsBatchOnesNotOfOtherClients) {
       dir.path());
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--priority"));
+}
+
+// A job behind another client's long one says so on stderr after a second: who holds the
+// device, for how long, and who queues; a job that runs at once says nothing of the kind.
+TEST(Waits, AJobBehindAnotherClientsLongOneSaysWhatItWaitsFor) {
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  std::ofstream(dir.path() + "/tokens") << "token-x busy\ntoken-y tuner\n";
+  std::ofstream(dir.path() + "/y") << "token-y\n";
+  for (const char* f : {"/tokens", "/y"}) chmod((dir.path() + f).c_str(), 0644);
+  Daemon daemon;
+  ASSERT_TRUE(daemon.Start(dir.path() + "/cache", {"--token-file", dir.path() + "/tokens"}));
+  const std::string nop = "--token-file " + dir.path() + "/y time builtin nop --repeat 1";
+  const auto quick = RunKprof(daemon.target(), nop, dir.path());
+  ASSERT_EQ(quick.exit_code, 0) << quick.err;
+  EXPECT_THAT(quick.err, Not(HasSubstr("waiting for")));
+
+  auto busy = ConnectWithToken(daemon.target(), "token-x");
+  ASSERT_THAT(busy, IsOk());
+  std::thread occupy([&] { EXPECT_THAT((*busy)->TimeEvaluate(Spin(1'500'000)), IsOk()); });
+  absl::SleepFor(absl::Milliseconds(200));
+  const auto waited = RunKprof(daemon.target(), nop, dir.path());
+  occupy.join();
+  ASSERT_EQ(waited.exit_code, 0) << waited.err;
+  EXPECT_THAT(waited.err, HasSubstr("kprof: waiting for cpu:0: it has run busy's jobs for "));
+  EXPECT_THAT(waited.err, HasSubstr(" s; queued: tuner 1\n"));
+  EXPECT_THAT(waited.out, HasSubstr("nop"));  // and then its answer
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "cli.h"
 #include "cpu_hogs.h"
 #include "daemon.h"
@@ -65,6 +66,9 @@ TEST_F(NoiseTest, EveryResultMeasuredOnABusyHostSaysSo) {
     const Result table = Kprof("time builtin spin_us --arg float64:2000 --repeat 20");
     ASSERT_EQ(table.exit_code, 0) << table.err;
     EXPECT_THAT(table.out, HasSubstr(absl::StrCat("warning: ", kBusy)));
+    for (absl::string_view line : absl::StrSplit(table.out, '\n')) {
+      EXPECT_LE(line.size(), 100u) << line;  // the warning wrapped to fit a terminal
+    }
   }
   for (const Result* r : {&timed, &batch}) {
     ASSERT_EQ(r->exit_code, 0) << r->err;
