@@ -68,7 +68,9 @@ struct TableOptions {
 // Argument Shapes come first, the other metrics after them by name.
 std::string AsTable(const Report& report, const TableOptions& options = {});
 
-// The calls as RFC 4180 CSV: a header of every metric name, a row per call. String values are
+// The calls as RFC 4180 CSV: a header of every metric name, in the table's order (Name,
+// Duration, Percent, Device, Count, Argument Shapes where present, then the others by name), a
+// row per call. String values are
 // always quoted (so "12" and a count of 12 stay apart), quotes inside are doubled; numbers are
 // written in full precision.
 std::string AsCsv(const Report& report);

@@ -1,6 +1,7 @@
 // The CSV rendering of a Report's calls (RFC 4180 quoting).
 #include <set>
 #include <string>
+#include <vector>
 
 #include "report/report.h"
 
@@ -46,10 +47,17 @@ std::string CsvQuoted(std::string_view text) {
 }
 
 std::string AsCsv(const Report& report) {
-  std::set<std::string_view> headers;
+  // The table's order: its first columns, where the calls have them, then the rest by name.
+  std::set<std::string_view> named;
   for (const MetricMap& call : report.calls) {
-    for (const auto& entry : call) headers.insert(entry.first);
+    for (const auto& entry : call) named.insert(entry.first);
   }
+  std::vector<std::string_view> headers;
+  for (std::string_view first : {kNameMetric, kDurationMetric, kPercentMetric, kDeviceMetric,
+                                 kCountMetric, kArgumentShapesMetric}) {
+    if (named.erase(first) > 0) headers.push_back(first);
+  }
+  headers.insert(headers.end(), named.begin(), named.end());
 
   std::string out;
   bool first = true;

@@ -389,4 +389,24 @@ std::string Wrapped(std::string_view text, std::string_view first, size_t width)
   return out;
 }
 
+std::string EnvironmentLine(const report::MetricMap& manifest) {
+  std::vector<std::string> shown;
+  for (const char* name : {"Host", "CPU model", "CPUs online", "GPU"}) {
+    if (const auto found = manifest.find(name); found != manifest.end()) {
+      const std::string value = report::FormatForTable(found->second);
+      shown.push_back(std::string(name) == "CPUs online" ? value + " CPUs" : value);
+    }
+  }
+  return absl::StrCat("  environment: ", absl::StrJoin(shown, ", "), " (--environment: all ",
+                      manifest.size(), ")\n");
+}
+
+std::string EnvironmentBlock(const report::MetricMap& manifest) {
+  std::string out = "\nEnvironment\n-----------\n";
+  for (const auto& [name, value] : manifest) {
+    absl::StrAppend(&out, name, ": ", report::FormatForTable(value), "\n");
+  }
+  return out;
+}
+
 }  // namespace kprof::client

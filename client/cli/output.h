@@ -73,6 +73,11 @@ std::string RepeatsHistogram(const std::vector<double>& seconds);
 // 3.4 ns, 812.52 us, 1.204 ms: a time in the unit that suits its size; "-" for NaN.
 std::string Seconds(double s);
 
+// "  environment: vm, AMD EPYC, 2 CPUs (--environment: all 14)\n": the manifest's gist; and
+// the whole of it, a line a name, under a heading.
+std::string EnvironmentLine(const report::MetricMap& manifest);
+std::string EnvironmentBlock(const report::MetricMap& manifest);
+
 // `text` in lines of at most `width` columns, broken between words (a word longer than a line
 // stays whole), the first line after `first`, the others after as many spaces; each line ends
 // in a newline.

@@ -3,6 +3,7 @@
 // together.
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/read_file.h"
 #include "base/status_macros.h"
 #include "client/cli/call_spec.h"
@@ -10,6 +11,7 @@
 #include "client/cli/command.h"
 #include "client/cli/json_input.h"
 #include "client/cli/output.h"
+#include "client/cli/profile_table.h"
 #include "client/cli/wait_notice.h"
 #include "proto/wire.h"
 
@@ -95,6 +97,8 @@ class ProfileCommand final : public Command {
     AddPriorityOption(c, priority_);
     AddCheckOptions(c, check_);
     AddTableFlags(c, table_);
+    c.add_flag("--wide", wide_, "every column, and the configuration, as TVM's table has them");
+    c.add_flag("--environment", environment_, "the whole configuration beneath the table");
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int*) override {
@@ -175,6 +179,7 @@ class ProfileCommand final : public Command {
   std::vector<std::string> collectors_;
   CheckFlags check_;
   TableFlags table_;
+  bool wide_ = false, environment_ = false;
 
   // The report, and with checks their verdicts: a line each under a table, "checks" in JSON
   // (beside the report's keys, which readers of the report format pass over).
@@ -191,12 +196,39 @@ class ProfileCommand final : public Command {
       Print(json.dump(2) + "\n");
       return;
     }
-    PrintReport(report, format, table_.options());
+    if (format == "table" && !wide_) {
+      PrintTable(report);
+    } else {
+      PrintReport(report, format, table_.options());
+    }
     if (format != "table") return;
     for (const kprof::v1::CheckVerdict& v : verdicts) {
       Print((sequence_.empty() ? "" : absl::StrCat("call ", v.call(), ": ")) + VerdictLine(v) +
             "\n");
     }
+  }
+  // The table for a terminal: the call as given, the rows, the run's options on a line, the
+  // environment's gist (or all of it).
+  void PrintTable(const report::Report& report) const {
+    if (sequence_.empty()) {
+      Print(absl::StrCat(function_, call_.args.empty() ? "" : " ", absl::StrJoin(call_.args, ", "),
+                         " on ", device_, ", ", number_, number_ == 1 ? " call" : " calls",
+                         " a measurement\n"));
+    }
+    ProfileTableOptions options;
+    options.sort = !table_.no_sort;
+    Print(ProfileTable(report, options));
+    report::MetricMap environment;
+    std::vector<std::string> run;
+    for (const auto& [name, value] : report.configuration) {
+      if (name == "Seed" || name == "Warm-up Calls" || name == "Number of threads") {
+        run.push_back(absl::StrCat(name, " ", report::FormatForTable(value)));
+      } else {
+        environment.emplace(name, value);
+      }
+    }
+    if (!run.empty()) Print("  " + absl::StrJoin(run, ", ") + "\n");
+    Print(environment_ ? EnvironmentBlock(environment) : EnvironmentLine(environment));
   }
   CLI::Option* warmup_option_ = nullptr;
   CLI::Option* repeat_option_ = nullptr;

@@ -30,19 +30,6 @@ std::string CallsPerRepeat(const kprof::v1::TimeEvaluateResponse& r) {
   return *low == *high ? absl::StrCat(*low) : absl::StrCat(*low, "-", *high);
 }
 
-// The environment in one line: where it ran, and how to see the rest.
-std::string EnvironmentLine(const report::MetricMap& manifest) {
-  std::vector<std::string> shown;
-  for (const char* name : {"Host", "CPU model", "CPUs online", "GPU"}) {
-    if (const auto found = manifest.find(name); found != manifest.end()) {
-      const std::string value = report::FormatForTable(found->second);
-      shown.push_back(std::string(name) == "CPUs online" ? value + " CPUs" : value);
-    }
-  }
-  return absl::StrCat("  environment: ", absl::StrJoin(shown, ", "), " (--environment: all ",
-                      manifest.size(), ")\n");
-}
-
 // `call`: the function and its arguments as given (scalars' values too).
 void PrintTable(const std::string& call, const kprof::v1::TimeEvaluateResponse& r,
                 const report::MetricMap& manifest, bool outliers, bool environment) {
@@ -81,10 +68,7 @@ void PrintTable(const std::string& call, const kprof::v1::TimeEvaluateResponse& 
   for (const std::string& warning : r.warnings()) Print(Wrapped(warning, "  warning: "));
   Print(OutputBlock(r.output()));
   if (environment) {
-    Print("\nEnvironment\n-----------\n");
-    for (const auto& [name, value] : manifest) {
-      Print(absl::StrCat(name, ": ", report::FormatForTable(value), "\n"));
-    }
+    Print(EnvironmentBlock(manifest));
   } else if (!manifest.empty()) {
     Print(EnvironmentLine(manifest));
   }

@@ -433,7 +433,9 @@ class Report:
 
     def as_csv(self):
         """The calls as RFC 4180 CSV: strings always quoted, numbers in full precision."""
-        headers = sorted({name for call in self.calls for name in call})
+        named = {name for call in self.calls for name in call}  # in the table's order
+        headers = [h for h in (NAME, DURATION, PERCENT, DEVICE, COUNT, SHAPES) if h in named]
+        headers += sorted(named - set(headers))
 
         def header(name):
             if any(ch in name for ch in ',"\r\n'):

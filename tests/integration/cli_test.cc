@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "cli_fixture.h"
 #include "daemon.h"
 #include "gmock/gmock.h"
@@ -174,11 +175,34 @@ TEST_F(CliTest, AFilePathIsUploadedOnlyWhenMissing) {
 }
 
 TEST_F(CliTest, ProfileTablesAndJson) {
-  const Result table =
-      Kprof("profile builtin spin_us --arg float64:50 --number 3 --collector rusage");
+  // For a terminal: the call as given, the total and per-call times (a spin of known cost) in
+  // units that suit them, the metrics that fit in 100 columns and the names of the others.
+  const Result table = Kprof(
+      "profile builtin spin_us --arg float64:50 --number 3 --collector rusage "
+      "--collector perf:task-clock,context-switches,page-faults");
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("spin_us"));
-  EXPECT_THAT(table.out, HasSubstr("Configuration"));
+  EXPECT_THAT(table.out, HasSubstr("spin_us float64:50 on cpu:0, 3 calls a measurement\n"));
+  EXPECT_THAT(table.out, HasSubstr("function  calls"));
+  EXPECT_THAT(table.out, HasSubstr("per call"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("spin_us +3 +1[0-9][0-9]\\.[0-9]+ us +"
+                                                  "[5-9][0-9]\\.[0-9]+ us"));
+  EXPECT_THAT(table.out, ::testing::ContainsRegex("more: .*--wide shows every column"));
+  EXPECT_THAT(table.out, HasSubstr("  environment: "));
+  EXPECT_THAT(table.out, Not(HasSubstr("Configuration")));
+  for (absl::string_view line : absl::StrSplit(table.out, '\n')) {
+    EXPECT_LE(line.size(), 100u) << line;
+  }
+  // --wide: TVM's table, every column and the configuration; --environment: all of it beneath.
+  const Result wide =
+      Kprof("profile builtin spin_us --arg float64:50 --number 3 --collector rusage --wide");
+  ASSERT_EQ(wide.exit_code, 0) << wide.err;
+  EXPECT_THAT(wide.out, HasSubstr("Duration (us)"));
+  EXPECT_THAT(wide.out, HasSubstr("Involuntary Context Switches"));
+  EXPECT_THAT(wide.out, HasSubstr("Configuration"));
+  const Result all = Kprof("profile builtin spin_us --arg float64:50 --environment");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_THAT(all.out, HasSubstr("\nEnvironment\n-----------\nCPU"));
+  EXPECT_THAT(all.out, HasSubstr("\nCPU model: "));
   const Result json = Kprof("profile builtin spin_us --arg float64:50 --format json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(nlohmann::json::parse(json.out)["calls"][0]["Name"]["string"], "spin_us");
@@ -268,7 +292,7 @@ TEST_F(CliTest, AReportStringWithANulIsWrittenWholeInTableAndCsv) {
   // And what follows the string: the rest of the table, the CSV row's closing quote.
   EXPECT_THAT(Kprof("report " + file).out, HasSubstr("Configuration"));
   EXPECT_THAT(Kprof("report " + file + " --format csv").out,
-              ::testing::EndsWith(std::string("before\0after\"\n", 14)));
+              HasSubstr(std::string("\n\"before\0after\",5,", 17)));
   const Result json = Kprof("report " + file + " --format json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_THAT(json.out, HasSubstr("before\\u0000after"));

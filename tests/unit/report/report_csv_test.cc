@@ -49,9 +49,9 @@ TEST(AsCsv, HeaderOfEveryMetricAndARowPerCall) {
       {{"Name", std::string("add")}, {"Percent", Percent{0.1}}, {"Ratio", Ratio{1e-7}}}};
   r.device_metrics["cpu0"] = {{"Duration (us)", Duration{1332}}};  // not a call: not in the CSV
   EXPECT_EQ(AsCsv(r),
-            "Count,Duration (us),Name,Percent,Ratio\n"
-            "1,812.5,\"matmul\",,\n"
-            ",,\"add\",0.1,1e-07\n");
+            "Name,Duration (us),Percent,Count,Ratio\n"
+            "\"matmul\",812.5,,1,\n"
+            "\"add\",,0.1,,1e-07\n");
 }
 
 TEST(AsCsv, EmptyReportIsAnEmptyHeader) { EXPECT_EQ(AsCsv(Report{}), "\n"); }
