@@ -63,6 +63,10 @@ struct TableOptions {
   bool compute_col_sums = true;  // a separator and a "Sum" row of column sums
 };
 
+// The table's columns for `rows`: Name, Duration (us), Percent, Device, Count, Argument Shapes,
+// then the other metrics of the rows by name.
+std::vector<std::string> TableColumns(const std::vector<MetricMap>& rows);
+
 // A human-readable table: a row per (aggregated) call, optional Sum row, a "Total" row per
 // device, then a Configuration block. Columns Name, Duration (us), Percent, Device, Count,
 // Argument Shapes come first, the other metrics after them by name.

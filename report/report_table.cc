@@ -45,7 +45,9 @@ MetricMap ColumnSums(const std::vector<MetricMap>& rows) {
   return sums;
 }
 
-std::vector<std::string> Headers(const std::vector<MetricMap>& rows) {
+}  // namespace
+
+std::vector<std::string> TableColumns(const std::vector<MetricMap>& rows) {
   std::vector<std::string> headers = {
       std::string(kNameMetric),   std::string(kDurationMetric), std::string(kPercentMetric),
       std::string(kDeviceMetric), std::string(kCountMetric),    std::string(kArgumentShapesMetric)};
@@ -60,6 +62,8 @@ std::vector<std::string> Headers(const std::vector<MetricMap>& rows) {
   }
   return headers;
 }
+
+namespace {
 
 // Columns are measured in code points, so names in any script line up (wide CJK glyphs aside).
 size_t DisplayWidth(std::string_view text) {
@@ -93,7 +97,7 @@ std::string AsTable(const Report& report, const TableOptions& options) {
     rows.push_back(std::move(total));
   }
 
-  const std::vector<std::string> headers = Headers(rows);
+  const std::vector<std::string> headers = TableColumns(rows);
   // cells[r][c]; row 0 holds the headers.
   std::vector<std::vector<std::string>> cells;
   cells.reserve(rows.size() + 1);

@@ -234,6 +234,13 @@ def _sort_key(row):
 
 
 
+def table_columns(rows):
+    """The table's columns: Name, Duration (us), Percent, Device, Count, Argument Shapes, then the
+    rows' other metrics by name (report::TableColumns)."""
+    first = [NAME, DURATION, PERCENT, DEVICE, COUNT, SHAPES]
+    return first + sorted({name for row in rows for name in row} - set(first))
+
+
 def xml_escaped(text):
     """As the CLI's core::XmlEscaped: &, <, > and " escaped, control characters but \t \n \r
     left out."""
@@ -362,45 +369,9 @@ class Report:
 
     def as_html(self):
         """The page `kprof report --format html` writes: each device's calls, aggregated, as
-        bars, then the table."""
-        def text_of(call, metric, fallback):
-            value = call.get(metric)
-            return str(value) if value is not None and kind_of(value) == "string" else fallback
-
-        def duration_of(call):
-            value = call.get(DURATION)
-            if value is None or kind_of(value) != "microseconds":
-                return 0.0
-            us = float(value)
-            return us if math.isfinite(us) and us > 0 else 0.0
-
-        by_device, longest = {}, 0.0
-        for call in aggregate_calls(self.calls):
-            by_device.setdefault(text_of(call, DEVICE, "unknown device"), []).append(call)
-            longest = max(longest, duration_of(call))
-        height = 10 + sum(28 + 22 * len(calls) for calls in by_device.values())
-        svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="820" height="{height}">\n']
-        y = 10
-        for device in sorted(by_device, key=str.encode):
-            svg.append(f'<text x="0" y="{y + 16}" font-size="14" font-weight="bold">'
-                       f"{xml_escaped(device)}</text>\n")
-            y += 28
-            for call in by_device[device]:
-                us = duration_of(call)
-                width = 460 * us / longest if longest > 0 else 0.0
-                svg.append(f'<text x="212" y="{y + 13}" font-size="12" text-anchor="end">'
-                           f"{xml_escaped(text_of(call, NAME, 'call'))}</text>\n")
-                svg.append(f'<rect x="220" y="{y}" width="{"%.1f" % width}" height="16" '
-                           'fill="#4a78c2"/>\n')
-                svg.append(f'<text x="{"%.1f" % (220 + width + 6)}" y="{y + 13}" '
-                           f'font-size="11">{"%.3f" % us} us</text>\n')
-                y += 22
-        svg.append("</svg>\n")
-        return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kprof report"
-                "</title>\n<style>body{font-family:sans-serif;margin:24px}pre{font-size:12px}"
-                "</style></head>\n<body>\n<h1>kprof report</h1>\n<h2>Calls by device</h2>\n"
-                + "".join(svg) + "<h2>Table</h2>\n<pre>" + xml_escaped(self.as_table())
-                + "</pre>\n</body></html>\n")
+        bars, then a table of them that sorts, then the configuration."""
+        from kprof.report_html import report_html
+        return report_html(self)
 
     def as_table(self, sort=True, aggregate=True, col_sums=True):
         """The human table `kprof report` prints: a row per (aggregated) call, longest first, a
@@ -416,8 +387,7 @@ class Report:
             total = dict(metrics)
             total[NAME] = "Total"
             rows.append(total)
-        headers = [NAME, DURATION, PERCENT, DEVICE, COUNT, SHAPES]
-        headers += sorted({name for row in rows for name in row} - set(headers))
+        headers = table_columns(rows)
         cells = [headers] + [[format_for_table(row[h]) if h in row else "" for h in headers]
                              for row in rows]
         widths = [max(len(line[c]) for line in cells) for c in range(len(headers))]

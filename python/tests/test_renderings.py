@@ -102,6 +102,17 @@ def test_html_pages_match_the_cli_and_render_in_a_real_browser():
         assert bars > 500, f"{bars} bar pixels"
         for label in ("cpu0", "unknown device", "matmul", "Calls by device", "Configuration"):
             assert label in dom, label
+        # A table of the calls, longest first, that sorts: by name, either way, on opening
+        # with "#sort=N" as on a click of the heading.
+        assert '<table class="sortable">' in dom and "<th>Duration (us)</th>" in dom
+
+        def names(dom):
+            body = dom[dom.index("<tbody>"):dom.index("</tbody>")]
+            return [cell.split("</td>")[0] for cell in body.split("<tr><td>")[1:]]
+        assert names(dom) == ["big", "matmul", "relu \"fused\", ünïcode", "nan call"]
+        by_name = _dump_dom(path + "#sort=0", scratch)
+        assert names(by_name) == ["big", "matmul", "nan call", "relu \"fused\", ünïcode"]
+        assert names(_dump_dom(path + "#sort=-0", scratch)) == list(reversed(names(by_name)))
 
 
 def test_reports_read_back_with_their_kinds():
@@ -167,6 +178,16 @@ def _png_pixels(path):
         rows.append([tuple(line[x * channels:x * channels + 3]) for x in range(width)])
         previous = line
     return width, height, rows
+
+
+def _dump_dom(url_path, scratch):
+    """The page at `url_path` (a file, with a #fragment) as headless Chromium leaves it after its
+    scripts ran."""
+    import shutil
+    return subprocess.run([shutil.which("chromium"), "--headless", "--no-sandbox", "--disable-gpu",
+                           f"--user-data-dir={os.path.join(scratch, 'profile')}", "--dump-dom",
+                           "file://" + url_path], check=True, capture_output=True, text=True,
+                          timeout=120).stdout
 
 
 def _render_in_chromium(svg, scratch, size):
