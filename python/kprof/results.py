@@ -72,10 +72,22 @@ class BenchmarkResult:
         return repeats_svg(title, self.results)
 
     def __str__(self):
-        return ("Execution time summary:\n"
-                f" mean (ms)   median (ms)    max (ms)     min (ms)     std (ms)\n"
-                f" {self.mean * 1e3:<11.4f} {self.median * 1e3:<12.4f} "
-                f"{self.max * 1e3:<12.4f} {self.min * 1e3:<12.4f} {self.std * 1e3:<11.4f}")
+        """As the CLI's table says it: times in a unit that suits each (ns below a microsecond),
+        one spread (the sample relative standard deviation), the repeats, the warnings."""
+        from kprof.compare import _seconds
+        raw = self.raw
+        n = len(self.results)
+        spread = "%.2f%%" % (raw.rel_stddev * 100) if n > 1 else "- (one repeat)"
+        numbers = sorted(set(raw.numbers)) or [0]
+        calls = str(numbers[0]) if len(numbers) == 1 else f"{numbers[0]}-{numbers[-1]}"
+        lines = [f"median {_seconds(self.median)}  mean {_seconds(self.mean)}  "
+                 f"min {_seconds(self.min)}  max {_seconds(self.max)}  relative std {spread}",
+                 f"{n} repeat(s) of {calls} call(s)"]
+        if raw.HasField("converged"):
+            lines.append(f"{'converged' if raw.converged else 'NOT converged'}: relative std "
+                         f"{raw.rel_stddev * 100:.2f}% after {n} repeats ({raw.stop_reason})")
+        lines += [f"warning: {w}" for w in raw.warnings]
+        return "\n".join(lines)
 
 
 class BatchResult:

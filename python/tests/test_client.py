@@ -21,7 +21,13 @@ def test_time_evaluate_reads_like_tvms_benchmark_result(client):
     assert result.mean == pytest.approx(sum(result.results) / 4)
     assert result.raw.device == "cpu:0"
     assert "BenchmarkResult(min=" in repr(result)
-    assert "mean (ms)" in str(result)
+    # As the CLI says it: units that suit the times (a spin of 200 us in us, a nop in ns), one
+    # spread, the repeats.
+    text = str(result)
+    assert text.startswith("median 2") and " us  mean " in text, text
+    assert "relative std" in text and "4 repeat(s) of 2 call(s)" in text, text
+    nop = str(client.time_evaluate("builtin", "nop", number=100, repeat=3))
+    assert " ns  " in nop and "(ms)" not in nop, nop
 
 
 def test_convergence_needs_no_repeat_count(client):
