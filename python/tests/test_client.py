@@ -2,6 +2,7 @@
 
 import os
 import socket
+import subprocess
 import tempfile
 
 import grpc
@@ -349,3 +350,27 @@ def test_a_job_that_is_no_job_fails_alone_and_the_others_run(client, daemon):
         assert "repet" in by_id["misspelt"].message
         assert by_id["no_file"].code == grpc.StatusCode.NOT_FOUND
         assert "/nonexistent/k.so" in by_id["no_file"].message
+
+
+def test_the_source_trees_python_imports_after_a_build():
+    """PYTHONPATH=python (the source tree's) finds the generated modules of the build beside it;
+    without a build it says to make one."""
+    import shutil
+    source = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # python/
+    root = os.path.dirname(source)
+    built = [p for p in ("release", "debug", "asan", "clang")
+             if os.path.isdir(os.path.join(root, "build", p, "python", "kprof", "v1"))]
+    if not built:
+        pytest.skip("no build beside this source tree")
+    env = dict(os.environ, PYTHONPATH=source)
+    out = subprocess.run(["/usr/bin/python3", "-c", "import kprof, kprof.v1.kprof_pb2 as pb; "
+                          "print(kprof.__file__); print(pb.__file__)"],
+                         env=env, capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == os.path.join(source, "kprof", "__init__.py")
+    assert out[1].startswith(os.path.join(root, "build", built[0], "python"))
+    with tempfile.TemporaryDirectory() as alone:
+        shutil.copytree(os.path.join(source, "kprof"), os.path.join(alone, "python", "kprof"))
+        bare = subprocess.run(["/usr/bin/python3", "-c", "import kprof"],
+                              env=dict(os.environ, PYTHONPATH=os.path.join(alone, "python")),
+                              capture_output=True, text=True)
+        assert bare.returncode != 0 and "run `make` first" in bare.stderr, bare.stderr
