@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/byte_size.h"
+#include "base/nearest.h"
 
 namespace kprof::base {
 namespace {
@@ -133,8 +134,13 @@ absl::Status CommandLine::Parse(const std::vector<std::string>& args,
         arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
     Option* option = Find(name);
     if (option == nullptr) {
+      std::vector<std::string> names;
+      for (const Option& known : options_) names.push_back(known.name);
+      const std::string near = Nearest(name, names);
       return absl::InvalidArgumentError(
-          absl::StrCat("unknown option '--", name, "' (", program_, " --help lists them)"));
+          absl::StrCat("unknown option '--", name, "' (",
+                       near.empty() ? "" : absl::StrCat("did you mean --", near, "? "), program_,
+                       " --help lists them)"));
     }
     std::string value;
     if (option->value_name.empty()) {

@@ -26,18 +26,9 @@ namespace {
 
 constexpr char kUsagePayload[] = "kprof.dev/usage-error";
 
-// "60s", "500ms", "2m" (absl::ParseDuration); a bare number is seconds; 0 is the command's own
-// default.
+// 0 is the command's own default.
 absl::StatusOr<absl::Duration> ParseTimeout(const std::string& text) {
-  absl::Duration duration;
-  double seconds = 0;
-  if (absl::SimpleAtod(text, &seconds) && seconds >= 0 && seconds < 1e9) {
-    return absl::Seconds(seconds);
-  }
-  if (absl::ParseDuration(text, &duration) && duration >= absl::ZeroDuration() &&
-      duration != absl::InfiniteDuration()) {
-    return duration;
-  }
+  if (absl::Duration duration; ParseDurationOrSeconds(text, &duration)) return duration;
   return UsageError(absl::StrCat("--timeout '", text,
                                  "' is not a duration (e.g. 30s, 500ms, 2m; a bare number is "
                                  "seconds)"));
@@ -241,6 +232,16 @@ std::string Globals::ResolvedTarget() const {
   if (!target.empty()) return target;
   const char* env = std::getenv("KPROF_TARGET");
   return env != nullptr && *env ? env : "127.0.0.1:9177";
+}
+
+bool ParseDurationOrSeconds(const std::string& text, absl::Duration* duration) {
+  double seconds = 0;
+  if (absl::SimpleAtod(text, &seconds) && seconds >= 0 && seconds < 1e9) {
+    *duration = absl::Seconds(seconds);
+    return true;
+  }
+  return absl::ParseDuration(text, duration) && *duration >= absl::ZeroDuration() &&
+         *duration != absl::InfiniteDuration();
 }
 
 absl::Duration Globals::TimeoutOr(absl::Duration otherwise) const {

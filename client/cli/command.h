@@ -27,6 +27,10 @@ class App;
 
 namespace kprof::client {
 
+// "60s", "500ms", "2m" (absl::ParseDuration) or a bare number of seconds ("2", "0.5"), finite
+// and not negative: what every option of a duration takes.
+bool ParseDurationOrSeconds(const std::string& text, absl::Duration* duration);
+
 // A usage error: INVALID_ARGUMENT, marked so that kprof exits 2 for it (1 for failed work).
 absl::Status UsageError(absl::string_view message);
 bool IsUsageError(const absl::Status& status);

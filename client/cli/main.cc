@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/nearest.h"
 #include "client/cli/call_spec.h"
 #include "client/cli/command.h"
 #include "client/cli/output.h"
@@ -52,6 +53,20 @@ std::string Usage(const Command* command, const CLI::App& app) {
   return "usage: " + usage;
 }
 
+// "did you mean --repeat? " for a slip of one of the command's options (or kprof's own), else "".
+std::string NearestOption(const std::string& option, const Command* command, const CLI::App& app) {
+  std::vector<std::string> names;
+  const CLI::App* const scopes[] = {command != nullptr ? command->subcommand() : nullptr, &app};
+  for (const CLI::App* scope : scopes) {
+    if (scope == nullptr) continue;
+    for (const CLI::Option* known : scope->get_options()) {
+      for (const std::string& name : known->get_lnames()) names.push_back("--" + name);
+    }
+  }
+  const std::string near = base::Nearest(option, names);
+  return near.empty() ? "" : absl::StrCat("did you mean ", near, "? ");
+}
+
 // A parse error as one line that says what was wrong and where to look.
 absl::Status ParseFailure(const CLI::ParseError& error, const CLI::App& app,
                           const std::vector<std::unique_ptr<Command>>& commands) {
@@ -70,8 +85,9 @@ absl::Status ParseFailure(const CLI::ParseError& error, const CLI::App& app,
         }
       }
       if (owners.empty()) {
-        return UsageError(
-            absl::StrCat("unknown option '", option, "' (", where, " --help lists the options)"));
+        return UsageError(absl::StrCat("unknown option '", option, "' (",
+                                       NearestOption(option, command, app), where,
+                                       " --help lists the options)"));
       }
       if (name.empty() || std::find(owners.begin(), owners.end(), name) != owners.end()) {
         return UsageError(absl::StrCat(option, " is an option of ", absl::StrJoin(owners, ", "),
@@ -96,7 +112,16 @@ absl::Status ParseFailure(const CLI::ParseError& error, const CLI::App& app,
                                      where, " --help lists its arguments)"));
     }
   }
-  return UsageError(absl::StrCat(error.what(), " (", Usage(command, app), ")"));
+  // CLI11's own words for an option given twice ("--format: At Most 1 required but received
+  // 2") said plainly.
+  const std::string what = error.what();
+  if (const size_t at = what.find(": At Most 1 required but received "); at != std::string::npos) {
+    return UsageError(
+        absl::StrCat(what.substr(0, at), " is given ",
+                     what.substr(at + std::string(": At Most 1 required but received ").size()),
+                     " times: give it once (", Usage(command, app), ")"));
+  }
+  return UsageError(absl::StrCat(what, " (", Usage(command, app), ")"));
 }
 
 // "a", "a and b", "a, b and c".

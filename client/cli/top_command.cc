@@ -95,9 +95,10 @@ class TopCommand final : public Command {
 
   absl::Status Run(const Globals& globals, const std::string&, int*) override {
     absl::Duration interval;
-    if (!absl::ParseDuration(interval_, &interval) || interval < absl::Milliseconds(50)) {
+    if (!ParseDurationOrSeconds(interval_, &interval) || interval < absl::Milliseconds(50)) {
       return UsageError(absl::StrCat("--interval '", interval_,
-                                     "' is not a duration of 50ms or more (1s, 500ms)"));
+                                     "' is not a duration of 50ms or more (1s, 500ms; a bare "
+                                     "number is seconds)"));
     }
     if (iterations_ < 0) return UsageError("--iterations wants a count, 0 or more");
     // A daemon that does not answer holds up a frame no longer than an interval (2 s at least),

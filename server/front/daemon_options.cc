@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/log.h"
 #include "base/loopback.h"
@@ -147,6 +148,8 @@ void DeclareDaemonFlags(base::CommandLine& cl, DaemonFlags& f) {
 
 absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl, ConfigOrigins* origins) {
   KPROF_ASSIGN_OR_RETURN(const std::string contents, base::ReadFile(path, "config file"));
+  // Every line's mistake, not the first alone: a file is fixed in one go.
+  std::vector<std::string> mistakes;
   int number = 0;
   for (const absl::string_view line : absl::StrSplit(contents, '\n')) {
     ++number;
@@ -155,8 +158,9 @@ absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl, ConfigO
     const size_t equals = text.find('=');
     const std::string name(absl::StripAsciiWhitespace(text.substr(0, equals)));
     if (name.empty() || name == "config" || name.rfind("--", 0) == 0) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ":", number, ": '", text,
-                                                     "' is not 'name = value' with a known name"));
+      mistakes.push_back(absl::StrCat(path, ":", number, ": '", text,
+                                      "' is not 'name = value' with a known name"));
+      continue;
     }
     std::vector<std::string> arg = {"--" + name};
     if (equals != std::string::npos) {
@@ -164,10 +168,16 @@ absl::Status ApplyConfig(const std::string& path, base::CommandLine& cl, ConfigO
     }
     std::vector<std::string> positional;
     if (absl::Status s = cl.Parse(arg, &positional); !s.ok()) {
-      return absl::InvalidArgumentError(
+      mistakes.push_back(
           absl::StrCat(path, ":", number, ": key '", name, "': ", std::string(s.message())));
+      continue;
     }
     if (origins != nullptr) (*origins)[name] = absl::StrCat(path, ":", number);
+  }
+  if (mistakes.size() == 1) return absl::InvalidArgumentError(mistakes.front());
+  if (!mistakes.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(mistakes.size(), " mistakes in ", path, ":\n  ",
+                                                   absl::StrJoin(mistakes, "\n  ")));
   }
   return absl::OkStatus();
 }

@@ -12,8 +12,19 @@ grep -q "configuration OK" <<<"$ok" || fail "example config: $ok"
 
 printf 'listen = 127.0.0.1:0\n# comment\nmax-queu = 3\n' >"$scratch/typo.conf"
 if "$kprofd" --config "$scratch/typo.conf" --check-config 2>"$scratch/err"; then fail "typo accepted"; fi
-grep -q "typo.conf:3: key 'max-queu': unknown option '--max-queu'" "$scratch/err" ||
-  fail "typo message: $(cat "$scratch/err")"
+grep -q "typo.conf:3: key 'max-queu': unknown option '--max-queu' (did you mean --max-queue?" \
+  "$scratch/err" || fail "typo message: $(cat "$scratch/err")"
+
+# Every mistake of a file at once, each at its line.
+printf 'cache_dir = /tmp/x\nlisten = 127.0.0.1:0\nbogus_key = 3\nmax-queue = abc\n' >"$scratch/three.conf"
+if "$kprofd" --config "$scratch/three.conf" --check-config 2>"$scratch/err"; then fail "three accepted"; fi
+grep -q "3 mistakes in $scratch/three.conf:" "$scratch/err" || fail "three: $(cat "$scratch/err")"
+grep -q "three.conf:1: key 'cache_dir': unknown option '--cache_dir' (did you mean --cache-dir?" \
+  "$scratch/err" || fail "three, line 1: $(cat "$scratch/err")"
+grep -q "three.conf:3: key 'bogus_key': unknown option '--bogus_key' (kprofd --help" \
+  "$scratch/err" || fail "three, line 3: $(cat "$scratch/err")"
+grep -q "three.conf:4: key 'max-queue': --max-queue wants an integer, got 'abc'" "$scratch/err" ||
+  fail "three, line 4: $(cat "$scratch/err")"
 
 printf 'job-timeout = soon\n' >"$scratch/value.conf"
 if "$kprofd" --config "$scratch/value.conf" --check-config 2>"$scratch/err"; then fail "bad value"; fi

@@ -403,7 +403,12 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"--timeout", "--timeout"},
            {"time builtin spin_us --grid 4", "needs both --grid and --block"},
            {"time builtin spin_us --grid x --block 1", "dimensions are integers"},
-           {"--tls-cert c.pem info", "--tls-cert and --tls-key go together"}}) {
+           {"--tls-cert c.pem info", "--tls-cert and --tls-key go together"},
+           {"time builtin nop --repeats 3",
+            "unknown option '--repeats' (did you mean --repeat? kprof time --help"},
+           {"time builtin nop --format json --format csv",
+            "--format is given 2 times: give it once (usage: kprof time"},
+           {"top --interval 0.01", "--interval '0.01' is not a duration of 50ms or more"}}) {
     const Result r = Kprof(args);
     EXPECT_EQ(r.exit_code, 2) << "kprof " << args << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr(says)) << "kprof " << args;
