@@ -7,8 +7,10 @@
  *
  * `args` points to `num_args` DLPack tensors, one per argument spec of the request, in order.
  * Scalars arrive as 0-d tensors (ndim == 0) holding one element. Tensors are compact and
- * row-major (strides == NULL, byte_offset == 0) and their data is aligned to 256 bytes; on a
- * CUDA device, `data` is a device pointer. Return 0 for success; any other value is reported to
+ * row-major (strides == NULL, byte_offset == 0) and their data is aligned to 256 bytes unless
+ * the request asks otherwise (tensor_offset, randomize_layout and tensor_alignment place it at
+ * the offset they name, as a client measuring alignment wants); on a CUDA device, `data` is a
+ * device pointer. Return 0 for success; any other value is reported to
  * the client as the function's error code (ABORTED: "function 'f' returned 3").
  *
  * Data types follow DLPack: int/uint/float of 8 to 64 bits, bfloat16 (kDLBfloat, 16 bits), and

@@ -259,6 +259,16 @@ TEST_F(ServiceTest, EachBadRequestGetsItsCode) {
       StatusIs(absl::StatusCode::kNotFound, "module holds no function 'vsub' (it exports: vadd)"));
   EXPECT_THAT(client_->TimeEvaluate(Time("builtin", "gemm", {})),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("no function 'gemm'")));
+  EXPECT_THAT(client_->TimeEvaluate(Time(module->id(), "vad", {})),
+              StatusIs(absl::StatusCode::kNotFound,
+                       "module holds no function 'vad' (did you mean 'vadd'? it exports: vadd)"));
+  // A C++ kernel without extern "C": the call is told why it is not found by its name.
+  auto mangled = client_->LoadModuleFile(TestModulePath("mangled"));
+  ASSERT_THAT(mangled, IsOk());
+  EXPECT_THAT(client_->TimeEvaluate(Time(mangled->id(), "my_saxpy", {})),
+              StatusIs(absl::StatusCode::kNotFound,
+                       HasSubstr("module holds no function 'my_saxpy', but the C++ function "
+                                 "'_Z8my_saxpyP8DLTensori': declare it extern \"C\"")));
   v1::TimeEvaluateRequest cpu1 = Time("builtin", "spin_us", {"float64:1"});
   cpu1.set_device("cpu:1");
   EXPECT_THAT(client_->TimeEvaluate(cpu1),
