@@ -343,6 +343,11 @@ absl::Status Serve(const DaemonFlags& flags, const std::string& config, int read
     Log(LogSeverity::kInfo, absl::StrCat("metrics on http://", metrics->address(), "/metrics"));
   }
 
+  // A port in use is said before gRPC tries it and logs its own tangle of words first.
+  if (const std::string why = WhyCannotBind(flags.listen); why == kPortInUse) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", flags.listen, ": ", why, " (--listen)"));
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
