@@ -365,12 +365,13 @@ def test_the_source_trees_python_imports_after_a_build():
     env = dict(os.environ, PYTHONPATH=source)
     out = subprocess.run(["/usr/bin/python3", "-c", "import kprof, kprof.v1.kprof_pb2 as pb; "
                           "print(kprof.__file__); print(pb.__file__)"],
-                         env=env, capture_output=True, text=True, check=True).stdout.split("\n")
+                         env=env, capture_output=True, text=True, check=True,
+                         cwd="/").stdout.split("\n")  # not a build's python/ as `-c`'s path
     assert out[0] == os.path.join(source, "kprof", "__init__.py")
     assert out[1].startswith(os.path.join(root, "build", built[0], "python"))
     with tempfile.TemporaryDirectory() as alone:
         shutil.copytree(os.path.join(source, "kprof"), os.path.join(alone, "python", "kprof"))
         bare = subprocess.run(["/usr/bin/python3", "-c", "import kprof"],
                               env=dict(os.environ, PYTHONPATH=os.path.join(alone, "python")),
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, cwd="/")
         assert bare.returncode != 0 and "run `make` first" in bare.stderr, bare.stderr
