@@ -402,6 +402,8 @@ void Farm::Batch::Handle(Event& e) {
     if (d.alive && !d.closing) Lose(e.daemon, "its stream ended");
     return;
   }
+  // Of several daemons, the caller is told which answered.
+  if (daemons_.size() > 1) e.update.set_daemon(d.address);
   const BatchUpdate& u = e.update;
   const auto found = index_of_.find(u.id());
   if (found == index_of_.end()) {

@@ -256,6 +256,7 @@ void BatchRun::OnUpdate(const kprof::v1::BatchUpdate& update) {
       Failure(update.id(), lines_[update.id()], result.status());
     } else {
       Json line_result = {{"id", update.id()}, {"status", "OK"}};
+      if (!update.daemon().empty()) line_result["daemon"] = update.daemon();
       line_result.update(calls_[update.id()]);
       line_result.update(*result);
       Print(line_result.dump() + "\n");

@@ -371,7 +371,10 @@ class Farm:
                     daemon.uploaded.discard(module)
                     pending.append(j)
                     return
-            deliver(_batch_result(update, prepared[j] if j is not None else None))
+            result = _batch_result(update, prepared[j] if j is not None else None)
+            if len(daemons) > 1:
+                result.daemon = daemon.address  # of several, the one that answered
+            deliver(result)
 
         def deadline(j):
             """When job j, which its daemon said runs, must have its answer: the daemon's limit

@@ -104,6 +104,7 @@ class BatchResult:
         # A checked job's verdict: passed (ok), or why its answer was wrong.
         self.verdict = result.check if ok and result is not None else verdict
         self.function, self.args = function, list(args)  # the job's call, as it named it
+        self.daemon = ""  # of a farm of several daemons, the one that answered (HOST:PORT)
 
     def __repr__(self):
         if self.ok:

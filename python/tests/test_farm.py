@@ -37,6 +37,8 @@ def test_a_farm_spreads_a_batch_and_uploads_modules_where_jobs_go(three_daemons)
         assert r.id not in by_id or r.id == "v0", r.id
         by_id.setdefault(r.id, []).append(r)
     assert all(by_id[f"v{i}"][0].ok for i in range(1, 150))
+    # Each answer says which daemon measured it; every daemon measured some.
+    assert {by_id[f"v{i}"][0].daemon for i in range(1, 150)} == set(targets)
     assert by_id["alias"][0].ok, by_id["alias"][0]
     # The duplicate id is refused, the first v0 runs.
     assert sorted(r.ok for r in by_id["v0"]) == [False, True]

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -524,6 +525,31 @@ TEST_F(CliTest, ATargetOfSeveralDaemons) {
   EXPECT_EQ(none.exit_code, 1);
   EXPECT_THAT(none.err, HasSubstr("none of the target's 2 daemons can measure on cuda:0: " + a +
                                   " has cpu:0; " + closed + ": "));
+
+  // A batch over both: each line says which daemon measured it, one of the two.
+  {
+    std::ofstream jobs(dir_.path() + "/spread.jsonl");
+    for (int k = 0; k < 8; ++k) {
+      jobs << R"({"id": "j)" << k
+           << R"(", "module": "builtin", "function": "spin_us", "args": ["float64:2000"], )"
+           << R"("repeat": 1})"
+           << "\n";
+    }
+  }
+  const Result spread = run(a + "," + b, "batch " + dir_.path() + "/spread.jsonl");
+  ASSERT_EQ(spread.exit_code, 0) << spread.err;
+  std::set<std::string> measured_on;
+  for (absl::string_view line : absl::StrSplit(spread.out, '\n', absl::SkipEmpty())) {
+    const auto parsed = nlohmann::json::parse(line);
+    ASSERT_TRUE(parsed.contains("daemon")) << line;
+    measured_on.insert(parsed["daemon"].get<std::string>());
+  }
+  EXPECT_THAT(measured_on, ::testing::IsSubsetOf(std::set<std::string>{a, b}));
+  EXPECT_FALSE(measured_on.empty());
+  // One daemon's lines need not say.
+  const Result alone = run(a, "batch " + dir_.path() + "/spread.jsonl");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  EXPECT_THAT(alone.out, Not(HasSubstr("\"daemon\"")));
 
   const Result load = run(a + "," + b, "load " + TestModulePath("vector_add"));
   EXPECT_EQ(load.exit_code, 2);
