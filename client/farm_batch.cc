@@ -399,7 +399,16 @@ void Farm::Batch::LoseTheSilent() {
 void Farm::Batch::Handle(Event& e) {
   Daemon& d = daemons_[e.daemon];
   if (e.ended) {
-    if (d.alive && !d.closing) Lose(e.daemon, "its stream ended");
+    if (d.alive && !d.closing) {
+      // Its reader is done with the stream and this thread alone writes to it: the daemon's
+      // reason is there to read.
+      d.finished = true;
+      const absl::Status why = FromGrpcStatus(d.batch->stream->Finish());
+      Lose(e.daemon, why.ok()
+                         ? std::string("its stream ended")
+                         : absl::StrCat("its stream ended: ", absl::StatusCodeToString(why.code()),
+                                        ": ", why.message()));
+    }
     return;
   }
   // Of several daemons, the caller is told which answered.
@@ -460,7 +469,7 @@ void Farm::Batch::Close() {
       d.batch->stream->WritesDone();
     }
     if (d.reader.joinable()) d.reader.join();
-    (void)d.batch->stream->Finish();
+    if (!d.finished) (void)d.batch->stream->Finish();
   }
 }
 

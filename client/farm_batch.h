@@ -56,6 +56,7 @@ class Farm::Batch {
     std::set<size_t> holding;  // jobs sent, not yet finished
     bool alive = false;
     bool closing = false;
+    bool finished = false;   // its stream's Finish() called (once only)
     bool draining = false;   // it refused a job as shutting down: no new ones
     double job_timeout = 0;  // seconds its jobs may run (GetInfo's limits); 0: not said
     size_t strays = 0;       // updates it sent for ids that are no job of the batch

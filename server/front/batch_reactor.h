@@ -55,6 +55,10 @@ class ProfilerService::BatchReactor final
   // Keeps the reactor from being deleted until Unpin; false when it is already being deleted.
   // Called under the service's lock, so that a reactor in its set is still there.
   bool Pin();
+  // Whether the client cancelled the stream or gRPC is done with it: it no longer counts
+  // against the client's streams, though its jobs may still be winding down. Called under the
+  // service's lock, as Pin.
+  bool Ended() ABSL_LOCKS_EXCLUDED(mutex_);
 
   void Unpin();
 

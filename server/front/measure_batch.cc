@@ -45,6 +45,11 @@ bool ProfilerService::BatchReactor::Pin() {
   return true;
 }
 
+bool ProfilerService::BatchReactor::Ended() {
+  absl::MutexLock lock(&mutex_);
+  return cancelled_ || done_;
+}
+
 void ProfilerService::BatchReactor::Unpin() {
   bool last = false;
   {
@@ -284,9 +289,11 @@ grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* ProfilerService::Me
           absl::StrCat(batches_.size(), " batch streams are open (limit ", kMaxBatchStreams,
                        "); retry when one ends"));
     }
+    // A stream its client cancelled counts no more, however long its jobs take to wind down:
+    // a client that cancels one and opens the next is within its limit.
     if (admitted.ok() &&
         static_cast<size_t>(std::count_if(batches_.begin(), batches_.end(), [&](auto* open) {
-          return open->client() == reactor->client();
+          return open->client() == reactor->client() && !open->Ended();
         })) >= kMaxBatchStreamsPerClient) {
       admitted = absl::ResourceExhaustedError(absl::StrCat(
           "client '", reactor->client(), "' has ", kMaxBatchStreamsPerClient,
