@@ -24,7 +24,7 @@ struct RankFlags {
   double threshold = 1;  // percent
   int64_t initial = 10;
   int64_t max_repeats = 300;
-  double budget = 0;  // seconds; 0: none
+  double budget = 0;          // seconds; 0: none
   bool accept_noisy = false;  // compare and rank files: judge noisy measurements too
 };
 void AddRankFlags(CLI::App& command, RankFlags& flags, bool race);
