@@ -371,6 +371,32 @@ absl::Status ResetGpuClocks(int ordinal, const std::string& pci_bus_id,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<GpuProcess>> GpuComputeProcesses(int ordinal,
+                                                            const std::string& library) {
+  const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
+  if (!nvml.ok()) return nvml.status();
+  const NvmlLibrary& lib = **nvml;
+  if (lib.compute_processes == nullptr) {
+    return absl::UnimplementedError(
+        "this NVML cannot list a GPU's processes (no nvmlDeviceGetComputeRunningProcesses_v3)");
+  }
+  KPROF_ASSIGN_OR_RETURN(const nvml::Device device, lib.Find(ordinal));
+  // Drivers before R535 write 32-byte entries: room for 64 of those, read as 24-byte ones no
+  // further than the count asked for.
+  std::vector<nvml::ProcessInfo> listed(64 * 32 / sizeof(nvml::ProcessInfo) + 1);
+  unsigned count = 64;
+  if (const nvml::Return r = lib.compute_processes(device, &count, listed.data());
+      r != nvml::kSuccess) {
+    return NvmlCallError(lib, "nvmlDeviceGetComputeRunningProcesses_v3", r);
+  }
+  std::vector<GpuProcess> processes;
+  for (unsigned i = 0; i < count && i < listed.size(); ++i) {
+    processes.push_back({static_cast<int>(listed[i].pid),
+                         static_cast<int64_t>(listed[i].used_gpu_memory >> 20)});
+  }
+  return processes;
+}
+
 report::MetricMap NvmlManifest(int ordinal, const std::string& library) {
   report::MetricMap m;
   const absl::StatusOr<std::unique_ptr<NvmlLibrary>>& nvml = SharedNvml(library);
@@ -405,20 +431,13 @@ report::MetricMap NvmlManifest(int ordinal, const std::string& library) {
     m["GPU persistence mode"] = std::string(persistence != 0 ? "on" : "off");
   }
   // Other processes computing on this GPU share it with the measurement.
-  if (lib.compute_processes != nullptr) {
-    // Drivers before R535 write 32-byte entries: room for 64 of those, read as 24-byte ones
-    // no further than the count asked for.
-    std::vector<nvml::ProcessInfo> processes(64 * 32 / sizeof(nvml::ProcessInfo) + 1);
-    unsigned count = 64;
-    if (lib.compute_processes(*device, &count, processes.data()) == nvml::kSuccess) {
-      std::vector<std::string> others;
-      for (unsigned i = 0; i < count && i < processes.size(); ++i) {
-        if (static_cast<pid_t>(processes[i].pid) == getpid()) continue;
-        others.push_back(absl::StrCat("pid ", processes[i].pid, " (",
-                                      processes[i].used_gpu_memory >> 20, " MiB)"));
-      }
-      m["GPU other processes"] = others.empty() ? std::string("none") : absl::StrJoin(others, ", ");
+  if (const absl::StatusOr<std::vector<GpuProcess>> processes = GpuComputeProcesses(ordinal, library);
+      processes.ok()) {
+    std::vector<std::string> others;
+    for (const GpuProcess& p : *processes) {
+      if (p.pid != getpid()) others.push_back(absl::StrCat("pid ", p.pid, " (", p.memory_mib, " MiB)"));
     }
+    m["GPU other processes"] = others.empty() ? std::string("none") : absl::StrJoin(others, ", ");
   }
   return m;
 }

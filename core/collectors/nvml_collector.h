@@ -56,6 +56,18 @@ absl::Status LockGpuClocks(int ordinal, int64_t mhz,
 absl::Status ResetGpuClocks(int ordinal, const std::string& pci_bus_id,
                             const std::string& library = "libnvidia-ml.so.1");
 
+// A process computing on a GPU, as NVML lists them.
+struct GpuProcess {
+  int pid = 0;
+  int64_t memory_mib = 0;
+};
+
+// Every process computing on cuda:`ordinal` now (nvmlDeviceGetComputeRunningProcesses_v3),
+// this one included. FAILED_PRECONDITION where NVML is absent, UNIMPLEMENTED where it cannot
+// list them.
+absl::StatusOr<std::vector<GpuProcess>> GpuComputeProcesses(
+    int ordinal, const std::string& library = "libnvidia-ml.so.1");
+
 class NvmlCollector final : public MetricCollector {
  public:
   // `library`: where NVML is (the default: the system's).

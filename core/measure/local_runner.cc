@@ -16,6 +16,7 @@
 #include "core/host/environment.h"
 #include "core/host/interference.h"
 #include "core/measure/clock_watch.h"
+#include "core/measure/gpu_sharing.h"
 #include "core/measure/kept_layouts.h"
 #include "core/measure/profiler.h"
 
@@ -321,6 +322,8 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& given, const TimeJob& ti
   TimeEvaluator evaluator(
       job.device, api, [timers](base::Device d) { return timers->Create(d); }, Clock::Steady());
 
+  GpuSharing sharing(job.device);
+  sharing.Before();
   const SystemSample before = SampleSystem();
   // The loop calls one kind of function or the other, never a branch between them per call.
   absl::StatusOr<TimeEvaluation> evaluated =
@@ -348,6 +351,9 @@ absl::StatusOr<TimeResult> LocalRunner::Time(const Job& given, const TimeJob& ti
   const SystemSample after = SampleSystem("/", before.cpu);
   result.warnings = InterferenceWarnings(before, after);
   result.cpu_wait = CpuWaitShare(before, after);
+  if (std::string shared = sharing.After(); !shared.empty()) {
+    result.warnings.push_back(std::move(shared));
+  }
   if (result.huge_pages) {
     if (const std::string why = HugePagesUnavailable(); !why.empty()) {
       result.warnings.push_back(absl::StrCat("huge pages were asked for, but ", why));

@@ -5,8 +5,10 @@
 // tests/support/fake_cuda, so everything up to the GPU runs on any host. As gpu_test (label
 // gpu) it loads the system's driver, and skips, saying why, where there is no GPU.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -588,6 +590,52 @@ TEST_F(CudaJobsTest, RepeatsWhileTheGpuClockIsLowAreMarkedWithNvmlsReasons) {
 }
 
 #ifdef KPROF_FAKE_CUDA_DIR
+// Another process computing on the GPU during a measurement is named in its warnings, so that
+// compare and rank call the result noisy; the daemon's own workers, which hold contexts on the
+// GPU but run nothing meanwhile, are not another process.
+TEST_F(CudaJobsTest, AnotherProcessOnTheGpuIsNamedAndTheDaemonsWorkersAreNot) {
+  const std::string id = Load("ptx");
+  v1::TimeEvaluateRequest request = Kernel(id, "spin_ns", {"int64:100000"}, 1, 1);
+  request.set_repeat(3);
+  const auto warned = [&](const v1::TimeEvaluateResponse& r) {
+    for (const std::string& w : r.warnings()) {
+      if (absl::StrContains(w, "computed on cuda:0")) return w;
+    }
+    return std::string();
+  };
+  auto result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(warned(*result), "");
+
+  // The daemon's workers (every child of it) listed on the GPU: still nothing to say.
+  const std::vector<pid_t> workers = ::kprof::testing::ChildProcesses(daemon_.pid());
+  ASSERT_FALSE(workers.empty());
+  {
+    std::ofstream processes(nvml_state_ + ".processes");
+    for (pid_t worker : workers) {
+      processes << worker << " 300\n";
+    }
+  }
+  result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(warned(*result), "");
+
+  // This test's process is another: named, with its memory.
+  std::ofstream(nvml_state_ + ".processes") << getpid() << " 512\n";
+  result = client_->TimeEvaluate(request);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_EQ(warned(*result), "another process computed on cuda:0 during the measurement: pid " +
+                                 std::to_string(getpid()) + " (512 MiB)");
+  const auto cli = ::kprof::testing::RunKprof(
+      daemon_.target(),
+      "time " + ModuleFile("ptx") +
+          " spin_ns --arg int64:100000 --device cuda:0 --grid 1 --block 1 --repeat 3",
+      cache_.path());
+  EXPECT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_THAT(cli.out, HasSubstr("another process computed on cuda:0"));
+  std::remove((nvml_state_ + ".processes").c_str());
+}
+
 // Interleaved candidates on a GPU whose clock is low: each repeat, run as a job of its own, comes
 // back marked with its reason, merged in the candidate's order; discarding them leaves nothing,
 // and each candidate fails saying so.
