@@ -34,6 +34,10 @@ double Percentile(std::vector<double> samples, double p);
 // the spread, and none when Q1 = Q3, where there are no fences to draw.
 std::vector<size_t> TukeyOutliers(const std::vector<double>& samples, double k = 1.5);
 
+// Tukey's "far out" k: pictures of repeats draw those within these fences on their axis and
+// count the rest apart, so that one stalled repeat does not squeeze the others into one bar.
+inline constexpr double kFarOut = 3.0;
+
 // The samples whose indices are not in `excluded` (sorted, as TukeyOutliers returns them).
 std::vector<double> Without(const std::vector<double>& samples,
                             const std::vector<size_t>& excluded);

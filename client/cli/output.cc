@@ -249,8 +249,11 @@ std::string ClockLine(const kprof::v1::TimeEvaluateResponse& r) {
 
 std::string RepeatsHistogram(const std::vector<double>& seconds) {
   static constexpr const char* kBars[] = {" ", "▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-  const size_t bins = std::clamp<size_t>(seconds.size(), 1, 20);
-  const std::vector<size_t> counts = report::Histogram(seconds, bins);
+  // Far-out repeats are counted apart: one stalled repeat would squeeze the rest into one bar.
+  const std::vector<double> kept =
+      report::Without(seconds, report::TukeyOutliers(seconds, report::kFarOut));
+  const size_t bins = std::clamp<size_t>(kept.size(), 1, 20);
+  const std::vector<size_t> counts = report::Histogram(kept, bins);
   if (counts.empty()) return "repeats  (none)";
   const size_t most = *std::max_element(counts.begin(), counts.end());
   std::string bars;
@@ -258,9 +261,21 @@ std::string RepeatsHistogram(const std::vector<double>& seconds) {
     // An empty bin is a space; any other is at least the lowest bar.
     bars += kBars[n == 0 ? 0 : std::max<size_t>(1, (n * 8 + most - 1) / most)];
   }
-  const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
-  return absl::StrFormat("repeats  %s  %s .. %s (%d in %d bins)", bars, Seconds(*low),
-                         Seconds(*high), seconds.size(), bins);
+  const double low = report::Min(kept), high = report::Max(kept);
+  size_t below = 0, above = 0;
+  for (const double s : seconds) {
+    if (s < low) ++below;
+    if (s > high) ++above;
+  }
+  std::string beyond;
+  if (below > 0) {
+    absl::StrAppend(&beyond, "; ", below, " far below, down to ", Seconds(report::Min(seconds)));
+  }
+  if (above > 0) {
+    absl::StrAppend(&beyond, "; ", above, " far above, up to ", Seconds(report::Max(seconds)));
+  }
+  return absl::StrFormat("repeats  %s  %s .. %s (%d in %d bins%s)", bars, Seconds(low),
+                         Seconds(high), kept.size(), bins, beyond);
 }
 
 namespace {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -31,49 +33,114 @@ std::string Open(int height) {
       kWidth, height, kWidth, height);
 }
 
-// A histogram of `seconds` between `low` and `high` in the box from `top`, `height` tall, with
-// its median marked.
-std::string HistogramAt(const std::vector<double>& seconds, double low, double high, double top,
+// The axis a histogram is drawn on: from the smallest to the largest repeat within the far-out
+// fences of all the repeats it shows, and a slot at either end for the repeats beyond, when
+// there are any, drawn as one bar of their own with their count.
+struct Frame {
+  double low = 0, high = 0;  // the axis
+  double min = 0, max = 0;   // all the repeats
+  bool below = false, above = false;
+};
+constexpr double kSlot = 40;  // the width of an end's slot
+
+Frame FrameOf(const std::vector<double>& seconds) {
+  const std::vector<double> kept =
+      report::Without(seconds, report::TukeyOutliers(seconds, report::kFarOut));
+  Frame f;
+  std::tie(f.low, f.high) = std::pair{report::Min(kept), report::Max(kept)};
+  std::tie(f.min, f.max) = std::pair{report::Min(seconds), report::Max(seconds)};
+  f.below = f.min < f.low;
+  f.above = f.max > f.high;
+  return f;
+}
+
+double AxisLeft(const Frame& f) { return kLeft + (f.below ? kSlot : 0); }
+double AxisRight(const Frame& f) { return kWidth - kRight - (f.above ? kSlot : 0); }
+
+std::string Bar(double x, double bottom, double width, double h, const char* colour,
+                const char* extra = "") {
+  return absl::StrFormat(
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+      "fill=\"%s\"%s/>\n",
+      x, bottom - h, width, h, colour, extra);
+}
+
+// A bar of the `count` repeats beyond the axis at one end, in its slot from `x`, with its count.
+std::string EndBar(double x, size_t count, double scale, double bottom, const char* colour) {
+  if (count == 0) return "";
+  const double h = std::max(2.0, scale * static_cast<double>(count));
+  return Bar(x + 6, bottom, kSlot - 12, h, colour, " fill-opacity=\"0.5\"") +
+         Text(x + kSlot / 2, bottom - h - 3, absl::StrCat(count), "middle", 10, " fill=\"#666\"");
+}
+
+// A histogram of `seconds` on `frame`'s axis in the box from `top`, `height` tall, with its
+// median marked.
+std::string HistogramAt(const std::vector<double>& seconds, const Frame& frame, double top,
                         double height, const char* colour, const std::string& label) {
-  std::string out;
+  const double low = frame.low, high = frame.high, left = AxisLeft(frame);
+  const double span = AxisRight(frame) - left;
   const size_t bins = std::clamp<size_t>(seconds.size() / 2, 5, 40);
   std::vector<size_t> counts(bins, 0);
+  size_t below = 0, above = 0;
   for (const double s : seconds) {
+    if (s < low || s > high) {
+      ++(s < low ? below : above);
+      continue;
+    }
     const double at = high > low ? (s - low) / (high - low) * static_cast<double>(bins) : 0;
     ++counts[std::min(static_cast<size_t>(std::max(at, 0.0)), bins - 1)];
   }
-  const size_t most = std::max<size_t>(1, *std::max_element(counts.begin(), counts.end()));
-  const double width = static_cast<double>(kWidth - kLeft - kRight) / static_cast<double>(bins);
+  const size_t most =
+      std::max({size_t{1}, *std::max_element(counts.begin(), counts.end()), below, above});
+  const double scale = height / static_cast<double>(most);
+  const double width = span / static_cast<double>(bins);
+  std::string out;
   for (size_t b = 0; b < bins; ++b) {
-    const double h = height * static_cast<double>(counts[b]) / static_cast<double>(most);
-    absl::StrAppend(&out, absl::StrFormat("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
-                                          "height=\"%.1f\" fill=\"%s\"/>\n",
-                                          kLeft + width * static_cast<double>(b) + 1,
-                                          top + height - h, std::max(width - 2, 1.0), h, colour));
+    absl::StrAppend(
+        &out, Bar(left + width * static_cast<double>(b) + 1, top + height, std::max(width - 2, 1.0),
+                  scale * static_cast<double>(counts[b]), colour));
   }
+  absl::StrAppend(&out, EndBar(kLeft, below, scale, top + height, colour),
+                  EndBar(kWidth - kRight - kSlot, above, scale, top + height, colour));
   absl::StrAppend(&out, absl::StrFormat("<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" "
                                         "stroke=\"#444\"/>\n",
                                         kLeft, top + height, kWidth - kRight, top + height));
   const double median = report::Median(seconds);
-  const double x =
-      high > low ? kLeft + (median - low) / (high - low) * (kWidth - kLeft - kRight) : kLeft;
+  const double x = high > low ? left + (median - low) / (high - low) * span : left;
   absl::StrAppend(&out,
                   absl::StrFormat("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                                   "stroke=\"#c00\" stroke-width=\"2\" stroke-dasharray=\"4 3\"/>\n",
                                   x, top - 4, x, top + height));
-  absl::StrAppend(
-      &out, Text(x + 4, top + 8, "median " + Microseconds(median), "start", 11, " fill=\"#c00\""));
+  // The label on the side of the line with the more room.
+  const bool right_half = x > (kLeft + kWidth - kRight) / 2.0;
+  absl::StrAppend(&out, Text(right_half ? x - 4 : x + 4, top + 8, "median " + Microseconds(median),
+                             right_half ? "end" : "start", 11, " fill=\"#c00\""));
   absl::StrAppend(&out, Text(kLeft - 6, top + 12, label, "end", 11));
   absl::StrAppend(&out, Text(kLeft - 6, top + height, absl::StrCat(seconds.size(), " repeats"),
                              "end", 10, " fill=\"#666\""));
   return out;
 }
 
-std::string Axis(double low, double high, double y) {
-  return Text(kLeft, y, Microseconds(low), "start", 11) +
-         Text(kWidth - kRight, y, Microseconds(high), "end", 11) +
-         Text((kLeft + kWidth - kRight) / 2.0, y, "time per call", "middle", 11, " fill=\"#666\"");
+// The axis's ends and name at `y`, and beneath, what the end slots hold.
+std::string Axis(const Frame& f, double y) {
+  std::string out =
+      Text(AxisLeft(f), y, Microseconds(f.low), "start", 11) +
+      Text(AxisRight(f), y, Microseconds(f.high), "end", 11) +
+      Text((kLeft + kWidth - kRight) / 2.0, y, "time per call", "middle", 11, " fill=\"#666\"");
+  if (f.below) {
+    absl::StrAppend(&out, Text(kLeft, y + 14, "at left: far below, down to " + Microseconds(f.min),
+                               "start", 10, " fill=\"#666\""));
+  }
+  if (f.above) {
+    absl::StrAppend(
+        &out, Text(kWidth - kRight, y + 14, "at right: far above, up to " + Microseconds(f.max),
+                   "end", 10, " fill=\"#666\""));
+  }
+  return out;
 }
+
+// The extra height the axis's second line takes, when it has one.
+int AxisExtra(const Frame& f) { return f.below || f.above ? 16 : 0; }
 
 const char* Colour(report::Verdict verdict) {
   switch (verdict) {
@@ -107,15 +174,15 @@ std::vector<double> Drawable(const std::vector<double>& seconds) {
 
 std::string RepeatsSvg(const std::string& title, const std::vector<double>& all) {
   const std::vector<double> seconds = Drawable(all);
-  std::string out = Open(300);
+  const Frame frame = seconds.empty() ? Frame{} : FrameOf(seconds);
+  std::string out = Open(300 + AxisExtra(frame));
   absl::StrAppend(&out, Text(kWidth / 2.0, 24, title, "middle", 15, " font-weight=\"bold\""));
   if (seconds.empty()) {
     absl::StrAppend(&out, Text(kWidth / 2.0, 150, "no repeats", "middle"), "</svg>\n");
     return out;
   }
-  const auto [low, high] = std::minmax_element(seconds.begin(), seconds.end());
-  absl::StrAppend(&out, HistogramAt(seconds, *low, *high, 50, 200, "#4a78c2", "repeats"));
-  absl::StrAppend(&out, Axis(*low, *high, 272), "</svg>\n");
+  absl::StrAppend(&out, HistogramAt(seconds, frame, 50, 200, "#4a78c2", "repeats"));
+  absl::StrAppend(&out, Axis(frame, 272), "</svg>\n");
   return out;
 }
 
@@ -124,7 +191,13 @@ std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double con
   const bool distributions =
       rows.size() == 1 && !Drawable(rows[0].base).empty() && !Drawable(rows[0].fresh).empty();
   const int chart = kTop + static_cast<int>(rows.size()) * kRow + 40;
-  std::string out = Open(chart + (distributions ? 330 : 0));
+  Frame frame;
+  if (distributions) {
+    std::vector<double> both = Drawable(rows[0].base);
+    for (const double s : Drawable(rows[0].fresh)) both.push_back(s);
+    frame = FrameOf(both);
+  }
+  std::string out = Open(chart + (distributions ? 330 + AxisExtra(frame) : 0));
   absl::StrAppend(&out, Text(kWidth / 2.0, 24,
                              absl::StrFormat("change of the median, new against base, with its "
                                              "%g%% interval",
@@ -176,19 +249,13 @@ std::string ComparisonSvg(const std::vector<PlottedComparison>& rows, double con
                    "end", 11, absl::StrCat(" fill=\"", colour, "\"").c_str()));
   }
   if (distributions) {
-    PlottedComparison row = rows[0];
-    row.base = Drawable(row.base);
-    row.fresh = Drawable(row.fresh);
-    double low = *std::min_element(row.base.begin(), row.base.end());
-    double high = *std::max_element(row.base.begin(), row.base.end());
-    low = std::min(low, *std::min_element(row.fresh.begin(), row.fresh.end()));
-    high = std::max(high, *std::max_element(row.fresh.begin(), row.fresh.end()));
+    const std::vector<double> base = Drawable(rows[0].base), fresh = Drawable(rows[0].fresh);
     absl::StrAppend(&out, Text(kWidth / 2.0, chart + 16, "the repeats of each side, on one axis",
                                "middle", 13, " font-weight=\"bold\""));
-    absl::StrAppend(&out, HistogramAt(row.base, low, high, chart + 40, 110, "#7f8fa6", "base"));
-    absl::StrAppend(&out, HistogramAt(row.fresh, low, high, chart + 180, 110,
-                                      Colour(row.comparison.verdict), "new"));
-    absl::StrAppend(&out, Axis(low, high, chart + 316));
+    absl::StrAppend(&out, HistogramAt(base, frame, chart + 40, 110, "#7f8fa6", "base"));
+    absl::StrAppend(&out, HistogramAt(fresh, frame, chart + 180, 110,
+                                      Colour(rows[0].comparison.verdict), "new"));
+    absl::StrAppend(&out, Axis(frame, chart + 316));
   }
   absl::StrAppend(&out, "</svg>\n");
   return out;

@@ -10,7 +10,8 @@
 namespace kprof::client {
 
 // A histogram of `seconds` (one measurement's repeats) with the median marked and labelled,
-// the axis from the fastest to the slowest repeat, titled `title`.
+// the axis from the fastest to the slowest repeat within Tukey's far-out fences (the repeats
+// beyond drawn apart, in a bar at that end with their count), titled `title`.
 std::string RepeatsSvg(const std::string& title, const std::vector<double>& seconds);
 
 struct PlottedComparison {

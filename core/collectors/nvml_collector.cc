@@ -391,8 +391,8 @@ absl::StatusOr<std::vector<GpuProcess>> GpuComputeProcesses(int ordinal,
   }
   std::vector<GpuProcess> processes;
   for (unsigned i = 0; i < count && i < listed.size(); ++i) {
-    processes.push_back({static_cast<int>(listed[i].pid),
-                         static_cast<int64_t>(listed[i].used_gpu_memory >> 20)});
+    processes.push_back(
+        {static_cast<int>(listed[i].pid), static_cast<int64_t>(listed[i].used_gpu_memory >> 20)});
   }
   return processes;
 }
@@ -431,11 +431,13 @@ report::MetricMap NvmlManifest(int ordinal, const std::string& library) {
     m["GPU persistence mode"] = std::string(persistence != 0 ? "on" : "off");
   }
   // Other processes computing on this GPU share it with the measurement.
-  if (const absl::StatusOr<std::vector<GpuProcess>> processes = GpuComputeProcesses(ordinal, library);
+  if (const absl::StatusOr<std::vector<GpuProcess>> processes =
+          GpuComputeProcesses(ordinal, library);
       processes.ok()) {
     std::vector<std::string> others;
     for (const GpuProcess& p : *processes) {
-      if (p.pid != getpid()) others.push_back(absl::StrCat("pid ", p.pid, " (", p.memory_mib, " MiB)"));
+      if (p.pid != getpid())
+        others.push_back(absl::StrCat("pid ", p.pid, " (", p.memory_mib, " MiB)"));
     }
     m["GPU other processes"] = others.empty() ? std::string("none") : absl::StrJoin(others, ", ");
   }

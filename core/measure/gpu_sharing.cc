@@ -47,9 +47,9 @@ std::string GpuSharing::After() {
     last = pid;
     named.push_back(absl::StrCat("pid ", pid, " (", mib, " MiB)"));
   }
-  return absl::StrCat(named.size() == 1 ? "another process" : "other processes",
-                      " computed on ", base::DeviceSpec(device_), " during the measurement: ",
-                      absl::StrJoin(named, ", "));
+  return absl::StrCat(named.size() == 1 ? "another process" : "other processes", " computed on ",
+                      base::DeviceSpec(device_),
+                      " during the measurement: ", absl::StrJoin(named, ", "));
 }
 
 }  // namespace kprof::core

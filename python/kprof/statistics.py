@@ -43,6 +43,29 @@ def median(samples):
     return percentile(samples, 50)
 
 
+# Tukey's "far out" k: pictures draw the repeats within these fences on their axis and count the
+# rest apart (report::kFarOut).
+FAR_OUT = 3.0
+
+
+def tukey_outliers(samples, k=1.5):
+    """Indices of the samples outside [Q1 - k*IQR, Q3 + k*IQR], as report::TukeyOutliers tells
+    them: none for fewer than 4 samples or when Q1 = Q3."""
+    if len(samples) < 4:
+        return []
+    q1, q3 = percentile(samples, 25), percentile(samples, 75)
+    if not q3 > q1:
+        return []
+    low, high = q1 - k * (q3 - q1), q3 + k * (q3 - q1)
+    return [i for i, s in enumerate(samples) if s < low or s > high]
+
+
+def within_far_out(samples):
+    """The samples within Tukey's far-out fences, in their order."""
+    far = set(tukey_outliers(samples, FAR_OUT))
+    return [s for i, s in enumerate(samples) if i not in far]
+
+
 def _ranks(pooled):
     order = sorted(range(len(pooled)), key=lambda k: pooled[k])
     ranks, tie_term, i = [0.0] * len(pooled), 0.0, 0

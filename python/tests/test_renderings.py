@@ -275,9 +275,28 @@ def test_python_plots_are_the_clis_byte_for_byte(daemon, client):
                        capture_output=True)
         with open(plot) as f:
             assert kprof.compare(*batches).as_svg() == f.read()
+        # A stalled repeat on one side and a far fast one on the other: drawn apart in a bar at
+        # each end, counted, the axis spanning the rest.
+        sides = []
+        for k, (at, far) in enumerate(((50e-6, 400e-6), (45e-6, 20e-6))):
+            path = os.path.join(scratch, f"far{k}.jsonl")
+            repeats = [at * (1 + 0.001 * (i % 7)) for i in range(29)] + [far]
+            with open(path, "w") as f:
+                f.write(json.dumps({"id": "k", "status": "OK", "results": repeats}) + "\n")
+            sides.append(path)
+        subprocess.run([KPROF, "compare", *sides, "--plot", plot], check=True,
+                       capture_output=True)
+        with open(plot) as f:
+            drawn = f.read()
+        assert kprof.compare(*sides).as_svg() == drawn
+        assert "at left: far below, down to 20.000 us" in drawn
+        assert "at right: far above, up to 400.000 us" in drawn
+        assert 'fill-opacity="0.5"' in drawn and ">45.000 us<" in drawn and ">50.300 us<" in drawn
     live = client.time_evaluate("builtin", "spin_us", args=["float64:20"], repeat=6)
     assert live.as_svg("spin_us float64:20") == repeats_svg("spin_us float64:20", live.results)
     assert repeats_svg("none", []).count("no repeats") == 1
+    one_stalled = repeats_svg("t", [1e-6 * (1 + 0.01 * (i % 5)) for i in range(28)] + [9e-5])
+    assert "at right: far above, up to 90.000 us" in one_stalled and ">1.040 us<" in one_stalled
 
 
 def test_python_gbench_is_the_clis_document_and_compare_py_reads_it(daemon, client):

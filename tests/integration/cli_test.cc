@@ -76,8 +76,15 @@ TEST_F(CliTest, TimeConvergesAndSaysSoInJsonAndTable) {
   const Result spread = Kprof("time builtin spin_us --arg float64:50 --repeat 6");
   ASSERT_EQ(spread.exit_code, 0) << spread.err;
   const std::string last = spread.out.substr(spread.out.rfind('\n', spread.out.size() - 2) + 1);
-  EXPECT_THAT(last, MatchesRegex("repeats  .+  [0-9.]+ us \\.\\. [0-9.]+ us \\(6 in 6 bins\\)\n"));
+  EXPECT_THAT(last, MatchesRegex("repeats  .+  [0-9.]+ us \\.\\. [0-9.]+ us \\([4-6] in [4-6] "
+                                 "bins(; [12] far (above|below), (up|down) to [0-9.]+ us)*\\)\n"));
   EXPECT_THAT(last, HasSubstr("█"));  // the fullest bin
+  // A repeat 100 times as long as the rest is counted apart, not drawn beside them.
+  const Result stalls = Kprof("time " + TestModulePath("jitter") +
+                              " spin_stall --arg float64:100 --arg int64:6 --number 1 --repeat 12");
+  ASSERT_EQ(stalls.exit_code, 0) << stalls.err;
+  EXPECT_THAT(stalls.out, MatchesRegex("(.|\n)*repeats  .+ us \\(([0-9]+) in [0-9]+ bins; [0-9]+ "
+                                       "far above, up to [0-9.]+ ms\\)\n"));
   // With a fixed count the convergence options mean nothing, and saying so beats ignoring them.
   const Result alone = Kprof("time builtin spin_us --arg float64:5 --repeat 2 --min-repeats 3");
   EXPECT_EQ(alone.exit_code, 1);

@@ -30,3 +30,21 @@ KPROF_EXPORT int32_t spin_jitter(DLTensor* args, int32_t num_args) {
   }
   return 0;
 }
+
+/* spin_stall(us, every): spins for us microseconds, and for 100 times as long on every
+ * every-th call (the every-th, the 2·every-th, ...) — a repeat that stalls now and then, for the
+ * pictures that draw far-out repeats apart. */
+KPROF_EXPORT int32_t spin_stall(DLTensor* args, int32_t num_args) {
+  static int64_t calls = 0;
+  if (num_args != 2 || args[0].ndim != 0 || args[0].dtype.code != kDLFloat ||
+      args[0].dtype.bits != 64 || args[1].ndim != 0 || args[1].dtype.code != kDLInt ||
+      args[1].dtype.bits != 64) {
+    return 1;
+  }
+  const int64_t every = *(const int64_t*)args[1].data;
+  const double us = *(const double*)args[0].data * (every > 0 && ++calls % every == 0 ? 100 : 1);
+  const double end = now_us() + us;
+  while (now_us() < end) {
+  }
+  return 0;
+}
