@@ -6,6 +6,8 @@
 namespace kprof::report {
 
 std::string ShapeString(const TensorShape& tensor) {
+  if (tensor.shape.empty() && !tensor.value.empty())
+    return absl::StrCat(tensor.dtype, ":", tensor.value);
   return absl::StrCat(tensor.dtype, "[", absl::StrJoin(tensor.shape, ", "), "]");
 }
 

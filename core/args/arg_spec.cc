@@ -215,6 +215,24 @@ class SpecParser {
 
 absl::StatusOr<ArgSpec> ParseArgSpec(std::string_view text) { return SpecParser(text).Parse(); }
 
-report::TensorShape ShapeOf(const ArgSpec& spec) { return {DataTypeName(spec.dtype), spec.shape}; }
+report::TensorShape ShapeOf(const ArgSpec& spec) {
+  report::TensorShape shape{DataTypeName(spec.dtype), spec.shape, ""};
+  if (!spec.shape.empty()) return shape;
+  switch (spec.init) {
+    case ArgInit::kZeros:
+    case ArgInit::kArange:
+      shape.value = "0";
+      break;
+    case ArgInit::kOnes:
+      shape.value = "1";
+      break;
+    case ArgInit::kFill:  // as written: "2.5", "1e-3", "true"
+      shape.value = spec.text.substr(spec.text.rfind(':') + 1);
+      break;
+    case ArgInit::kRandom:
+      break;
+  }
+  return shape;
+}
 
 }  // namespace kprof::core

@@ -46,7 +46,7 @@ inline constexpr int kMaxDimensions = 32;
 // Element counts and byte sizes that overflow 63 bits are errors too.
 absl::StatusOr<ArgSpec> ParseArgSpec(std::string_view text);
 
-// "float32[1024, 1024]" — for "Argument Shapes".
+// "float32[1024, 1024]", or a scalar's value "int64:7" — for "Argument Shapes".
 report::TensorShape ShapeOf(const ArgSpec& spec);
 
 }  // namespace kprof::core

@@ -77,7 +77,7 @@ def test_by_default_it_times_until_the_repeats_agree_as_the_cli_does(client):
                                      repeat=2).raw.numbers) == [1, 1]
     # One spec alone is one argument, not a spec a character.
     one = client.time_evaluate("builtin", "spin_us", args="float64:20", repeat=1)
-    assert one.raw.argument_shapes == "float64[]" and len(one.results) == 1
+    assert one.raw.argument_shapes == "float64:20" and len(one.results) == 1
     # The wire's one call is asked for by name; a count beside until_stable is refused.
     assert len(client.time_evaluate("builtin", "nop", until_stable=False).results) == 1
     with pytest.raises(kprof.KprofError) as refused:

@@ -147,7 +147,7 @@ TEST_F(ServiceTest, TimeEvaluateABuiltin) {
   EXPECT_GE(r->timing().execution_seconds(), 15 * 100e-6);
   EXPECT_GE(r->timing().queue_wait_seconds(), 0);
   EXPECT_EQ(r->device(), "cpu:0");
-  EXPECT_EQ(r->argument_shapes(), "float64[]");
+  EXPECT_EQ(r->argument_shapes(), "float64:100");
   for (const char* key : {"Host", "Kernel", "CPU model", "CPU governor", "Load average",
                           "Worker CPU affinity", "kprofd version"}) {
     EXPECT_EQ(r->environment().metrics().count(key), 1u) << key;

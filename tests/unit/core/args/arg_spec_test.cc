@@ -73,7 +73,13 @@ TEST(ParseArgSpec, EveryDataType) {
 
 TEST(ParseArgSpec, ShapeStringMatchesTheReport) {
   EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("float32[2,3]:ones"))), "float32[2, 3]");
-  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("int64:7"))), "int64[]");
+  // A scalar's value is shown, as written, where the spec gives it; a random one's is not.
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("int64:7"))), "int64:7");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("float32[]:fill:2.5"))), "float32:2.5");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("float64:1e-3"))), "float64:1e-3");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("int32"))), "int32:0");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("float32:ones"))), "float32:1");
+  EXPECT_EQ(report::ShapeString(ShapeOf(*ParseArgSpec("float32:random"))), "float32[]");
 }
 
 struct BadSpec {

@@ -172,7 +172,7 @@ TEST(Arguments, AllocatesTensorsOnTheDevice) {
   const DLTensor& s = (*args)->tensors()[1];
   EXPECT_EQ(s.ndim, 0);
   EXPECT_EQ(*static_cast<const int64_t*>(s.data), 7);
-  EXPECT_EQ((*args)->ShapeString(), "float32[2, 3], int64[]");
+  EXPECT_EQ((*args)->ShapeString(), "float32[2, 3], int64:7");
   EXPECT_THAT((*args)->FlushFromCaches(1), IsOk());
 }
 

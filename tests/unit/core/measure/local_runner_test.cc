@@ -52,7 +52,7 @@ TEST(LocalRunner, TimesABuiltin) {
   EXPECT_THAT(result->evaluation.numbers, ElementsAre(4, 4, 4));
   EXPECT_EQ(result->summary.count, 3u);
   EXPECT_GE(result->summary.min, 50e-6);
-  EXPECT_EQ(result->argument_shapes, "float64[]");
+  EXPECT_EQ(result->argument_shapes, "float64:50");
   EXPECT_TRUE(result->checksums.empty());
 }
 
@@ -124,7 +124,7 @@ TEST(LocalRunner, ProfilesNumberCallsAfterWarmupAsOneRow) {
   const report::MetricMap& row = report->calls[0];
   EXPECT_EQ(row.at("Name"), report::MetricValue(std::string("spin_us")));
   EXPECT_EQ(row.at("Count"), report::MetricValue(report::Count{5}));
-  EXPECT_EQ(row.at("Argument Shapes"), report::MetricValue(std::string("float64[]")));
+  EXPECT_EQ(row.at("Argument Shapes"), report::MetricValue(std::string("float64:100")));
   EXPECT_EQ(row.at("Device"), report::MetricValue(std::string("cpu0")));
   EXPECT_GE(std::get<report::Duration>(row.at("Duration (us)")).microseconds, 500);
   EXPECT_EQ(row.count(std::string(kUserTimeMetric)), 1u);
