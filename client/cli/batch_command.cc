@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "client/cli/batch_summary.h"
 #include "client/cli/call_spec.h"
 #include "client/cli/check_options.h"
 #include "client/cli/command.h"
@@ -103,7 +104,10 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
 // One `kprof batch` run: the jobs its lines give, and each job's result line as it comes.
 class BatchRun {
  public:
-  BatchRun(const BatchFlags& o, const std::string& format) : o_(o), gbench_(format == "gbench") {}
+  BatchRun(const BatchFlags& o, const std::string& format)
+      : o_(o), gbench_(format == "gbench"), format_(format) {
+    if (!o.rank && (format == "table" || format == "csv")) summary_.emplace();
+  }
 
   // Reads the job lines; a line that is no job gets its failed result at once, naming it.
   void ReadJobs(std::istream& in, const ModuleResolver& resolve,
@@ -126,9 +130,13 @@ class BatchRun {
   void Failure(Json id, int64_t line, const absl::Status& status);
   void OnUpdate(const kprof::v1::BatchUpdate& update);
   void Progress() const;
+  // "spin_us float64:100": the function and arguments of the job `id`'s line; "" for none.
+  std::string CallText(const std::string& id) const;
 
   const BatchFlags& o_;
   const bool gbench_;  // --format gbench: one document at the end, its runs gathered here
+  const std::string format_;
+  std::optional<BatchSummary> summary_;  // --format table or csv: printed at the end
   Json gbench_runs_ = Json::array();
   std::optional<kprof::v1::MetricMap> gbench_environment_;  // of the first result
   int64_t failed_ = 0, done_ = 0, total_ = 0;
@@ -144,6 +152,16 @@ class BatchRun {
   bool bar_ = false;  // progress on stderr
 };
 
+std::string BatchRun::CallText(const std::string& id) const {
+  const auto call = calls_.find(id);
+  if (call == calls_.end()) return "";
+  std::string text = call->second.value("function", "");
+  for (const Json& arg : call->second.value("args", Json::array())) {
+    absl::StrAppend(&text, " ", arg.get<std::string>());
+  }
+  return text;
+}
+
 void BatchRun::Failure(Json id, int64_t line, const absl::Status& status) {
   ++failed_;
   if (o_.rank) {
@@ -152,6 +170,11 @@ void BatchRun::Failure(Json id, int64_t line, const absl::Status& status) {
         id.is_string() ? absl::StrCat(id.get<std::string>(), " (line ", line, ")")
                        : absl::StrCat("line ", line),
         absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message()));
+    return;
+  }
+  if (summary_) {
+    const std::string name = id.is_string() ? id.get<std::string>() : "";
+    summary_->Failed(line, name, CallText(name), status);
     return;
   }
   if (gbench_) {
@@ -250,6 +273,10 @@ void BatchRun::OnUpdate(const kprof::v1::BatchUpdate& update) {
       gbench_runs_.push_back(std::move(run));
     }
     ++done_;
+  } else if (update.state() == kprof::v1::BatchUpdate::DONE && summary_) {
+    summary_->Done(lines_[update.id()], update.id(), CallText(update.id()), update.time_evaluate(),
+                   update.daemon());
+    ++done_;
   } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
     absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
     if (!result.ok()) {
@@ -300,11 +327,15 @@ absl::Status BatchRun::Measure(Farm& farm, int* exit_code) {
           "\n");
     std::fflush(stdout);
   }
+  if (summary_) {
+    Print(format_ == "csv" ? summary_->Csv() : summary_->Table());
+    std::fflush(stdout);
+  }
   KPROF_RETURN_IF_ERROR(stream);
   if (failed_ > 0) {
     *exit_code = 3;  // the batch ran; some of its jobs failed
-    return absl::AbortedError(
-        absl::StrCat(failed_, " of ", total_, " jobs failed (see their lines)"));
+    return absl::AbortedError(absl::StrCat(failed_, " of ", total_, " jobs failed (see their ",
+                                           summary_ ? "rows" : "lines", ")"));
   }
   return absl::OkStatus();
 }
@@ -359,10 +390,6 @@ class BatchCommand final : public Command {
   }
 
   absl::Status Run(const Globals& globals, const std::string& format, int* exit_code) override {
-    if (!flags_.rank && (format == "table" || format == "csv")) {
-      return UsageError(absl::StrCat("--format ", format,
-                                     " is for batch --rank (a batch prints JSONL, or gbench)"));
-    }
     if (interleave_->count() > 0) flags_.interleave = interleave_seed_;
     // A batch spreads over every daemon the target names.
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Farm> farm, globals.ConnectFarm());

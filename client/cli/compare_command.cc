@@ -33,9 +33,8 @@ using Json = nlohmann::ordered_json;
 
 std::string PValue(double p) { return std::isnan(p) ? "-" : absl::StrFormat("%.3g", p); }
 
-// A number for JSON and CSV: NaN is null in JSON, empty in CSV.
+// A number for JSON: NaN is null.
 Json Number(double v) { return std::isnan(v) ? Json() : Json(v); }
-std::string CsvNumber(double v) { return std::isnan(v) ? "" : report::ShortestDecimal(v); }
 
 struct Row {
   std::string name;
@@ -56,6 +55,8 @@ std::string Percent(double change) {
   return std::isnan(change) ? "-" : absl::StrFormat("%+.2f%%", change * 100);
 }
 
+std::string CsvNumber(double v) { return std::isnan(v) ? "" : report::ShortestDecimal(v); }
+
 std::string AlignedTable(const std::vector<std::vector<std::string>>& cells,
                          const std::vector<size_t>& left, const std::vector<std::string>& notes) {
   std::vector<size_t> width(cells.front().size(), 0);
@@ -74,7 +75,7 @@ std::string AlignedTable(const std::vector<std::vector<std::string>>& cells,
     while (!line.empty() && line.back() == ' ') line.pop_back();
     absl::StrAppend(&out, line, "\n");
     if (r > 0 && r - 1 < notes.size() && !notes[r - 1].empty()) {
-      absl::StrAppend(&out, "  (", notes[r - 1], ")\n");
+      absl::StrAppend(&out, Wrapped(absl::StrCat("(", notes[r - 1], ")"), "  "));
     }
   }
   return out;

@@ -44,9 +44,13 @@ struct CompareCommandOptions {
 // +3.25%: a change as a signed percentage; "-" for NaN.
 std::string Percent(double change);
 
+// A number for CSV in its shortest exact decimal; empty for NaN.
+std::string CsvNumber(double v);
+
 // Rows of cells as a table: columns as wide as their widest cell, two spaces apart, each cell
 // padded on the right for the columns in `left` and on the left for the others, no trailing
-// spaces; after data row r (cells[r + 1]) the note notes[r] in parentheses, when not empty.
+// spaces; after data row r (cells[r + 1]) the note notes[r] in parentheses, when not empty,
+// wrapped at 100 columns.
 std::string AlignedTable(const std::vector<std::vector<std::string>>& cells,
                          const std::vector<size_t>& left, const std::vector<std::string>& notes);
 

@@ -23,7 +23,6 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(); }
-std::string CsvNumber(double v) { return std::isnan(v) ? "" : report::ShortestDecimal(v); }
 
 // At most ten names, then how many more.
 std::string Names(const std::vector<std::string>& names) {

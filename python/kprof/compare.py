@@ -300,7 +300,7 @@ def _csv_number(v):
 
 def _aligned_table(cells, left, notes):
     """As the CLI's AlignedTable: columns as wide as their widest cell (in bytes), padded on the
-    right for the columns in `left`, no trailing spaces, data row r's note after it."""
+    right for the columns in `left`, no trailing spaces, data row r's note after it, wrapped."""
     width = [max(len(line[k].encode()) for line in cells) for k in range(len(cells[0]))]
     out = []
     for r, line in enumerate(cells):
@@ -310,7 +310,21 @@ def _aligned_table(cells, left, notes):
             text += ("  " if k else "") + (cell + pad if k in left else pad + cell)
         out.append(text.rstrip(" ") + "\n")
         if r > 0 and r - 1 < len(notes) and notes[r - 1]:
-            out.append(f"  ({notes[r - 1]})\n")
+            out.append(_wrapped(f"({notes[r - 1]})", "  "))
+    return "".join(out)
+
+
+def _wrapped(text, first, width=100):
+    """As the CLI's Wrapped: `text` in lines of at most `width` bytes, broken between words (a
+    longer word stays whole), the first after `first`, the others after as many spaces."""
+    out, line, empty = [], first, True
+    for word in (w for w in text.split(" ") if w):
+        if not empty and len(line.encode()) + 1 + len(word.encode()) > width:
+            out.append(line + "\n")
+            line, empty = " " * len(first.encode()), True
+        line += ("" if empty else " ") + word
+        empty = False
+    out.append(line + "\n")
     return "".join(out)
 
 

@@ -113,7 +113,8 @@ def test_compare_gives_the_clis_output_byte_for_byte():
                                     "results": repeats(12, 1e-3)}) + "\r\n")
         # Noisy: a warning of kprofd's, a run that did not converge.
         for name, extra in (("n1", {"warnings": ["the host was busy: the measuring thread waited "
-                                                 "for a CPU 40% of the measurement"]}),
+                                                 "for a CPU 40% of the measurement (400.0 ms of 1.00 s; "
+                                                 "threshold 5%): a note past 100 columns"]}),
                             ("n2", {"converged": False, "rel_stddev": 0.24, "warnings": []})):
             files[name] = os.path.join(d, name + ".json")
             with open(files[name], "w") as f:

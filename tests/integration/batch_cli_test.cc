@@ -134,5 +134,59 @@ TEST_F(BatchTest, TheCliWritesAResultLinePerJob) {
   EXPECT_EQ(malformed, 2);
 }
 
+// kprof batch --format table: one row per job line, in the lines' order, once the batch is over
+// — the measured, the one whose repeats never agreed (noisy, saying why under its row), the
+// failed and the malformed — then the tally; --format csv has the same columns, in that order.
+TEST_F(BatchTest, TheCliSummarisesABatchAsATable) {
+  const std::string jobs = dir_.path() + "/jobs.jsonl";
+  std::ofstream(jobs)
+      << R"({"id": "spin", "module": "builtin", "function": "spin_us", "args": ["float64:50"], )"
+         R"("number": 2, "repeat": 5})"
+      << "\n"
+      << R"({"id": "jitter", "module": ")" << TestModulePath("jitter")
+      << R"(", "function": "spin_jitter", "args": ["float64:2000"], "number": 1, )"
+         R"("max_relative_stddev": 0.0001, "min_repeats": 5, "max_time_ms": 100})"
+      << "\n"
+      << R"({"id": "missing", "module": "builtin", "function": "no_such"})"
+      << "\n"
+      << "not json\n";
+  const auto table =
+      ::kprof::testing::RunKprof(daemon_.target(), "batch --format table " + jobs, dir_.path());
+  EXPECT_EQ(table.exit_code, 3) << table.err;
+  std::vector<std::string> lines;
+  std::istringstream in(table.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_GE(lines.size(), 8u) << table.out;
+  EXPECT_THAT(lines[0], ::testing::MatchesRegex("id +call +median +relative std +repeats +status"));
+  EXPECT_THAT(lines[1],
+              ::testing::MatchesRegex("spin +spin_us float64:50 +[0-9.]+ us +[0-9.]+% +5 +OK"));
+  EXPECT_THAT(
+      lines[2],
+      ::testing::MatchesRegex(
+          "jitter +spin_jitter float64:2000 +[0-9.]+ [mu]s +[0-9.]+% +[0-9]+ +unconverged"));
+  EXPECT_THAT(lines[3], HasSubstr("(not converged: relative std"));
+  EXPECT_THAT(lines[4], ::testing::MatchesRegex("missing +no_such +- +- +0 +NOT_FOUND"));
+  EXPECT_THAT(lines[5], HasSubstr("no_such"));
+  // The note wraps at 100 columns; the malformed line's row follows it.
+  const auto malformed = std::find_if(lines.begin(), lines.end(), [](const std::string& line) {
+    return absl::StartsWith(line, "line 4");
+  });
+  ASSERT_NE(malformed, lines.end()) << table.out;
+  EXPECT_THAT(*malformed, ::testing::MatchesRegex("line 4 +- +- +0 +INVALID_ARGUMENT"));
+  EXPECT_EQ(lines.back(), "4 jobs: 1 measured, 1 noisy (not converged or warned), 2 failed");
+  for (const std::string& line : lines) EXPECT_LE(line.size(), 100u) << line;
+
+  const auto csv =
+      ::kprof::testing::RunKprof(daemon_.target(), "batch --format csv " + jobs, dir_.path());
+  EXPECT_EQ(csv.exit_code, 3) << csv.err;
+  std::istringstream rows(csv.out);
+  std::string header, spin;
+  std::getline(rows, header);
+  std::getline(rows, spin);
+  EXPECT_EQ(header, "id,call,median_seconds,relative_std,repeats,status,daemon,note");
+  EXPECT_THAT(spin, ::testing::MatchesRegex(
+                        "\"spin\",\"spin_us float64:50\",[0-9.e-]+,[0-9.e-]+,5,OK,\"\",\"\""));
+}
+
 }  // namespace
 }  // namespace kprof
