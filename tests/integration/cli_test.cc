@@ -151,6 +151,7 @@ TEST_F(CliTest, TheTimeTableFitsATerminal) {
   EXPECT_THAT(nop.out, MatchesRegex("nop on cpu:0\n  median [0-9.]+ ns (.|\n)*"));
   EXPECT_THAT(nop.out, HasSubstr(" relative std "));
   EXPECT_THAT(nop.out, Not(HasSubstr(" cv ")));
+  EXPECT_THAT(nop.out, Not(HasSubstr("throughput")));  // no tensors, no bytes to speak of
   EXPECT_THAT(nop.out, MatchesRegex("(.|\n)*\n  environment: [^\n]+ CPUs \\(--environment: all "
                                     "[0-9]+\\)\n(.|\n)*"));
   const Result spin = Kprof("time builtin spin_us --arg float64:110 --repeat 3 --environment");
