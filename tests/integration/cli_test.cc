@@ -406,7 +406,6 @@ TEST_F(CliTest, UsageErrorsExitTwo) {
            {"time builtin spin_us extra", "unexpected argument 'extra' for 'kprof time'"},
            {"--format gbench info",
             "--format gbench is for time and batch, not info (info takes table, json and csv)"},
-           {"batch jobs.jsonl --format table", "--format table is for batch --rank"},
            {"batch jobs.jsonl --rank-initial 5", "--rank-initial requires --rank"},
            {"--format xml info", "--format 'xml' is not one of table, json, csv"},
            {"--timeout", "--timeout"},
