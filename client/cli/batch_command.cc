@@ -11,6 +11,8 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -24,11 +26,12 @@
 #include "client/cli/command.h"
 #include "client/cli/gbench_format.h"
 #include "client/cli/json_input.h"
+#include "client/cli/json_line.h"
 #include "client/cli/output.h"
 #include "client/cli/race.h"
 #include "client/cli/rank_command.h"
+#include "client/cli/time_json.h"
 #include "client/interleave.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace kprof::client {
 namespace {
@@ -91,8 +94,8 @@ absl::StatusOr<kprof::v1::BatchJob> BatchJobFromLine(
     const std::string given = p->get<std::string>();
     if (given == "batch" || given == "interactive") *p = "PRIORITY_" + absl::AsciiStrToUpper(given);
   }
-  if (const auto s = google::protobuf::util::JsonStringToMessage(json.dump(), request); !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("options: ", s.message().ToString()));
+  if (const absl::Status s = JsonToMessage(json, request); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("options: ", s.message()));
   }
   // After the parse, which clears the message.
   *request->mutable_call() = std::move(call);
@@ -117,7 +120,7 @@ class BatchRun {
   absl::Status Measure(Farm& farm, int* exit_code);
 
   std::vector<kprof::v1::BatchJob>& jobs() { return jobs_; }
-  std::map<std::string, Json>& calls() { return calls_; }
+  CallsById& calls() { return calls_; }
   std::vector<std::pair<std::string, std::string>>& refused() { return refused_; }
 
  private:
@@ -143,12 +146,12 @@ class BatchRun {
   // --rank: the lines that are no candidates, named in the ranking as failed.
   std::vector<std::pair<std::string, std::string>> refused_;
   std::vector<kprof::v1::BatchJob> jobs_;
-  std::map<std::string, int64_t> lines_;    // job id -> its line
-  std::map<std::string, size_t> index_of_;  // job id -> its place in `jobs_`
+  std::unordered_map<std::string, int64_t> lines_;    // job id -> its line
+  std::unordered_map<std::string, size_t> index_of_;  // job id -> its place in `jobs_`
   // job id -> its "module" (as the line gives it), "function" and "args", for its result line
-  std::map<std::string, Json> calls_;
-  std::set<std::string> running_;  // over every daemon of the farm
-  std::set<std::string> answered_;
+  CallsById calls_;
+  std::unordered_set<std::string> running_;  // over every daemon of the farm
+  std::unordered_set<std::string> answered_;
   bool bar_ = false;  // progress on stderr
 };
 
@@ -278,15 +281,23 @@ void BatchRun::OnUpdate(const kprof::v1::BatchUpdate& update) {
                    update.daemon());
     ++done_;
   } else if (update.state() == kprof::v1::BatchUpdate::DONE) {
-    absl::StatusOr<Json> result = TimeJson(update.time_evaluate());
-    if (!result.ok()) {
-      Failure(update.id(), lines_[update.id()], result.status());
+    // Written straight, not as a document: a batch writes thousands of these.
+    JsonLine line;
+    line.Open().Key("id").String(update.id()).Key("status").String("OK");
+    if (!update.daemon().empty()) line.Key("daemon").String(update.daemon());
+    const Json& call = calls_[update.id()];
+    line.Key("module").String(call.value("module", "")).Key("function");
+    line.String(call.value("function", "")).Key("args").OpenArray();
+    if (const auto args = call.find("args"); args != call.end()) {
+      for (const Json& arg : *args) line.String(arg.get_ref<const std::string&>());
+    }
+    line.CloseArray();
+    if (const absl::Status written = WriteTimeMembers(update.time_evaluate(), line);
+        !written.ok()) {
+      Failure(update.id(), lines_[update.id()], written);
     } else {
-      Json line_result = {{"id", update.id()}, {"status", "OK"}};
-      if (!update.daemon().empty()) line_result["daemon"] = update.daemon();
-      line_result.update(calls_[update.id()]);
-      line_result.update(*result);
-      Print(line_result.dump() + "\n");
+      line.Close().text().push_back('\n');
+      Print(line.text());
       ++done_;
     }
   } else if (update.state() == kprof::v1::BatchUpdate::FAILED) {

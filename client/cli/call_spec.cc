@@ -12,6 +12,7 @@
 #include "base/byte_size.h"
 #include "base/status_macros.h"
 #include "client/cli/command.h"
+#include "client/cli/json_input.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace kprof::client {
@@ -162,9 +163,8 @@ absl::StatusOr<kprof::v1::FunctionCall> CallFromJson(Json& object, std::string* 
     }
   }
   kprof::v1::FunctionCall out;
-  if (const auto s = google::protobuf::util::JsonStringToMessage(call.dump(), &out); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("function, args or launch: ", s.message().ToString()));
+  if (const absl::Status s = JsonToMessage(call, &out); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("function, args or launch: ", s.message()));
   }
   return out;
 }

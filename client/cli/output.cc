@@ -34,7 +34,24 @@ std::string Printable(std::string_view text) {
   return out;
 }
 
+namespace {
+
+// Whether Printable would change `text`: a byte it writes out.
+bool NeedsWritingOut(std::string_view text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n' && c != '\t' && c != 0) || c == 0x7f || c == 0xc2) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Print(std::string_view text) {
+  if (!NeedsWritingOut(text)) {  // the common case, without a copy
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
   const std::string printable = Printable(text);
   std::fwrite(printable.data(), 1, printable.size(), stdout);
 }
@@ -120,96 +137,6 @@ std::vector<double> LayoutMedians(const kprof::v1::TimeEvaluateResponse& r) {
 }
 
 }  // namespace
-
-absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r) {
-  const auto& s = r.statistics();
-  KPROF_ASSIGN_OR_RETURN(const report::MetricMap manifest,
-                         wire::FromProto(r.environment(), "environment"));
-  Json json = {
-      {"results", std::vector<double>(r.seconds_per_call().begin(), r.seconds_per_call().end())},
-      {"mean", s.mean()},
-      {"median", s.median()},
-      {"min", s.min()},
-      {"max", s.max()},
-      {"std", s.std()},
-      {"cv", s.cv()},
-      {"number", r.final_number()},
-      {"repeat", r.seconds_per_call_size()},
-      {"numbers", std::vector<int64_t>(r.numbers().begin(), r.numbers().end())},
-      {"device", r.device()},
-      {"argument_shapes", r.argument_shapes()},
-      {"queue_wait_seconds", r.timing().queue_wait_seconds()},
-      {"execution_seconds", r.timing().execution_seconds()},
-      {"rel_stddev", r.rel_stddev()},
-      {"stop_reason", r.stop_reason()},
-      {"warnings", std::vector<std::string>(r.warnings().begin(), r.warnings().end())}};
-  if (r.has_converged()) json["converged"] = r.converged();
-  if (r.has_cpu_wait()) json["cpu_wait"] = r.cpu_wait();
-  if (r.has_filtered_statistics()) {
-    const auto& f = r.filtered_statistics();
-    json["outliers"] = std::vector<int32_t>(r.outliers().begin(), r.outliers().end());
-    json["filtered"] = {{"mean", f.mean()}, {"median", f.median()}, {"min", f.min()},
-                        {"max", f.max()},   {"std", f.std()},       {"cv", f.cv()}};
-  }
-  if (r.checksums_size() > 0) {
-    json["checksums"] = std::vector<std::string>(r.checksums().begin(), r.checksums().end());
-  }
-  if (r.has_check()) json["check"] = VerdictJson(r.check());
-  if (r.has_throughput()) {
-    const kprof::v1::Throughput& t = r.throughput();
-    json["throughput"] = {{"bytes_per_call", t.bytes_per_call()},
-                          {"bytes_per_second", t.bytes_per_second()},
-                          {"peak_bytes_per_second", t.peak_bytes_per_second()},
-                          {"fraction_of_peak", t.fraction_of_peak()},
-                          {"peak", t.peak()},
-                          {"items_per_second", t.items_per_second()},
-                          {"flop_per_second", t.flop_per_second()}};
-  }
-  if (r.has_output()) {
-    json["output"] = {{"tail", r.output().tail()}, {"bytes", r.output().bytes()}};
-  }
-  json["mode"] = r.mode().empty() ? "hot" : r.mode();
-  Json placement = Json::array();
-  for (const kprof::v1::TensorPlacement& p : r.placement()) {
-    placement.push_back({{"alignment", p.alignment()}, {"offset", p.offset()}});
-  }
-  json["placement"] = placement;
-  json["huge_pages"] = r.huge_pages();
-  json["throttled_repeats"] =
-      std::vector<int32_t>(r.throttled_repeats().begin(), r.throttled_repeats().end());
-  json["discarded_throttled"] = r.discarded_throttled();
-  if (r.cuda_graph() > 0) json["cuda_graph"] = r.cuda_graph();
-  if (r.run_order_size() > 0) {
-    json["run_order"] = std::vector<int32_t>(r.run_order().begin(), r.run_order().end());
-  }
-  if (!r.throttle_check().empty()) json["throttle_check"] = r.throttle_check();
-  if (r.clock_reasons_size() > 0) {
-    Json reasons = Json::object();
-    for (const kprof::v1::ClockReason& c : r.clock_reasons()) {
-      reasons[c.reason()] = std::vector<int32_t>(c.repeats().begin(), c.repeats().end());
-    }
-    json["clock_reasons"] = reasons;
-  }
-  if (r.layouts_size() > 0) {
-    Json layouts = Json::array();
-    for (const kprof::v1::Layout& l : r.layouts()) {
-      layouts.push_back({{"offsets", std::vector<uint64_t>(l.offsets().begin(), l.offsets().end())},
-                         {"first_repeat", l.first_repeat()},
-                         {"repeats", l.repeats()},
-                         {"median", l.median()}});
-    }
-    json["layouts"] = layouts;
-    const std::vector<double> medians = LayoutMedians(r);
-    const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
-    const double middle = report::Median(medians);
-    json["layout_medians"] = {{"min", *low},
-                              {"median", middle},
-                              {"max", *high},
-                              {"spread", middle > 0 ? (*high - *low) / middle : 0.0}};
-  }
-  json["environment"] = Json::parse(report::AsPlainJson(manifest));
-  return json;
-}
 
 std::string PlacementLine(const kprof::v1::TimeEvaluateResponse& r) {
   std::string line = r.mode().empty() ? "hot" : r.mode();

@@ -43,7 +43,8 @@ void PrintReport(const report::Report& report, const std::string& format,
                  const report::TableOptions& table = {});
 
 // `kprof time --format json`'s object for a result: TVM's BenchmarkResult keys (seconds) and
-// kprofd's own; INVALID_ARGUMENT when its environment does not read.
+// kprofd's own; INVALID_ARGUMENT when its environment does not read. The members as text, for
+// the lines of a batch, are WriteTimeMembers's (client/cli/time_json.h).
 absl::StatusOr<Json> TimeJson(const kprof::v1::TimeEvaluateResponse& r);
 
 // A check's verdict: {"outcome": "passed", "reference": ..., "outputs": [...], "max_abs_error",

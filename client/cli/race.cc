@@ -24,7 +24,7 @@ constexpr size_t kRaceTurn = 5;
 void PrintRace(const report::Ranking& ranking, const std::string& format,
                const std::vector<kprof::v1::BatchJob>& jobs, const std::vector<std::string>& names,
                const std::vector<kprof::v1::TimeEvaluateResponse>& merged,
-               const std::vector<bool>& measured, std::map<std::string, Json>& calls) {
+               const std::vector<bool>& measured, CallsById& calls) {
   if (format == "table" || format == "csv") {
     Print(RenderRanking(ranking, format));
   } else if (format == "gbench") {
@@ -70,7 +70,7 @@ void PrintRace(const report::Ranking& ranking, const std::string& format,
 
 absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double budget_seconds,
                        const std::string& format, const std::vector<kprof::v1::BatchJob>& jobs,
-                       std::map<std::string, Json>& calls,
+                       CallsById& calls,
                        const std::vector<std::pair<std::string, std::string>>& refused,
                        int* exit_code) {
   std::vector<std::string> names;

@@ -2,8 +2,8 @@
 // round by round over the farm, more repeats only of the candidates still in doubt.
 #pragma once
 
-#include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -14,6 +14,9 @@
 
 namespace kprof::client {
 
+// Each job's "module" (as its line gives it), "function" and "args", by job id.
+using CallsById = std::unordered_map<std::string, Json>;
+
 // Runs the race. In JSONL (`format` "jsonl", a batch's default) each candidate's line carries
 // every repeat it got, and a last line {"ranking": ...} the verdicts; "table" and "csv" print
 // the ranking alone, "gbench" Google Benchmark's document. `calls` holds each job's module,
@@ -21,7 +24,7 @@ namespace kprof::client {
 // why), ranked as failed. Some candidates failed: ABORTED and *exit_code 3.
 absl::Status RaceBatch(Farm& farm, const report::RankOptions& options, double budget_seconds,
                        const std::string& format, const std::vector<kprof::v1::BatchJob>& jobs,
-                       std::map<std::string, Json>& calls,
+                       CallsById& calls,
                        const std::vector<std::pair<std::string, std::string>>& refused,
                        int* exit_code);
 

@@ -61,9 +61,9 @@ void PrintTable(const std::string& call, const kprof::v1::TimeEvaluateResponse& 
   Print("  " + PlacementLine(r) + "\n");
   Print("  " + ClockLine(r) + "\n");
   // A function of no tensors moves no bytes worth a line.
-  if (r.has_throughput() && (r.throughput().bytes_per_call() > 0 ||
-                             r.throughput().items_per_second() > 0 ||
-                             r.throughput().flop_per_second() > 0)) {
+  if (r.has_throughput() &&
+      (r.throughput().bytes_per_call() > 0 || r.throughput().items_per_second() > 0 ||
+       r.throughput().flop_per_second() > 0)) {
     Print("  " + ThroughputLine(r.throughput()) + "\n");
   }
   if (r.has_check()) Print("  " + VerdictLine(r.check()) + "\n");
