@@ -31,8 +31,6 @@ using kprof::report::Percentile;
 
 // --- 4b. batches ------------------------------------------------------------------------------
 
-namespace {
-
 // `count` TimeEvaluate jobs of `function` in `module` (number 1, repeat 1) on one MeasureBatch
 // stream: wall time per job.
 double BatchSecondsPerJob(kprof::client::Client& client, const std::string& module,
@@ -56,6 +54,8 @@ double BatchSecondsPerJob(kprof::client::Client& client, const std::string& modu
   }
   return seconds / count;
 }
+
+namespace {
 
 // Each candidate a module of its own, uploaded by the farm while earlier ones are measured.
 double BatchSecondsPerCandidate(const std::string& target, const std::string& base, int count) {
@@ -185,8 +185,6 @@ void UnaryCpu(kprof::testing::Daemon& daemon, const std::string& kind) {
   }
 }
 
-namespace {
-
 // Wall seconds per nop job of `kprof batch` over `count` jobs, results written to a file, less
 // what a batch of one job costs (the program's start and its connection).
 double CliBatchSecondsPerJob(const std::string& target, int count) {
@@ -229,6 +227,8 @@ double PythonFarmSecondsPerJob(const std::string& target, int count) {
   if (done != count) Fail(absl::StrFormat("Python farm: %d of %d jobs done", done, count));
   return seconds;
 }
+
+namespace {
 
 // A batch's cost per job whether it is short or long: through `kprof batch` (as users run it)
 // and the Python farm. Short and long take turns, three times, and the fastest of each counts:

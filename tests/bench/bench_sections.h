@@ -29,6 +29,19 @@ void Throughput(const std::string& target);
 void Batches(const std::string& target, kprof::client::Client& client, const std::string& base,
              const std::string& faults);
 
+// Wall seconds per nop job (number 1, repeat 1): of one MeasureBatch stream of the C++ client,
+// of `kprof batch` with its lines written to a file (its start and connection left out), of the
+// Python farm (likewise).
+double BatchSecondsPerJob(kprof::client::Client& client, const std::string& module,
+                          const std::string& function, int count);
+double CliBatchSecondsPerJob(const std::string& target, int count);
+double PythonFarmSecondsPerJob(const std::string& target, int count);
+
+// 4c: against TVM's RPC (the anchor in ../shared/anchors, run in the same run when it is there):
+// per job, per distinct candidate, and the device's share of a batch of one-millisecond
+// candidates, through `kprof batch` and the Python farm.
+void AgainstTvm(const std::string& target, kprof::client::Client& client);
+
 // --only batch-cpu: the CPU each process spends per job of a batch, round after round.
 void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client,
               const std::string& base);

@@ -27,7 +27,7 @@
 // 2000-job nop batches over and over with the CPU each process spends per job, --only unary-cpu
 // the same for unary TimeEvaluate(nop) calls and health checks (for profiling), --only accuracy
 // the accuracy rows, --only checks the checking rows, --only strict the strict ones and
-// --only metrics the scrape flood's.
+// --only metrics the scrape flood's, --only tvm the rows against TVM's RPC.
 // It fails nothing: a missed goal is reported as such.
 // The sections are declared in bench_sections.h; what they share is in bench_support.h.
 #include <benchmark/benchmark.h>
@@ -264,6 +264,7 @@ void WriteMarkdown(const std::string& path, const std::string& started) {
 }  // namespace kprof::bench
 
 using kprof::bench::Accuracy;
+using kprof::bench::AgainstTvm;
 using kprof::bench::BatchCpu;
 using kprof::bench::Batches;
 using kprof::bench::Checks;
@@ -319,10 +320,10 @@ int main(int argc, char** argv) {
   }
   if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
       only != "unary-cpu" && only != "overhead" && only != "upload" && only != "accuracy" &&
-      only != "checks" && only != "strict" && only != "metrics") {
+      only != "checks" && only != "strict" && only != "metrics" && only != "tvm") {
     Fail(
         "--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead', 'upload', "
-        "'accuracy', 'checks', 'strict' or 'metrics'");
+        "'accuracy', 'checks', 'strict', 'metrics' or 'tvm'");
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -346,7 +347,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "overhead" ||
-      only == "upload" || only == "checks" || only == "strict") {
+      only == "upload" || only == "checks" || only == "strict" || only == "tvm") {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
@@ -365,6 +366,10 @@ int main(int argc, char** argv) {
     }
     if (only == "strict") {
       StrictChecks(daemon.target(), *client);
+      return 0;
+    }
+    if (only == "tvm") {
+      AgainstTvm(daemon.target(), *client);
       return 0;
     }
     if (only == "batch-cpu") {
@@ -390,6 +395,7 @@ int main(int argc, char** argv) {
     Throughput(daemon.target());
     Batches(daemon.target(), *client, base,
             kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
+    AgainstTvm(daemon.target(), *client);
     Upload(daemon.target(), *client, base);
     TimerFloor(*client);
     Checks(daemon.target(), *client, base);
