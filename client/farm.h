@@ -48,7 +48,9 @@ class Farm {
   // Runs `jobs` (ids unique) across the daemons; `on_update` sees every update in this thread,
   // and exactly one DONE or FAILED per job. At most `window` jobs wait or run per daemon: enough
   // to keep a daemon's pipeline full (it hands up to 8 of a stream's jobs to a worker at once),
-  // few enough that a daemon lost mid-batch leaves little to send elsewhere.
+  // few enough that a daemon lost mid-batch leaves little to send elsewhere — or, once a
+  // daemon's answers show its jobs are short, as many as it answers in 50 ms (up to 1024), so
+  // that short jobs travel and come back many to a message.
   // Fails only when no daemon answers at all. `on_pause`, when set, runs in this thread each
   // time the updates that arrived together have been seen, before the farm waits for more (a
   // caller that buffers what it writes of them flushes there).

@@ -1,5 +1,6 @@
 // Farm::Batch: one Farm::MeasureBatch. It learns each daemon's devices, places each job on the
-// least loaded live daemon with its device (at most `window` jobs a daemon), sends a module
+// least loaded live daemon with its device (at most `window` jobs a daemon, more as the pace of
+// its answers says its jobs are short), sends a module
 // with its first job there (small ones on the stream, large ones by LoadModule, started ahead
 // of the jobs that need them), reads every daemon's updates on a thread of that daemon's, and
 // hands a lost or draining daemon's unfinished jobs to the others. A daemon that stops answering
@@ -18,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -60,6 +62,10 @@ class Farm::Batch {
     bool draining = false;   // it refused a job as shutting down: no new ones
     double job_timeout = 0;  // seconds its jobs may run (GetInfo's limits); 0: not said
     size_t strays = 0;       // updates it sent for ids that are no job of the batch
+    // The most jobs it may hold: the batch's window, more where its jobs are short (Answered).
+    size_t window = 0;
+    size_t answers = 0;  // its final updates in this batch
+    std::optional<std::chrono::steady_clock::time_point> first_sent;  // of its first job
   };
   using SteadyTime = std::chrono::steady_clock::time_point;
   // A job a daemon said was running, and since when.
@@ -88,9 +94,13 @@ class Farm::Batch {
   void Lose(size_t i, const std::string& why);
   // Hands `update` on, once per job.
   void Deliver(const kprof::v1::BatchUpdate& update);
-  // The least loaded live daemon with `device` holding fewer than `room` jobs, or
-  // daemons_.size().
-  size_t LeastLoaded(const std::string& device, size_t room) const;
+  // The least loaded live daemon with `device` (holding fewer jobs than its window, when
+  // `within_window`), or daemons_.size().
+  size_t LeastLoaded(const std::string& device, bool within_window) const;
+  // Counts an answer of daemon `d`'s and sets its window from the pace of its answers: as many
+  // jobs as it answers in kAheadSeconds, at least the batch's window, at most kMaxWindow. Short
+  // jobs then go out, and their answers come back, many to a message.
+  void Answered(Daemon& d);
   // The daemon job `j` would go to were it placed now (room or not), or daemons_.size().
   size_t LikelyDaemon(size_t j) const;
   // Starts the uploads the next pending jobs will need, up to kUploadsAhead at once, looking

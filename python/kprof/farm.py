@@ -24,7 +24,7 @@ from kprof.client import (_MAX_RESENDS, _MODULE_ID, BatchResult, Client, KprofEr
                           _batch_result, _module_bytes, _unknown_module,
                           default_target, default_token)
 from kprof.check import batch_check
-from kprof.farm_daemon import _Daemon, _device_spec, _escaped
+from kprof.farm_daemon import _FINAL, _Daemon, _device_spec, _escaped
 from kprof.requests import batch_job_or_failure
 from kprof.targets import resolve_target
 from kprof.v1 import kprof_pb2
@@ -128,7 +128,7 @@ class Farm:
                 unreachable.append(f"{address}: {error.message}")
                 continue
             daemons.append(_Daemon(address, client, {d.device for d in info.devices},
-                                   info.limits.job_timeout_seconds))
+                                   info.limits.job_timeout_seconds, self._window))
         if not daemons:
             raise KprofError(grpc.StatusCode.UNAVAILABLE,
                              "no daemon answered: " + "; ".join(unreachable))
@@ -262,7 +262,7 @@ class Farm:
                                             f"{', '.join(have)}; lost: "
                                             f"{'; '.join(unreachable) or 'none'})"))
                 return True
-            room = [d for d in candidates if len(d.holding) < self._window]
+            room = [d for d in candidates if len(d.holding) < d.window]
             if not room:
                 return False
             daemon = min(room, key=lambda d: len(d.holding))
@@ -307,6 +307,8 @@ class Farm:
             if daemon.stream is None:
                 daemon.open(daemons.index(daemon), events)
             daemon.holding.add(j)
+            if daemon.first_sent is None:
+                daemon.first_sent = time.monotonic()
             jobs_out.append(job)
             return True
 
@@ -320,7 +322,7 @@ class Farm:
 
             def room():  # some device left to try, on a daemon below its window
                 return not devices or (len(full) < len(devices) and
-                                       any(len(d.holding) < self._window for d in live))
+                                       any(len(d.holding) < d.window for d in live))
             while pending and room():
                 j = pending.popleft()
                 if prepared[j].id in finished:
@@ -376,6 +378,16 @@ class Farm:
                 result.daemon = daemon.address  # of several, the one that answered
             deliver(result)
 
+        def handle_all(index, updates, error):
+            """Takes in the updates of one message of daemon `index` (None: its stream ended,
+            for `error`)."""
+            if updates is None:
+                handle(index, None, error)
+                return
+            for update in updates:
+                handle(index, update, None)
+            daemons[index].answered(sum(u.state in _FINAL for u in updates), time.monotonic())
+
         def deadline(j):
             """When job j, which its daemon said runs, must have its answer: the daemon's limit
             for a job six times over (a strict job's references run after it) and 2 s."""
@@ -421,10 +433,10 @@ class Farm:
                     return
                 event = next_event()
                 if event is not None:
-                    handle(*event)
+                    handle_all(*event)
                 while True:  # and the others that have come meanwhile, before placing more
                     try:
-                        handle(*events.get_nowait())
+                        handle_all(*events.get_nowait())
                     except queue.Empty:
                         break
                 lose_the_silent()

@@ -6,7 +6,7 @@ import threading
 
 import grpc
 
-from kprof.client import UPDATES_PER_MESSAGE, _updates
+from kprof.client import UPDATES_PER_MESSAGE
 from kprof.v1 import kprof_pb2
 
 _FINAL = (kprof_pb2.BatchUpdate.DONE, kprof_pb2.BatchUpdate.FAILED)
@@ -28,10 +28,16 @@ def _device_spec(device):
         return device  # not a device name: the daemon says so
 
 
+# How far ahead a daemon is kept busy: as many jobs as it answers in this long, by its pace so
+# far in the batch, up to _MAX_WINDOW (client/farm_batch.h has the same).
+_AHEAD_SECONDS = 0.05
+_MAX_WINDOW = 1024
+
+
 class _Daemon:
     """One daemon during a batch: its stream, the jobs it holds and the thread reading it."""
 
-    def __init__(self, address, client, devices, job_timeout=0.0):
+    def __init__(self, address, client, devices, job_timeout=0.0, window=32):
         self.address = address
         self.client = client
         self.devices = devices
@@ -40,6 +46,10 @@ class _Daemon:
         self.uploaded = set()  # module ids it holds (asked, or uploaded, in this batch)
         self.refused = {}      # module id -> the KprofError of its refused upload
         self.holding = set()   # indices of jobs sent, not yet answered
+        # The most jobs it may hold: the farm's window, more where its jobs are short (pace).
+        self.base_window = self.window = window
+        self.first_sent = None  # when its first job of the batch went out
+        self.answers = 0        # its final updates of the batch so far
         self.alive = True
         self.draining = False  # it refused a job as shutting down: no new ones
         self.requests = None
@@ -61,9 +71,14 @@ class _Daemon:
         def read():
             error = None
             try:
-                for update in _updates(self.stream):
-                    if update.state in _WATCHED:
-                        events.put((index, update, None))
+                # A message's updates go over together: one hand-off to the batch's thread
+                # for as many updates as the daemon sent at once.
+                for message in self.stream:
+                    more = list(message.more)
+                    message.ClearField("more")
+                    watched = [u for u in [message] + more if u.state in _WATCHED]
+                    if watched:
+                        events.put((index, watched, None))
             except grpc.RpcError as failed:
                 error = failed.details() or failed.code().name
             except Exception as failed:  # pylint: disable=broad-except
@@ -73,6 +88,14 @@ class _Daemon:
 
         self.reader = threading.Thread(target=read, name=f"kprof-farm-{index}", daemon=True)
         self.reader.start()
+
+    def answered(self, count, now):
+        """Counts `count` answers come at `now`, and sets the window from the pace of them all:
+        short jobs then go out, and their answers come back, many to a message."""
+        self.answers += count
+        if self.first_sent is not None and self.answers >= 8:
+            pace = self.answers / max(now - self.first_sent, 1e-6)
+            self.window = min(_MAX_WINDOW, max(self.base_window, int(pace * _AHEAD_SECONDS)))
 
     def send(self, jobs, modules=()):
         self.requests.put(kprof_pb2.BatchRequest(jobs=jobs, modules=modules,

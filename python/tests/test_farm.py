@@ -76,6 +76,31 @@ def test_jobs_for_a_device_no_daemon_has_among_many_are_each_answered_once(three
             assert r.ok, (r.id, r.message)
 
 
+def test_a_daemon_answering_short_jobs_quickly_is_sent_more_than_the_window(daemon,
+                                                                           monkeypatch):
+    """The window grows with the pace of a daemon's answers (what it answers in 50 ms): short
+    jobs go out, and come back, many at a time; long ones stay within the window."""
+    from kprof import farm_daemon
+    held = []
+    send = farm_daemon._Daemon.send
+
+    def watched(self, jobs, modules=()):
+        held.append(len(self.holding))
+        return send(self, jobs, modules)
+    monkeypatch.setattr(farm_daemon._Daemon, "send", watched)
+    short = [{"id": f"n{i}", "module": "builtin", "function": "nop", "number": 1, "repeat": 1}
+             for i in range(3000)]
+    with kprof.Farm(daemon, window=4) as farm:
+        assert all(r.ok for r in farm.batch(short))
+    assert max(held) > 4, max(held)
+    held.clear()
+    long = [{"id": f"s{i}", "module": "builtin", "function": "spin_us", "args": ["float64:30000"],
+             "number": 1, "repeat": 1} for i in range(12)]
+    with kprof.Farm(daemon, window=4) as farm:
+        assert all(r.ok for r in farm.batch(long))
+    assert max(held) <= 4, held
+
+
 def test_a_farm_uploads_candidates_ahead_and_each_job_runs_its_own(daemon):
     """Candidates of one entry point, each its own module, sent on the stream with their first
     job (modules over 4 MiB are uploaded ahead, several at once): each job runs its own candidate (its `candidate` returns K, which fails the job
