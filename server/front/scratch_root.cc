@@ -9,8 +9,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +31,41 @@ bool Searchable(const struct stat& st, const WorkerUser& user) {
                                                            st.st_gid) != user.groups.end();
   if (in_group) return (st.st_mode & S_IXGRP) != 0;
   return (st.st_mode & S_IXOTH) != 0;
+}
+
+// A root being made: not yet locked, not yet a daemon's.
+constexpr char kMakingPrefix[] = ".kprofd-making.";
+// How old such a directory must be to be taken for one a daemon killed while making it left.
+constexpr int kMakingSeconds = 60;
+
+// Removes what daemons of this user killed before they could clean up left behind in `base`:
+// roots no daemon holds a lock on, and roots being made that have been so for a minute.
+void SweepLeftBehind(const std::string& base) {
+  DIR* dir = opendir(base.c_str());
+  if (dir == nullptr) return;
+  while (dirent* entry = readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    const bool making = name.substr(0, sizeof kMakingPrefix - 1) == kMakingPrefix;
+    int pid = 0;
+    int end = 0;
+    if (!making &&
+        (std::sscanf(entry->d_name, "kprofd.%d.%n", &pid, &end) != 1 || end == 0 || pid <= 0)) {
+      continue;
+    }
+    const std::string path = base + "/" + entry->d_name;
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+      continue;
+    }
+    if (making && time(nullptr) - st.st_mtime < kMakingSeconds) continue;
+    // Its daemon holds a lock on it while it runs: a process id says nothing across PID
+    // namespaces (a daemon in a container, or one the host sees under another number).
+    const int held = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (held < 0) continue;
+    if (flock(held, LOCK_EX | LOCK_NB) == 0) RemoveTree(path);
+    close(held);
+  }
+  closedir(dir);
 }
 
 }  // namespace
@@ -60,39 +97,23 @@ absl::StatusOr<std::unique_ptr<ScratchRoot>> ScratchRoot::Make(
       if (dir == "/") break;
     }
   }
-  // What daemons of this user killed before they could clean up left behind.
-  if (DIR* dir = opendir(base.c_str())) {
-    while (dirent* entry = readdir(dir)) {
-      int pid = 0;
-      int end = 0;
-      if (std::sscanf(entry->d_name, "kprofd.%d.%n", &pid, &end) != 1 || end == 0 || pid <= 0) {
-        continue;
-      }
-      const std::string path = base + "/" + entry->d_name;
-      struct stat st {};
-      if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
-        continue;
-      }
-      // Its daemon holds a lock on it while it runs: a process id says nothing across PID
-      // namespaces (a daemon in a container, or one the host sees under another number).
-      const int held = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-      if (held < 0) continue;
-      if (flock(held, LOCK_EX | LOCK_NB) == 0) RemoveTree(path);
-      close(held);
-    }
-    closedir(dir);
-  }
-  std::string path = absl::StrCat(base, "/kprofd.", getpid(), ".XXXXXX");
-  if (mkdtemp(path.data()) == nullptr) {
+  SweepLeftBehind(base);
+  // Made under a name the sweep of a daemon starting meanwhile leaves alone (unless it is old),
+  // locked, then named as a daemon's root: a root is never unlocked under its name.
+  std::string fresh = absl::StrCat(base, "/", kMakingPrefix, getpid(), ".XXXXXX");
+  if (mkdtemp(fresh.data()) == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot make a scratch directory in '", base,
                      "' (--scratch-dir sets where): ", std::strerror(errno)));
   }
-  const int lock = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0) {
+  const std::string path =
+      absl::StrCat(base, "/kprofd.", getpid(), ".", fresh.substr(fresh.size() - 6));
+  const int lock = open(fresh.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) != 0 ||
+      renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) != 0) {
     const int error = errno;
     if (lock >= 0) close(lock);
-    RemoveTree(path);
+    RemoveTree(fresh);
     return absl::FailedPreconditionError(
         absl::StrCat("cannot lock the scratch directory '", path, "': ", std::strerror(error)));
   }

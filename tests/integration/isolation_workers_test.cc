@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -122,9 +123,20 @@ TEST_F(ClientWorkersTest, EachWorkerHasAScratchDirectoryOfItsOwnRemovedWithIt) {
   const int lock = open(live.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   ASSERT_GE(lock, 0);
   ASSERT_EQ(flock(lock, LOCK_EX), 0);
+  // A root another daemon is making (named so until it is locked) is left alone; one left
+  // making for a minute was a daemon's killed meanwhile.
+  const std::string making = base + "/.kprofd-making.999999997.mnopqr";
+  const std::string made_long_ago = base + "/.kprofd-making.999999996.stuvwx";
+  ASSERT_EQ(mkdir(making.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir(made_long_ago.c_str(), 0700), 0);
+  const struct timeval long_ago[2] = {{time(nullptr) - 120, 0}, {time(nullptr) - 120, 0}};
+  ASSERT_EQ(utimes(made_long_ago.c_str(), long_ago), 0);
   Start(2, {"--scratch-dir", base});
   EXPECT_FALSE(std::filesystem::exists(stale));
   EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_TRUE(std::filesystem::exists(making));
+  EXPECT_FALSE(std::filesystem::exists(made_long_ago));
+  std::filesystem::remove(making);
   close(lock);
   std::filesystem::remove(live);
   ASSERT_THAT(Run(0, "writes_its_scratch"), IsOk());
