@@ -131,7 +131,6 @@ absl::Status JsonToMessage(const Json& object, google::protobuf::Message* messag
 }
 
 nlohmann::ordered_json ParseInput(absl::string_view text, bool* too_deep) {
-  using Json = nlohmann::ordered_json;
   *too_deep = false;
   const Json::parser_callback_t limit = [too_deep](int depth, Json::parse_event_t event, Json&) {
     if (depth >= kMaxInputDepth &&
