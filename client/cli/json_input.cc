@@ -1,5 +1,6 @@
 #include "client/cli/json_input.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -27,7 +28,7 @@ bool Fits(const Json& value) {
 }
 
 // Whether `value` is a plain JSON value of `field`'s scalar type: an integer in range for the
-// integer types, a number for the floating ones, a boolean, a string (not for bytes), an enum
+// integer types, a finite number for a double, a boolean, a string (not for bytes), an enum
 // value's name.
 bool Plain(const FieldDescriptor& field, const Json& value) {
   switch (field.cpp_type()) {
@@ -39,9 +40,8 @@ bool Plain(const FieldDescriptor& field, const Json& value) {
       return Fits<uint32_t>(value);
     case FieldDescriptor::CPPTYPE_UINT64:
       return Fits<uint64_t>(value);
-    case FieldDescriptor::CPPTYPE_DOUBLE:
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return value.is_number();
+    case FieldDescriptor::CPPTYPE_DOUBLE:  // a float's range is protobuf's to check
+      return value.is_number() && std::isfinite(value.get<double>());
     case FieldDescriptor::CPPTYPE_BOOL:
       return value.is_boolean();
     case FieldDescriptor::CPPTYPE_STRING:
@@ -74,9 +74,6 @@ void Put(const FieldDescriptor& field, const Json& value, google::protobuf::Mess
     case FieldDescriptor::CPPTYPE_DOUBLE:
       return add ? r.AddDouble(message, &field, value.get<double>())
                  : r.SetDouble(message, &field, value.get<double>());
-    case FieldDescriptor::CPPTYPE_FLOAT:
-      return add ? r.AddFloat(message, &field, value.get<float>())
-                 : r.SetFloat(message, &field, value.get<float>());
     case FieldDescriptor::CPPTYPE_BOOL:
       return add ? r.AddBool(message, &field, value.get<bool>())
                  : r.SetBool(message, &field, value.get<bool>());

@@ -219,7 +219,9 @@ def test_plots_render_in_a_real_browser(daemon):
                                   if name == "base" else [])],
                                check=True, stdout=f)
             times[name] = out
-        subprocess.run([KPROF, "compare", times["base"], times["new"], "--plot",
+        # Judged even when the host was busy (a test run beside a build): the picture's verdict
+        # colour is what is looked at.
+        subprocess.run([KPROF, "compare", times["base"], times["new"], "--accept-noisy", "--plot",
                         os.path.join(scratch, "compare.svg")], check=True, capture_output=True)
         (width, height, rows), dom = _render_in_chromium(os.path.join(scratch, "repeats.svg"),
                                                          scratch, "720,300")

@@ -134,6 +134,15 @@ class CudaJobsTest : public ::testing::Test {
     return base::Sha256Hex(std::string_view(reinterpret_cast<const char*>(c.data()), c.size() * 4));
   }
 
+  // `kprof time` of the kernel that spins 100 us, 3 repeats.
+  ::kprof::testing::CliResult TimeSpinOnTheCli() const {
+    return ::kprof::testing::RunKprof(
+        daemon_.target(),
+        "time " + ModuleFile("ptx") +
+            " spin_ns --arg int64:100000 --device cuda:0 --grid 1 --block 1 --repeat 3",
+        cache_.path());
+  }
+
   // Where the stand-in NVML reads its GPU's SM clock and clock-event reasons.
   void SetFakeGpuClock(unsigned mhz, uint64_t reasons) const {
     std::ofstream(nvml_state_) << mhz << " 0x" << std::hex << reasons << "\n";
@@ -557,11 +566,7 @@ TEST_F(CudaJobsTest, RepeatsWhileTheGpuClockIsLowAreMarkedWithNvmlsReasons) {
   ASSERT_EQ(result->clock_reasons_size(), 1);
   EXPECT_EQ(result->clock_reasons(0).reason(), "HwThermalSlowdown");
   EXPECT_THAT(result->clock_reasons(0).repeats(), ::testing::ElementsAre(0, 1, 2));
-  const auto cli = ::kprof::testing::RunKprof(
-      daemon_.target(),
-      "time " + ModuleFile("ptx") +
-          " spin_ns --arg int64:100000 --device cuda:0 --grid 1 --block 1 --repeat 3",
-      cache_.path());
+  const auto cli = TimeSpinOnTheCli();
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_THAT(cli.out, HasSubstr("3 throttled repeat(s)"));
   EXPECT_THAT(cli.out, HasSubstr("GPU clock held back (HwThermalSlowdown) in 3 repeat(s)"));
@@ -626,11 +631,7 @@ TEST_F(CudaJobsTest, AnotherProcessOnTheGpuIsNamedAndTheDaemonsWorkersAreNot) {
   ASSERT_THAT(result, IsOk());
   EXPECT_EQ(warned(*result), "another process computed on cuda:0 during the measurement: pid " +
                                  std::to_string(getpid()) + " (512 MiB)");
-  const auto cli = ::kprof::testing::RunKprof(
-      daemon_.target(),
-      "time " + ModuleFile("ptx") +
-          " spin_ns --arg int64:100000 --device cuda:0 --grid 1 --block 1 --repeat 3",
-      cache_.path());
+  const auto cli = TimeSpinOnTheCli();
   EXPECT_EQ(cli.exit_code, 0) << cli.err;
   EXPECT_THAT(cli.out, HasSubstr("another process computed on cuda:0"));
   std::remove((nvml_state_ + ".processes").c_str());
