@@ -111,11 +111,15 @@ TEST_F(CliTest, TimeByDefaultRepeatsUntilTheRepeatsAgreeWithinABudget) {
   EXPECT_THAT(result["stop_reason"].get<std::string>(),
               ::testing::AnyOf("converged", "time budget"));
   EXPECT_NEAR(result["median"].get<double>(), 200e-6, 60e-6);
+  // Every repeat lasts the 1 ms floor: five calls or more, or fewer where a busy host stretched
+  // them (a first call preempted for 1 ms is a whole repeat of one).
   const std::vector<double> repeats = RepeatSeconds(result);
+  int64_t most_calls = 0;
   for (size_t i = 0; i < repeats.size(); ++i) {
-    EXPECT_GE(result["numbers"][i].get<int64_t>(), 5) << "repeat " << i;
     EXPECT_GE(repeats[i], 0.9e-3) << "repeat " << i;
+    most_calls = std::max(most_calls, result["numbers"][i].get<int64_t>());
   }
+  EXPECT_GE(most_calls, 5) << spin.out;
   // The timed repeats fit the 1 s budget: none begins after it has passed.
   double timed = 0;
   for (double s : repeats) timed += s;
