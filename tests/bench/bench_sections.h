@@ -42,6 +42,29 @@ double PythonFarmSecondsPerJob(const std::string& target, int count);
 // candidates, through `kprof batch` and the Python farm.
 void AgainstTvm(const std::string& target, kprof::client::Client& client);
 
+// `count` distinct candidates (the bytes of test module `module`, each with a tag of its own,
+// 50 KB at least) as files in `dir`, and a job file timing `function`(`args`) of each `repeat`
+// times (number 1); VaddCandidates: vector_add's vadd on 256 floats, timed once.
+std::string CandidateJobs(const std::string& dir, const std::string& module,
+                          const std::string& function, const std::string& args, int repeat,
+                          int count);
+std::string VaddCandidates(const std::string& dir, int count);
+
+// What a batch of candidates took: its wall seconds, the timed seconds of its calls, and the
+// seconds the worker spent on its jobs (their execution: the calls timed and the first one
+// discarded, the module's load, the arguments).
+struct BatchTimes {
+  double wall = 0, timed = 0, execution = 0;
+};
+// `kprof batch` over a job file of `count` jobs, as its result lines tell; the Python farm over
+// the same file, from its first job to its last result. Each fails unless all are OK.
+BatchTimes CliBatch(const std::string& target, const std::string& jobs, int count);
+BatchTimes PythonBatch(const std::string& target, const std::string& jobs, int count);
+
+// 4d: the CPU and the wake-ups of the client, the daemon and its workers per job, per candidate
+// and per unary call, on the paths users run.
+void Breakdown(const kprof::testing::Daemon& daemon, kprof::client::Client& client);
+
 // --only batch-cpu: the CPU each process spends per job of a batch, round after round.
 void BatchCpu(kprof::testing::Daemon& daemon, kprof::client::Client& client,
               const std::string& base);

@@ -67,15 +67,21 @@ std::map<std::string, double> RunAnchor() {
   return p50;
 }
 
-// `count` distinct candidates (the bytes of `module`, each with a tag of its own, 50 KB at
-// least) as files in `dir`, and a job file timing `function`(`args`) of each `repeat` times.
+double Median3(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
 std::string CandidateJobs(const std::string& dir, const std::string& module,
-                          const std::string& function, const std::string& args, int repeat) {
+                          const std::string& function, const std::string& args, int repeat,
+                          int count) {
   static int tag = 700000;
   const std::string base = kprof::testing::ReadFileBytes(kprof::testing::TestModulePath(module));
   const std::string jobs = dir + "/candidates.jsonl";
   std::ofstream out(jobs);
-  for (int i = 0; i < kCandidates; ++i) {
+  for (int i = 0; i < count; ++i) {
     const std::string path = absl::StrFormat("%s/cand%d.so", dir, i);
     std::ofstream(path, std::ios::binary) << Candidate(base, 50 * 1024, tag++);
     out << absl::StrFormat(
@@ -86,15 +92,7 @@ std::string CandidateJobs(const std::string& dir, const std::string& module,
   return jobs;
 }
 
-// What a batch of candidates took: its wall seconds, the timed seconds of its calls, and the
-// seconds the worker spent on its jobs (their execution: the calls timed and the first one
-// discarded, the module's load, the arguments).
-struct BatchTimes {
-  double wall = 0, timed = 0, execution = 0;
-};
-
-// `kprof batch` over `jobs`, as its result lines tell.
-BatchTimes CliBatch(const std::string& target, const std::string& jobs) {
+BatchTimes CliBatch(const std::string& target, const std::string& jobs, int count) {
   const auto start = Clock::now();
   const std::string out =
       Output(std::string(KPROF_PATH) + " --target " + target + " batch " + jobs);
@@ -109,14 +107,11 @@ BatchTimes CliBatch(const std::string& target, const std::string& jobs) {
     times.execution += result["execution_seconds"].get<double>();
     ++done;
   }
-  if (done != kCandidates)
-    Fail(absl::StrFormat("kprof batch: %d of %d candidates", done, kCandidates));
+  if (done != count) Fail(absl::StrFormat("kprof batch: %d of %d candidates", done, count));
   return times;
 }
 
-// The Python farm over `jobs` (a job file as kprof batch reads it): wall seconds from its first
-// job to its last result, as its results tell.
-BatchTimes PythonBatch(const std::string& target, const std::string& jobs) {
+BatchTimes PythonBatch(const std::string& target, const std::string& jobs, int count) {
   const std::string script = absl::StrFormat(
       "import json, sys, time; sys.path.insert(0, '%s/python'); import kprof\n"
       "jobs = [json.loads(l) for l in open('%s')]\n"
@@ -134,17 +129,15 @@ BatchTimes PythonBatch(const std::string& target, const std::string& jobs) {
   int done = 0;
   BatchTimes times;
   out >> done >> times.wall >> times.timed >> times.execution;
-  if (done != kCandidates)
-    Fail(absl::StrFormat("Python farm: %d of %d candidates", done, kCandidates));
+  if (done != count) Fail(absl::StrFormat("Python farm: %d of %d candidates", done, count));
   return times;
 }
 
-double Median3(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+std::string VaddCandidates(const std::string& dir, int count) {
+  return CandidateJobs(dir, "vector_add", "vadd",
+                       R"(["float32[256]", "float32[256]:random", "float32[256]:random"])", 1,
+                       count);
 }
-
-}  // namespace
 
 void AgainstTvm(const std::string& target, kprof::client::Client& client) {
   if (!Exists(AnchorArchive())) {
@@ -160,15 +153,13 @@ void AgainstTvm(const std::string& target, kprof::client::Client& client) {
     cpp.push_back(BatchSecondsPerJob(client, "builtin", "nop", 2000) / anchor.at("A_call"));
     python.push_back(PythonFarmSecondsPerJob(target, 1000) / anchor.at("A_call"));
     kprof::testing::TempDir dir;
-    const BatchTimes vadds = CliBatch(
-        target,
-        CandidateJobs(dir.path(), "vector_add", "vadd",
-                      R"(["float32[256]", "float32[256]:random", "float32[256]:random"])", 1));
+    const BatchTimes vadds = CliBatch(target, VaddCandidates(dir.path(), kCandidates), kCandidates);
     candidate.push_back(vadds.wall / kCandidates / anchor.at("C_persist"));
     kprof::testing::TempDir spins;
-    const std::string jobs =
-        CandidateJobs(spins.path(), "jitter", "spin_stall", R"(["float64:1000", "int64:0"])", 5);
-    const BatchTimes by_cli = CliBatch(target, jobs), by_python = PythonBatch(target, jobs);
+    const std::string jobs = CandidateJobs(spins.path(), "jitter", "spin_stall",
+                                           R"(["float64:1000", "int64:0"])", 5, kCandidates);
+    const BatchTimes by_cli = CliBatch(target, jobs, kCandidates),
+                     by_python = PythonBatch(target, jobs, kCandidates);
     cli_duty.push_back(by_cli.timed / by_cli.wall);
     cli_busy.push_back(by_cli.execution / by_cli.wall);
     python_duty.push_back(by_python.timed / by_python.wall);

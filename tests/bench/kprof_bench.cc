@@ -33,12 +33,16 @@
 #include <benchmark/benchmark.h>
 #include <sched.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/command_line.h"
@@ -280,6 +284,7 @@ using kprof::bench::Accuracy;
 using kprof::bench::AgainstTvm;
 using kprof::bench::BatchCpu;
 using kprof::bench::Batches;
+using kprof::bench::Breakdown;
 using kprof::bench::Checks;
 using kprof::bench::Fail;
 using kprof::bench::Footprint;
@@ -300,6 +305,88 @@ using kprof::bench::Upload;
 using kprof::bench::WriteMarkdown;
 using kprof::report::Percentile;
 
+namespace {
+
+// The parts `--only` runs alone against one daemon, by name.
+using Part = std::function<void(kprof::testing::Daemon&, kprof::client::Client&,
+                                const std::string& base, const std::string& kind)>;
+const std::map<std::string, Part>& DaemonParts() {
+  static const auto* parts = new std::map<std::string, Part>{
+      {"batch",
+       [](auto& d, auto& c, auto& base, auto&) {
+         Batches(d.target(), c, base,
+                 kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
+       }},
+      {"batch-cpu", [](auto& d, auto& c, auto& base, auto&) { BatchCpu(d, c, base); }},
+      {"unary-cpu", [](auto& d, auto&, auto&, auto& kind) { UnaryCpu(d, kind); }},
+      {"breakdown", [](auto& d, auto& c, auto&, auto&) { Breakdown(d, c); }},
+      {"overhead", [](auto& d, auto&, auto&, auto&) { Overhead(d.target(), "unpinned"); }},
+      {"upload", [](auto& d, auto& c, auto& base, auto&) { Upload(d.target(), c, base); }},
+      {"checks",
+       [](auto& d, auto& c, auto& base, auto&) {
+         Checks(d.target(), c, base);
+         StrictChecks(d.target(), c);
+       }},
+      {"strict", [](auto& d, auto& c, auto&, auto&) { StrictChecks(d.target(), c); }},
+      {"tvm", [](auto& d, auto& c, auto&, auto&) { AgainstTvm(d.target(), c); }},
+  };
+  return *parts;
+}
+
+// The sections on a daemon of their own, one after another, every CPU free.
+void Unpinned(const std::string& cache, const std::string& base) {
+  kprof::testing::Daemon daemon;
+  if (!daemon.Start(cache)) Fail("kprofd did not start");
+  auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+  Overhead(daemon.target(), "unpinned");
+  RawCaller caller(daemon.target());
+  const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
+  PerCandidate(*client, base, Percentile(health, 50));
+  Throughput(daemon.target());
+  Batches(daemon.target(), *client, base,
+          kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
+  AgainstTvm(daemon.target(), *client);
+  Breakdown(daemon, *client);
+  Upload(daemon.target(), *client, base);
+  TimerFloor(*client);
+  Checks(daemon.target(), *client, base);
+  StrictChecks(daemon.target(), *client);
+  ScrapeFlood();
+}
+
+// Client, daemon and worker on one CPU: the daemon inherits this process's affinity. The
+// accuracy figures are taken here too, so both sides run on the same, equally warm CPU.
+void OneCore(const std::string& cache, bool accuracy_only) {
+  cpu_set_t all, one;
+  sched_getaffinity(0, sizeof all, &all);
+  CPU_ZERO(&one);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all)) {
+      CPU_SET(cpu, &one);
+      break;
+    }
+  }
+  sched_setaffinity(0, sizeof one, &one);
+  kprof::testing::Daemon daemon;
+  if (!daemon.Start(cache)) Fail("kprofd did not start");
+  auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
+  Accuracy(*client);
+  PlacementSweep(*client);
+  if (!accuracy_only) Overhead(daemon.target(), "one core");
+  daemon.Stop();
+  sched_setaffinity(0, sizeof all, &all);
+}
+
+// The names --only takes, for its help and its error.
+std::string PartNames() {
+  std::vector<std::string> names = {"footprint", "metrics", "accuracy"};
+  for (const auto& [name, part] : DaemonParts()) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return absl::StrJoin(names, ", ");
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string markdown;
   std::string only;
@@ -307,10 +394,7 @@ int main(int argc, char** argv) {
   bool help = false;
   kprof::base::CommandLine cl("kprof_bench");
   cl.AddString("markdown", &markdown, "FILE", "also write the table, the machine and the command");
-  cl.AddString(
-      "only", &only, "PART",
-      "run one part: footprint, batch, batch-cpu, unary-cpu, overhead, upload, accuracy, checks, "
-      "strict or metrics");
+  cl.AddString("only", &only, "PART", "run one part: " + PartNames());
   cl.AddString("calls", &kind, "KIND", "with --only unary-cpu: time or health alone");
   cl.AddFlag("help", &help, "print this help and exit");
   std::vector<std::string> positional;
@@ -331,12 +415,10 @@ int main(int argc, char** argv) {
         cl.Help().c_str());
     return 0;
   }
-  if (!only.empty() && only != "footprint" && only != "batch" && only != "batch-cpu" &&
-      only != "unary-cpu" && only != "overhead" && only != "upload" && only != "accuracy" &&
-      only != "checks" && only != "strict" && only != "metrics" && only != "tvm") {
-    Fail(
-        "--only takes 'footprint', 'batch', 'batch-cpu', 'unary-cpu', 'overhead', 'upload', "
-        "'accuracy', 'checks', 'strict', 'metrics' or 'tvm'");
+  const bool daemon_part = DaemonParts().count(only) > 0;
+  if (!only.empty() && !daemon_part && only != "footprint" && only != "metrics" &&
+      only != "accuracy") {
+    Fail("--only takes one of " + PartNames());
   }
   if (!only.empty() && !markdown.empty()) Fail("--only runs part of the suite: no --markdown");
   int benchmark_argc = 1;
@@ -354,90 +436,16 @@ int main(int argc, char** argv) {
     ScrapeFlood();
     return 0;
   }
-  if (only == "footprint") {
-    Footprint(base);
-    Isolation();
-    return 0;
-  }
-  if (only == "batch" || only == "batch-cpu" || only == "unary-cpu" || only == "overhead" ||
-      only == "upload" || only == "checks" || only == "strict" || only == "tvm") {
+  if (daemon_part) {
     kprof::testing::Daemon daemon;
     if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
     auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
-    if (only == "overhead") {
-      Overhead(daemon.target(), "unpinned");
-      return 0;
-    }
-    if (only == "upload") {
-      Upload(daemon.target(), *client, base);
-      return 0;
-    }
-    if (only == "checks") {
-      Checks(daemon.target(), *client, base);
-      StrictChecks(daemon.target(), *client);
-      return 0;
-    }
-    if (only == "strict") {
-      StrictChecks(daemon.target(), *client);
-      return 0;
-    }
-    if (only == "tvm") {
-      AgainstTvm(daemon.target(), *client);
-      return 0;
-    }
-    if (only == "batch-cpu") {
-      BatchCpu(daemon, *client, base);
-      return 0;
-    }
-    if (only == "unary-cpu") {
-      UnaryCpu(daemon, kind);
-      return 0;
-    }
-    Batches(daemon.target(), *client, base,
-            kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
+    DaemonParts().at(only)(daemon, *client, base, kind);
     return 0;
   }
-  if (only.empty()) {
-    kprof::testing::Daemon daemon;
-    if (!daemon.Start(dir.path() + "/cache")) Fail("kprofd did not start");
-    auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
-    Overhead(daemon.target(), "unpinned");
-    RawCaller caller(daemon.target());
-    const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
-    PerCandidate(*client, base, Percentile(health, 50));
-    Throughput(daemon.target());
-    Batches(daemon.target(), *client, base,
-            kprof::testing::ReadFileBytes(std::string(KPROF_TEST_MODULE_DIR) + "/faults.so"));
-    AgainstTvm(daemon.target(), *client);
-    Upload(daemon.target(), *client, base);
-    TimerFloor(*client);
-    Checks(daemon.target(), *client, base);
-    StrictChecks(daemon.target(), *client);
-    ScrapeFlood();
-  }
-  {
-    // Client, daemon and worker on one CPU: the daemon inherits this process's affinity. The
-    // accuracy figures are taken here too, so both sides run on the same, equally warm CPU.
-    cpu_set_t all, one;
-    sched_getaffinity(0, sizeof all, &all);
-    CPU_ZERO(&one);
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-      if (CPU_ISSET(cpu, &all)) {
-        CPU_SET(cpu, &one);
-        break;
-      }
-    }
-    sched_setaffinity(0, sizeof one, &one);
-    kprof::testing::Daemon daemon;
-    if (!daemon.Start(dir.path() + "/pinned")) Fail("kprofd did not start");
-    auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
-    Accuracy(*client);
-    PlacementSweep(*client);
-    if (only == "accuracy") return 0;
-    Overhead(daemon.target(), "one core");
-    daemon.Stop();
-    sched_setaffinity(0, sizeof all, &all);
-  }
+  if (only.empty()) Unpinned(dir.path() + "/cache", base);
+  if (only.empty() || only == "accuracy") OneCore(dir.path() + "/pinned", only == "accuracy");
+  if (only == "accuracy") return 0;
   Footprint(base);
   Isolation();
   if (!markdown.empty()) {
