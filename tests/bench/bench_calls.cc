@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -70,6 +72,47 @@ void Overhead(const std::string& target, const std::string& label) {
   const double floor = Percentile(health, 50) + Percentile(ping, 50);
   Add("overhead", "  floor: health Check + two-process ping-pong, " + label, Us(floor),
       "health Check " + Us(Percentile(health, 50)), floor / Percentile(health, 50));
+}
+
+void PythonOverhead(const std::string& target) {
+  // Both calls on one channel as bytes (the same path for both, as the C++ figures take), in
+  // interleaved blocks; then the client library's time_evaluate(), which also builds the
+  // request and reads the answer into its result.
+  const std::string script = absl::StrFormat(
+      "import sys, time, statistics; sys.path.insert(0, '%s/python'); import kprof, grpc\n"
+      "from kprof.v1 import kprof_pb2\n"
+      "job = kprof_pb2.TimeEvaluateRequest(number=1, repeat=1)\n"
+      "job.call.module_id = 'builtin'; job.call.function = 'nop'\n"
+      "job = job.SerializeToString()\n"
+      "channel = grpc.insecure_channel('%s')\n"
+      "health = channel.unary_unary('/grpc.health.v1.Health/Check')\n"
+      "time_evaluate = channel.unary_unary('/kprof.v1.Profiler/TimeEvaluate')\n"
+      "client = kprof.connect('%s')\n"
+      "def timed(call):\n"
+      "    out = []\n"
+      "    for _ in range(100):\n"
+      "        start = time.perf_counter(); call(); out.append(time.perf_counter() - start)\n"
+      "    return out\n"
+      "h, t, c = [], [], []\n"
+      "for _ in range(30): time_evaluate(job); client.time_evaluate('builtin', 'nop', number=1, "
+      "repeat=1)\n"
+      "for block in range(15):\n"
+      "    h += timed(lambda: health(b''))\n"
+      "    t += timed(lambda: time_evaluate(job))\n"
+      "    c += timed(lambda: client.time_evaluate('builtin', 'nop', number=1, repeat=1))\n"
+      "    time.sleep(0.005)\n"
+      "print(statistics.median(h), statistics.median(t), statistics.median(c))\n",
+      KPROF_BUILD_DIR, target, target);
+  kprof::testing::TempDir dir;
+  std::ofstream(dir.path() + "/unary.py") << script;
+  std::istringstream out(Output("/usr/bin/python3 " + dir.path() + "/unary.py"));
+  double health = 0, time = 0, client = 0;
+  out >> health >> time >> client;
+  if (!(health > 0 && time > 0 && client > 0)) Fail("the Python unary calls gave no figures");
+  Add("overhead", "TimeEvaluate(nop) p50 from Python, unpinned", Us(time),
+      "health Check " + Us(health), time / health, "<= 1.3: " + Met(time / health <= 1.3));
+  Add("overhead", "  the same through Client.time_evaluate()", Us(client),
+      "health Check " + Us(health), client / health, "");
 }
 
 // --- streams to a server that only reads them -----------------------------------------------

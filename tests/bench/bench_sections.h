@@ -18,6 +18,8 @@ void PlacementSweep(kprof::client::Client& client);
 
 // 2: a minimal TimeEvaluate against a bare health Check on the same daemon, p50 and p99.
 void Overhead(const std::string& target, const std::string& label);
+// ... the same from Python (grpcio), and through the Python client's time_evaluate().
+void PythonOverhead(const std::string& target);
 
 // 3: an autotuner's cost per candidate (upload 50 KB, TimeEvaluate) against a health Check.
 void PerCandidate(kprof::client::Client& client, const std::string& base, double health_p50);

@@ -294,6 +294,7 @@ using kprof::bench::Must;
 using kprof::bench::Overhead;
 using kprof::bench::PerCandidate;
 using kprof::bench::PlacementSweep;
+using kprof::bench::PythonOverhead;
 using kprof::bench::RawCaller;
 using kprof::bench::ScrapeFlood;
 using kprof::bench::StrictChecks;
@@ -320,7 +321,11 @@ const std::map<std::string, Part>& DaemonParts() {
       {"batch-cpu", [](auto& d, auto& c, auto& base, auto&) { BatchCpu(d, c, base); }},
       {"unary-cpu", [](auto& d, auto&, auto&, auto& kind) { UnaryCpu(d, kind); }},
       {"breakdown", [](auto& d, auto& c, auto&, auto&) { Breakdown(d, c); }},
-      {"overhead", [](auto& d, auto&, auto&, auto&) { Overhead(d.target(), "unpinned"); }},
+      {"overhead",
+       [](auto& d, auto&, auto&, auto&) {
+         Overhead(d.target(), "unpinned");
+         PythonOverhead(d.target());
+       }},
       {"upload", [](auto& d, auto& c, auto& base, auto&) { Upload(d.target(), c, base); }},
       {"checks",
        [](auto& d, auto& c, auto& base, auto&) {
@@ -339,6 +344,7 @@ void Unpinned(const std::string& cache, const std::string& base) {
   if (!daemon.Start(cache)) Fail("kprofd did not start");
   auto client = Must(kprof::client::Client::Connect(daemon.target()), "connect");
   Overhead(daemon.target(), "unpinned");
+  PythonOverhead(daemon.target());
   RawCaller caller(daemon.target());
   const auto health = TimeCalls(500, [&] { caller.Call(kHealthCheck, ""); });
   PerCandidate(*client, base, Percentile(health, 50));
