@@ -1,10 +1,13 @@
 // Sections 2 to 5 of kprof_bench, the batches (4b) aside: what calls to kprofd cost against the
 // same work done without it (Google Benchmark in-process, a bare health Check, a raw stream to a
 // server that only reads).
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <fstream>
 #include <memory>
@@ -122,8 +125,10 @@ namespace {
 // Takes any client-streaming call and answers an empty message once the stream ends: the
 // cheapest server a stream of the same bytes can meet. It may compute the SHA-256 of every
 // message's bytes, as a server that checks what it is sent must: as they arrive, on the thread
-// that reads them, or beside, on a thread of its own that the reads hand them to.
-enum class SinkHash { kNone, kInline, kBeside };
+// that reads them, or beside, on a thread of its own that the reads hand them to; or as they
+// arrive, writing them to a file as well (what a server that keeps what it checks must do
+// at least).
+enum class SinkHash { kNone, kInline, kBeside, kInlineStored };
 
 class Sink final : public grpc::CallbackGenericService {
  public:
@@ -135,11 +140,20 @@ class Sink final : public grpc::CallbackGenericService {
      public:
       explicit Reactor(SinkHash hash) : hash_(hash) {
         if (hash_ == SinkHash::kBeside) hasher_ = std::thread([this] { HashBeside(); });
+        if (hash_ == SinkHash::kInlineStored) {
+          char path[] = "/tmp/kprof-bench-sink-XXXXXX";
+          file_ = mkstemp(path);
+          if (file_ < 0) Fail("the storing sink cannot make its file");
+          unlink(path);
+        }
         StartRead(&in_);
+      }
+      ~Reactor() override {
+        if (file_ >= 0) close(file_);
       }
       void OnReadDone(bool ok) override {
         if (ok) {
-          if (hash_ == SinkHash::kInline) Hash(in_);
+          if (hash_ == SinkHash::kInline || hash_ == SinkHash::kInlineStored) Hash(in_);
           if (hash_ == SinkHash::kBeside) {
             absl::MutexLock lock(&mutex_);
             queued_.push_back(std::move(in_));
@@ -166,8 +180,11 @@ class Sink final : public grpc::CallbackGenericService {
         std::vector<grpc::Slice> slices;
         if (!bytes.Dump(&slices).ok()) return;
         for (const grpc::Slice& slice : slices) {
-          sha256_.Update(
-              std::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()));
+          const std::string_view piece(reinterpret_cast<const char*>(slice.begin()), slice.size());
+          sha256_.Update(piece);
+          if (file_ >= 0 && write(file_, piece.data(), piece.size()) != ssize_t(piece.size())) {
+            Fail("the storing sink cannot write");
+          }
         }
       }
       void HashBeside() {
@@ -191,6 +208,7 @@ class Sink final : public grpc::CallbackGenericService {
       std::deque<grpc::ByteBuffer> queued_;
       bool ended_ = false;
       std::thread hasher_;
+      int file_ = -1;
     };
     return new Reactor(hash_);
   }
@@ -319,10 +337,11 @@ void Throughput(const std::string& target) {
 
 void Upload(const std::string& target, kprof::client::Client& client, const std::string& base) {
   constexpr size_t kSize = 64 << 20;
-  SinkServer sink, hashing_sink(SinkHash::kInline), beside_sink(SinkHash::kBeside);
+  SinkServer sink, hashing_sink(SinkHash::kInline), beside_sink(SinkHash::kBeside),
+      storing_sink(SinkHash::kInlineStored);
   auto daemon =
       kprof::v1::Profiler::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-  std::vector<double> to_daemon, to_sink, to_hashing_sink, to_beside_sink;
+  std::vector<double> to_daemon, to_sink, to_hashing_sink, to_beside_sink, to_storing_sink;
   std::string last;
   for (int i = 0; i < 3; ++i) {
     last = Candidate(base, kSize, 100000 + i);  // new bytes each time: nothing deduplicated
@@ -330,16 +349,25 @@ void Upload(const std::string& target, kprof::client::Client& client, const std:
     to_sink.push_back(StreamSeconds(*sink.stub, last));
     to_hashing_sink.push_back(StreamSeconds(*hashing_sink.stub, last));
     to_beside_sink.push_back(StreamSeconds(*beside_sink.stub, last));
+    to_storing_sink.push_back(StreamSeconds(*storing_sink.stub, last));
   }
   const double mb = static_cast<double>(kSize) / (1 << 20);
   const double daemon_rate = mb / Median(to_daemon), sink_rate = mb / Median(to_sink);
   const double hashing_rate = mb / Median(to_hashing_sink);
   const double beside_rate = mb / Median(to_beside_sink);
+  const double storing_rate = mb / Median(to_storing_sink);
+  // Against what a server that checks the bytes' SHA-256 (the module's id) as they come can
+  // reach, storing nothing.
   Add("upload", "64 MiB LoadModule", absl::StrFormat("%.0f MB/s", daemon_rate),
-      absl::StrFormat("raw stream %.0f MB/s", sink_rate), daemon_rate / sink_rate,
-      ">= 0.8: " + Met(daemon_rate / sink_rate >= 0.8));
-  // What a server that checks the bytes' SHA-256 (the module's id) as they come can reach,
-  // storing nothing.
+      absl::StrFormat("raw stream hashed %.0f MB/s", hashing_rate), daemon_rate / hashing_rate,
+      ">= 0.9: " + Met(daemon_rate / hashing_rate >= 0.9));
+  Add("upload", "  the same against the raw stream", absl::StrFormat("%.0f MB/s", daemon_rate),
+      absl::StrFormat("raw stream %.0f MB/s", sink_rate), daemon_rate / sink_rate, "");
+  // ... and one that also writes them to a file (the page-cache copy every store pays).
+  Add("upload", "  floor: raw stream hashed and written to a file",
+      absl::StrFormat("%.0f MB/s", storing_rate),
+      absl::StrFormat("raw stream hashed %.0f MB/s", hashing_rate), storing_rate / hashing_rate,
+      "");
   Add("upload", "  floor: raw stream hashed as it arrives",
       absl::StrFormat("%.0f MB/s", hashing_rate),
       absl::StrFormat("raw stream %.0f MB/s", sink_rate), hashing_rate / sink_rate, "");
