@@ -152,64 +152,89 @@ absl::StatusOr<TimeEvaluator> TimeEvaluator::Create(base::Device device) {
 TimeEvaluator::TimeEvaluator(base::Device device, DeviceApi* api, TimerFactory timers, Clock* clock)
     : device_(device), api_(api), timers_(std::move(timers)), clock_(clock) {}
 
-absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::Status()> function,
-                                                       const TimeEvaluatorOptions& options) {
-  KPROF_RETURN_IF_ERROR(ValidateOptions(options));
-  const int64_t started = clock_->NowNanos();
-  const bool converging = options.max_relative_stddev > 0;
+namespace {
 
-  // The first call is not timed: it pays for lazy initialisation and first-touch faults.
-  if (!options.called) KPROF_RETURN_IF_ERROR(function());
-  if (options.warmup > absl::ZeroDuration()) {
-    const int64_t warm_until = clock_->NowNanos() + absl::ToInt64Nanoseconds(options.warmup);
-    do {
-      KPROF_RETURN_IF_ERROR(function());
-    } while (clock_->NowNanos() < warm_until);
+// One evaluation, step by step: the untimed first call and warm-up, then repeats of timed
+// attempts (each after the cache flush, `number` growing until an attempt lasts min_repeat),
+// until the count, convergence or the time budget ends it.
+class Evaluation {
+ public:
+  Evaluation(absl::FunctionRef<absl::Status()> function, const TimeEvaluatorOptions& options,
+             base::Device device, DeviceApi* api, const TimerFactory& timers, Clock* clock)
+      : function_(function),
+        options_(options),
+        device_(device),
+        api_(api),
+        timers_(timers),
+        clock_(clock),
+        flusher_(device, api),
+        started_(clock->NowNanos()),
+        converging_(options.max_relative_stddev > 0),
+        number_(options.number) {}
+
+  absl::StatusOr<TimeEvaluation> Run() {
+    KPROF_RETURN_IF_ERROR(WarmUp());
+    KPROF_RETURN_IF_ERROR(flusher_.Allocate(static_cast<size_t>(options_.cache_flush_bytes)));
     KPROF_RETURN_IF_ERROR(api_->Sync(device_));
+    if (!converging_) {
+      result_.seconds_per_call.reserve(static_cast<size_t>(options_.repeat));
+      result_.numbers.reserve(static_cast<size_t>(options_.repeat));
+    }
+    for (int64_t i = 0; i < options_.repeat; ++i) {
+      if (options_.before_repeat) KPROF_RETURN_IF_ERROR(options_.before_repeat(i));
+      if (options_.preprocess) KPROF_RETURN_IF_ERROR(options_.preprocess());
+      KPROF_ASSIGN_OR_RETURN(const double elapsed_ms, OneRepeat());
+      result_.seconds_per_call.push_back(elapsed_ms / 1e3 / static_cast<double>(number_));
+      result_.numbers.push_back(number_);
+      if (options_.after_repeat) {
+        KPROF_RETURN_IF_ERROR(options_.after_repeat(i, result_.seconds_per_call.back()));
+      }
+      if (Stopped(i + 1)) break;
+      CoolDownAfter(i);
+    }
+    Conclude();
+    return std::move(result_);
   }
 
-  CacheFlusher flusher(device_, api_);
-  KPROF_RETURN_IF_ERROR(flusher.Allocate(static_cast<size_t>(options.cache_flush_bytes)));
-  KPROF_RETURN_IF_ERROR(api_->Sync(device_));
-
-  const double min_repeat_ms = absl::ToDoubleMilliseconds(options.min_repeat);
-  int64_t number = options.number;  // grows within this evaluation only
-  TimeEvaluation result;
-  if (!converging) {
-    result.seconds_per_call.reserve(static_cast<size_t>(options.repeat));
-    result.numbers.reserve(static_cast<size_t>(options.repeat));
+ private:
+  // The first call is not timed: it pays for lazy initialisation and first-touch faults. Then
+  // untimed calls for `warmup`.
+  absl::Status WarmUp() {
+    if (!options_.called) KPROF_RETURN_IF_ERROR(function_());
+    if (options_.warmup <= absl::ZeroDuration()) return absl::OkStatus();
+    const int64_t warm_until = clock_->NowNanos() + absl::ToInt64Nanoseconds(options_.warmup);
+    do {
+      KPROF_RETURN_IF_ERROR(function_());
+    } while (clock_->NowNanos() < warm_until);
+    return api_->Sync(device_);
   }
-  // Testing convergence sorts the repeats: every repeat up to 100, then at every 1% more, so
-  // that thousands of repeats cost O(n log n) each time, not each repeat.
-  int64_t next_check = 0;
 
   // One timed attempt of `calls` calls, after the flush: the flush and the synchronisation that
-  // waits for it stay outside the timed region.
-  const auto timed = [&](int64_t calls) -> absl::StatusOr<int64_t> {
-    KPROF_RETURN_IF_ERROR(flusher.Flush());
+  // waits for it stay outside the timed region. Its nanoseconds.
+  absl::StatusOr<int64_t> Timed(int64_t calls) {
+    KPROF_RETURN_IF_ERROR(flusher_.Flush());
     KPROF_RETURN_IF_ERROR(api_->Sync(device_));
     KPROF_ASSIGN_OR_RETURN(std::unique_ptr<Timer> timer, timers_(device_));
     timer->Start();
-    for (int64_t j = 0; j < calls; ++j) KPROF_RETURN_IF_ERROR(function());
+    for (int64_t j = 0; j < calls; ++j) KPROF_RETURN_IF_ERROR(function_());
     timer->Stop();
     const int64_t nanos = timer->ElapsedNanos();
     KPROF_RETURN_IF_ERROR(timer->status());
     return nanos;
-  };
+  }
 
-  for (int64_t i = 0; i < options.repeat; ++i) {
-    if (options.before_repeat) KPROF_RETURN_IF_ERROR(options.before_repeat(i));
-    if (options.preprocess) KPROF_RETURN_IF_ERROR(options.preprocess());
-
-    double elapsed_ms = 0;
+  // Attempts until one lasts min_repeat (or the zero-time limit or kMaxNumber ends the growth):
+  // the milliseconds its calls took.
+  absl::StatusOr<double> OneRepeat() {
+    const double min_repeat_ms = absl::ToDoubleMilliseconds(options_.min_repeat);
     int64_t zero_times = 0;
     while (true) {
       int64_t nanos = 0;
       double attempt_ms = 0;  // what min_repeat is compared with
-      if (options.cold) {
+      if (options_.cold) {
         const int64_t wall_start = clock_->NowNanos();
-        for (int64_t j = 0; j < number; ++j) {
-          KPROF_ASSIGN_OR_RETURN(const int64_t call, timed(1));
+        for (int64_t j = 0; j < number_; ++j) {
+          KPROF_ASSIGN_OR_RETURN(const int64_t call, Timed(1));
           nanos += call;
         }
         // Cold, every call costs its flush too, untimed: the attempt grows until it lasts
@@ -217,62 +242,87 @@ absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::S
         // make 100000 flushes of the last-level cache per repeat.
         attempt_ms = static_cast<double>(std::max(clock_->NowNanos() - wall_start, nanos)) / 1e6;
       } else {
-        KPROF_ASSIGN_OR_RETURN(nanos, timed(number));
+        KPROF_ASSIGN_OR_RETURN(nanos, Timed(number_));
         attempt_ms = static_cast<double>(nanos) / 1e6;
       }
       if (nanos == 0) ++zero_times;
-      elapsed_ms = static_cast<double>(nanos) / 1e6;
-
       // Unlike the reference, a limit of 0 means "stop at the first zero reading", not "never
       // grow number".
       const bool zero_limit_reached =
-          nanos == 0 && zero_times >= options.limit_zero_time_iterations;
-      if (attempt_ms >= min_repeat_ms || zero_limit_reached || number == kMaxNumber) {
-        break;
+          nanos == 0 && zero_times >= options_.limit_zero_time_iterations;
+      if (attempt_ms >= min_repeat_ms || zero_limit_reached || number_ == kMaxNumber) {
+        return static_cast<double>(nanos) / 1e6;
       }
-      number = NextNumber(number, attempt_ms, min_repeat_ms);
-    }
-    result.seconds_per_call.push_back(elapsed_ms / 1e3 / static_cast<double>(number));
-    result.numbers.push_back(number);
-    if (options.after_repeat) {
-      KPROF_RETURN_IF_ERROR(options.after_repeat(i, result.seconds_per_call.back()));
-    }
-
-    const int64_t done = i + 1;
-    if (converging && done >= options.min_repeats && done >= next_check) {
-      next_check = done <= 100 ? done + 1 : done + done / 100;
-      result.rel_stddev =
-          KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
-      if (result.rel_stddev <= options.max_relative_stddev) {
-        result.converged = true;
-        result.stop = StopReason::kConverged;
-        break;
-      }
-    }
-    if (converging && clock_->NowNanos() - started >= absl::ToInt64Nanoseconds(options.max_time)) {
-      result.stop = StopReason::kTimeBudget;
-      break;
-    }
-
-    // Cool down after every `repeats_to_cooldown` repeats, but not after the last one.
-    const bool cooldown_due = (i + 1) % options.repeats_to_cooldown == 0 && i + 1 < options.repeat;
-    if (options.cooldown_interval > absl::ZeroDuration() && cooldown_due) {
-      clock_->SleepFor(options.cooldown_interval);
+      number_ = NextNumber(number_, attempt_ms, min_repeat_ms);
     }
   }
-  result.final_number = number;
-  if (!result.converged) {
-    result.rel_stddev =
-        KeptRelativeStdDev(result.seconds_per_call, options.outliers, &result.outliers);
-    // The last repeats may have gone untested (past 100 the test runs at every 1% more, and
-    // the budget or the count can end it first): a spread under the threshold is converged.
-    if (converging && static_cast<int64_t>(result.seconds_per_call.size()) >= options.min_repeats &&
-        result.rel_stddev <= options.max_relative_stddev) {
-      result.converged = true;
-      result.stop = StopReason::kConverged;
+
+  // Whether `done` repeats end a converging evaluation: their spread within the bound, or the
+  // time budget spent. Testing convergence sorts the repeats: every repeat up to 100, then at
+  // every 1% more, so that thousands of repeats cost O(n log n) each time, not each repeat.
+  bool Stopped(int64_t done) {
+    if (!converging_) return false;
+    if (done >= options_.min_repeats && done >= next_check_) {
+      next_check_ = done <= 100 ? done + 1 : done + done / 100;
+      result_.rel_stddev =
+          KeptRelativeStdDev(result_.seconds_per_call, options_.outliers, &result_.outliers);
+      if (result_.rel_stddev <= options_.max_relative_stddev) {
+        result_.converged = true;
+        result_.stop = StopReason::kConverged;
+        return true;
+      }
+    }
+    if (clock_->NowNanos() - started_ >= absl::ToInt64Nanoseconds(options_.max_time)) {
+      result_.stop = StopReason::kTimeBudget;
+      return true;
+    }
+    return false;
+  }
+
+  // Cools down after every `repeats_to_cooldown` repeats, but not after the last one.
+  void CoolDownAfter(int64_t i) {
+    const bool due = (i + 1) % options_.repeats_to_cooldown == 0 && i + 1 < options_.repeat;
+    if (options_.cooldown_interval > absl::ZeroDuration() && due) {
+      clock_->SleepFor(options_.cooldown_interval);
     }
   }
-  return result;
+
+  // The spread of what was not judged on the way. The last repeats may have gone untested
+  // (past 100 the test runs at every 1% more, and the budget or the count can end it first): a
+  // spread under the threshold is converged.
+  void Conclude() {
+    result_.final_number = number_;
+    if (result_.converged) return;
+    result_.rel_stddev =
+        KeptRelativeStdDev(result_.seconds_per_call, options_.outliers, &result_.outliers);
+    if (converging_ &&
+        static_cast<int64_t>(result_.seconds_per_call.size()) >= options_.min_repeats &&
+        result_.rel_stddev <= options_.max_relative_stddev) {
+      result_.converged = true;
+      result_.stop = StopReason::kConverged;
+    }
+  }
+
+  const absl::FunctionRef<absl::Status()> function_;
+  const TimeEvaluatorOptions& options_;
+  const base::Device device_;
+  DeviceApi* const api_;
+  const TimerFactory& timers_;
+  Clock* const clock_;
+  CacheFlusher flusher_;
+  const int64_t started_;
+  const bool converging_;
+  int64_t number_;  // grows within this evaluation only
+  int64_t next_check_ = 0;
+  TimeEvaluation result_;
+};
+
+}  // namespace
+
+absl::StatusOr<TimeEvaluation> TimeEvaluator::Evaluate(absl::FunctionRef<absl::Status()> function,
+                                                       const TimeEvaluatorOptions& options) {
+  KPROF_RETURN_IF_ERROR(ValidateOptions(options));
+  return Evaluation(function, options, device_, api_, timers_, clock_).Run();
 }
 
 }  // namespace kprof::core
