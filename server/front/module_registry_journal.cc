@@ -9,9 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -75,14 +79,17 @@ ModuleRegistry::~ModuleRegistry() {
   close(lock_fd_);  // releases the lock
 }
 
-absl::Status ModuleRegistry::Rescan() {
-  const std::string dir = ModulesDir();
+namespace {
+
+// The modules in `dir` by id, least recently used (oldest) first; files left by a crash
+// mid-upload are removed on the way.
+absl::StatusOr<std::vector<std::string>> ModuleIdsOldestFirst(const std::string& dir) {
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return ErrnoError("cannot list", dir);
   std::vector<std::pair<int64_t, std::string>> found;  // (mtime, id)
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
-    if (name.rfind(".upload-", 0) == 0) {  // left by a crash mid-upload
+    if (name.rfind(".upload-", 0) == 0) {
       unlink((dir + "/" + name).c_str());
       continue;
     }
@@ -91,46 +98,84 @@ absl::Status ModuleRegistry::Rescan() {
     if (stat((dir + "/" + name).c_str(), &st) == 0) found.emplace_back(st.st_mtime, name);
   }
   closedir(d);
-  std::sort(found.begin(), found.end());  // oldest first: least recently used first
-  RemoveOldViews(options_.cache_dir + "/views");
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> ids;
+  for (auto& [mtime, id] : found) ids.push_back(std::move(id));
+  return ids;
+}
 
-  // The journal's last line for each module. A line cut short by a crash does not parse and
-  // is passed over.
+// The journal's last line for each module. A line cut short by a crash does not parse and is
+// passed over.
+std::map<std::string, nlohmann::json> JournalRecords(const std::string& journal) {
   std::map<std::string, nlohmann::json> recorded;
-  if (absl::StatusOr<std::string> journal = base::ReadFile(JournalPath()); journal.ok()) {
-    for (absl::string_view line : absl::StrSplit(*journal, '\n', absl::SkipEmpty())) {
-      nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (record.is_object() && record.value("id", nlohmann::json()).is_string()) {
-        const std::string id = record["id"].get<std::string>();
-        recorded[id] = std::move(record);
+  absl::StatusOr<std::string> text = base::ReadFile(journal);
+  if (!text.ok()) return recorded;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    nlohmann::json record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (record.is_object() && record.value("id", nlohmann::json()).is_string()) {
+      const std::string id = record["id"].get<std::string>();
+      recorded[id] = std::move(record);
+    }
+  }
+  return recorded;
+}
+
+// What was recorded of the module at `path`: its journal line (`record`, null when it has
+// none); a cache from before kept name and format in a .meta file beside the module, and before
+// that the holders in a .holders file: both read when the journal does not say.
+struct Recorded {
+  std::optional<std::string> name;
+  std::string format = "auto";
+  std::set<std::string> holders;  // client labels
+};
+Recorded RecordedOf(const std::string& path, nlohmann::json record) {
+  if (record.is_null()) {
+    if (absl::StatusOr<std::string> text = base::ReadFile(path + ".meta"); text.ok()) {
+      record = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    }
+  }
+  nlohmann::json holders;
+  if (record.is_object() && record.contains("holders")) {
+    holders = record["holders"];
+  } else if (absl::StatusOr<std::string> text = base::ReadFile(path + ".holders"); text.ok()) {
+    holders = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  }
+  Recorded recorded;
+  if (record.is_object() && record.value("format", nlohmann::json()).is_string()) {
+    recorded.format = record["format"].get<std::string>();
+  }
+  if (record.is_object() && record.value("name", nlohmann::json()).is_string()) {
+    recorded.name = record["name"].get<std::string>();
+  }
+  if (holders.is_array()) {
+    for (const nlohmann::json& holder : holders) {
+      if (!holder.is_string()) continue;
+      if (absl::StatusOr<std::string> label = base::FromHex(holder.get<std::string>());
+          label.ok()) {
+        recorded.holders.insert(*std::move(label));
       }
     }
   }
+  return recorded;
+}
+
+}  // namespace
+
+absl::Status ModuleRegistry::Rescan() {
+  const std::string dir = ModulesDir();
+  KPROF_ASSIGN_OR_RETURN(const std::vector<std::string> ids, ModuleIdsOldestFirst(dir));
+  RemoveOldViews(options_.cache_dir + "/views");
+  std::map<std::string, nlohmann::json> journal = JournalRecords(JournalPath());
 
   absl::MutexLock lock(&mutex_);
-  for (const auto& [mtime, id] : found) {
+  for (const std::string& id : ids) {
     const std::string path = dir + "/" + id;
     absl::StatusOr<std::string> bytes = base::ReadFile(path, "module");
-    // The journal's line; a cache from before kept name and format in a .meta file beside the
-    // module, and before that the holders in a .holders file: both moved into the journal.
-    nlohmann::json meta;
-    if (const auto it = recorded.find(id); it != recorded.end()) {
-      meta = std::move(it->second);
-    } else if (absl::StatusOr<std::string> text = base::ReadFile(path + ".meta"); text.ok()) {
-      meta = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    }
-    nlohmann::json holders;
-    if (meta.is_object() && meta.contains("holders")) {
-      holders = meta["holders"];
-    } else if (absl::StatusOr<std::string> text = base::ReadFile(path + ".holders"); text.ok()) {
-      holders = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    }
-    const std::string format =
-        meta.is_object() && meta.value("format", nlohmann::json()).is_string()
-            ? meta["format"].get<std::string>()
-            : "auto";
+    const auto line = journal.find(id);
+    Recorded recorded =
+        RecordedOf(path, line != journal.end() ? std::move(line->second) : nlohmann::json());
     absl::StatusOr<core::ModuleDescription> info =
-        bytes.ok() ? core::DescribeModule(*bytes, format)
+        bytes.ok() ? core::DescribeModule(*bytes, recorded.format)
                    : absl::StatusOr<core::ModuleDescription>(bytes.status());
     if (info.ok()) {
       if (absl::Status exports = CheckExports(*info); !exports.ok()) info = exports;
@@ -140,31 +185,15 @@ absl::Status ModuleRegistry::Rescan() {
                 absl::StrCat(
                     "dropping damaged module ", id, " from the cache: ",
                     info.ok() ? "its hash does not match" : std::string(info.status().message())));
-      unlink(path.c_str());
-      unlink((path + ".meta").c_str());
-      unlink((path + ".holders").c_str());
+      for (const char* suffix : {"", ".meta", ".holders"}) unlink((path + suffix).c_str());
       continue;
     }
     Entry entry;
-    entry.module.id = id;
-    entry.module.name = id;
-    entry.module.format = info->format;
-    entry.module.size_bytes = bytes->size();
-    entry.module.functions = std::move(info->functions);
-    entry.module.path = path;
+    entry.module = {
+        id,  recorded.name.value_or(id), info->format, bytes->size(), std::move(info->functions),
+        path};
     if (struct stat st{}; stat(path.c_str(), &st) == 0) entry.file = IdentityOf(st);
-    if (meta.is_object() && meta.value("name", nlohmann::json()).is_string()) {
-      entry.module.name = meta["name"].get<std::string>();
-    }
-    if (holders.is_array()) {
-      for (const nlohmann::json& holder : holders) {
-        if (!holder.is_string()) continue;
-        if (absl::StatusOr<std::string> label = base::FromHex(holder.get<std::string>());
-            label.ok()) {
-          entry.holders.insert(*std::move(label));
-        }
-      }
-    }
+    entry.holders = std::move(recorded.holders);
     entry.last_used = ++clock_;
     entry.generation = ++generations_;
     total_bytes_ += entry.module.size_bytes;
