@@ -130,12 +130,8 @@ int Usage(const char* why) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--clocks") == 0) {
-    return kprof::server::RunClockHelper(argc, argv);
-  }
+// What the daemon starts a worker with (its command line).
+struct WorkerFlags {
   std::string device_text;
   size_t max_frame_bytes = 64 << 20;
   uint64_t max_data_bytes = 0;
@@ -147,45 +143,50 @@ int main(int argc, char** argv) {
   bool describer = false;
   bool redirect_output = false;
   int64_t busy_poll_ns = 0;
+};
+
+// Reads the command line into `flags`: -1 to go on, or the exit status (usage, --help).
+int ParseFlags(int argc, char** argv, WorkerFlags* flags) {
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
-      device_text = argv[++i];
-    } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && i + 1 < argc) {
-      max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--no-read") == 0 && i + 1 < argc) {
-      sandbox.unreadable.emplace_back(argv[++i]);
-    } else if (std::strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+    const bool value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--device") == 0 && value) {
+      flags->device_text = argv[++i];
+    } else if (std::strcmp(argv[i], "--max-frame-bytes") == 0 && value) {
+      flags->max_frame_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--no-read") == 0 && value) {
+      flags->sandbox.unreadable.emplace_back(argv[++i]);
+    } else if (std::strcmp(argv[i], "--user") == 0 && value) {
       absl::StatusOr<kprof::server::WorkerUser> parsed = kprof::server::ParseWorkerUser(argv[++i]);
       if (!parsed.ok()) return Usage(std::string(parsed.status().message()).c_str());
-      user = *std::move(parsed);
-    } else if (std::strcmp(argv[i], "--busy-poll-us") == 0 && i + 1 < argc) {
+      flags->user = *std::move(parsed);
+    } else if (std::strcmp(argv[i], "--busy-poll-us") == 0 && value) {
       char* end = nullptr;
       const long long us = std::strtoll(argv[++i], &end, 10);
       if (end == argv[i] || *end != 0 || us < 0 || us > kMaxBusyPollUs) {
         return Usage("--busy-poll-us wants microseconds from 0 to 1000000");
       }
-      busy_poll_ns = us * 1000;
+      flags->busy_poll_ns = us * 1000;
     } else if (std::strcmp(argv[i], "--describer") == 0) {
-      describer = true;
+      flags->describer = true;
     } else if (std::strcmp(argv[i], "--redirect-output") == 0) {
-      redirect_output = true;
-    } else if (std::strcmp(argv[i], "--scratch") == 0 && i + 1 < argc) {
-      sandbox.scratch = argv[++i];
-    } else if (std::strcmp(argv[i], "--parent-pid") == 0 && i + 1 < argc) {
-      parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
-    } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && i + 1 < argc) {
-      max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
-    } else if (std::strcmp(argv[i], "--open-modules") == 0 && i + 1 < argc) {
-      max_open_modules = std::strtoull(argv[++i], nullptr, 10);
-      if (max_open_modules == 0) return Usage("--open-modules wants a positive count");
-    } else if (std::strcmp(argv[i], "--cpus") == 0 && i + 1 < argc) {
+      flags->redirect_output = true;
+    } else if (std::strcmp(argv[i], "--scratch") == 0 && value) {
+      flags->sandbox.scratch = argv[++i];
+    } else if (std::strcmp(argv[i], "--parent-pid") == 0 && value) {
+      flags->parent = static_cast<pid_t>(std::strtol(argv[++i], nullptr, 10));
+    } else if (std::strcmp(argv[i], "--max-data-bytes") == 0 && value) {
+      flags->max_data_bytes = std::strtoull(argv[++i], nullptr, 10);
+    } else if (std::strcmp(argv[i], "--open-modules") == 0 && value) {
+      flags->max_open_modules = std::strtoull(argv[++i], nullptr, 10);
+      if (flags->max_open_modules == 0) return Usage("--open-modules wants a positive count");
+    } else if (std::strcmp(argv[i], "--cpus") == 0 && value) {
       absl::StatusOr<std::vector<int>> cpus = kprof::core::ParseCpuList(argv[++i]);
       if (!cpus.ok()) return Usage(std::string(cpus.status().message()).c_str());
-      placement.cpus = *std::move(cpus);
-    } else if (std::strcmp(argv[i], "--priority") == 0 && i + 1 < argc) {
+      flags->placement.cpus = *std::move(cpus);
+    } else if (std::strcmp(argv[i], "--priority") == 0 && value) {
       absl::StatusOr<kprof::core::Priority> priority = kprof::core::ParsePriority(argv[++i]);
       if (!priority.ok()) return Usage(std::string(priority.status().message()).c_str());
-      placement.priority = *priority;
+      flags->placement.priority = *priority;
     } else if (std::strcmp(argv[i], "--help") == 0) {
       Usage("runs measurement jobs for kprofd");
       return 0;
@@ -193,203 +194,275 @@ int main(int argc, char** argv) {
       return Usage("unknown argument");
     }
   }
-  const absl::StatusOr<kprof::base::Device> device = kprof::base::ParseDevice(device_text);
-  if (!device.ok()) return Usage(std::string(device.status().message()).c_str());
+  return -1;
+}
 
+// How the worker is confined, for each job's answer: the parts in place, and whether all are.
+struct Isolation {
+  std::vector<std::string> parts;
+  bool complete = true;
+};
+
+// Confines the worker before it takes a job, in this order: death with the daemon, crash
+// handlers, placement, the data limit, Landlock, the CUDA driver's start, the worker's own
+// user, capabilities, and last the syscall filter (everything before may do what it denies).
+// -1 to go on, or the exit status.
+int Confine(const WorkerFlags& flags, kprof::base::Device device, Isolation* isolation) {
   // Die with the daemon; if it is already gone, do not linger.
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (parent > 0 && getppid() != parent) return 1;  // the daemon died before the prctl
+  if (flags.parent > 0 && getppid() != flags.parent) return 1;  // it died before the prctl
   InstallCrashHandlers();
   // Still one thread: pinning and priority hold for the whole worker and what it starts.
-  if (const absl::Status s = kprof::core::ApplyPlacement(placement); !s.ok()) {
+  if (const absl::Status s = kprof::core::ApplyPlacement(flags.placement); !s.ok()) {
     std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
     return 1;
   }
   // Not for a GPU's worker: the driver maps device memory and its own bookkeeping into the
   // process, and device allocations are bounded by the argument limit anyway.
-  if (device->type == kprof::base::DeviceType::kCpu) LimitData(max_data_bytes);
-  std::vector<std::string> isolation;
-  bool isolated = true;
-  if (absl::StatusOr<std::string> s = kprof::server::ApplyWorkerSandbox(sandbox); s.ok()) {
-    isolation.push_back(*std::move(s));
+  if (device.type == kprof::base::DeviceType::kCpu) LimitData(flags.max_data_bytes);
+  if (absl::StatusOr<std::string> s = kprof::server::ApplyWorkerSandbox(flags.sandbox); s.ok()) {
+    isolation->parts.push_back(*std::move(s));
   } else {
-    isolation.push_back(absl::StrCat("no Landlock (", s.status().message(), ")"));
-    isolated = false;
+    isolation->parts.push_back(absl::StrCat("no Landlock (", s.status().message(), ")"));
+    isolation->complete = false;
     std::fprintf(stderr, "kprofd-worker: running without its Landlock sandbox: %s\n",
                  s.status().ToString().c_str());
   }
   // The driver starts threads of its own as it initialises; they are part of a CUDA worker's
   // baseline, not a disturbance left by a job. A device that fails here fails each job with
   // the reason.
-  if (device->type == kprof::base::DeviceType::kCuda) {
-    (void)kprof::core::StartCudaWorker(device->id);
-  }
+  if (device.type == kprof::base::DeviceType::kCuda) (void)kprof::core::StartCudaWorker(device.id);
   // A root daemon's worker becomes a user of its own: files only root may read (/etc/shadow,
   // /root) are out of reach, on top of the Landlock rules. Its CUDA device, opened above, stays
   // open.
-  if (user.has_value()) {
-    if (describer) kprof::core::PreloadCudaDriver();
+  if (flags.user.has_value()) {
+    if (flags.describer) kprof::core::PreloadCudaDriver();
     kprof::server::DropBoundingSet();  // while the capability to do so is still there
-    if (const absl::Status s = kprof::server::BecomeUser(*user, parent); !s.ok()) {
+    if (const absl::Status s = kprof::server::BecomeUser(*flags.user, flags.parent); !s.ok()) {
       std::fprintf(stderr, "kprofd-worker: %s\n", std::string(s.message()).c_str());
       return 1;
     }
-    isolation.push_back(absl::StrCat("uid ", user->uid));
+    isolation->parts.push_back(absl::StrCat("uid ", flags.user->uid));
   }
   if (const absl::Status s = kprof::server::DropCapabilities(); !s.ok()) {
-    isolation.push_back(absl::StrCat("capabilities kept (", s.message(), ")"));
-    isolated = false;
+    isolation->parts.push_back(absl::StrCat("capabilities kept (", s.message(), ")"));
+    isolation->complete = false;
   }
-  // Last: everything above may do what the filter denies to the functions it runs.
   if (const absl::Status s = kprof::server::ApplyWorkerSyscallFilter(); s.ok()) {
-    isolation.push_back("seccomp filter");
+    isolation->parts.push_back("seccomp filter");
     kprof::core::PlacementIsFixed();  // the filter denies changing CPUs and priority
   } else {
-    isolation.push_back(absl::StrCat("no seccomp filter (", s.message(), ")"));
-    isolated = false;
+    isolation->parts.push_back(absl::StrCat("no seccomp filter (", s.message(), ")"));
+    isolation->complete = false;
     std::fprintf(stderr, "kprofd-worker: running without its syscall filter: %s\n",
                  s.ToString().c_str());
   }
-  // From here on what reaches the standard streams (a module's printf, a failed assertion) is
-  // the jobs' output: a pipe the daemon reads for the job's client, never the daemon's log.
-  if (redirect_output) RedirectOutput();
-  const bool skip_cuda = device->type == kprof::base::DeviceType::kCuda;
-  const int baseline_threads = kprof::server::CountThreads(skip_cuda);
-  const kprof::server::FileIdentity job_socket = kprof::server::IdentityOf(kJobSocket);
-  const kprof::server::ScratchDirectory scratch(sandbox.scratch);
+  return -1;
+}
 
-  kprof::server::FrameChannel channel(kJobSocket, max_frame_bytes);
-  kprof::server::WorkerJobs jobs(*device, max_open_modules);
-  jobs.set_isolation(absl::StrJoin(isolation, "; "), isolated);
-  // Jobs handed on and not started yet, in order: everything that has arrived is read before
-  // each job starts, so a job taken back (Withdraw) is answered without running.
+// The jobs, one after another, until the daemon closes the socket: each read with whatever came
+// behind it (withdrawals included) before it starts, run, checked for what it left behind, and
+// answered.
+class JobLoop {
+ public:
+  JobLoop(kprof::base::Device device, const WorkerFlags& flags, const Isolation& isolation)
+      : device_(device),
+        skip_cuda_(device.type == kprof::base::DeviceType::kCuda),
+        baseline_threads_(kprof::server::CountThreads(skip_cuda_)),
+        job_socket_(kprof::server::IdentityOf(kJobSocket)),
+        scratch_(flags.sandbox.scratch),
+        busy_poll_ns_(flags.busy_poll_ns),
+        channel_(kJobSocket, flags.max_frame_bytes),
+        jobs_(device, flags.max_open_modules) {
+    jobs_.set_isolation(absl::StrJoin(isolation.parts, "; "), isolation.complete);
+  }
+
+  // The worker's exit status.
+  int Run() {
+    while (true) {
+      if (pending_.empty()) {
+        if (std::exchange(answered_, false) && busy_poll_ns_ > 0) {
+          BusyPoll(channel_, busy_poll_ns_);
+        }
+        kprof::worker::v1::WorkerRequest request;
+        std::vector<int> fds;
+        const absl::Status read = channel_.Read(&request, &fds);
+        if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
+        if (!read.ok()) {
+          std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
+          return 1;
+        }
+        if (!TakeIn(std::move(request), std::move(fds))) return 0;
+      }
+      if (const int status = TakeInWhatCame(); status >= 0) return status;
+      if (channel_.ended()) return 0;  // the daemon is done with this worker
+      if (pending_.empty()) continue;
+      Pending next = std::move(pending_.front());
+      pending_.pop_front();
+      if (const int status = RunJob(next.request, next.fds); status >= 0) return status;
+    }
+  }
+
+ private:
+  // A job handed on and not started yet.
   struct Pending {
     kprof::worker::v1::WorkerRequest request;
     std::vector<int> fds;
   };
-  std::deque<Pending> pending;
-  // Right after an answer, the next job is waited for with a busy poll, until a Park says
-  // another worker is to run.
-  bool answered = false;
-  const auto take_in = [&](kprof::worker::v1::WorkerRequest request, std::vector<int> fds) -> bool {
+
+  // A frame from the daemon: a job to queue, a Park (stop the busy poll), a Withdraw or a Yield
+  // (jobs taken back, each answered as withdrawn). Whether the socket still works.
+  bool TakeIn(kprof::worker::v1::WorkerRequest request, std::vector<int> fds) {
     if (request.has_park()) {
       for (int fd : fds) close(fd);
-      answered = false;
+      answered_ = false;
       return true;
     }
     if (!request.has_withdraw() && !request.has_yield()) {
-      pending.push_back(Pending{std::move(request), std::move(fds)});
+      pending_.push_back(Pending{std::move(request), std::move(fds)});
       return true;
     }
     std::vector<uint64_t> ids;
     if (request.has_yield()) {
       // Another client waits: the next job stays, every one behind it goes back.
-      for (size_t i = 1; i < pending.size(); ++i) ids.push_back(pending[i].request.job_id());
+      for (size_t i = 1; i < pending_.size(); ++i) ids.push_back(pending_[i].request.job_id());
     } else {
       ids.assign(request.withdraw().job_ids().begin(), request.withdraw().job_ids().end());
     }
     for (const uint64_t id : ids) {
-      const auto it = std::find_if(pending.begin(), pending.end(),
+      const auto it = std::find_if(pending_.begin(), pending_.end(),
                                    [id](const Pending& p) { return p.request.job_id() == id; });
-      if (it == pending.end()) continue;  // started already, or answered
+      if (it == pending_.end()) continue;  // started already, or answered
       for (int fd : it->fds) close(fd);
-      pending.erase(it);
+      pending_.erase(it);
       kprof::worker::v1::WorkerResponse withdrawn;
       withdrawn.set_job_id(id);
       withdrawn.set_withdrawn(true);
-      if (!channel.Write(withdrawn).ok()) return false;
+      if (!channel_.Write(withdrawn).ok()) return false;
     }
     return true;
-  };
-  while (true) {
-    if (pending.empty()) {
-      if (std::exchange(answered, false) && busy_poll_ns > 0) BusyPoll(channel, busy_poll_ns);
-      kprof::worker::v1::WorkerRequest request;
-      std::vector<int> fds;
-      const absl::Status read = channel.Read(&request, &fds);
-      if (absl::IsUnavailable(read)) return 0;  // the daemon closed the socket: done
-      if (!read.ok()) {
-        std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
-        return 1;
-      }
-      if (!take_in(std::move(request), std::move(fds))) return 0;
-    }
-    // Everything that has come, withdrawals included, before a job starts. Asked of the socket
-    // even right after a blocking read: a recvmsg stops at a frame that carries descriptors,
-    // so the frames behind a job's may still be there.
+  }
+
+  // Everything that has come, before a job starts. Asked of the socket even right after a
+  // blocking read: a recvmsg stops at a frame that carries descriptors, so the frames behind a
+  // job's may still be there. -1 to go on, or the exit status.
+  int TakeInWhatCame() {
     while (true) {
       kprof::worker::v1::WorkerRequest request;
       std::vector<int> fds;
       absl::Status read;
-      if (!channel.TryRead(&request, &fds, &read)) {
+      if (!channel_.TryRead(&request, &fds, &read)) {
         if (!read.ok() && !absl::IsUnavailable(read)) {
           std::fprintf(stderr, "kprofd-worker: %s\n", read.ToString().c_str());
           return 1;
         }
-        break;
+        return -1;
       }
-      if (!take_in(std::move(request), std::move(fds))) return 0;
+      if (!TakeIn(std::move(request), std::move(fds))) return 0;
     }
-    if (channel.ended()) return 0;  // the daemon is done with this worker
-    if (pending.empty()) continue;
-    const kprof::worker::v1::WorkerRequest request = std::move(pending.front().request);
-    const std::vector<int> module_fds = std::move(pending.front().fds);
-    pending.pop_front();
+  }
+
+  // Runs one job and answers it: -1 to go on, or the exit status (after an answer that cannot
+  // be written or one that asks for a fresh worker, 0; when the job socket was replaced, 1).
+  int RunJob(const kprof::worker::v1::WorkerRequest& request, const std::vector<int>& fds) {
     if (request.deadline_unix_ns() != 0 &&
         absl::ToUnixNanos(absl::Now()) >= request.deadline_unix_ns()) {
-      for (int fd : module_fds) close(fd);
+      for (int fd : fds) close(fd);
       kprof::worker::v1::WorkerResponse late;
       late.set_job_id(request.job_id());
       late.set_code(kprof::wire::ToWireCode(absl::StatusCode::kDeadlineExceeded));
       late.set_message("the request's deadline passed while the job waited");
-      if (!channel.Write(late).ok()) return 0;
-      continue;
+      return channel_.Write(late).ok() ? -1 : 0;
     }
-    kprof::worker::v1::WorkerResponse response = jobs.Run(request, module_fds);
-    for (int fd : module_fds) close(fd);
-    const int argument_fd = jobs.TakeArgumentFile();  // with the answer, unless it is replaced
-    if (!(kprof::server::IdentityOf(kJobSocket) == job_socket)) {
+    kprof::worker::v1::WorkerResponse response = jobs_.Run(request, fds);
+    for (int fd : fds) close(fd);
+    const int argument_fd = jobs_.TakeArgumentFile();  // with the answer, unless replaced
+    if (!(kprof::server::IdentityOf(kJobSocket) == job_socket_)) {
       // Nothing can be said on the socket any more: the daemon sees the worker end and fails
       // the job; the next one gets a fresh worker.
       std::fprintf(stderr, "kprofd-worker: %s replaced the job socket; exiting\n",
                    kprof::server::WorkerJobs::Describe(request).c_str());
       return 1;
     }
-    if (request.has_describe()) {
-      // The daemon's one-off question at start, on a worker it discards afterwards: the
-      // driver threads and NVML a CUDA description leaves behind are no job's leftovers.
-    } else if (const std::string lost = ContextLost(*device); !lost.empty()) {
-      // A kernel faulted: every later CUDA call in this process would fail the same way.
-      response.Clear();
-      response.set_job_id(request.job_id());
-      response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
-      response.set_message(kprof::server::WorkerJobs::Describe(request) + " failed on " +
-                           kprof::base::DeviceSpec(*device) + ": " + lost +
-                           "; the device's context cannot be used after this, so its worker "
-                           "was replaced");
-      response.set_recycle(true);
-    } else if (const std::string why =
-                   kprof::server::Disturbance(baseline_threads, skip_cuda, scratch);
-               !why.empty()) {
-      // A job that failed on its own keeps its error (a strict check's is the finding), and
-      // says what it left too.
-      std::string message = response.code() != 0
-                                ? response.message() + "; it also " + why
-                                : kprof::server::WorkerJobs::Describe(request) + " " + why;
-      response.Clear();
-      response.set_job_id(request.job_id());
-      response.set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
-      response.set_message(message + "; its worker was replaced");
-      response.set_recycle(true);
-      // A strict job's work that goes on after it is a failed check, whatever else it did.
-      response.set_check_failed(request.strict());
-    }
+    JudgeWhatItLeft(request, &response);
     std::fflush(nullptr);  // what the job printed is in the pipe before its answer is sent
     const bool with_arguments = argument_fd >= 0 && response.has_arguments();
     const absl::Status written =
-        with_arguments ? channel.Write(response, {&argument_fd, 1}) : channel.Write(response);
+        with_arguments ? channel_.Write(response, {&argument_fd, 1}) : channel_.Write(response);
     if (argument_fd >= 0) close(argument_fd);
     if (!written.ok() || response.recycle()) return 0;
-    answered = true;
+    answered_ = true;
+    return -1;
   }
+
+  // A job that lost the device's context or left something behind (threads, files, a changed
+  // process) fails, and its worker is replaced.
+  void JudgeWhatItLeft(const kprof::worker::v1::WorkerRequest& request,
+                       kprof::worker::v1::WorkerResponse* response) {
+    if (request.has_describe()) {
+      // The daemon's one-off question at start, on a worker it discards afterwards: the
+      // driver threads and NVML a CUDA description leaves behind are no job's leftovers.
+      return;
+    }
+    if (const std::string lost = ContextLost(device_); !lost.empty()) {
+      // A kernel faulted: every later CUDA call in this process would fail the same way.
+      response->Clear();
+      response->set_job_id(request.job_id());
+      response->set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
+      response->set_message(kprof::server::WorkerJobs::Describe(request) + " failed on " +
+                            kprof::base::DeviceSpec(device_) + ": " + lost +
+                            "; the device's context cannot be used after this, so its worker "
+                            "was replaced");
+      response->set_recycle(true);
+      return;
+    }
+    const std::string why = kprof::server::Disturbance(baseline_threads_, skip_cuda_, scratch_);
+    if (why.empty()) return;
+    // A job that failed on its own keeps its error (a strict check's is the finding), and says
+    // what it left too.
+    const std::string message = response->code() != 0
+                                    ? response->message() + "; it also " + why
+                                    : kprof::server::WorkerJobs::Describe(request) + " " + why;
+    response->Clear();
+    response->set_job_id(request.job_id());
+    response->set_code(kprof::wire::ToWireCode(absl::StatusCode::kAborted));
+    response->set_message(message + "; its worker was replaced");
+    response->set_recycle(true);
+    // A strict job's work that goes on after it is a failed check, whatever else it did.
+    response->set_check_failed(request.strict());
+  }
+
+  const kprof::base::Device device_;
+  const bool skip_cuda_;
+  const int baseline_threads_;
+  const kprof::server::FileIdentity job_socket_;
+  const kprof::server::ScratchDirectory scratch_;
+  const int64_t busy_poll_ns_;
+  kprof::server::FrameChannel channel_;
+  kprof::server::WorkerJobs jobs_;
+  // Jobs handed on and not started yet, in order: everything that has arrived is read before
+  // each job starts, so a job taken back (Withdraw) is answered without running.
+  std::deque<Pending> pending_;
+  // Right after an answer, the next job is waited for with a busy poll, until a Park says
+  // another worker is to run.
+  bool answered_ = false;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--clocks") == 0) {
+    return kprof::server::RunClockHelper(argc, argv);
+  }
+  WorkerFlags flags;
+  if (const int status = ParseFlags(argc, argv, &flags); status >= 0) return status;
+  const absl::StatusOr<kprof::base::Device> device = kprof::base::ParseDevice(flags.device_text);
+  if (!device.ok()) return Usage(std::string(device.status().message()).c_str());
+  Isolation isolation;
+  if (const int status = Confine(flags, *device, &isolation); status >= 0) return status;
+  // From here on what reaches the standard streams (a module's printf, a failed assertion) is
+  // the jobs' output: a pipe the daemon reads for the job's client, never the daemon's log.
+  if (flags.redirect_output) RedirectOutput();
+  JobLoop loop(*device, flags, isolation);
+  return loop.Run();
 }
