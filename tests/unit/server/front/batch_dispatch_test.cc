@@ -1,4 +1,4 @@
-#include "server/front/batch_dispatch.h"
+#include "server/front/service/batch_dispatch.h"
 
 #include <vector>
 

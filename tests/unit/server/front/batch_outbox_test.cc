@@ -1,4 +1,4 @@
-#include "server/front/batch_outbox.h"
+#include "server/front/service/batch_outbox.h"
 
 #include <string>
 

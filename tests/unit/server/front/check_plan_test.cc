@@ -1,6 +1,6 @@
 // CheckPlan on literal arguments: the outputs by each rule, the reference's run, and the
 // verdicts — passed, wrong, an input written, nothing to compare.
-#include "server/front/check_plan.h"
+#include "server/front/service/check_plan.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "server/front/client_turns.h"
+#include "server/front/scheduling/client_turns.h"
 
 #include <map>
 #include <string>

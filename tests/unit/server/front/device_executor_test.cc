@@ -1,7 +1,7 @@
 // The executor's scheduling with runners that are threads of this process: each job "runs" for
 // the time its script says, crashes its runner or hangs, so turns, pipelining, cancels,
 // deadlines, crashes and draining are tested without processes, gRPC or a device.
-#include "server/front/device_executor.h"
+#include "server/front/scheduling/device_executor.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>

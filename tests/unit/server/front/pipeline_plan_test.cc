@@ -1,4 +1,4 @@
-#include "server/front/pipeline_plan.h"
+#include "server/front/scheduling/pipeline_plan.h"
 
 #include <string>
 

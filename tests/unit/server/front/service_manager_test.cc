@@ -1,6 +1,6 @@
 // systemd's notification and journal protocols as kprofd speaks them, read back from real
 // AF_UNIX datagram sockets of the test's own, the way systemd and journald receive them.
-#include "server/front/service_manager.h"
+#include "server/front/daemon/service_manager.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "server/front/worker_output.h"
+#include "server/front/workers/worker_output.h"
 
 #include <unistd.h>
 
