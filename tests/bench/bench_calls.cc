@@ -106,9 +106,7 @@ void PythonOverhead(const std::string& target) {
       "    time.sleep(0.005)\n"
       "print(statistics.median(h), statistics.median(t), statistics.median(c))\n",
       KPROF_BUILD_DIR, target, target);
-  kprof::testing::TempDir dir;
-  std::ofstream(dir.path() + "/unary.py") << script;
-  std::istringstream out(Output("/usr/bin/python3 " + dir.path() + "/unary.py"));
+  std::istringstream out(PythonOutput(script));
   double health = 0, time = 0, client = 0;
   out >> health >> time >> client;
   if (!(health > 0 && time > 0 && client > 0)) Fail("the Python unary calls gave no figures");

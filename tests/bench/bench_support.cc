@@ -120,11 +120,15 @@ std::string Output(const std::string& command) {
   return out;
 }
 
-std::pair<int, double> PythonDoneAndSeconds(const std::string& script) {
+std::string PythonOutput(const std::string& script) {
   kprof::testing::TempDir dir;
-  const std::string path = dir.path() + "/farm.py";
+  const std::string path = dir.path() + "/script.py";
   std::ofstream(path) << script;
-  std::istringstream out(Output("/usr/bin/python3 " + path));
+  return Output("/usr/bin/python3 " + path);
+}
+
+std::pair<int, double> PythonDoneAndSeconds(const std::string& script) {
+  std::istringstream out(PythonOutput(script));
   std::pair<int, double> done_and_seconds{0, 0};
   out >> done_and_seconds.first >> done_and_seconds.second;
   return done_and_seconds;

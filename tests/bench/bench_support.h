@@ -98,8 +98,12 @@ std::string Candidate(const std::string& base, size_t size, int tag);
 // The output of a shell command, or a failure.
 std::string Output(const std::string& command);
 
-// Runs a Python script (Debian's interpreter, the script in a file of its own) that prints how
-// many jobs it did and the seconds they took: those two, or a failure.
+// What a Python script (Debian's interpreter, the script in a file of its own) printed, or a
+// failure.
+std::string PythonOutput(const std::string& script);
+
+// Runs a Python script that prints how many jobs it did and the seconds they took: those two,
+// or a failure.
 std::pair<int, double> PythonDoneAndSeconds(const std::string& script);
 
 }  // namespace kprof::bench

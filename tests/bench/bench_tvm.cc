@@ -123,9 +123,7 @@ BatchTimes PythonBatch(const std::string& target, const std::string& jobs, int c
       "    ran = sum(r.result.raw.timing.execution_seconds for r in results if r.ok)\n"
       "    print(sum(1 for r in results if r.ok), seconds, timed, ran)\n",
       KPROF_BUILD_DIR, jobs, target);
-  kprof::testing::TempDir dir;
-  std::ofstream(dir.path() + "/farm.py") << script;
-  std::istringstream out(Output("/usr/bin/python3 " + dir.path() + "/farm.py"));
+  std::istringstream out(PythonOutput(script));
   int done = 0;
   BatchTimes times;
   out >> done >> times.wall >> times.timed >> times.execution;
