@@ -10,6 +10,9 @@ import threading
 import grpc
 
 from kprof.check import answer_check, batch_check, verdict_of
+from kprof.interleave import interleave as _interleave
+from kprof.lease import hold as _hold
+from kprof.ranking import race as _race
 from kprof.requests import (_time_request, batch_job_or_failure, profile_function_request,
                             profile_request)
 from kprof.results import BatchResult, BenchmarkResult, KprofError, _call, _error
@@ -115,7 +118,6 @@ class Client:
         """Holds `device` alone for up to `seconds` (kprof.lease.Lease, a context manager): this
         client's calls run under it until it is released or ends. One lease per client at a
         time (a second device wants a second client)."""
-        from kprof.lease import hold
         with self._lease_lock:
             if self._lease_id is not None:
                 raise KprofError(grpc.StatusCode.FAILED_PRECONDITION,
@@ -123,7 +125,7 @@ class Client:
                                  "it first, or lease the other device with another client")
             self._lease_id = ""  # being asked for
         try:
-            return hold(self, device, seconds, lock_clocks, clock_mhz)
+            return _hold(self, device, seconds, lock_clocks, clock_mhz)
         except BaseException:
             with self._lease_lock:
                 self._lease_id = None
@@ -258,14 +260,12 @@ class Client:
         """Races the jobs (candidates) as `kprof batch --rank` does: the Ranking names the
         fastest and the candidates within `threshold` percent of it, measuring more repeats
         only of those in doubt, each round a batch (see kprof.ranking)."""
-        from kprof.ranking import race
-        return race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
+        return _race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
 
     def interleave(self, jobs, seed):
         """Runs the jobs' repeats as jobs of one repeat each, in a random order across them
         drawn from `seed`, and yields each job's merged BatchResult (see kprof.interleave)."""
-        from kprof.interleave import interleave
-        return interleave(self.batch, jobs, seed)
+        return _interleave(self.batch, jobs, seed)
 
     def batch(self, jobs, progress=None, **check):
         """Runs many TimeEvaluate jobs on one MeasureBatch stream and yields a BatchResult per

@@ -19,7 +19,8 @@ import math
 import os
 import sys
 
-from kprof.report import shortest_decimal
+from kprof.pictures import comparison_svg
+from kprof.report_metrics import shortest_decimal
 from kprof.statistics import bootstrap_change_interval, mann_whitney_u, median as _median
 
 _NAN = float("nan")
@@ -407,7 +408,6 @@ class Comparisons:
 
     def as_svg(self):
         """Each comparison's change within its interval, as `kprof compare --plot` draws it."""
-        from kprof.pictures import comparison_svg
         return comparison_svg(self.comparisons, self.confidence)
 
     def regressions(self, percent):

@@ -17,6 +17,8 @@ import grpc
 from kprof.client import _MODULE_ID, Client, KprofError, _module_bytes, default_target, \
     default_token
 from kprof.farm_batch import FarmBatch
+from kprof.interleave import interleave as _interleave
+from kprof.ranking import race as _race
 from kprof.targets import resolve_target
 
 
@@ -80,8 +82,7 @@ class Farm:
         """Races the jobs (candidates) as `kprof batch --rank` does: the Ranking names the
         fastest and the candidates within `threshold` percent of it, measuring more repeats
         only of those in doubt, each round a batch (see kprof.ranking)."""
-        from kprof.ranking import race
-        return race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
+        return _race(self.batch, jobs, confidence, threshold, initial, max_repeats, budget)
 
     def interleave(self, jobs, seed):
         """Client.interleave, on a farm of one daemon: a candidate's repeats on several
@@ -89,8 +90,7 @@ class Farm:
         if len(self.addresses) != 1:
             raise ValueError(f"interleaving compares candidates on one machine, and the farm "
                              f"has {len(self.addresses)} daemons: give one")
-        from kprof.interleave import interleave
-        return interleave(self.batch, jobs, seed)
+        return _interleave(self.batch, jobs, seed)
 
     def batch(self, jobs, progress=None, **check):
         """Runs TimeEvaluate jobs (dicts, as for Client.batch) over the daemons and yields a

@@ -17,6 +17,7 @@ import math
 
 import grpc
 
+from kprof.results import BatchResult, BenchmarkResult
 from kprof.statistics import median as _median
 
 _MASK = (1 << 64) - 1
@@ -139,7 +140,6 @@ def interleave(batch, jobs, seed):
 def _run(batch, jobs, repeats, slots):
     """The parts made and sent _CHUNK at a time, each job's merged in its repeats' order as
     they come, so that what is held is a chunk of parts and the repeats that came early."""
-    from kprof.client import BatchResult, BenchmarkResult
     made = [0] * len(jobs)  # parts made, per job: the next one's repeat
     runs = [_Merging() for _ in jobs]
     finished = set()

@@ -14,8 +14,8 @@ import threading
 
 import grpc
 
+from kprof.results import KprofError
 from kprof.v1 import kprof_pb2
-from kprof.client import KprofError
 
 _ENDED = kprof_pb2.LeaseUpdate.ENDED
 _GRANTED = kprof_pb2.LeaseUpdate.GRANTED

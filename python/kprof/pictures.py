@@ -8,7 +8,7 @@
 
 import math
 
-from kprof.report import xml_escaped as _escaped
+from kprof.report_metrics import xml_escaped as _escaped
 from kprof.statistics import median as _median
 from kprof.statistics import within_far_out as _within_far_out
 

@@ -27,7 +27,9 @@ import random
 import time
 
 from kprof.compare import _aligned_table, _csv_number, _percent, _seconds, read_measurements
-from kprof.report import shortest_decimal
+from kprof.interleave import merge_repeats
+from kprof.report_metrics import shortest_decimal
+from kprof.results import BenchmarkResult
 from kprof.statistics import median as _median, u_counts as _u_counts
 
 _INF = math.inf
@@ -422,8 +424,6 @@ def race(batch, jobs, confidence=0.95, threshold=1.0, initial=10, max_repeats=30
     race sets) through `batch` (a Client's or a Farm's) as `kprof batch --rank` does, and
     returns the Ranking, with `results`: each measured candidate's BenchmarkResult of all its
     repeats."""
-    from kprof.client import BenchmarkResult
-    from kprof.interleave import merge_repeats
     if not 0 < confidence < 1:
         raise ValueError(f"confidence {confidence}: a probability between 0 and 1, e.g. 0.95")
     if not 0 <= threshold < 100:

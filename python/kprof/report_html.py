@@ -3,7 +3,7 @@ as bars, then a table of them that sorts by the column clicked, then the configu
 
 import math
 
-from kprof.report import (DEVICE, DURATION, NAME, aggregate_calls, format_for_table, kind_of,
+from kprof.report_metrics import (DEVICE, DURATION, NAME, aggregate_calls, format_for_table, kind_of,
                           shortest_decimal, table_columns, xml_escaped)
 
 

@@ -4,6 +4,9 @@ and a refusal (KprofError). Imports nothing of the package but the check's messa
 import grpc
 
 from kprof.check import verdict_of_trailers
+from kprof.compare import _seconds
+from kprof.gbench import gbench_document, gbench_runs
+from kprof.pictures import repeats_svg
 
 
 class KprofError(Exception):
@@ -63,18 +66,15 @@ class BenchmarkResult:
     def as_gbench(self, name):
         """Google Benchmark's JSON of this result, benchmark `name` (e.g. "spin_us/float64:100"),
         as `kprof time --format gbench` writes it."""
-        from kprof.gbench import gbench_document, gbench_runs
         return gbench_document(self.raw.environment, gbench_runs(name, self.raw))
 
     def as_svg(self, title):
         """The repeats' histogram with the median marked, as `kprof time --plot` draws it."""
-        from kprof.pictures import repeats_svg
         return repeats_svg(title, self.results)
 
     def __str__(self):
         """As the CLI's table says it: times in a unit that suits each (ns below a microsecond),
         one spread (the sample relative standard deviation), the repeats, the warnings."""
-        from kprof.compare import _seconds
         raw = self.raw
         n = len(self.results)
         spread = "%.2f%%" % (raw.rel_stddev * 100) if n > 1 else "- (one repeat)"

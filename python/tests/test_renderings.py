@@ -5,6 +5,7 @@ headless Chromium."""
 import json
 import math
 import os
+import re
 import subprocess
 import tempfile
 
@@ -237,8 +238,15 @@ def test_plots_render_in_a_real_browser(daemon):
         pixels = [p for row in rows for p in row]
         red = sum(1 for r, g, b in pixels if r > 150 and g < 90 and b < 90)
         assert red > 200, f"the slower verdict's colour: {red} pixels"
-        import re
-        assert re.search(r"slower \+(2[89]|3[0-2])\.\d\d%", dom), dom  # spins of 100 and 130 us
+        # Spins of 100 and 130 us: about +30%, or what a busy host made of it; the picture says
+        # what the files say.
+        medians = {}
+        for name, path in times.items():
+            with open(path) as f:
+                medians[name] = json.load(f)["median"]
+        change = (medians["new"] / medians["base"] - 1) * 100
+        drawn = re.search(r"slower \+([0-9]+\.[0-9]{2})%", dom)
+        assert drawn is not None and abs(float(drawn.group(1)) - change) < 0.011, (change, dom)
         assert "no change" in dom and "base.json -&gt; new.json" in dom
 
 
