@@ -194,15 +194,23 @@ std::string RepeatsHistogram(const std::vector<double>& seconds) {
     if (s < low) ++below;
     if (s > high) ++above;
   }
-  std::string beyond;
+  std::vector<std::string> beyond;
   if (below > 0) {
-    absl::StrAppend(&beyond, "; ", below, " far below, down to ", Seconds(report::Min(seconds)));
+    beyond.push_back(absl::StrCat(below, " far below, down to ", Seconds(report::Min(seconds))));
   }
   if (above > 0) {
-    absl::StrAppend(&beyond, "; ", above, " far above, up to ", Seconds(report::Max(seconds)));
+    beyond.push_back(absl::StrCat(above, " far above, up to ", Seconds(report::Max(seconds))));
   }
-  return absl::StrFormat("repeats  %s  %s .. %s (%d in %d bins%s)", bars, Seconds(low),
-                         Seconds(high), kept.size(), bins, beyond);
+  const std::string line = absl::StrFormat("repeats  %s  %s .. %s (%d in %d bins", bars,
+                                           Seconds(low), Seconds(high), kept.size(), bins);
+  const std::string far = absl::StrJoin(beyond, "; ");
+  // On one line while it fits a terminal's 100 columns (a bar is one column, three bytes);
+  // else the far-out repeats on a line of their own beneath.
+  size_t columns = 0;
+  for (const unsigned char c : line) columns += (c & 0xc0) != 0x80;
+  if (far.empty()) return line + ")";
+  if (columns + 2 + far.size() + 1 <= 100) return absl::StrCat(line, "; ", far, ")");
+  return absl::StrCat(line, ")\n         ", far);
 }
 
 namespace {

@@ -69,7 +69,8 @@ std::string ClockLine(const kprof::v1::TimeEvaluateResponse& r);
 
 // The repeats' distribution in one line: "repeats  ▁▃█▅▂  50.12 us .. 50.31 us (12 in 5 bins)",
 // a bar per bin, as high as its count against the fullest's; the repeats beyond Tukey's far-out
-// fences are not in the bins but counted after them ("; 1 far above, up to 412.000 us").
+// fences are not in the bins but counted after them ("; 1 far above, up to 412.000 us"), on a
+// line of their own beneath when the line would pass 100 columns.
 std::string RepeatsHistogram(const std::vector<double>& seconds);
 
 // 3.4 ns, 812.52 us, 1.204 ms: a time in the unit that suits its size; "-" for NaN.
