@@ -10,7 +10,6 @@
 #include <fstream>
 #include <functional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -182,14 +181,20 @@ void Breakdown(const kprof::testing::Daemon& daemon, kprof::client::Client& clie
   kprof::v1::TimeEvaluateRequest nop = TimeRequest("builtin", "nop", {});
   nop.set_number(1);
   nop.set_repeat(1);
-  for (const auto& [method, request, name] :
-       {std::tuple<const char*, std::string, const char*>{kTimeEvaluate, nop.SerializeAsString(),
-                                                          "unary TimeEvaluate(nop), C++, per call"},
-        {kHealthCheck, "", "  health Check, C++, per call"}}) {
-    AddRows(name, "call", Measure(daemon, true, 3000, [&](int n) -> std::function<void()> {
+  struct Unary {
+    const char* method;
+    std::string request;
+    const char* name;
+  };
+  for (const Unary& unary :
+       {Unary{kTimeEvaluate, nop.SerializeAsString(), "unary TimeEvaluate(nop), C++, per call"},
+        Unary{kHealthCheck, "", "  health Check, C++, per call"}}) {
+    AddRows(unary.name, "call", Measure(daemon, true, 3000, [&](int n) -> std::function<void()> {
               return [&, n] {
                 for (int i = 0; i < n; ++i) {
-                  if (!caller.Call(method, request)) Fail(std::string(name) + " failed");
+                  if (!caller.Call(unary.method, unary.request)) {
+                    Fail(std::string(unary.name) + " failed");
+                  }
                 }
               };
             }));

@@ -20,7 +20,6 @@ using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-constexpr base::Device kCpu{base::DeviceType::kCpu, 0};
 
 // Counts what the evaluator asks of the CPU's DeviceApi.
 class CountingApi final : public DeviceApi {
