@@ -43,9 +43,9 @@
 #include "server/front/daemon/daemon_options.h"
 #include "server/front/daemon/daemon_setup.h"
 #include "server/front/daemon/journal_log.h"
+#include "server/front/daemon/service_manager.h"
 #include "server/front/scheduling/lease_manager.h"
 #include "server/front/service/profiler_service.h"
-#include "server/front/daemon/service_manager.h"
 #include "server/front/workers/worker_output.h"
 
 namespace kprof::server {

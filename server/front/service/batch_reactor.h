@@ -31,8 +31,8 @@
 #include "absl/time/time.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/support/byte_buffer.h"
-#include "server/front/service/batch_outbox.h"
 #include "server/front/scheduling/device_executor.h"
+#include "server/front/service/batch_outbox.h"
 #include "server/front/service/profiler_service.h"
 
 namespace kprof::server {

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "base/status_macros.h"
-#include "server/front/service/grpc_status.h"
 #include "server/front/scheduling/lease_manager.h"
+#include "server/front/service/grpc_status.h"
 #include "server/front/service/profiler_service.h"
 
 namespace kprof::server {

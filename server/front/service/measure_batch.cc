@@ -18,9 +18,9 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/status.h"
+#include "server/front/modules/module_registry.h"
 #include "server/front/service/batch_reactor.h"
 #include "server/front/service/grpc_status.h"
-#include "server/front/modules/module_registry.h"
 #include "server/front/service/profiler_service.h"
 #include "server/worker/job_options.h"
 

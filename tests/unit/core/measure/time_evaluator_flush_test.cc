@@ -20,7 +20,6 @@ using ::testing::DoubleEq;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-
 // Counts what the evaluator asks of the CPU's DeviceApi.
 class CountingApi final : public DeviceApi {
  public:
