@@ -5,9 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,19 +80,8 @@ double BatchSecondsPerCandidate(const std::string& target, const std::string& ba
   return seconds / count;
 }
 
-// CPU seconds (user + system) `pid` has spent, its threads included.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t end = stat.rfind(')');
-  if (end == std::string::npos) return 0;
-  std::istringstream fields(stat.substr(end + 2));
-  std::string skip;
-  for (int i = 3; i < 14; ++i) fields >> skip;  // state .. cmajflt: fields 3 to 13
-  double user = 0, system = 0;
-  fields >> user >> system;
-  return (user + system) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
+// CPU seconds `pid` has spent, its threads included.
+double CpuSeconds(pid_t pid) { return ProcessUsage(pid).cpu; }
 
 // CPU seconds spent so far by this process (the client), the daemon and its workers.
 struct CpuSpent {
@@ -190,15 +176,7 @@ void UnaryCpu(kprof::testing::Daemon& daemon, const std::string& kind) {
 double CliBatchSecondsPerJob(const std::string& target, int count) {
   kprof::testing::TempDir dir;
   const auto run = [&](int n) {
-    const std::string jobs = dir.path() + "/jobs" + std::to_string(n) + ".jsonl";
-    {
-      std::ofstream out(jobs);
-      for (int i = 0; i < n; ++i) {
-        out << "{\"id\": \"j" << i
-            << "\", \"module\": \"builtin\", \"function\": \"nop\", \"number\": 1, "
-               "\"repeat\": 1}\n";
-      }
-    }
+    const std::string jobs = NopJobs(dir.path(), n);
     const std::string results = dir.path() + "/results.jsonl";
     const auto start = Clock::now();
     Output(std::string(KPROF_PATH) + " --target " + target + " batch " + jobs + " > " + results);

@@ -6,8 +6,6 @@
 #include <sys/types.h>
 
 #include <deque>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -23,38 +21,6 @@
 
 namespace kprof::bench {
 namespace {
-
-// CPU seconds and wake-ups of a set of processes, so far.
-struct Usage {
-  double cpu = 0;
-  double wakeups = 0;
-  Usage& operator+=(const Usage& u) {
-    cpu += u.cpu;
-    wakeups += u.wakeups;
-    return *this;
-  }
-  Usage operator-(const Usage& u) const { return {cpu - u.cpu, wakeups - u.wakeups}; }
-};
-
-// What `pid`'s threads have spent: their run time to the nanosecond (schedstat) and their
-// voluntary switches. A thread that ended between two readings takes its share with it.
-Usage ProcessUsage(pid_t pid) {
-  Usage usage;
-  std::error_code error;
-  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
-  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
-    std::ifstream schedstat(task.path() / "schedstat");
-    double nanos = 0;
-    if (schedstat >> nanos) usage.cpu += nanos * 1e-9;
-    std::ifstream status(task.path() / "status");
-    for (std::string line; std::getline(status, line);) {
-      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
-        usage.wakeups += std::stod(line.substr(line.find(':') + 1));
-      }
-    }
-  }
-  return usage;
-}
 
 // This process's children that were waited for (a command run through Output): CPU and
 // voluntary switches, from getrusage.
@@ -147,17 +113,6 @@ Prepare ByPython(const std::string& target,
     const std::string jobs = make(dirs->emplace_back().path(), n);
     return [=] { (void)PythonBatch(target, jobs, n); };
   };
-}
-
-std::string NopJobs(const std::string& dir, int n) {
-  const std::string jobs = dir + "/nop.jsonl";
-  std::ofstream out(jobs);
-  for (int i = 0; i < n; ++i) {
-    out << "{\"id\": \"j" << i
-        << "\", \"module\": \"builtin\", \"function\": \"nop\", \"number\": 1, "
-           "\"repeat\": 1}\n";
-  }
-  return jobs;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -132,6 +133,35 @@ std::pair<int, double> PythonDoneAndSeconds(const std::string& script) {
   std::pair<int, double> done_and_seconds{0, 0};
   out >> done_and_seconds.first >> done_and_seconds.second;
   return done_and_seconds;
+}
+
+Usage ProcessUsage(pid_t pid) {
+  Usage usage;
+  std::error_code error;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream schedstat(task.path() / "schedstat");
+    double nanos = 0;
+    if (schedstat >> nanos) usage.cpu += nanos * 1e-9;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("voluntary_ctxt_switches:", 0) == 0) {
+        usage.wakeups += std::stod(line.substr(line.find(':') + 1));
+      }
+    }
+  }
+  return usage;
+}
+
+std::string NopJobs(const std::string& dir, int n) {
+  const std::string jobs = dir + "/nop.jsonl";
+  std::ofstream out(jobs);
+  for (int i = 0; i < n; ++i) {
+    out << "{\"id\": \"j" << i
+        << "\", \"module\": \"builtin\", \"function\": \"nop\", \"number\": 1, "
+           "\"repeat\": 1}\n";
+  }
+  return jobs;
 }
 
 }  // namespace kprof::bench

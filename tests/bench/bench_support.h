@@ -106,4 +106,23 @@ std::string PythonOutput(const std::string& script);
 // or a failure.
 std::pair<int, double> PythonDoneAndSeconds(const std::string& script);
 
+// CPU seconds and wake-ups of a set of processes, so far.
+struct Usage {
+  double cpu = 0;
+  double wakeups = 0;
+  Usage& operator+=(const Usage& u) {
+    cpu += u.cpu;
+    wakeups += u.wakeups;
+    return *this;
+  }
+  Usage operator-(const Usage& u) const { return {cpu - u.cpu, wakeups - u.wakeups}; }
+};
+
+// What `pid`'s threads have spent: their run time to the nanosecond (schedstat) and their
+// voluntary switches. A thread that ended between two readings takes its share with it.
+Usage ProcessUsage(pid_t pid);
+
+// A job file of `n` nop jobs (number 1, repeat 1; ids j0, j1 ...) in `dir`: its path.
+std::string NopJobs(const std::string& dir, int n);
+
 }  // namespace kprof::bench
